@@ -1,0 +1,12 @@
+"""ordmix: ground truth and annotator quality from ordinal crowd ratings.
+
+The ordinal-discrete-mixture model of Lakshminarayanan & Teh fitted by variational Bayes,
+with the usual baselines beside it. Pure library: never imports streamlit.
+"""
+
+from .data import CrowdData, Scale, prepare
+from .errors import InputError
+from .model import CollapseWarning, OrdinalMixture
+
+__all__ = ["CollapseWarning", "CrowdData", "InputError", "OrdinalMixture", "Scale", "prepare"]
+__version__ = "0.1.0"

@@ -1,0 +1,56 @@
+"""The estimator interface every method shares (scikit-learn / crowd-kit style).
+
+``__init__`` stores parameters only; ``fit(ratings)`` learns attributes ending in ``_`` and
+returns ``self``; ``fit_predict(ratings)`` returns the per-instance estimates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from .data import CrowdData, Scale, prepare
+
+
+class CrowdEstimator:
+    """Base class. Subclasses implement ``_fit(data)`` returning ``(M,)`` estimates on the scale.
+
+    After ``fit``: ``estimates_`` (Series indexed by instance, named ``estimate``), ``data_``
+    (the :class:`CrowdData` used), ``scale_``.
+    """
+
+    #: name used by ``ordmix compare`` and the dashboard
+    name: str = "base"
+    #: granularity the data is prepared at (the engine overrides this per instance)
+    _granularity: str = "global"
+
+    def __init__(self, scale: Scale | Sequence[float] | str | None = None) -> None:
+        self.scale = scale
+
+    def fit(self, ratings: pd.DataFrame | CrowdData) -> CrowdEstimator:
+        data = prepare(ratings, self.scale, granularity=self._granularity)
+        est = np.asarray(self._fit(data), dtype=float)
+        self.data_ = data
+        self.scale_ = data.scale
+        self.estimates_ = pd.Series(
+            est, index=pd.Index(data.instances, name="instance"), name="estimate"
+        )
+        return self
+
+    def fit_predict(self, ratings: pd.DataFrame | CrowdData) -> pd.Series:
+        return self.fit(ratings).estimates_
+
+    def _fit(self, data: CrowdData) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def get_params(self) -> dict:
+        import inspect
+
+        sig = inspect.signature(type(self).__init__)
+        return {k: getattr(self, k) for k in sig.parameters if k != "self"}
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
+        return f"{type(self).__name__}({args})"

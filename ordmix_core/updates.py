@@ -1,0 +1,141 @@
+"""Coordinate-ascent updates of the ordinal-discrete-mixture's variational factors.
+
+Pure array functions. ``L`` ratings, ``M`` instances, ``N`` annotators, ``C`` categories; a
+suffix ``_l`` marks a per-rating gather (e.g. ``e_tau_l = e_tau[ann]``). Each update (with
+``exact=True`` for q(y)) maximises the lower bound over its factor given all the others, so
+the bound never decreases over a sweep (model-notes.md).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import digamma, expit, polygamma
+
+_LOG_2PI = np.log(2.0 * np.pi)
+#: eps is kept this far inside (0, 1) so that log eps and log(1 - eps) stay finite
+EPS_FLOOR = 1e-10
+#: lower limit of the learned rate beta of the expertise prior (see gamma_prior_mle)
+TAU_RATE_FLOOR = 1e-3
+
+
+def gamma_moments(shape: np.ndarray, rate: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``E[t]`` and ``E[log t]`` of Gamma(shape, rate) (rate parametrisation); shapes as input."""
+    return shape / rate, digamma(shape) - np.log(rate)
+
+
+def expected_sq(ex: np.ndarray, var: np.ndarray, mu_l: np.ndarray, lam_l: np.ndarray) -> np.ndarray:
+    """``S_l = E[(x_l - z_m)^2] = (E x - mu_m)^2 + Var x + 1/lambda_m``; all ``(L,)``."""
+    d = ex - mu_l
+    return d * d + var + 1.0 / lam_l
+
+
+def omega_logit(
+    log_eps_l: np.ndarray,
+    log1m_eps_l: np.ndarray,
+    log_pi_l: np.ndarray,
+    e_logtau_l: np.ndarray,
+    e_logdelta_l: np.ndarray,
+    rho_l: np.ndarray,
+    s_l: np.ndarray,
+    entropy_l: np.ndarray | None,
+    exact: bool = True,
+) -> np.ndarray:
+    """``logit(omega_l)``, the log-odds that rating l comes from the truth, not spam; ``(L,)``.
+
+    exact: the mean-field optimum (model-notes.md), entropy of q(x|y=1) included
+    (``entropy_l=None`` for the real-valued likelihood, where x is observed). Otherwise the
+    paper's literal eq. (4): ``E[tau]E[delta]`` plugged into the Gaussian, no entropy.
+    """
+    base = log_eps_l - log1m_eps_l - log_pi_l - 0.5 * _LOG_2PI - 0.5 * rho_l * s_l
+    if exact:
+        out = base + 0.5 * (e_logtau_l + e_logdelta_l)
+        if entropy_l is not None:
+            out = out + entropy_l
+        return out
+    return base + 0.5 * np.log(rho_l)
+
+
+def omega_from_logit(logit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(omega, 1 - omega)``, each computed directly so neither loses precision near 0."""
+    return expit(logit), expit(-logit)
+
+
+def update_z(
+    inst: np.ndarray,
+    w_l: np.ndarray,
+    ex: np.ndarray,
+    mu: float,
+    lam: float,
+    n_instances: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """q(z_m) = N(mu_m, 1/lambda_m) with ``w_l = omega_l E[tau_n] E[delta_c]``; returns (M,), (M,)."""
+    lam_m = lam + np.bincount(inst, weights=w_l, minlength=n_instances)
+    mu_m = (mu * lam + np.bincount(inst, weights=w_l * ex, minlength=n_instances)) / lam_m
+    return mu_m, lam_m
+
+
+def update_gamma_factor(
+    group: np.ndarray,
+    omega: np.ndarray,
+    other_l: np.ndarray,
+    s_l: np.ndarray,
+    shape0: float,
+    rate0: float,
+    size: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Gamma posterior of tau (group = annotator, other = E[delta]) or delta (the reverse).
+
+    ``shape = shape0 + 0.5 sum omega``, ``rate = rate0 + 0.5 sum omega other S``; (size,) each.
+    """
+    shape = shape0 + 0.5 * np.bincount(group, weights=omega, minlength=size)
+    rate = rate0 + 0.5 * np.bincount(group, weights=omega * other_l * s_l, minlength=size)
+    return shape, rate
+
+
+def update_eps(ann: np.ndarray, omega: np.ndarray, n_ratings_n: np.ndarray) -> np.ndarray:
+    """Eq. (5): eps_n = mean of omega over n's ratings, kept inside [EPS_FLOOR, 1 - EPS_FLOOR]."""
+    eps = np.bincount(ann, weights=omega, minlength=n_ratings_n.size) / np.maximum(n_ratings_n, 1)
+    return np.clip(eps, EPS_FLOOR, 1.0 - EPS_FLOOR)
+
+
+def gamma_prior_mle(
+    e_t: np.ndarray, e_logt: np.ndarray, min_rate: float = 0.0, max_shape: float = 1e8
+) -> tuple[float, float]:
+    """Type-II ML of a Gamma(alpha, beta) prior from q's ``E[t]``, ``E[log t]`` (each (N,)).
+
+    Maximises ``sum_n E_q[log Gamma(t_n | alpha, beta)]`` subject to ``beta >= min_rate``:
+    ``beta = alpha / mean(E t)`` with ``log alpha - digamma(alpha) = log mean(E t) - mean(E log t)``
+    (Minka's Newton step); if that beta is below ``min_rate``, beta = min_rate and alpha solves
+    ``digamma(alpha) = log beta + mean(E log t)``. The floor keeps the real-valued likelihood,
+    whose bound is unbounded as one annotator's precision grows, from running off to infinity.
+    """
+    mean_t = float(np.mean(e_t))
+    mean_logt = float(np.mean(e_logt))
+    s = float(np.log(mean_t) - mean_logt)
+    if not np.isfinite(s) or s <= 1.0 / max_shape:
+        alpha = max_shape
+    else:
+        alpha = (3.0 - s + np.sqrt((s - 3.0) ** 2 + 24.0 * s)) / (12.0 * s)
+        for _ in range(50):
+            g = np.log(alpha) - digamma(alpha) - s
+            h = 1.0 / alpha - polygamma(1, alpha)
+            new = 1.0 / (1.0 / alpha + g / (alpha * alpha * h))
+            if not np.isfinite(new) or new <= 0:
+                break
+            done = abs(new - alpha) <= 1e-12 * alpha
+            alpha = min(float(new), max_shape)
+            if done:
+                break
+    beta = alpha / mean_t
+    if beta < min_rate:
+        beta = min_rate
+        alpha = min(inverse_digamma(np.log(beta) + mean_logt), max_shape)
+    return alpha, beta
+
+
+def inverse_digamma(y: float, iters: int = 8) -> float:
+    """x with digamma(x) = y (Minka's initialisation and Newton iterations)."""
+    x = np.exp(y) + 0.5 if y >= -2.22 else -1.0 / (y - digamma(1.0))
+    for _ in range(iters):
+        x = x - (digamma(x) - y) / polygamma(1, x)
+    return float(x)
