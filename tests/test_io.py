@@ -1,0 +1,616 @@
+"""Readers refuse bad files with a precise InputError; writers never leave half an output.
+
+``python tests/test_io.py`` prints the Markdown table of cases and messages that
+docs/reliability.md records.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ordmix_core.errors import InputError
+from ordmix_core.io import (
+    FORMULA_PREFIXES,
+    MAX_UPLOAD_MB,
+    atomic_output_dir,
+    csv_safe,
+    read_gold,
+    read_ratings,
+    read_table,
+    to_csv_bytes,
+    write_csv,
+)
+
+HDR = b"annotator,instance,rating\n"
+
+
+def _parquet_bytes(df: pd.DataFrame) -> bytes:
+    buf = io.BytesIO()
+    df.to_parquet(buf, index=False)
+    return buf.getvalue()
+
+
+_GOOD_PARQUET = _parquet_bytes(
+    pd.DataFrame({"annotator": ["w1", "w2"], "instance": ["t1", "t1"], "rating": [1, 2]})
+)
+
+#: (what, file name, content, scale, substrings the message must contain)
+MALFORMED: list[tuple[str, str, bytes, str | None, list[str]]] = [
+    ("empty file (0 bytes)", "empty.csv", b"", None, ["0 bytes"]),
+    ("only blank lines", "blank.csv", b"\n\n  \n", None, ["no header row"]),
+    ("header only", "header.csv", HDR, None, ["header but no data rows"]),
+    ("blank first line", "top.csv", b"\n" + HDR + b"w1,t1,3\n", None, ["row 1 is blank"]),
+    (
+        "NUL byte (binary)",
+        "nul.csv",
+        HDR + b"w1,t\x001,3\n",
+        None,
+        ["NUL byte at byte offset 30", "line 2"],
+    ),
+    (
+        "Latin-1 text (not UTF-8)",
+        "latin1.csv",
+        HDR + b"w1,caf\xe9,3\n",
+        None,
+        ["not UTF-8", "0xE9", "byte offset 32", "line 2"],
+    ),
+    ("UTF-16 text", "utf16.csv", "annotator,instance,rating\n".encode("utf-16"), None, ["UTF-16"]),
+    ("Parquet named .csv", "ratings.csv", _GOOD_PARQUET, None, ["Parquet", ".parquet"]),
+    (
+        "CSV text named .parquet",
+        "ratings.parquet",
+        HDR + b"w1,t1,3\n",
+        None,
+        ["not a Parquet file", "rename it to .csv"],
+    ),
+    (
+        "truncated Parquet",
+        "cut.parquet",
+        _GOOD_PARQUET[: len(_GOOD_PARQUET) // 2],
+        None,
+        ["could not be read as Parquet"],
+    ),
+    (
+        "xlsx named .csv",
+        "sheet.csv",
+        b"PK\x03\x04\x14\x00\x06\x00[Content_Types].xml xl/workbook.xml",
+        None,
+        ["Excel workbook", "save the sheet as CSV"],
+    ),
+    ("zip named .csv", "archive.csv", b"PK\x03\x04\x14\x00data.csv", None, ["zip archive"]),
+    ("gzip named .csv", "ratings.csv", gzip.compress(HDR), None, ["gzip", "decompress"]),
+    ("pickle named .csv", "model.csv", b"\x80\x04K\x01.", None, ["pickle", "never loaded"]),
+    ("unknown extension .xlsx", "ratings.xlsx", HDR, None, ["'.xlsx'", ".csv, .tsv", ".parquet"]),
+    ("unknown extension .json", "ratings.json", b"{}", None, ["'.json'", "accepted"]),
+    ("pickle extension", "model.pkl", b"\x80\x04K\x01.", None, ["'.pkl'", "never loaded"]),
+    (
+        "unterminated quote",
+        "quote.csv",
+        HDR + b'w1,t1,3\nw2,"t2,4\nw3,t3,5\n',
+        None,
+        ["row 3", "never closed"],
+    ),
+    (
+        "stray quote after quoted value",
+        "stray.csv",
+        HDR + b'w1,"t1"x,3\n',
+        None,
+        ["row 2", "broken quoting"],
+    ),
+    (
+        "row with too few fields",
+        "short.csv",
+        HDR + b"w1,t1,3\nw2,t2,4\nw3,5\n",
+        None,
+        ["row 4", "2 field(s)", "header has 3"],
+    ),
+    (
+        "row with too many fields (unquoted comma)",
+        "long.csv",
+        HDR + b"w1,t1,3\nw2,t,2,4\n",
+        None,
+        ["row 3", "4 field(s)", "quote values"],
+    ),
+    (
+        "too many fields in the first row",
+        "first.csv",
+        HDR + b"w1,t1,3,9\nw2,t2,4\n",
+        None,
+        ["row 2", "4 field(s)"],
+    ),
+    (
+        "blank line between rows",
+        "gap.csv",
+        HDR + b"w1,t1,3\n\nw2,t2,4\n",
+        None,
+        ["row 3", "blank"],
+    ),
+    (
+        "duplicate column names",
+        "dup.csv",
+        b"annotator,instance,rating,rating\nw1,t1,3,4\n",
+        None,
+        ["'rating'", "columns 3 and 4"],
+    ),
+    (
+        "space-delimited",
+        "space.csv",
+        b"annotator instance rating\nw1 t1 3\n",
+        None,
+        ["only one column", "delimiter ' ' (space)"],
+    ),
+    (
+        "required column missing",
+        "missing.csv",
+        b"annotator,rating\nw1,3\n",
+        None,
+        ["instance", "missing"],
+    ),
+    (
+        "empty ID cell",
+        "emptycell.csv",
+        HDR + b"w1,t1,3\n,t2,4\n",
+        None,
+        ["row 3", "'annotator'"],
+    ),
+    ("empty rating cell", "norating.csv", HDR + b"w1,t1,\n", None, ["row 2", "rating empty"]),
+    ("text rating", "text.csv", HDR + b"w1,t1,3\nw1,t2,good\n", None, ["row 3", "'good'"]),
+    (
+        "rating off the given scale",
+        "off.csv",
+        HDR + b"w1,t1,3\nw1,t2,7\n",
+        "1,2,3,4,5",
+        ["row 3", "7 is not on the scale 1,2,3,4,5", "--scale"],
+    ),
+    (
+        "fractional rating on an integer scale",
+        "frac.csv",
+        HDR + b"w1,t1,3\nw1,t2,3.5\n",
+        "1,2,3,4,5",
+        ["row 3", "3.5 is not on the scale"],
+    ),
+]
+
+
+def _message(content: bytes, name: str, scale: str | None) -> str:
+    with pytest.raises(InputError) as err:
+        read_ratings(content, name=name, scale=scale)
+    return str(err.value)
+
+
+@pytest.mark.parametrize("what,name,content,scale,expect", MALFORMED, ids=[c[0] for c in MALFORMED])
+def test_malformed_upload_is_refused_precisely(what, name, content, scale, expect):
+    msg = _message(content, name, scale)
+    assert msg.startswith(f"{name}: "), msg
+    for part in expect:
+        assert part in msg, f"{part!r} not in {msg!r}"
+    assert "\n" not in msg  # the CLI prints it on one line
+
+
+@pytest.mark.parametrize("what,name,content,scale,expect", MALFORMED[:12], ids=str)
+def test_malformed_file_on_disk_names_its_path(tmp_path, what, name, content, scale, expect):
+    path = tmp_path / name
+    path.write_bytes(content)
+    with pytest.raises(InputError) as err:
+        read_ratings(path, scale=scale)
+    assert str(err.value).startswith(f"{path}: ")
+    for part in expect:
+        assert part in str(err.value)
+
+
+def test_missing_path_and_folder(tmp_path):
+    with pytest.raises(InputError, match="not found"):
+        read_ratings(tmp_path / "nope.csv")
+    (tmp_path / "dir.csv").mkdir()
+    with pytest.raises(InputError, match="folder"):
+        read_ratings(tmp_path / "dir.csv")
+
+
+def test_not_a_source():
+    with pytest.raises(InputError, match="expected a file path"):
+        read_table(12345)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- valid inputs
+
+
+def test_ids_are_strings_with_leading_zeros(tmp_path):
+    p = tmp_path / "r.csv"
+    p.write_bytes(HDR + b"007,0042,3\n7,42,4\n1e3,NaN,5\n")
+    df = read_ratings(p)
+    assert list(df["annotator"]) == ["007", "7", "1e3"]
+    assert list(df["instance"]) == ["0042", "42", "NaN"]
+    assert df["rating"].tolist() == [3.0, 4.0, 5.0]
+
+
+def test_empty_cells_are_empty_strings():
+    df = read_table(b"a,b,c\n1,,3\n,NA,\n", name="x.csv")
+    assert df.to_dict("list") == {"a": ["1", ""], "b": ["", "NA"], "c": ["3", ""]}
+
+
+def test_unicode_and_very_long_ids_round_trip():
+    long_id = "x" * 10_000
+    df = pd.DataFrame(
+        {
+            "annotator": ["ü-ñ-工人", "😀", long_id],
+            "instance": ["文档,1", 'say "hi"\nthen', "t"],
+            "rating": [1, 2, 3],
+        }
+    )
+    out = read_ratings(df.to_csv(index=False).encode("utf-8"), name="u.csv")
+    assert list(out["annotator"]) == list(df["annotator"])
+    assert list(out["instance"]) == list(df["instance"])
+
+
+def test_crowdkit_column_names_and_repeated_pairs_kept():
+    content = b"worker,task,label\nw1,t1,1\nw1,t1,2\nw2,t1,2\n"
+    df = read_ratings(content, name="ck.tsv")  # comma content under .tsv: sniffed
+    assert list(df.columns) == ["annotator", "instance", "rating"]
+    assert len(df) == 3  # the repeated (w1, t1) pair stays two ratings
+
+
+def test_parquet_round_trip(tmp_path):
+    df = pd.DataFrame(
+        {
+            "annotator": ["007", "w2", "w3"],
+            "instance": ["t1", "t1", "t2"],
+            "rating": [1.0, 2.0, 3.0],
+            "query": ["q1", "q1", "q2"],
+        }
+    )
+    p = tmp_path / "r.parquet"
+    df.to_parquet(p, index=False)
+    out = read_ratings(p)
+    pd.testing.assert_frame_equal(out, df, check_dtype=False)
+
+
+def test_parquet_numbers_and_nulls_become_strings():
+    raw = pd.DataFrame({"annotator": [1, 2], "instance": ["a", None], "rating": [3, 4]})
+    df = read_table(_parquet_bytes(raw), name="x.pq")
+    assert df.to_dict("list") == {
+        "annotator": ["1", "2"],
+        "instance": ["a", ""],
+        "rating": ["3", "4"],
+    }
+
+
+def test_parquet_without_name_detected_from_content():
+    assert len(read_ratings(_GOOD_PARQUET)) == 2
+
+
+def test_header_only_parquet_refused():
+    empty = _parquet_bytes(pd.DataFrame({"annotator": [], "instance": [], "rating": []}))
+    with pytest.raises(InputError, match="no rows"):
+        read_ratings(empty, name="e.parquet")
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"\xef\xbb\xbfannotator,instance,rating\nw1,t1,3\n",  # UTF-8 BOM
+        b"annotator;instance;rating\nw1;t1;3\n",  # semicolon
+        b"annotator\tinstance\trating\nw1\tt1\t3\n",  # tab under .csv
+        b"annotator|instance|rating\nw1|t1|3\n",  # pipe
+        b"annotator,instance,rating\r\nw1,t1,3\r\n",  # CRLF
+        b"annotator,instance,rating\rw1,t1,3\r",  # old-Mac CR
+        b"annotator,instance,rating\nw1,t1,3\n\n\n",  # trailing blank lines
+        b'"annotator","instance","rating"\n"w1","t1","3"',  # all quoted, no final newline
+    ],
+    ids=["bom", "semicolon", "tab", "pipe", "crlf", "cr", "trailing-blank", "quoted"],
+)
+def test_dialects_are_read(content):
+    df = read_ratings(content, name="r.csv")
+    assert df.to_dict("list") == {"annotator": ["w1"], "instance": ["t1"], "rating": [3.0]}
+
+
+def test_semicolon_with_decimal_commas_sniffed():
+    df = read_table(b"annotator;instance;rating\nw1;t,1;3,5\nw2;t2;4\n", name="r.csv")
+    assert list(df.columns) == ["annotator", "instance", "rating"]
+    assert df["instance"].tolist() == ["t,1", "t2"]
+
+
+def test_tsv_with_commas_in_ids():
+    df = read_ratings(b"annotator\tinstance\trating\nw1\ta,b,c\t2\n", name="r.tsv")
+    assert df["instance"].tolist() == ["a,b,c"]
+
+
+def test_file_like_upload_uses_its_name():
+    class Upload(io.BytesIO):
+        name = "upload.tsv"
+
+    buf = Upload(b"annotator\tinstance\trating\nw1\tt1\t3\n")
+    buf.read()  # a consumed stream is rewound
+    assert len(read_ratings(buf)) == 1
+    with pytest.raises(InputError, match=r"^upload\.tsv: "):
+        read_ratings(Upload(b""))
+
+
+def test_scale_given_and_met():
+    df = read_ratings(HDR + b"w1,t1,1\nw2,t1,5\n", name="r.csv", scale=[1, 2, 3, 4, 5])
+    assert df["rating"].tolist() == [1.0, 5.0]
+
+
+def test_max_upload_constant():
+    assert MAX_UPLOAD_MB == 200
+
+
+# --------------------------------------------------------------------------- gold
+
+
+def test_gold_aliases_and_consistent_duplicates():
+    g = read_gold(b"task,true_label,other\n007,3,x\nt2,1,y\n007,3,z\n", name="g.csv")
+    assert g.name == "truth" and g.index.name == "instance"
+    assert g.to_dict() == {"007": 3.0, "t2": 1.0}
+    assert g.dtype == float
+
+
+@pytest.mark.parametrize(
+    "content,expect",
+    [
+        (b"instance,truth\nt1,3\nt1,4\n", ["row 3", "'t1'", "4", "3 earlier"]),
+        (b"instance,truth\nt1,3\nt2,high\n", ["row 3", "'high'"]),
+        (b"instance,truth\nt1,3\n,2\n", ["row 3", "empty 'instance'"]),
+        (b"instance,score\nt1,3\n", ["truth missing"]),
+        (b"instance,truth,gold\nt1,3,3\n", ["both mean 'truth'"]),
+    ],
+)
+def test_gold_errors(content, expect):
+    with pytest.raises(InputError) as err:
+        read_gold(content, name="gold.csv")
+    msg = str(err.value)
+    assert msg.startswith("gold.csv: ")
+    for part in expect:
+        assert part in msg
+
+
+# --------------------------------------------------------------------------- fuzzing
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.binary(max_size=400),
+    st.sampled_from(["f.csv", "f.tsv", "f.txt", "f.parquet", None]),
+)
+def test_fuzz_random_bytes_only_input_error(data, name):
+    try:
+        read_ratings(data, name=name)
+    except InputError:
+        pass
+
+
+_CSVISH = st.lists(
+    st.sampled_from(list('ab01 .-=",;\t|\n\r\x00é😀') + ["annotator", "rating", "3", "\n"]),
+    max_size=120,
+).map("".join)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.sampled_from(
+        ["annotator,instance,rating\n", "worker;task;label\n", "annotator\tinstance\trating\n", ""]
+    ),
+    _CSVISH,
+    st.sampled_from(["f.csv", "f.tsv", None]),
+    st.sampled_from([None, "1,2,3"]),
+)
+def test_fuzz_csvish_text_only_input_error(header, body, name, scale):
+    try:
+        df = read_ratings((header + body).encode("utf-8"), name=name, scale=scale)
+    except InputError:
+        return
+    assert list(df.columns)[:3] == ["annotator", "instance", "rating"]
+    assert np.isfinite(df["rating"].to_numpy()).all()
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.tuples(st.integers(0, len(_GOOD_PARQUET) - 1), st.integers(0, 255)),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_fuzz_damaged_parquet_only_input_error(flips):
+    damaged = bytearray(_GOOD_PARQUET)
+    for i, v in flips:
+        damaged[i] = v
+    try:
+        read_ratings(bytes(damaged), name="d.parquet")
+    except InputError:
+        pass
+
+
+# --------------------------------------------------------------------------- big input
+
+
+@pytest.fixture(scope="module")
+def million_rows(tmp_path_factory) -> Path:
+    rng = np.random.default_rng(0)
+    n = 1_000_000
+    a = rng.integers(0, 5_000, n)
+    i = rng.integers(0, 200_000, n)
+    r = rng.integers(1, 6, n)
+    lines = np.char.add(
+        np.char.add(np.char.add(np.char.add("w", a.astype(str)), ",t"), i.astype(str)),
+        np.char.add(",", r.astype(str)),
+    )
+    path = tmp_path_factory.mktemp("big") / "million.csv"
+    path.write_text("annotator,instance,rating\n" + "\n".join(lines.tolist()) + "\n")
+    return path
+
+
+def test_million_rows_read_quickly(million_rows):
+    t0 = time.perf_counter()
+    df = read_ratings(million_rows)
+    elapsed = time.perf_counter() - t0
+    assert df.shape == (1_000_000, 3)
+    assert df["rating"].between(1, 5).all()
+    assert elapsed < 30, f"1M-row read took {elapsed:.1f} s"
+
+
+def test_bad_row_deep_in_a_big_file_is_located(million_rows, tmp_path):
+    content = bytearray(million_rows.read_bytes())
+    cut = content.index(b"\n", len(content) // 2)
+    row = content.count(b"\n", 0, cut) + 2  # the record after that newline
+    content[cut + 1 : cut + 1] = b"oops\n"
+    with pytest.raises(InputError, match=f"row {row} .*1 field"):
+        read_ratings(bytes(content), name="big.csv")
+
+
+# --------------------------------------------------------------------------- atomic output
+
+
+def _make_output(path: Path, text: str) -> None:
+    path.mkdir()
+    (path / "estimates.csv").write_text(text)
+
+
+def _siblings(path: Path) -> list[str]:
+    return sorted(p.name for p in path.parent.iterdir() if p.name != path.name)
+
+
+def test_atomic_output_creates_and_replaces(tmp_path):
+    out = tmp_path / "out"
+    with atomic_output_dir(out) as d:
+        assert d.parent == tmp_path and d != out
+        (d / "a.csv").write_text("first")
+    assert (out / "a.csv").read_text() == "first"
+    with atomic_output_dir(out) as d:
+        (d / "b.csv").write_text("second")
+    assert sorted(os.listdir(out)) == ["b.csv"]  # the old output is gone, not merged
+    assert _siblings(out) == []
+
+
+@pytest.mark.parametrize("exc", [RuntimeError("boom"), KeyboardInterrupt()])
+def test_atomic_output_interrupted_keeps_old(tmp_path, exc):
+    out = tmp_path / "out"
+    _make_output(out, "old")
+    with pytest.raises(type(exc)):
+        with atomic_output_dir(out) as d:
+            (d / "estimates.csv").write_text("half")
+            raise exc
+    assert (out / "estimates.csv").read_text() == "old"
+    assert sorted(os.listdir(out)) == ["estimates.csv"]
+    assert _siblings(out) == []
+
+
+def test_atomic_output_interrupted_first_run_leaves_nothing(tmp_path):
+    out = tmp_path / "out"
+    with pytest.raises(KeyboardInterrupt):
+        with atomic_output_dir(out):
+            raise KeyboardInterrupt
+    assert not out.exists() and _siblings(out) == []
+
+
+def test_atomic_output_failed_swap_restores_old(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    _make_output(out, "old")
+    real = os.replace
+    calls = []
+
+    def flaky(src, dst):
+        calls.append((src, dst))
+        if len(calls) == 2:  # interrupted between moving the old aside and the new in
+            raise KeyboardInterrupt
+        return real(src, dst)
+
+    monkeypatch.setattr(os, "replace", flaky)
+    with pytest.raises(KeyboardInterrupt):
+        with atomic_output_dir(out) as d:
+            (d / "estimates.csv").write_text("new")
+    monkeypatch.setattr(os, "replace", real)
+    assert (out / "estimates.csv").read_text() == "old"
+    assert _siblings(out) == []
+
+
+def test_atomic_output_refuses_a_file(tmp_path):
+    f = tmp_path / "out"
+    f.write_text("x")
+    with pytest.raises(InputError, match="is a file"):
+        with atomic_output_dir(f):
+            pass
+    assert f.read_text() == "x"
+
+
+# --------------------------------------------------------------------------- csv safety
+
+
+@pytest.mark.parametrize("prefix", FORMULA_PREFIXES)
+def test_csv_safe_neutralises_each_prefix(prefix):
+    df = pd.DataFrame({"instance": [prefix + "cmd|' /C calc'!A0", "ok"], "estimate": [1.0, 2.0]})
+    out = csv_safe(df, ["instance"])
+    assert out["instance"].tolist() == ["'" + prefix + "cmd|' /C calc'!A0", "ok"]
+    assert df["instance"][0].startswith(prefix)  # input not modified
+
+
+def test_csv_safe_leaves_normal_ids_and_numbers_alone():
+    df = pd.DataFrame(
+        {
+            "annotator": ["w1", "007", "a=b", "x-1", "'=quoted"],
+            "estimate": [-1.5, 2.0, 3.0, -4.0, 5.0],
+            "n": [-1, 2, 3, 4, 5],
+        }
+    )
+    out = csv_safe(df)
+    pd.testing.assert_frame_equal(out, df, check_dtype=False)
+    assert out["estimate"].dtype == float and out["n"].dtype == df["n"].dtype
+
+
+def test_csv_safe_index_and_labels():
+    s = pd.Series([1.0, 2.0], index=pd.Index(["=1+1", "t2"], name="instance"), name="estimate")
+    out = csv_safe(s)
+    assert out.index.tolist() == ["'=1+1", "t2"] and out.index.name == "instance"
+    wide = csv_safe(pd.DataFrame({"@SUM(A1)": [1], "ok": [2]}))
+    assert list(wide.columns) == ["'@SUM(A1)", "ok"]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.text(max_size=8), min_size=1, max_size=20))
+def test_csv_safe_property(ids):
+    df = pd.DataFrame({"instance": ids, "x": range(len(ids))})
+    once = csv_safe(df, ["instance"])
+    assert not any(v.startswith(FORMULA_PREFIXES) for v in once["instance"])
+    assert [v[1:] if v != o else v for v, o in zip(once["instance"], ids, strict=True)] == ids
+    pd.testing.assert_frame_equal(csv_safe(once, ["instance"]), once)
+
+
+def test_write_csv_and_bytes(tmp_path):
+    df = pd.DataFrame({"instance": ["=HYPERLINK(1)", "t2"], "estimate": [-1.0, 2.0]})
+    p = write_csv(df, tmp_path / "e.csv", ["instance"])
+    text = p.read_text()
+    assert text == "instance,estimate\n'=HYPERLINK(1),-1.0\nt2,2.0\n"
+    assert to_csv_bytes(df, ["instance"]) == text.encode()
+    assert _siblings(p) == []
+    s = pd.Series([0.5], index=pd.Index(["+x"], name="instance"), name="estimate")
+    assert to_csv_bytes(s) == b"instance,estimate\n'+x,0.5\n"
+
+
+# --------------------------------------------------------------------------- docs table
+
+
+def _doc_table() -> str:
+    rows = ["| input | file | message |", "|---|---|---|"]
+    for what, name, content, scale, _ in MALFORMED:
+        try:
+            read_ratings(content, name=name, scale=scale)
+            msg = "(accepted)"
+        except InputError as e:
+            msg = str(e)
+        what = what + (f" (scale {scale})" if scale else "")
+        msg = msg.replace("|", "\\|")
+        rows.append(f"| {what} | `{name}` | `{msg}` |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(_doc_table())
