@@ -1,0 +1,157 @@
+"""Evaluation against gold: MSE, Pearson correlation and tie-aware NDCG (model-notes.md, "Metrics").
+
+The array functions take aligned ``(G,)`` arrays over the gold items; :func:`evaluate` aligns
+estimates, gold and queries by instance ID and calls them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .errors import InputError
+
+
+def mse(est: np.ndarray, truth: np.ndarray) -> float:
+    """Mean squared error ``mean((truth - est)^2)`` over ``(G,)`` arrays."""
+    est, truth = _pair(est, truth)
+    return float(np.mean((truth - est) ** 2))
+
+
+def pearson(est: np.ndarray, truth: np.ndarray) -> float:
+    """Pearson correlation of ``(G,)`` arrays; NaN if either is constant or ``G < 2``."""
+    est, truth = _pair(est, truth)
+    if est.size < 2:
+        return float("nan")
+    de, dt = est - est.mean(), truth - truth.mean()
+    denom = np.sqrt(np.sum(de * de) * np.sum(dt * dt))
+    if denom == 0:
+        return float("nan")
+    return float(np.sum(de * dt) / denom)
+
+
+def ndcg(est: np.ndarray, truth: np.ndarray, query: np.ndarray | None = None) -> float:
+    """Mean NDCG over queries, tie-aware, no cutoff.
+
+    ``est``, ``truth``, ``query``: ``(G,)``; ``query=None`` means one query. Per query the items
+    are ranked by descending ``est``; gain ``2^truth - 1``, discount ``1/log2(rank + 1)``, and
+    items with equal estimates share the mean discount of the ranks they occupy. Queries whose
+    ideal DCG is 0 are left out of the mean; NaN if no query remains.
+    """
+    est, truth = _pair(est, truth)
+    g = est.size
+    if g == 0:
+        return float("nan")
+    if query is None:
+        qcode = np.zeros(g, dtype=np.int64)
+    else:
+        query = np.asarray(query)
+        if query.shape != est.shape:
+            raise InputError(f"query has shape {query.shape} but the estimates {est.shape}")
+        qcode = pd.factorize(query)[0].astype(np.int64)
+    nq = int(qcode.max()) + 1
+    gain = np.exp2(truth) - 1.0
+
+    # rank within query: position in (query, -est) order minus the query's start
+    order = np.lexsort((-est, qcode))
+    q_sorted, e_sorted = qcode[order], est[order]
+    start = np.searchsorted(q_sorted, np.arange(nq))
+    rank = np.arange(g) - start[q_sorted] + 1  # 1-based
+    disc = 1.0 / np.log2(rank + 1.0)
+    # tie groups: runs of equal (query, est) in sorted order share their mean discount
+    new = np.ones(g, dtype=bool)
+    new[1:] = (q_sorted[1:] != q_sorted[:-1]) | (e_sorted[1:] != e_sorted[:-1])
+    grp = np.cumsum(new) - 1
+    shared = np.bincount(grp, weights=disc) / np.bincount(grp)
+    dcg = np.bincount(q_sorted, weights=gain[order] * shared[grp], minlength=nq)
+
+    # ideal DCG: the same discounts, gains sorted descending within each query
+    ideal_order = np.lexsort((-gain, qcode))
+    idcg = np.bincount(qcode[ideal_order], weights=gain[ideal_order] * disc, minlength=nq)
+    ok = idcg > 0
+    if not ok.any():
+        return float("nan")
+    return float(np.mean(dcg[ok] / idcg[ok]))
+
+
+def evaluate(
+    estimates: pd.Series,
+    gold: pd.Series | pd.DataFrame,
+    queries: pd.Series | None = None,
+) -> dict[str, float | int]:
+    """MSE, correlation and NDCG on the instances that have both an estimate and gold.
+
+    ``estimates``: Series indexed by instance ID. ``gold``: Series of truth indexed by instance ID
+    (or a DataFrame with columns ``instance, truth``). ``queries``: Series instance ID -> query ID,
+    or None to treat all gold items as one query. Returns
+    ``{"mse", "correlation", "ndcg", "n_gold"}``. Raises InputError.
+    """
+    est = _as_series(estimates, "estimates")
+    truth = _gold_series(gold).dropna()
+    common = est.index.intersection(truth.index, sort=False)
+    if len(common) == 0:
+        raise InputError(
+            "no instance has both an estimate and gold; check that the gold file's instance IDs "
+            "are the ones in the ratings (IDs are compared as strings)"
+        )
+    e = est.loc[common].to_numpy(dtype=float)
+    t = truth.loc[common].to_numpy(dtype=float)
+    if not np.all(np.isfinite(e)):
+        raise InputError("some estimates on gold items are NaN or infinite; refit the method")
+    q = None
+    if queries is not None:
+        qs = _as_series(queries, "queries")
+        missing = common.difference(qs.index)
+        if len(missing):
+            raise InputError(
+                f"{len(missing)} gold item(s) have no query (e.g. {missing[0]!r}); give a query "
+                "for every rated instance, or pass queries=None to treat all as one query"
+            )
+        q = qs.loc[common].astype(str).to_numpy()
+    return {
+        "mse": mse(e, t),
+        "correlation": pearson(e, t),
+        "ndcg": ndcg(e, t, q),
+        "n_gold": len(common),
+    }
+
+
+def _pair(est: np.ndarray, truth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    est = np.asarray(est, dtype=float).ravel()
+    truth = np.asarray(truth, dtype=float).ravel()
+    if est.shape != truth.shape:
+        raise InputError(f"estimates have {est.size} values but the truth {truth.size}")
+    return est, truth
+
+
+def _as_series(s: pd.Series, what: str) -> pd.Series:
+    if not isinstance(s, pd.Series):
+        raise InputError(f"{what} must be a pandas Series indexed by instance ID")
+    s = s.copy()
+    s.index = s.index.astype(str)
+    if s.index.has_duplicates:
+        dup = s.index[s.index.duplicated()][0]
+        raise InputError(f"{what}: instance {dup!r} appears more than once; keep one entry")
+    return s
+
+
+def _gold_series(gold: pd.Series | pd.DataFrame) -> pd.Series:
+    if isinstance(gold, pd.DataFrame):
+        cols = {str(c).strip().lower(): c for c in gold.columns}
+        if "instance" not in cols or "truth" not in cols:
+            raise InputError(
+                f"gold needs columns instance, truth (found: {', '.join(map(str, gold.columns))})",
+                source="gold",
+            )
+        gold = pd.Series(
+            gold[cols["truth"]].to_numpy(), index=gold[cols["instance"]].astype(str).to_numpy()
+        )
+    s = _as_series(gold, "gold")
+    num = pd.to_numeric(s, errors="coerce")
+    bad = num.isna() & s.notna()
+    if bad.any():
+        raise InputError(
+            f"gold for instance {s.index[bad.to_numpy()][0]!r} is {s[bad].iloc[0]!r}, not a "
+            "number; gold truth values must be numbers on the rating scale"
+        )
+    return num.astype(float)
