@@ -133,7 +133,8 @@ def normalize_columns(df: pd.DataFrame, source: str = "ratings") -> pd.DataFrame
     missing = [c for c in REQUIRED if c not in out.columns]
     if missing:
         raise InputError(
-            f"required column(s) {', '.join(missing)} missing (found: {', '.join(cols) or 'none'}); "
+            f"required column(s) {', '.join(missing)} missing "
+            f"(found: {', '.join(cols) or 'none'}); "
             "the file needs columns annotator, instance, rating (or worker, task, label), "
             "optionally query",
             source=source,

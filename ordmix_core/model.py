@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -35,14 +35,23 @@ class CollapseWarning(UserWarning):
 
 
 @dataclass
-class RestartResult:
+class _Run:
+    """One restart's progress: its state, bound traces and how it ended."""
+
     restart: int
     init: str
     state: vb.State
-    trace: list[float]
-    warmup_trace: list[float]
-    converged: bool
-    truth_share: float  # mean omega: share of ratings explained by the truth component
+    warmup_trace: list[float] = field(default_factory=list)
+    trace: list[float] = field(default_factory=list)
+    converged: bool = False
+    done: bool = False
+    dropped: bool = False
+
+    @property
+    def truth_share(self) -> float:
+        """Mean omega: the share of ratings the truth component explains."""
+        om = self.state.omega
+        return float(np.mean(om)) if om is not None and om.size else 1.0
 
     @property
     def lower_bound(self) -> float:
@@ -66,6 +75,8 @@ class OrdinalMixture(CrowdEstimator):
         pi: spam distribution over the K levels (``None``: uniform).
         warm_start: restart 0 starts from the no-spam fit (recommended on real data).
         collapse_threshold: a fit whose truth share is below this counts as collapsed.
+        prune_restarts: successive halving: after ``prune_start`` mixture iterations, then
+            after each doubling, drop the worse half of the unfinished restarts.
         random_state: seed or Generator; one Generator per fit, every restart draws from it.
 
     Learned attributes: ``estimates_``, ``sd_`` (Series by instance), ``items_``,
@@ -95,6 +106,8 @@ class OrdinalMixture(CrowdEstimator):
         pi: Sequence[float] | None = None,
         warm_start: bool = True,
         collapse_threshold: float = 0.05,
+        prune_restarts: bool = True,
+        prune_start: int = 10,
         random_state: int | np.random.Generator | None = None,
     ) -> None:
         self.granularity = granularity
@@ -112,6 +125,8 @@ class OrdinalMixture(CrowdEstimator):
         self.pi = pi
         self.warm_start = warm_start
         self.collapse_threshold = collapse_threshold
+        self.prune_restarts = prune_restarts
+        self.prune_start = prune_start
         self.random_state = random_state
 
     @property
@@ -170,19 +185,68 @@ class OrdinalMixture(CrowdEstimator):
         )
         rng = np.random.default_rng(self.random_state)
         inits = [self._initial_state(data, problem, r, rng) for r in range(self.n_restarts)]
-
-        results: list[RestartResult] = []
-        interrupted = False
-        for r, (kind, state) in enumerate(inits):
-            res, interrupted = self._run_restart(problem, r, kind, state, callback)
-            if res is not None:
-                results.append(res)
-            if interrupted:
-                break
+        runs = [_Run(r, kind, state) for r, (kind, state) in enumerate(inits)]
+        with np.errstate(over="ignore", under="ignore"):
+            interrupted = self._race(problem, runs, callback)
+        results = [run for run in runs if run.trace]
         if not results:
             raise InputError("the fit was stopped before the first restart finished an iteration")
         self._store(data, problem, pi, results, interrupted, time.perf_counter() - t0)
         return self
+
+    def _race(self, p: vb.Problem, runs: list[_Run], callback: ProgressCallback | None) -> bool:
+        """Run every restart: its warm-up, then mixture iterations in rounds of doubling length.
+
+        With ``prune_restarts`` the worse half of the unfinished restarts (collapsed ones
+        first, then by bound) is dropped after each round (successive halving), so clearly
+        beaten restarts cost a few iterations, not a thousand. Returns True if stopped.
+        """
+        thr = self.collapse_threshold if self.spam else -np.inf
+        try:
+            for run in runs:
+                if run.init == "warm":
+                    eps0 = run.state.eps
+                    warm = _Run(run.restart, "nospam", run.state)
+                    self._advance(p.with_spam(False), warm, self.max_iter, callback, 0)
+                    run.state, run.warmup_trace = warm.state, warm.trace
+                    run.state.eps = eps0
+            budget = self.prune_start if self.prune_restarts else self.max_iter
+            while True:
+                active = [run for run in runs if not run.done]
+                if not active:
+                    return False
+                for run in active:
+                    self._advance(p, run, budget, callback, len(run.warmup_trace))
+                alive = [run for run in active if not run.done]
+                if self.prune_restarts and len(alive) > 1:
+                    alive.sort(key=lambda r: (r.truth_share >= thr, r.trace[-1]), reverse=True)
+                    for run in alive[(len(alive) + 1) // 2 :]:
+                        run.done, run.dropped = True, True
+                budget *= 2
+        except vb.Stop:
+            return True
+
+    def _advance(
+        self,
+        p: vb.Problem,
+        run: _Run,
+        n_iter: int,
+        callback: ProgressCallback | None,
+        offset: int,
+    ) -> None:
+        """Up to ``n_iter`` more sweeps of ``run``; marks it done at convergence or max_iter."""
+        for _ in range(n_iter):
+            run.state, f = vb.sweep(p, run.state)
+            run.trace.append(f)
+            n = len(run.trace)
+            if callback is not None and callback(run.restart, offset + n, f) is False:
+                raise vb.Stop()
+            if n > 1 and abs(f - run.trace[-2]) < self.tol:
+                run.converged = run.done = True
+                return
+            if n >= self.max_iter:
+                run.done = True
+                return
 
     def _initial_state(
         self, data: CrowdData, p: vb.Problem, restart: int, rng: np.random.Generator
@@ -201,7 +265,7 @@ class OrdinalMixture(CrowdEstimator):
             mu_m = np.clip(mu_m + rng.normal(0.0, 0.5 * step, mu_m.size), b[0], b[-1])
             tau_e = tau0 * np.exp(rng.normal(0.0, 1.0, data.n_annotators))
             if kind == "warm":
-                # diversity comes from the no-spam stage's random start; the mixture starts at eps 0.99
+                # diversity comes from the no-spam stage's random start; eps starts at 0.99
                 eps = np.full(data.n_annotators, 0.99)
             else:
                 kind = "random"
@@ -223,81 +287,47 @@ class OrdinalMixture(CrowdEstimator):
         )
         return kind, state
 
-    def _run_restart(
-        self,
-        p: vb.Problem,
-        r: int,
-        kind: str,
-        state: vb.State,
-        callback: ProgressCallback | None,
-    ) -> tuple[RestartResult | None, bool]:
-        """Run one restart (after the no-spam warm-up if ``kind == 'warm'``).
-
-        Returns the result (None if stopped before any mixture iteration) and whether the
-        callback asked to stop.
-        """
-        offset = 0
-        warm_trace: list[float] = []
-        eps0 = state.eps
-
-        def report(it: int, f: float) -> bool | None:
-            return None if callback is None else callback(r, offset + it, f)
-
-        try:
-            if kind == "warm":
-                state, warm_trace, _ = vb.run(
-                    p.with_spam(False), state, self.max_iter, self.tol, report
-                )
-                offset = len(warm_trace)
-                state.eps = eps0
-            state, trace, converged = vb.run(p, state, self.max_iter, self.tol, report)
-        except vb.Stop as stop:
-            if offset == 0 and kind == "warm" or not stop.trace:
-                return None, True
-            return RestartResult(
-                r, kind, stop.state, stop.trace, warm_trace, False, _truth_share(stop.state)
-            ), True
-        return RestartResult(
-            r, kind, state, trace, warm_trace, converged, _truth_share(state)
-        ), False
-
     # ------------------------------------------------------------------ results
-    def _select(self, results: list[RestartResult]) -> tuple[RestartResult, str, bool]:
+    def _select(self, results: list[_Run]) -> tuple[_Run, str, bool]:
+        """Highest bound among finished, non-collapsed restarts; says why in plain words."""
         thr = self.collapse_threshold if self.spam else -np.inf
-        ok = [res for res in results if res.truth_share >= thr]
+        finished = [res for res in results if not res.dropped] or results
+        ok = [res for res in finished if res.truth_share >= thr]
         collapsed = [res for res in results if res.truth_share < thr]
+        dropped = [res for res in results if res.dropped]
         if ok:
             best = max(ok, key=lambda res: res.lower_bound)
             reason = (
                 f"restart {best.restart} ({best.init} start) has the highest lower bound "
-                f"({best.lower_bound:,.1f}) of the {len(ok)} restart(s) that did not collapse"
+                f"({best.lower_bound:,.1f}) of the {len(ok)} finished restart(s) that did not "
+                "collapse"
             )
-            if collapsed:
-                top = max(collapsed, key=lambda res: res.lower_bound)
-                higher = (
-                    " including one with a higher bound"
-                    if top.lower_bound > best.lower_bound
-                    else ""
-                )
-                reason += (
-                    f"; {len(collapsed)} restart(s) collapsed to the all-spam solution (truth share "
-                    f"< {self.collapse_threshold:g}){higher} (restart {top.restart}, "
-                    f"{top.lower_bound:,.1f}) and were not chosen"
-                )
-            return best, reason, False
-        best = max(results, key=lambda res: res.lower_bound)
-        reason = (
-            f"every restart collapsed to the all-spam solution (truth share < "
-            f"{self.collapse_threshold:g}); restart {best.restart} has the highest bound"
-        )
-        return best, reason, True
+        else:
+            best = max(finished, key=lambda res: res.lower_bound)
+            reason = (
+                f"every finished restart collapsed to the all-spam solution; restart "
+                f"{best.restart} has the highest bound ({best.lower_bound:,.1f})"
+            )
+        if dropped:
+            reason += (
+                f"; {len(dropped)} restart(s) were dropped early because their bound was behind "
+                "(successive halving)"
+            )
+        if collapsed and ok:
+            top = max(collapsed, key=lambda res: res.lower_bound)
+            higher = " (one with a higher bound)" if top.lower_bound > best.lower_bound else ""
+            reason += (
+                f"; {len(collapsed)} restart(s) collapsed to the all-spam solution (truth share "
+                f"< {self.collapse_threshold:g}){higher} and were not chosen"
+            )
+        return best, reason, not ok
 
     def _store(
         self,
         data: CrowdData,
         p: vb.Problem,
         pi: np.ndarray,
-        results: list[RestartResult],
+        results: list[_Run],
         interrupted: bool,
         seconds: float,
     ) -> None:
@@ -315,9 +345,10 @@ class OrdinalMixture(CrowdEstimator):
                 "the fit was stopped before every restart finished; best restart so far kept"
             )
         if not best.converged and not interrupted:
+            last = abs(best.trace[-1] - best.trace[-2]) if len(best.trace) > 1 else float("nan")
             warn.append(
                 f"the chosen restart did not converge within max_iter={self.max_iter} "
-                f"(last change of the bound {abs(best.trace[-1] - best.trace[-2]) if len(best.trace) > 1 else float('nan'):.3g})"
+                f"(last change of the bound {last:.3g}, tol {self.tol:g})"
             )
         for w in warn:
             warnings.warn(w, CollapseWarning if "collapsed" in w else UserWarning, stacklevel=3)
@@ -385,6 +416,7 @@ class OrdinalMixture(CrowdEstimator):
                 "n_iter": [len(r.trace) for r in results],
                 "warmup_iter": [len(r.warmup_trace) for r in results],
                 "converged": [r.converged for r in results],
+                "dropped": [r.dropped for r in results],
                 "truth_share": [r.truth_share for r in results],
                 "collapsed": [
                     self.spam and r.truth_share < self.collapse_threshold for r in results
@@ -400,7 +432,3 @@ class OrdinalMixture(CrowdEstimator):
         self.interrupted_ = interrupted
         self.warnings_ = warn
         self.seconds_ = seconds
-
-
-def _truth_share(s: vb.State) -> float:
-    return float(np.mean(s.omega)) if s.omega is not None and s.omega.size else 1.0

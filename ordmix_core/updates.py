@@ -68,7 +68,7 @@ def update_z(
     lam: float,
     n_instances: int,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """q(z_m) = N(mu_m, 1/lambda_m) with ``w_l = omega_l E[tau_n] E[delta_c]``; returns (M,), (M,)."""
+    """q(z_m) = N(mu_m, 1/lambda_m), ``w_l = omega_l E[tau_n] E[delta_c]``; returns (M,), (M,)."""
     lam_m = lam + np.bincount(inst, weights=w_l, minlength=n_instances)
     mu_m = (mu * lam + np.bincount(inst, weights=w_l * ex, minlength=n_instances)) / lam_m
     return mu_m, lam_m
