@@ -15,6 +15,7 @@ import contextlib
 import csv
 import io
 import os
+import re
 import shutil
 import uuid
 from collections.abc import Iterator, Sequence
@@ -27,8 +28,8 @@ import pandas as pd
 from .data import COLUMN_ALIASES, Scale, as_scale, fmt_scale, normalize_columns
 from .errors import InputError
 
-#: Largest upload the dashboard accepts, in megabytes (its ``server.maxUploadSize``). About
-#: 8 million ratings as CSV; the readers themselves take any size given as a path.
+#: Largest upload the dashboard accepts, in megabytes (its ``server.maxUploadSize``): over
+#: 10 million ratings as CSV with short IDs. Readers take any size given as a path.
 MAX_UPLOAD_MB = 200
 
 #: accepted extensions -> format ("csv" means delimited text with that default delimiter)
@@ -413,13 +414,24 @@ def _read_text(data: bytes, label: str, default: str) -> pd.DataFrame:
             source=label,
         ) from None
     body = data[start:]
+    m = re.match(rb"sep=([^\r\n])(\r\n|\r|\n)", body)
+    if m:  # Excel's "sep=;" hint line: obey it and drop it
+        delim = m.group(1).decode("utf-8")
+        body = body[m.end() :]
+        if delim not in DELIMITERS:
+            raise InputError(
+                f"the first line asks for delimiter {delim!r}; ordmix reads comma-, tab-, "
+                "semicolon- or pipe-separated files: export again with one of those",
+                source=label,
+            )
     if not body.strip():
         raise InputError(
             "has no header row (only blank lines); the first row must name the columns "
             "annotator,instance,rating",
             source=label,
         )
-    delim = _choose_delimiter(body, default, label)
+    if not m:
+        delim = _choose_delimiter(body, default, label)
     nrows, header = _validate_rows(body, delim, label)
     # The strict pass above is the validator; pyarrow then parses the same dialect fast
     # (every column as string, empty cells as "", trailing blank lines ignored).

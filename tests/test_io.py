@@ -305,8 +305,9 @@ def test_header_only_parquet_refused():
         b"annotator,instance,rating\rw1,t1,3\r",  # old-Mac CR
         b"annotator,instance,rating\nw1,t1,3\n\n\n",  # trailing blank lines
         b'"annotator","instance","rating"\n"w1","t1","3"',  # all quoted, no final newline
+        b"sep=;\r\nannotator;instance;rating\r\nw1;t1;3\r\n",  # Excel's delimiter hint
     ],
-    ids=["bom", "semicolon", "tab", "pipe", "crlf", "cr", "trailing-blank", "quoted"],
+    ids=["bom", "semicolon", "tab", "pipe", "crlf", "cr", "trailing-blank", "quoted", "sep="],
 )
 def test_dialects_are_read(content):
     df = read_ratings(content, name="r.csv")
