@@ -8,6 +8,7 @@ not gold. Gold is kept only for instances that still have ratings.
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -34,22 +35,31 @@ def load_trec_rf10(path: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
         "topicID, workerID, docID, gold, label"
     )
     try:
-        raw = pd.read_csv(
-            path,
-            sep="\t",
-            dtype=str,
-            keep_default_na=False,
-            na_filter=False,
-            header=0,
-            skip_blank_lines=False,
-            engine="c",
-        )
+        with warnings.catch_warnings():
+            # pandas only warns when the first data row is longer than the header
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            raw = pd.read_csv(
+                path,
+                sep="\t",
+                dtype=str,
+                keep_default_na=False,
+                na_filter=False,
+                header=0,
+                index_col=False,
+                skip_blank_lines=False,
+                engine="c",
+            )
     except FileNotFoundError:
         raise InputError(
-            "file not found; give the path to trec-rf10-data.txt", source=src
+            "file not found; give the release file trec-rf10-data.txt", source=src
         ) from None
     except pd.errors.EmptyDataError:
         raise InputError(f"the file is empty; {fix}", source=src) from None
+    except pd.errors.ParserWarning:
+        raise InputError(
+            f"row 2 (counting the header as row 1) has more fields than the header; {fix}",
+            source=src,
+        ) from None
     except pd.errors.ParserError as err:
         raise InputError(f"cannot parse ({err}); {fix}", source=src) from None
     except UnicodeDecodeError as err:
