@@ -102,7 +102,7 @@ class GLAD(CrowdEstimator):
         tol: float = 1e-5,
         prior_alpha: float = 1.0,
         prior_log_beta: float = 1.0,
-        m_step_max_iter: int = 5,
+        m_step_max_iter: int = 2,
     ) -> None:
         self.scale = scale
         self.max_iter = max_iter
