@@ -67,12 +67,16 @@ def tn_stats(lo: np.ndarray, hi: np.ndarray, mean: np.ndarray, prec: np.ndarray)
     vmax = np.minimum(1.0, width * width / 12.0)
     v = np.where(narrow, vmax, np.clip(e2 - m * m, 0.0, vmax))
     # far in the tail e2 - m^2 cancels; there the density is exponential with rate -b
-    far = b < -_FAR_TAIL
+    far = (b < -_FAR_TAIL) & ~narrow
     if np.any(far):
         rate = -b[far]
         w = width[far]
-        q = np.exp(-rate * w)
-        v[far] = np.minimum(1.0 / rate**2 - w * w * q / (1.0 - q) ** 2, vmax[far])
+        x = rate * w
+        q = np.exp(-x)
+        # variance of an exponential(rate) truncated to [0, w]; its series where x is small
+        exact = 1.0 / rate**2 - w * w * q / np.maximum(1.0 - q, 1e-300) ** 2
+        series = w * w * (1.0 / 12.0 - x * x / 240.0)
+        v[far] = np.clip(np.where(x > 1e-2, exact, series), 0.0, vmax[far])
     e2 = v + m * m
     ex = mean + np.where(flip, -m, m) * sd
     entropy = _HALF_LOG_2PI + np.log(sd) + log_z + 0.5 * e2

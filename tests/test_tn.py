@@ -70,5 +70,5 @@ def test_any_interval_gives_finite_moments_inside(lo, width, mean, log_prec):
     )
     assert all(np.isfinite(a[0]) for a in s)
     assert lo - 1e-9 * (1 + abs(lo)) <= s.ex[0] <= hi + 1e-9 * (1 + abs(hi))
-    # standardising a 1e-9 wide interval costs ~1e-7 relative precision in its width
-    assert 0 <= s.var[0] <= (hi - lo) ** 2 / 12 * (1 + 1e-5)
+    # standardising a 1e-9 wide interval far from the mean costs ~1e-5 relative precision
+    assert 0 <= s.var[0] <= (hi - lo) ** 2 / 12 * (1 + 1e-4)
