@@ -188,7 +188,8 @@ class OrdinalMixture(CrowdEstimator):
         runs = [_Run(r, kind, state) for r, (kind, state) in enumerate(inits)]
         with np.errstate(over="ignore", under="ignore"):
             interrupted = self._race(problem, runs, callback)
-        results = [run for run in runs if run.trace]
+        # stopped during the warm-ups: the no-spam fits so far are the result
+        results = [run for run in runs if run.trace] or [r for r in runs if r.warmup_trace]
         if not results:
             raise InputError("the fit was stopped before the first restart finished an iteration")
         self._store(data, problem, pi, results, interrupted, time.perf_counter() - t0)
@@ -207,9 +208,11 @@ class OrdinalMixture(CrowdEstimator):
                 if run.init == "warm":
                     eps0 = run.state.eps
                     warm = _Run(run.restart, "nospam", run.state)
-                    self._advance(p.with_spam(False), warm, self.max_iter, callback, 0)
-                    run.state, run.warmup_trace = warm.state, warm.trace
-                    run.state.eps = eps0
+                    try:
+                        self._advance(p.with_spam(False), warm, self.max_iter, callback, 0)
+                    finally:  # stopped or not, the restart continues from the warm-up's state
+                        run.state, run.warmup_trace = warm.state, warm.trace
+                    run.state.eps = eps0.copy()
             budget = self.prune_start if self.prune_restarts else self.max_iter
             while True:
                 active = [run for run in runs if not run.done]
@@ -337,8 +340,8 @@ class OrdinalMixture(CrowdEstimator):
         if collapsed:
             warn.append(
                 "the fit collapsed: almost every rating is explained as spam, so the estimates "
-                "are the prior mean. Try warm_start=True, fewer restarts' noise, or the no-spam "
-                "model."
+                "sit at the prior mean. Compare with the no-spam model (spam=False, --no-spam) "
+                "and check the data."
             )
         if interrupted:
             warn.append(

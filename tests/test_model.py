@@ -1,0 +1,223 @@
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from _shared import need_trec
+
+from ordmix_core import InputError, OrdinalMixture
+from ordmix_core.metrics import evaluate
+from ordmix_core.model import _Run
+from ordmix_core.simulate import simulate_crowd
+from ordmix_core.vb import State
+
+VARIANTS = [(o, s) for o in (True, False) for s in (True, False)]
+
+
+@pytest.fixture(scope="module")
+def spammy():
+    """Half of all ratings come from uniform spammers."""
+    crowd = simulate_crowd(
+        n_items=600, n_annotators=40, ratings_per_item=6, spammer_share=0.5, random_state=7
+    )
+    share = crowd.ratings["annotator"].map(crowd.spammers).mean()
+    assert 0.4 < share < 0.65
+    return crowd
+
+
+def test_recovers_truth_and_flags_spammers(spammy):
+    model = OrdinalMixture("query", random_state=0).fit(spammy.ratings)
+    est = model.estimates_.reindex(spammy.truth.index)
+    mean = spammy.ratings.groupby("instance")["rating"].mean().reindex(spammy.truth.index)
+    mse_odm, mse_mean = ((est - spammy.truth) ** 2).mean(), ((mean - spammy.truth) ** 2).mean()
+    assert mse_odm < 0.5 * mse_mean
+    assert np.corrcoef(est, spammy.truth)[0, 1] > np.corrcoef(mean, spammy.truth)[0, 1] + 0.1
+    # the spammers are the least reliable annotators
+    rel = model.annotators_["reliability"].sort_values()
+    n_spam = int(spammy.spammers.sum())
+    assert spammy.spammers[rel.index[:n_spam]].all()
+    assert not model.collapsed_ and model.converged_
+
+
+@pytest.mark.parametrize("granularity", ["instance", "query", "global"])
+@pytest.mark.parametrize("ordinal,spam", VARIANTS)
+def test_bound_never_decreases(spammy, granularity, ordinal, spam):
+    model = OrdinalMixture(
+        granularity, ordinal=ordinal, spam=spam, n_restarts=2, max_iter=150, random_state=1
+    ).fit(spammy.ratings)
+    for (_, _), f in model.trace_.groupby(["restart", "stage"])["lower_bound"]:
+        d = np.diff(f.to_numpy())
+        assert np.all(d >= -1e-9 * np.abs(f.to_numpy()[1:])), d.min()
+
+
+def test_bound_never_decreases_on_other_crowds():
+    for seed, kw in enumerate(
+        [
+            dict(n_items=200, n_annotators=8, ratings_per_item=3, spammer_share=0.0),
+            dict(n_items=300, n_annotators=50, ratings_per_item=2, spammer_share=0.8),
+            dict(n_items=150, n_annotators=20, ratings_per_item=9, difficulty_spread=1.5),
+        ]
+    ):
+        crowd = simulate_crowd(random_state=seed, **kw)
+        for gran in ("instance", "query", "global"):
+            m = OrdinalMixture(gran, n_restarts=2, max_iter=200, random_state=seed)
+            m.fit(crowd.ratings)
+            f = m.trace_.loc[m.trace_["stage"] == "mixture", ["restart", "lower_bound"]]
+            for _, g in f.groupby("restart")["lower_bound"]:
+                assert np.all(np.diff(g.to_numpy()) >= -1e-9 * np.abs(g.to_numpy()[1:]))
+
+
+def test_paper_updates_run_and_differ(spammy):
+    exact = OrdinalMixture("global", n_restarts=1, random_state=0).fit(spammy.ratings)
+    paper = OrdinalMixture("global", n_restarts=1, updates="paper", random_state=0)
+    paper.fit(spammy.ratings)
+    assert np.all(np.isfinite(paper.estimates_))
+    assert not np.allclose(exact.annotators_["reliability"], paper.annotators_["reliability"])
+
+
+def test_same_seed_same_result_and_restarts_differ(spammy):
+    a = OrdinalMixture("query", n_restarts=3, random_state=42).fit(spammy.ratings)
+    b = OrdinalMixture("query", n_restarts=3, random_state=42).fit(spammy.ratings)
+    pd.testing.assert_series_equal(a.estimates_, b.estimates_)
+    pd.testing.assert_frame_equal(a.trace_, b.trace_)
+    first = a.trace_[(a.trace_["stage"] == "nospam") & (a.trace_["iteration"] == 1)]
+    assert first["lower_bound"].nunique() == 3  # every restart drew its own start
+
+
+def test_results_frames(spammy):
+    m = OrdinalMixture("query", n_restarts=2, random_state=0).fit(spammy.ratings)
+    assert list(m.items_.columns[:3]) == ["estimate", "sd", "n_ratings"]
+    assert m.items_.index.name == "instance" and len(m.items_) == 600
+    assert set(m.annotators_.columns) >= {"n_ratings", "expertise", "reliability"}
+    assert m.annotators_["n_ratings"].sum() == len(spammy.ratings)
+    assert (m.sd_ > 0).all() and m.categories_.index.name == "category"
+    assert set(m.trace_.columns) == {"restart", "stage", "iteration", "lower_bound"}
+    assert m.best_restart_ in m.restarts_.index
+    assert m.lower_bound_ == m.restarts_.loc[m.best_restart_, "lower_bound"]
+    assert "highest lower bound" in m.selection_reason_
+    assert m.omega_.shape == (len(spammy.ratings),)
+
+
+def test_crowdkit_columns_and_query_needed():
+    crowd = simulate_crowd(n_items=50, n_annotators=6, random_state=3)
+    ck = crowd.ratings.rename(
+        columns={"annotator": "worker", "instance": "task", "rating": "label"}
+    )
+    m = OrdinalMixture("instance", n_restarts=1).fit(ck.drop(columns="query"))
+    assert len(m.estimates_) == 50
+    with pytest.raises(InputError, match="query"):
+        OrdinalMixture("query").fit(ck.drop(columns="query"))
+
+
+def test_callback_reports_and_can_stop(spammy):
+    seen = []
+
+    def cb(restart, iteration, bound):
+        seen.append((restart, iteration, bound))
+        return len(seen) < 40
+
+    m = OrdinalMixture("global", random_state=0).fit(spammy.ratings, callback=cb)
+    assert m.interrupted_ and len(seen) == 40
+    assert np.all(np.isfinite(m.estimates_))
+    assert any("stopped" in w for w in m.warnings_)
+
+
+def test_keyboard_interrupt_leaves_previous_fit(spammy):
+    m = OrdinalMixture("global", n_restarts=1, random_state=0).fit(spammy.ratings)
+    before = m.estimates_.copy()
+
+    def cb(restart, iteration, bound):
+        if iteration == 3:
+            raise KeyboardInterrupt
+
+    other = simulate_crowd(n_items=30, n_annotators=5, random_state=1).ratings
+    with pytest.raises(KeyboardInterrupt):
+        m.fit(other, callback=cb)
+    pd.testing.assert_series_equal(m.estimates_, before)
+
+
+@pytest.mark.parametrize(
+    "ratings,scale",
+    [
+        (pd.DataFrame({"annotator": ["a"], "instance": ["i"], "rating": [3]}), None),
+        (
+            pd.DataFrame(
+                {"annotator": ["a"] * 5, "instance": list("vwxyz"), "rating": [1, 2, 2, 3, 1]}
+            ),
+            None,
+        ),
+        (
+            pd.DataFrame({"annotator": list("abcd"), "instance": list("iijj"), "rating": [4] * 4}),
+            None,
+        ),
+        (
+            pd.DataFrame(
+                {"annotator": list("abab"), "instance": list("iijj"), "rating": [0, 1, 1, 1]}
+            ),
+            None,
+        ),
+        (
+            pd.DataFrame(
+                {
+                    "annotator": list("abcab"),
+                    "instance": list("iiijj"),
+                    "rating": [0.0, 10, 100, 0, 10],
+                }
+            ),
+            [0, 10, 100],
+        ),
+        (
+            pd.DataFrame(
+                {"annotator": list("abab"), "instance": list("iijj"), "rating": [1, 1, 5, 5]}
+            ),
+            [1, 2, 3, 4, 5],
+        ),
+    ],
+    ids=["single-rating", "one-annotator", "all-equal", "two-levels", "uneven-scale", "far-tails"],
+)
+@pytest.mark.parametrize("ordinal,spam", VARIANTS)
+def test_odd_but_valid_data_gives_finite_estimates_in_range(ratings, scale, ordinal, spam):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        m = OrdinalMixture("instance", scale=scale, ordinal=ordinal, spam=spam, n_restarts=2)
+        m.fit(ratings)
+    b = m.scale_.thresholds
+    assert np.all(np.isfinite(m.estimates_)) and np.all(np.isfinite(m.sd_))
+    assert m.estimates_.between(b[0], b[-1]).all()
+    assert np.isfinite(m.lower_bound_)
+
+
+def test_select_skips_collapsed_and_says_why():
+    def run(i, share, f):
+        st = State(*(np.ones(1) for _ in range(7)), alpha=1.0, beta=1.0)
+        st.omega = np.full(10, share)
+        return _Run(i, "random", st, trace=[f - 1, f], done=True)
+
+    model = OrdinalMixture()
+    best, reason, collapsed = model._select([run(0, 0.5, -120.0), run(1, 0.001, -100.0)])
+    assert best.restart == 0 and not collapsed
+    assert "collapsed" in reason and "higher bound" in reason
+    best, reason, collapsed = model._select([run(0, 0.01, -120.0), run(1, 0.001, -100.0)])
+    assert best.restart == 1 and collapsed and "every finished restart collapsed" in reason
+
+
+def test_bad_parameters_are_input_errors(spammy):
+    for kw in (dict(updates="fast"), dict(n_restarts=0), dict(phi=-1.0), dict(pi=[1, 2])):
+        with pytest.raises(InputError):
+            OrdinalMixture("global", **kw).fit(spammy.ratings)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("granularity", ["instance", "query", "global"])
+def test_trec_default_fit_beats_the_mean(granularity):
+    trec = need_trec()
+    ratings = pd.read_csv(trec / "ratings.csv", dtype=str)
+    gold = pd.read_csv(trec / "gold.csv", dtype={"instance": str}).set_index("instance")["truth"]
+    model = OrdinalMixture(granularity, random_state=0).fit(ratings)
+    queries = model.items_["query"]
+    mean = ratings.astype({"rating": float}).groupby("instance")["rating"].mean()
+    odm, base = evaluate(model.estimates_, gold, queries), evaluate(mean, gold, queries)
+    assert odm["mse"] < base["mse"]
+    assert odm["correlation"] > base["correlation"]
+    assert odm["ndcg"] > base["ndcg"]
+    assert not model.collapsed_
