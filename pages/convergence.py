@@ -1,0 +1,52 @@
+"""Convergence: the lower bound of every restart, the chosen one, and why it was chosen."""
+
+import streamlit as st
+
+from app import fit_caption, page_setup, require_fit
+from ordmix_core import figures
+
+page_setup()
+st.title("Convergence")
+res = require_fit()
+fit_caption(res)
+m = res.model
+
+if m.collapsed_:
+    st.error(
+        "Collapse: every restart explains (almost) all ratings as spam, so the estimates are "
+        "the prior mean. Try the warm start, another seed or the model without spam."
+    )
+elif m.restarts_["collapsed"].any():
+    st.warning(
+        f"{int(m.restarts_['collapsed'].sum())} restart(s) collapsed to the all-spam solution "
+        "and were not chosen."
+    )
+for w in m.warnings_:
+    st.warning(w)
+if m.interrupted_:
+    st.info("The fit was stopped: only the restarts run before the stop are shown.")
+st.info(f"Selection: {m.selection_reason_}.")
+
+k = st.columns(4)
+k[0].metric("Chosen restart", m.best_restart_)
+k[1].metric("Converged", "yes" if m.converged_ else "no")
+k[2].metric("Iterations (chosen)", m.n_iter_)
+k[3].metric("Lower bound (chosen)", f"{m.lower_bound_:,.2f}")
+
+st.plotly_chart(figures.bound_traces(m.trace_, m.best_restart_, m.restarts_), key="conv_traces")
+st.subheader("Restarts")
+table = m.restarts_.reset_index()
+table.insert(1, "chosen", table["restart"] == m.best_restart_)
+st.dataframe(
+    table,
+    key="conv_restarts",
+    hide_index=True,
+    column_config={
+        "lower_bound": st.column_config.NumberColumn(format="%.3f"),
+        "truth_share": st.column_config.NumberColumn(format="%.3f"),
+    },
+)
+st.caption(
+    "n_iter counts mixture iterations; warmup_iter the no-spam warm-up that precedes them. "
+    "truth_share is the share of ratings explained by the truth component."
+)

@@ -1,0 +1,180 @@
+"""Data: pick a demo set or upload ratings, map the columns, confirm the scale, check the report."""
+
+import pandas as pd
+import streamlit as st
+
+from app import (
+    DEMOS,
+    guess_column,
+    load_demo,
+    make_dataset,
+    page_setup,
+    read_upload,
+    read_upload_gold,
+    session,
+    show_error,
+    validation_report,
+)
+from ordmix_core.data import fmt_scale
+from ordmix_core.errors import InputError
+from ordmix_core.io import ACCEPTED, MAX_UPLOAD_MB
+
+NONE = "(none)"
+
+page_setup()
+st.title("Data")
+s = session()
+current = s.dataset
+keep_msg = (
+    f"The previous data set (**{current.name}**) is still loaded." if current is not None else None
+)
+
+source = st.radio(
+    "Ratings from", ["Demo data set", "Upload a file"], key="data_source", horizontal=True
+)
+
+if source == "Demo data set":
+    label = st.selectbox("Demo data set", list(DEMOS), key="data_demo")
+    if st.button("Load demo", key="data_load_demo", type="primary"):
+        try:
+            s.dataset = load_demo(label)
+            st.success(f"Loaded {label}.")
+        except InputError as err:
+            show_error(err, keep_msg)
+else:
+    st.caption(
+        f"CSV, TSV or Parquet ({ACCEPTED}), up to {MAX_UPLOAD_MB} MB. One row per rating; "
+        "columns for the annotator, the rated instance, the rating and optionally the query."
+    )
+    up = st.file_uploader(
+        "Ratings file",
+        type=["csv", "tsv", "tab", "txt", "parquet", "pq"],
+        key="data_upload",
+    )
+    gold_up = st.file_uploader(
+        "Gold file (optional): columns instance, truth",
+        type=["csv", "tsv", "tab", "txt", "parquet", "pq"],
+        key="data_gold_upload",
+    )
+    if up is not None:
+        try:
+            table = read_upload(up.getvalue(), up.name)
+        except InputError as err:
+            show_error(err, keep_msg)
+            st.stop()
+        cols = [str(c) for c in table.columns]
+        st.write(f"**{up.name}**: {len(table):,} rows, columns {', '.join(cols)}")
+        st.dataframe(table.head(5), key="data_preview", hide_index=True)
+        c1, c2, c3, c4 = st.columns(4)
+        mapping = {}
+        for col, (canon, optional) in zip(
+            (c1, c2, c3, c4),
+            (("annotator", False), ("instance", False), ("rating", False), ("query", True)),
+            strict=True,
+        ):
+            options = ([NONE] if optional else []) + cols
+            guess = guess_column(cols, canon)
+            idx = options.index(guess) if guess in options else (0 if optional else None)
+            mapping[canon] = col.selectbox(
+                f"{canon} column" + (" (optional)" if optional else ""),
+                options,
+                index=idx,
+                key=f"data_map_{canon}",
+                help=f"Which column holds the {canon}"
+                + (" (needed for query granularity)" if canon == "query" else ""),
+            )
+        scale_text = st.text_input(
+            "Rating scale (comma-separated levels; empty = the distinct ratings seen)",
+            key="data_scale_upload",
+            help="The ordered levels v_1 < ... < v_K, e.g. 1,2,3,4,5. Give it when some level "
+            "is never used in the file.",
+        )
+        if st.button("Use this data", key="data_use_upload", type="primary"):
+            try:
+                missing = [c for c in ("annotator", "instance", "rating") if not mapping[c]]
+                if missing:
+                    raise InputError(f"choose the {', '.join(missing)} column(s)", source=up.name)
+                chosen = [mapping[c] for c in ("annotator", "instance", "rating")]
+                if mapping["query"] != NONE:
+                    chosen.append(mapping["query"])
+                if len(set(chosen)) != len(chosen):
+                    raise InputError(
+                        "the same column is mapped twice; each role needs its own column",
+                        source=up.name,
+                    )
+                renamed = pd.DataFrame(
+                    {
+                        canon: table[mapping[canon]]
+                        for canon in ("annotator", "instance", "rating", "query")
+                        if mapping[canon] != NONE
+                    }
+                )
+                gold = (
+                    read_upload_gold(gold_up.getvalue(), gold_up.name)
+                    if gold_up is not None
+                    else None
+                )
+                s.dataset = make_dataset(up.name, renamed, gold, scale_text.strip() or None)
+                st.success(f"Loaded {up.name}.")
+            except InputError as err:
+                show_error(err, keep_msg)
+
+ds = s.dataset
+if ds is None:
+    st.info("No data loaded.")
+    st.stop()
+
+st.header(f"Loaded: {ds.name}")
+if s.get("data_flash"):
+    st.success(s.get("data_flash"))
+    s.set("data_flash", None)
+with st.expander("Rating scale", expanded=False):
+    st.write(f"Current scale: **{fmt_scale(ds.scale.values)}** ({ds.scale.k} levels).")
+    new_scale = st.text_input(
+        "Edit the scale (comma-separated levels, must include every rating)",
+        value=fmt_scale(ds.scale.values),
+        key=f"data_scale_edit:{ds.name}:{fmt_scale(ds.scale.values)}",
+    )
+    if st.button("Apply scale", key="data_apply_scale"):
+        try:
+            s.dataset = make_dataset(ds.name, ds.ratings, ds.gold, new_scale)
+            s.set("data_flash", f"Scale set to {fmt_scale(s.dataset.scale.values)}; refit.")
+            st.rerun()  # redraw the scale box for the new scale
+        except InputError as err:
+            show_error(err, "The scale was not changed.")
+
+rep = validation_report(ds)
+st.subheader("Validation report")
+m = st.columns(5)
+m[0].metric("Ratings", f"{rep['ratings']:,}")
+m[1].metric("Annotators", f"{rep['annotators']:,}")
+m[2].metric("Instances", f"{rep['instances']:,}")
+m[3].metric("Queries", "-" if rep["queries"] is None else f"{rep['queries']:,}")
+m[4].metric("Gold items", "-" if rep["gold"] is None else f"{rep['gold']['rated_gold_items']:,}")
+
+per = pd.DataFrame(
+    {"ratings per instance": rep["per_item"], "ratings per annotator": rep["per_annotator"]}
+).rename(index={"50%": "median"})
+c1, c2 = st.columns(2)
+c1.dataframe(per.T.round(2), key="data_report_counts")
+c2.dataframe(rep["level_counts"], key="data_report_levels")
+st.markdown(
+    f"- Scale: **{rep['scale']}**"
+    + (
+        f" (levels never used: {', '.join(f'{v:g}' for v in rep['unused_levels'])})"
+        if rep["unused_levels"]
+        else ""
+    )
+    + f"\n- Instances with a single rating: {rep['single_rating_items']:,}"
+    + f"\n- Repeated (annotator, instance) pairs: {rep['duplicate_pairs']:,}"
+    + f" ({rep['exact_duplicate_rows']:,} exact duplicate rows); they are kept as separate ratings"
+)
+if rep["gold"] is not None:
+    g = rep["gold"]
+    st.markdown(
+        f"- Gold: {g['gold_items']:,} items, {g['rated_gold_items']:,} of them rated"
+        + (f", {g['gold_not_rated']:,} not in the ratings" if g["gold_not_rated"] else "")
+        + (f", {g['gold_off_scale']:,} with a truth off the scale" if g["gold_off_scale"] else "")
+    )
+if not ds.has_query:
+    st.caption("No query column: the Fit page offers instance and global granularity only.")
