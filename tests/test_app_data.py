@@ -1,0 +1,121 @@
+"""Data page: demo sets, uploads with column mapping and gold, scale edits, bad files."""
+
+from __future__ import annotations
+
+import io
+
+import pandas as pd
+from test_app_main import assert_clean, load_simulated_demo, new_app, texts
+
+GOOD = (
+    b"worker_id,doc,score,topic\n"
+    b"a1,007,1,q1\n"
+    b"a2,007,2,q1\n"
+    b"a1,008,3,q1\n"
+    b"a3,008,3,q1\n"
+    b"a2,009,1,q2\n"
+    b"a3,009,1,q2\n"
+    b"a1,007,1,q1\n"
+)
+
+
+def upload(at, content: bytes, name: str = "ratings.csv", gold: tuple | None = None):
+    at.radio(key="data_source").set_value("Upload a file").run()
+    at.file_uploader(key="data_upload").upload(name, content, "text/csv")
+    if gold is not None:
+        at.file_uploader(key="data_gold_upload").upload(*gold, "text/csv")
+    return at.run()
+
+
+def metrics(at) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def test_pick_the_simulated_demo_shows_its_report():
+    at = load_simulated_demo(new_app())
+    assert any("Loaded Simulated crowd" in s for s in texts(at.success))
+    m = metrics(at)
+    assert (m["Ratings"], m["Annotators"], m["Instances"], m["Queries"], m["Gold items"]) == (
+        "1,500",
+        "30",
+        "300",
+        "10",
+        "300",
+    )
+    assert "1,2,3,4,5" in " ".join(texts(at.markdown))
+
+
+def test_upload_with_column_mapping_and_gold():
+    at = new_app()
+    gold = ("gold.csv", b"instance,truth\n007,1\n009,1\n")
+    at = upload(at, GOOD, gold=gold)
+    assert_clean(at)
+    # names that are not aliases: mapped by hand
+    at.selectbox(key="data_map_annotator").set_value("worker_id")
+    at.selectbox(key="data_map_instance").set_value("doc")
+    at.selectbox(key="data_map_rating").set_value("score")
+    at.selectbox(key="data_map_query").set_value("topic")
+    at.button(key="data_use_upload").click().run()
+    assert_clean(at)
+    assert not at.error, texts(at.error)
+    m = metrics(at)
+    assert (m["Ratings"], m["Annotators"], m["Instances"], m["Queries"]) == ("7", "3", "3", "2")
+    assert m["Gold items"] == "2"
+    report = " ".join(texts(at.markdown))
+    assert "Repeated (annotator, instance) pairs: 1" in report
+    assert "(1 exact duplicate rows)" in report
+    ds = at.session_state["ordmix"]["dataset"]
+    assert list(ds.ratings["instance"].unique()) == ["007", "008", "009"]  # leading zeros kept
+
+
+def test_malformed_upload_shows_the_message_and_keeps_the_previous_data():
+    at = new_app()
+    bad = b'annotator,instance,rating\nw1,i1,3\nw2,i1,"4\nw3,i2,5\n'
+    at = upload(at, bad, "broken.csv")
+    assert_clean(at)
+    assert any("broken quoting" in e or "row" in e for e in texts(at.error)), texts(at.error)
+    assert any("previous data set" in e and "TREC" in e for e in texts(at.error))
+    assert metrics(at) == {}  # st.stop() before the report of an unusable file
+    at.radio(key="data_source").set_value("Demo data set").run()
+    assert metrics(at)["Ratings"] == "91,783"
+
+
+def test_excel_file_and_off_scale_rating_get_clear_errors():
+    at = new_app()
+    at = upload(at, b"PK\x03\x04" + b"\x00" * 40 + b"xl/workbook.xml", "ratings.csv")
+    assert any("Excel" in e for e in texts(at.error)), texts(at.error)
+
+    at = new_app()
+    at = upload(at, b"annotator,instance,rating\nw1,i1,1\nw2,i1,7\n")
+    at.text_input(key="data_scale_upload").set_value("1,2,3")
+    at.button(key="data_use_upload").click().run()
+    assert_clean(at)
+    assert any("not on the scale" in e for e in texts(at.error)), texts(at.error)
+    assert metrics(at)["Ratings"] == "91,783"  # TREC still loaded
+
+
+def test_parquet_upload():
+    df = pd.DataFrame(
+        {"annotator": ["a", "b", "a"], "instance": ["x", "x", "y"], "rating": [1, 2, 2]}
+    )
+    buf = io.BytesIO()
+    df.to_parquet(buf)
+    at = upload(new_app(), buf.getvalue(), "r.parquet")
+    at.button(key="data_use_upload").click().run()
+    assert_clean(at)
+    assert metrics(at)["Ratings"] == "3"
+    assert metrics(at)["Queries"] == "-"
+
+
+def test_scale_edit_adds_an_unused_level_and_refuses_a_wrong_one():
+    at = load_simulated_demo(new_app())
+    key = next(t.key for t in at.text_input if t.key.startswith("data_scale_edit"))
+    at.text_input(key=key).set_value("1,2,3,4,5,6")
+    at.button(key="data_apply_scale").click().run()
+    assert_clean(at)
+    assert "levels never used: 6" in " ".join(texts(at.markdown))
+    key = next(t.key for t in at.text_input if t.key.startswith("data_scale_edit"))
+    at.text_input(key=key).set_value("1,2,3")
+    at.button(key="data_apply_scale").click().run()
+    assert any("not on the scale" in e for e in texts(at.error))
+    assert "1,2,3,4,5,6" in " ".join(texts(at.markdown))  # unchanged
