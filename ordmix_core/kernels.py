@@ -1,0 +1,591 @@
+"""Fused per-rating kernels of the VB sweep, compiled with numba (``vb.sweep_fused`` drives them).
+
+One sweep is three passes over the ratings (the order of the coordinate updates needs them):
+
+1. ``pass_xy``: q(x|y=1) (truncated-normal statistics) and q(y) with the OLD q(z), tau, delta,
+   eps; accumulates per instance ``sum omega rho`` and ``sum omega rho E[x]`` (for q(z)), per
+   annotator and category ``sum omega``, and the rating terms of the bound that depend on q(x),
+   q(y) only (``sum omega H[q(x)]``, ``sum (1-omega) log pi``, ``sum H_Bernoulli(omega)``).
+2. ``pass_tau``: ``S_l`` with the NEW q(z); per annotator ``sum omega E[delta] S`` (q(tau));
+   keeps ``omega S`` per rating.
+3. ``pass_delta``: per category ``sum omega E[tau_new] S`` (q(delta) with the NEW E[tau]).
+
+Every pass splits the ratings into ``T`` fixed contiguous chunks (``T`` = rows of the partial-sum
+arrays, normally numba's thread count); each chunk sums into its own row, rows are added in
+order afterwards, so a given input and ``T`` give bit-identical results run to run.
+
+The truncated-normal statistics follow ``tn.py`` branch for branch (mirroring to the lower
+tail, the narrow-interval and the far-tail branches) with closed forms that need one
+``erfcx``-type evaluation per interval end: ``Phi(x) = erfcx(-x/sqrt 2) exp(-x^2/2) / 2`` gives
+log Z, and ``phi(x)/Z`` follows from the same numbers, so each interval costs two table-driven
+``erfcx`` (no exp inside), one exp and one log. ``erfcx`` is evaluated as in Faddeeva/scipy:
+degree-6 polynomials on 100 pieces of ``400/(4+x)`` (fitted at import to scipy's ``erfcx``,
+relative error < 2e-15), a continued fraction beyond 50.
+
+``USE_JIT`` (False when numba is missing or ``ORDMIX_NO_JIT=1``) tells ``vb.sweep`` whether to
+use these kernels or the numpy reference. Without numba the functions below still run, as slow
+pure Python (for tests of the formulas only).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+from numpy.polynomial import chebyshev as _cheb
+from scipy.special import erfcx as _erfcx_ref
+
+try:  # pragma: no cover - exercised by the environment, not by a test
+    import numba
+    from numba import njit, prange
+
+    HAVE_NUMBA = True
+except ImportError:  # pragma: no cover
+    numba = None
+    HAVE_NUMBA = False
+    prange = range
+
+    def njit(*args, **kwargs):  # type: ignore[no-redef]
+        """Stand-in for ``numba.njit``: returns the function unchanged."""
+        if args and callable(args[0]):
+            return args[0]
+        return lambda f: f
+
+
+#: use the compiled kernels in ``vb.sweep`` (switch off with ORDMIX_NO_JIT=1 or by assignment)
+USE_JIT: bool = HAVE_NUMBA and os.environ.get("ORDMIX_NO_JIT", "") in ("", "0")
+
+_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+_INV_SQRT2 = 1.0 / math.sqrt(2.0)
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_INV_SQRT_PI = 1.0 / math.sqrt(math.pi)
+_FAR_TAIL = 500.0  # as tn._FAR_TAIL
+_NARROW = 1e-6  # as tn.py's narrow-interval threshold
+_ERF_SMALL = 1.19  # |a| below this and width below 1: Z from erf (no cancellation near 0)
+_ERFCX_DEG = 6
+
+
+def _erfcx_table() -> np.ndarray:
+    """(100, 7) monomial coefficients: erfcx(400/(j + (t+1)/2) - 4) on t in [-1, 1], piece j."""
+    nodes = np.cos(np.pi * (np.arange(_ERFCX_DEG + 1) + 0.5) / (_ERFCX_DEG + 1))
+    tab = np.zeros((100, _ERFCX_DEG + 1))
+    vander = _cheb.chebvander(nodes, _ERFCX_DEG)
+    for j in range(100):
+        y100 = j + 0.5 * (nodes + 1.0)
+        with np.errstate(divide="ignore"):
+            vals = _erfcx_ref(np.where(y100 > 0, 400.0 / y100 - 4.0, 1e300))
+        coef = np.linalg.solve(vander, vals)
+        poly = _cheb.cheb2poly(coef)
+        tab[j, : poly.size] = poly
+    return tab
+
+
+ERFCX_TABLE: np.ndarray = _erfcx_table()
+
+
+@njit(cache=True, inline="always")
+def erfcx_pos(x: float, tab: np.ndarray) -> float:
+    """``erfcx(x) = exp(x^2) erfc(x)`` for ``x >= 0`` (table ``ERFCX_TABLE``)."""
+    if x > 50.0:
+        if x > 5e7:
+            return _INV_SQRT_PI / x
+        x2 = x * x
+        return _INV_SQRT_PI * (x2 * (x2 + 4.5) + 2.0) / (x * (x2 * (x2 + 5.0) + 3.75))
+    y = 400.0 / (4.0 + x)
+    j = min(int(y), 99)
+    t = 2.0 * (y - j) - 1.0
+    c = tab[j]
+    return c[0] + t * (c[1] + t * (c[2] + t * (c[3] + t * (c[4] + t * (c[5] + t * c[6])))))
+
+
+@njit(cache=True, inline="always")
+def log1p_fast(x: float) -> float:
+    """``log(1 + x)`` to a few ulp for ``x > -1`` (Kahan's trick; faster than libm's log1p)."""
+    u = 1.0 + x
+    if u == 1.0:
+        return x
+    return math.log(u) * (x / (u - 1.0))
+
+
+@njit(cache=True, inline="always")
+def tn_scalar(
+    lo: float, hi: float, mean: float, sq: float, tab: np.ndarray
+) -> tuple[float, float, float, float]:
+    """Truncated ``N(mean, 1/sq^2)`` on ``[lo, hi)``: ``(E[x] - mean, Var[x], log Z, E[s^2])``.
+
+    ``s`` is the standardised variable; ``H[q(x)] = log(2 pi)/2 - log sq + log Z + E[s^2]/2``.
+    """
+    sd = 1.0 / sq
+    a0 = (lo - mean) * sq
+    b0 = (hi - mean) * sq
+    flip = a0 + b0 > 0.0
+    if flip:
+        a, b = -b0, -a0
+    else:
+        a, b = a0, b0
+    w = b - a
+    mid = 0.5 * (a + b)
+    vmax = min(1.0, w * w / 12.0)
+    if w < _NARROW:  # nearly a point: the density is flat across it
+        log_z = math.log(max(w, 1e-300)) - 0.5 * mid * mid - _HALF_LOG_2PI
+        m = mid
+        v = vmax
+    else:
+        if b <= 0.0:  # both ends in the lower tail: Phi(x) = erfcx(-x/sqrt2) exp(-x^2/2) / 2
+            ea = erfcx_pos(-a * _INV_SQRT2, tab)
+            eb = erfcx_pos(-b * _INV_SQRT2, tab)
+            x = w * mid  # log(phi(a)/phi(b)) <= 0
+            if x > -1e-3:  # expm1 by its series (error < 1e-17 relative)
+                em = x * (1.0 + x * (0.5 + x * (1.0 / 6.0 + x * (1.0 / 24.0 + x / 120.0))))
+                e = 1.0 + em
+            else:
+                e = math.exp(x)
+                em = e - 1.0
+            dz = (eb - ea) - ea * em  # eb (1 - Phi(a)/Phi(b)) = 2 Z exp(b^2/2)
+            log_z = math.log(0.5 * dz) - 0.5 * b * b
+            pb = _SQRT_2_OVER_PI / dz  # phi(b)/Z
+            pa = pb * e
+            pa_m_pb = pb * em
+        else:  # a <= -b < 0 < b
+            ga = math.exp(-0.5 * a * a)
+            gb = math.exp(-0.5 * b * b)
+            if -a < _ERF_SMALL and w < 1.0:  # Z small and near 0: erf, no cancellation
+                z = 0.5 * (math.erf(b * _INV_SQRT2) + math.erf(-a * _INV_SQRT2))
+                log_z = math.log(z)
+            else:  # Z = 1 - (tails) >= 0.38, the tails from erfcx
+                tails = 0.5 * (
+                    erfcx_pos(-a * _INV_SQRT2, tab) * ga + erfcx_pos(b * _INV_SQRT2, tab) * gb
+                )
+                z = 1.0 - tails
+                log_z = log1p_fast(-tails)
+            pa = ga * _INV_SQRT_2PI / z
+            pb = gb * _INV_SQRT_2PI / z
+            pa_m_pb = pa - pb
+        m = min(max(pa_m_pb, a), b)
+        e2 = 1.0 + (a * pa - b * pb)
+        v = min(max(e2 - m * m, 0.0), vmax)
+        if b < -_FAR_TAIL:  # e2 - m^2 cancels; the density is exponential with rate -b
+            rate = -b
+            q = math.exp(-rate * w)
+            v = min(1.0 / (rate * rate) - w * w * q / ((1.0 - q) * (1.0 - q)), vmax)
+    e2 = v + m * m
+    d = -m * sd if flip else m * sd
+    return d, v * sd * sd, log_z, e2
+
+
+@njit(cache=True, inline="always")
+def omega_scalar(t: float) -> tuple[float, float, float]:
+    """``(sigmoid(t), sigmoid(-t), H_Bernoulli)`` of the logit ``t``, without cancellation."""
+    u = abs(t)
+    e = math.exp(-u)
+    inv = 1.0 / (1.0 + e)
+    small = e * inv
+    h = log1p_fast(e) + u * small
+    if t >= 0.0:
+        return inv, small, h
+    return small, inv, h
+
+
+@njit(cache=True, parallel=True)
+def tn_stats_arrays(
+    lo: np.ndarray, hi: np.ndarray, mean: np.ndarray, prec: np.ndarray, tab: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Vectorised ``tn_scalar`` with ``tn.tn_stats``'s outputs: ex, var, log_z, entropy; (L,)."""
+    n = lo.size
+    ex = np.empty(n)
+    var = np.empty(n)
+    log_z = np.empty(n)
+    ent = np.empty(n)
+    for i in prange(n):
+        sq = math.sqrt(prec[i])
+        d, v, lz, e2 = tn_scalar(lo[i], hi[i], mean[i], sq, tab)
+        ex[i] = mean[i] + d
+        var[i] = v
+        log_z[i] = lz
+        ent[i] = _HALF_LOG_2PI - math.log(sq) + lz + 0.5 * e2
+    return ex, var, log_z, ent
+
+
+@njit(cache=True)
+def _xy_chunk(
+    t: int,
+    start: int,
+    stop: int,
+    ann: np.ndarray,
+    inst: np.ndarray,
+    cat: np.ndarray,
+    level: np.ndarray,
+    lo_k: np.ndarray,
+    hi_k: np.ndarray,
+    val_k: np.ndarray,
+    logpi_k: np.ndarray,
+    mu_m: np.ndarray,
+    inv_lam_m: np.ndarray,
+    e_tau: np.ndarray,
+    log_e_tau: np.ndarray,
+    a_n: np.ndarray,
+    e_delta: np.ndarray,
+    log_e_delta: np.ndarray,
+    b_c: np.ndarray,
+    ordinal: bool,
+    spam: bool,
+    exact: bool,
+    tab: np.ndarray,
+    ex_out: np.ndarray,
+    var_out: np.ndarray,
+    omega_out: np.ndarray,
+    acc_inst: np.ndarray,
+    acc_ann: np.ndarray,
+    acc_cat: np.ndarray,
+    acc_sc: np.ndarray,
+) -> None:
+    """Pass 1 over ratings ``start:stop``, sums into row ``t`` (see ``pass_xy``)."""
+    half_log_2pi = _HALF_LOG_2PI
+    s_h = 0.0
+    s_pi = 0.0
+    s_hb = 0.0
+    for i in range(start, stop):
+        n = ann[i]
+        m = inst[i]
+        c = cat[i]
+        k = level[i]
+        rho = e_tau[n] * e_delta[c]
+        mu = mu_m[m]
+        if ordinal:
+            d, var, log_z, e2 = tn_scalar(lo_k[k], hi_k[k], mu, math.sqrt(rho), tab)
+            ex = mu + d
+            ent = half_log_2pi - 0.5 * (log_e_tau[n] + log_e_delta[c]) + log_z + 0.5 * e2
+            rho_s = e2  # rho * ((E x - mu)^2 + Var x)
+        else:
+            ex = val_k[k]
+            var = 0.0
+            log_z = 0.0
+            ent = 0.0
+            d = ex - mu
+            rho_s = rho * d * d
+        if spam:
+            if ordinal and exact:
+                logit = a_n[n] + b_c[c] - logpi_k[k] + log_z - 0.5 * rho * inv_lam_m[m]
+            else:
+                logit = (
+                    a_n[n] + b_c[c] - logpi_k[k] - half_log_2pi - 0.5 * (rho_s + rho * inv_lam_m[m])
+                )
+            om, om1, hb = omega_scalar(logit)
+            s_pi += om1 * logpi_k[k]
+            s_hb += hb
+        else:
+            om = 1.0
+        ex_out[i] = ex
+        var_out[i] = var
+        omega_out[i] = om
+        w = om * rho
+        acc_inst[t, m, 0] += w
+        acc_inst[t, m, 1] += w * ex
+        acc_ann[t, n] += om
+        acc_cat[t, c] += om
+        s_h += om * ent
+    acc_sc[t, 0] = s_h
+    acc_sc[t, 1] = s_pi
+    acc_sc[t, 2] = s_hb
+
+
+@njit(cache=True, parallel=True)
+def pass_xy(
+    ann: np.ndarray,
+    inst: np.ndarray,
+    cat: np.ndarray,
+    level: np.ndarray,
+    lo_k: np.ndarray,
+    hi_k: np.ndarray,
+    val_k: np.ndarray,
+    logpi_k: np.ndarray,
+    mu_m: np.ndarray,
+    inv_lam_m: np.ndarray,
+    e_tau: np.ndarray,
+    log_e_tau: np.ndarray,
+    a_n: np.ndarray,
+    e_delta: np.ndarray,
+    log_e_delta: np.ndarray,
+    b_c: np.ndarray,
+    ordinal: bool,
+    spam: bool,
+    exact: bool,
+    tab: np.ndarray,
+    ex_out: np.ndarray,
+    var_out: np.ndarray,
+    omega_out: np.ndarray,
+    acc_inst: np.ndarray,
+    acc_ann: np.ndarray,
+    acc_cat: np.ndarray,
+    acc_sc: np.ndarray,
+) -> None:
+    """Pass 1: q(x|y=1), q(y) and the sums for q(z), eps, the shapes, and the bound.
+
+    Ratings ``(L,)``: ann, inst, cat, level (codes). Levels ``(K,)``: lo_k, hi_k (thresholds),
+    val_k (values), logpi_k. Instances ``(M,)``: mu_m, inv_lam_m = 1/lambda_m. Annotators
+    ``(N,)``: e_tau, log_e_tau = log E[tau], a_n; categories ``(C,)``: e_delta, log_e_delta,
+    b_c, where the logit of omega is ``a_n + b_c - log pi + (log Z - rho/(2 lambda_m))`` for
+    the exact ordinal update, else ``a_n + b_c - log pi - log(2pi)/2 - rho S/2``.
+    Outputs ``(L,)``: ex_out = E[x], var_out = Var[x], omega_out. Partial sums, one row per
+    chunk: acc_inst ``(T, M, 2)`` [sum omega rho, sum omega rho E x], acc_ann ``(T, N)`` and
+    acc_cat ``(T, C)`` sum omega, acc_sc ``(T, 3)`` [sum omega H[q(x)], sum (1-omega) log pi,
+    sum H_Bernoulli(omega)].
+    """
+    n_chunks = acc_inst.shape[0]
+    n_rat = ann.size
+    for t in prange(n_chunks):
+        _xy_chunk(
+            t,
+            t * n_rat // n_chunks,
+            (t + 1) * n_rat // n_chunks,
+            ann,
+            inst,
+            cat,
+            level,
+            lo_k,
+            hi_k,
+            val_k,
+            logpi_k,
+            mu_m,
+            inv_lam_m,
+            e_tau,
+            log_e_tau,
+            a_n,
+            e_delta,
+            log_e_delta,
+            b_c,
+            ordinal,
+            spam,
+            exact,
+            tab,
+            ex_out,
+            var_out,
+            omega_out,
+            acc_inst,
+            acc_ann,
+            acc_cat,
+            acc_sc,
+        )
+
+
+@njit(cache=True)
+def pass_xy_serial(
+    ann: np.ndarray,
+    inst: np.ndarray,
+    cat: np.ndarray,
+    level: np.ndarray,
+    lo_k: np.ndarray,
+    hi_k: np.ndarray,
+    val_k: np.ndarray,
+    logpi_k: np.ndarray,
+    mu_m: np.ndarray,
+    inv_lam_m: np.ndarray,
+    e_tau: np.ndarray,
+    log_e_tau: np.ndarray,
+    a_n: np.ndarray,
+    e_delta: np.ndarray,
+    log_e_delta: np.ndarray,
+    b_c: np.ndarray,
+    ordinal: bool,
+    spam: bool,
+    exact: bool,
+    tab: np.ndarray,
+    ex_out: np.ndarray,
+    var_out: np.ndarray,
+    omega_out: np.ndarray,
+    acc_inst: np.ndarray,
+    acc_ann: np.ndarray,
+    acc_cat: np.ndarray,
+    acc_sc: np.ndarray,
+) -> None:
+    """Pass 1: q(x|y=1), q(y) and the sums for q(z), eps, the shapes, and the bound.
+
+    Ratings ``(L,)``: ann, inst, cat, level (codes). Levels ``(K,)``: lo_k, hi_k (thresholds),
+    val_k (values), logpi_k. Instances ``(M,)``: mu_m, inv_lam_m = 1/lambda_m. Annotators
+    ``(N,)``: e_tau, log_e_tau = log E[tau], a_n; categories ``(C,)``: e_delta, log_e_delta,
+    b_c, where the logit of omega is ``a_n + b_c - log pi + (log Z - rho/(2 lambda_m))`` for
+    the exact ordinal update, else ``a_n + b_c - log pi - log(2pi)/2 - rho S/2``.
+    Outputs ``(L,)``: ex_out = E[x], var_out = Var[x], omega_out. Partial sums, one row per
+    chunk: acc_inst ``(T, M, 2)`` [sum omega rho, sum omega rho E x], acc_ann ``(T, N)`` and
+    acc_cat ``(T, C)`` sum omega, acc_sc ``(T, 3)`` [sum omega H[q(x)], sum (1-omega) log pi,
+    sum H_Bernoulli(omega)].
+    """
+    n_chunks = acc_inst.shape[0]
+    n_rat = ann.size
+    for t in range(n_chunks):
+        _xy_chunk(
+            t,
+            t * n_rat // n_chunks,
+            (t + 1) * n_rat // n_chunks,
+            ann,
+            inst,
+            cat,
+            level,
+            lo_k,
+            hi_k,
+            val_k,
+            logpi_k,
+            mu_m,
+            inv_lam_m,
+            e_tau,
+            log_e_tau,
+            a_n,
+            e_delta,
+            log_e_delta,
+            b_c,
+            ordinal,
+            spam,
+            exact,
+            tab,
+            ex_out,
+            var_out,
+            omega_out,
+            acc_inst,
+            acc_ann,
+            acc_cat,
+            acc_sc,
+        )
+
+
+@njit(cache=True)
+def _tau_chunk(
+    t: int,
+    start: int,
+    stop: int,
+    ann: np.ndarray,
+    inst: np.ndarray,
+    cat: np.ndarray,
+    ex: np.ndarray,
+    var_ws: np.ndarray,
+    omega: np.ndarray,
+    mu_m: np.ndarray,
+    inv_lam_m: np.ndarray,
+    e_delta: np.ndarray,
+    acc_ann: np.ndarray,
+) -> None:
+    """Pass 2 over ratings ``start:stop`` into row ``t`` (see ``pass_tau``)."""
+    for i in range(start, stop):
+        m = inst[i]
+        d = ex[i] - mu_m[m]
+        ws = omega[i] * (d * d + var_ws[i] + inv_lam_m[m])
+        var_ws[i] = ws
+        acc_ann[t, ann[i]] += ws * e_delta[cat[i]]
+
+
+@njit(cache=True, parallel=True)
+def pass_tau(
+    ann: np.ndarray,
+    inst: np.ndarray,
+    cat: np.ndarray,
+    ex: np.ndarray,
+    var_ws: np.ndarray,
+    omega: np.ndarray,
+    mu_m: np.ndarray,
+    inv_lam_m: np.ndarray,
+    e_delta: np.ndarray,
+    acc_ann: np.ndarray,
+) -> None:
+    """Pass 2: ``S_l`` with the new q(z); ``var_ws`` (L,) goes in as Var[x], out as omega S.
+
+    acc_ann ``(T, N)``: per chunk ``sum omega E[delta] S`` (e_delta (C,) the OLD E[delta]).
+    """
+    n_chunks = acc_ann.shape[0]
+    n_rat = ann.size
+    for t in prange(n_chunks):
+        _tau_chunk(
+            t, t * n_rat // n_chunks, (t + 1) * n_rat // n_chunks,
+            ann, inst, cat, ex, var_ws, omega, mu_m, inv_lam_m, e_delta, acc_ann,
+        )  # fmt: skip
+
+
+@njit(cache=True)
+def pass_tau_serial(
+    ann: np.ndarray,
+    inst: np.ndarray,
+    cat: np.ndarray,
+    ex: np.ndarray,
+    var_ws: np.ndarray,
+    omega: np.ndarray,
+    mu_m: np.ndarray,
+    inv_lam_m: np.ndarray,
+    e_delta: np.ndarray,
+    acc_ann: np.ndarray,
+) -> None:
+    """``pass_tau`` on one thread (same chunks, same result)."""
+    n_chunks = acc_ann.shape[0]
+    n_rat = ann.size
+    for t in range(n_chunks):
+        _tau_chunk(
+            t, t * n_rat // n_chunks, (t + 1) * n_rat // n_chunks,
+            ann, inst, cat, ex, var_ws, omega, mu_m, inv_lam_m, e_delta, acc_ann,
+        )  # fmt: skip
+
+
+@njit(cache=True)
+def _delta_chunk(
+    t: int,
+    start: int,
+    stop: int,
+    ann: np.ndarray,
+    cat: np.ndarray,
+    ws: np.ndarray,
+    e_tau: np.ndarray,
+    acc_cat: np.ndarray,
+) -> None:
+    """Pass 3 over ratings ``start:stop`` into row ``t`` (see ``pass_delta``)."""
+    for i in range(start, stop):
+        acc_cat[t, cat[i]] += ws[i] * e_tau[ann[i]]
+
+
+@njit(cache=True, parallel=True)
+def pass_delta(
+    ann: np.ndarray, cat: np.ndarray, ws: np.ndarray, e_tau: np.ndarray, acc_cat: np.ndarray
+) -> None:
+    """Pass 3: acc_cat ``(T, C)`` per chunk ``sum omega E[tau] S`` (e_tau (N,) the NEW E[tau])."""
+    n_chunks = acc_cat.shape[0]
+    n_rat = ann.size
+    for t in prange(n_chunks):
+        _delta_chunk(
+            t, t * n_rat // n_chunks, (t + 1) * n_rat // n_chunks, ann, cat, ws, e_tau, acc_cat
+        )
+
+
+@njit(cache=True)
+def pass_delta_serial(
+    ann: np.ndarray, cat: np.ndarray, ws: np.ndarray, e_tau: np.ndarray, acc_cat: np.ndarray
+) -> None:
+    """``pass_delta`` on one thread (same chunks, same result)."""
+    n_chunks = acc_cat.shape[0]
+    n_rat = ann.size
+    for t in range(n_chunks):
+        _delta_chunk(
+            t, t * n_rat // n_chunks, (t + 1) * n_rat // n_chunks, ann, cat, ws, e_tau, acc_cat
+        )
+
+
+#: below this many ratings the passes run on one thread (a parallel launch costs more)
+PARALLEL_MIN_RATINGS = 200_000
+
+
+def n_chunks() -> int:
+    """Number of chunks (rows of partial sums) for the passes: numba's current thread count."""
+    return int(numba.get_num_threads()) if HAVE_NUMBA else 1
+
+
+def passes(n_ratings: int, n_chunks: int) -> tuple:
+    """The three pass functions to use: parallel ones for large inputs and several chunks."""
+    if n_chunks > 1 and n_ratings >= PARALLEL_MIN_RATINGS:
+        return pass_xy, pass_tau, pass_delta
+    return pass_xy_serial, pass_tau_serial, pass_delta_serial
+
+
+def tn_stats(lo: np.ndarray, hi: np.ndarray, mean: np.ndarray, prec: np.ndarray):
+    """``tn.tn_stats`` computed by the fused kernel's formulas; returns a ``tn.TNStats``."""
+    from .tn import TNStats
+
+    f = [np.ascontiguousarray(x, dtype=np.float64) for x in np.broadcast_arrays(lo, hi, mean, prec)]
+    ex, var, log_z, ent = tn_stats_arrays(*[x.ravel() for x in f], ERFCX_TABLE)
+    shape = f[0].shape
+    return TNStats(ex.reshape(shape), var.reshape(shape), log_z.reshape(shape), ent.reshape(shape))
