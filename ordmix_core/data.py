@@ -6,6 +6,7 @@ IDs factorised to ``int32`` codes, ratings mapped to level indices on a known :c
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -168,12 +169,18 @@ def _numeric_ratings(col: pd.Series, source: str) -> pd.Series:
     if bad.any():
         row = int(np.flatnonzero(bad.to_numpy())[0])
         raw = col.iloc[row]
-        what = "empty" if pd.isna(raw) or str(raw).strip() == "" else f"{str(raw)[:40]!r}"
-        raise InputError(
-            f"row {row + 2} (counting the header as row 1): rating {what} is not a number; "
-            f"ratings must be numbers on the scale ({int(bad.sum())} such row(s))",
-            source=source,
-        )
+        where = f"row {row + 2} (counting the header as row 1)"
+        if pd.isna(raw) or str(raw).strip() == "":
+            msg = f"{where}: empty rating cell; fill it in or delete the row"
+        else:
+            text = str(raw)[:40]
+            hint = (
+                " (decimal comma? write it with a point, e.g. 3.5)"
+                if re.fullmatch(r"-?\d+,\d+", text.strip())
+                else ""
+            )
+            msg = f"{where}: rating {text!r} is not a number{hint}; ratings must be numbers"
+        raise InputError(f"{msg} ({int(bad.sum())} such row(s))", source=source)
     return num.astype(float)
 
 

@@ -163,7 +163,7 @@ MALFORMED: list[tuple[str, str, bytes, str | None, list[str]]] = [
         None,
         ["row 3", "'annotator'"],
     ),
-    ("empty rating cell", "norating.csv", HDR + b"w1,t1,\n", None, ["row 2", "rating empty"]),
+    ("empty rating cell", "norating.csv", HDR + b"w1,t1,\n", None, ["row 2", "empty rating cell"]),
     ("text rating", "text.csv", HDR + b"w1,t1,3\nw1,t2,good\n", None, ["row 3", "'good'"]),
     (
         "rating off the given scale",

@@ -65,9 +65,7 @@ def test_log_diff_ndtr_precise_far_out():
 )
 def test_any_interval_gives_finite_moments_inside(lo, width, mean, log_prec):
     hi = lo + width
-    s = tn_stats(
-        np.array([lo]), np.array([hi]), np.array([mean]), np.array([np.exp(log_prec)])
-    )
+    s = tn_stats(np.array([lo]), np.array([hi]), np.array([mean]), np.array([np.exp(log_prec)]))
     assert all(np.isfinite(a[0]) for a in s)
     assert lo - 1e-9 * (1 + abs(lo)) <= s.ex[0] <= hi + 1e-9 * (1 + abs(hi))
     # standardising a 1e-9 wide interval far from the mean costs ~1e-5 relative precision
