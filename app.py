@@ -396,9 +396,16 @@ def kept(widget: Callable[..., Any], label: str, *, key: str, default: Any, **kw
     """A widget whose value survives page changes (streamlit forgets unrendered widgets)."""
     memory = session().widgets
     options = kw.get("options")
-    if options is not None and memory.get(key, default) not in options:
+
+    def offered(value: Any) -> bool:
+        if options is None:
+            return True
+        values = value if isinstance(value, list) else [value]
+        return all(v in options for v in values)
+
+    if not offered(memory.get(key, default)):
         memory.pop(key, None)  # an option no longer offered (e.g. query without a query column)
-    if options is not None and st.session_state.get(key, default) not in options:
+    if not offered(st.session_state.get(key, default)):
         st.session_state.pop(key, None)
     if key not in st.session_state:
         st.session_state[key] = memory.get(key, default)

@@ -1,13 +1,75 @@
 """Compare: every method's MSE / correlation / NDCG on the gold items, and the spam experiment."""
 
-import importlib.util
-
 import pandas as pd
 import streamlit as st
 
 from app import csv_download, kept, page_setup, require_dataset, session, show_error
 from ordmix_core import figures
+from ordmix_core.compare import METHODS, TABLE1, compare_methods
 from ordmix_core.errors import InputError
+from ordmix_core.experiments import spam_experiment
+
+
+@st.cache_data(show_spinner=False, max_entries=4)
+def run_comparison(
+    ratings: pd.DataFrame,
+    gold: pd.Series,
+    scale: tuple[float, ...],
+    methods: tuple[str, ...],
+    n_restarts: int,
+    seed: int,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``compare_methods`` with a progress bar (replayed, finished, on a cache hit)."""
+    bar = st.progress(0.0, text="Starting ...")
+
+    def progress(method: str, i: int, n: int) -> None:
+        bar.progress(i / n, text=f"Fitting {method} ({i + 1} of {n}) ...")
+
+    out = compare_methods(
+        ratings,
+        gold,
+        list(methods),
+        n_restarts=n_restarts,
+        random_state=seed,
+        scale=list(scale),
+        callback=progress,
+    )
+    bar.progress(1.0, text=f"{len(methods)} method(s) fitted.")
+    return out
+
+
+@st.cache_data(show_spinner=False, max_entries=4)
+def run_spam_experiment(
+    ratings: pd.DataFrame,
+    gold: pd.Series,
+    scale: tuple[float, ...],
+    methods: tuple[str, ...],
+    levels: tuple[int, ...],
+    n_restarts: int,
+    seed: int,
+) -> pd.DataFrame:
+    """``spam_experiment`` with a progress bar over (level, method) fits."""
+    bar = st.progress(0.0, text="Starting ...")
+    total = len(levels) * len(methods)
+    done = [0]
+
+    def progress(level: int, method: str) -> None:
+        bar.progress(min(done[0] / total, 1.0), text=f"Spam level {level}: fitting {method} ...")
+        done[0] += 1
+
+    out = spam_experiment(
+        ratings,
+        gold,
+        levels=levels,
+        methods=list(methods),
+        n_restarts=n_restarts,
+        random_state=seed,
+        scale=list(scale),
+        callback=progress,
+    )
+    bar.progress(1.0, text=f"{total} fit(s) done.")
+    return out
+
 
 page_setup()
 st.title("Compare methods")
@@ -20,98 +82,101 @@ if ds.gold is None:
     )
     st.stop()
 
-missing = [
-    mod
-    for mod in ("ordmix_core.compare", "ordmix_core.experiments")
-    if importlib.util.find_spec(mod) is None
-]
-if "ordmix_core.compare" in missing:
-    st.warning(
-        "The comparison is not available in this version of ordmix (ordmix_core.compare is "
-        "missing)."
-    )
-    st.stop()
-
-from ordmix_core.compare import compare_methods  # noqa: E402
-
-
-@st.cache_data(show_spinner="Fitting every method ...", max_entries=4)
-def run_comparison(
-    ratings: pd.DataFrame, gold: pd.Series, n_restarts: int, seed: int
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    return compare_methods(ratings, gold, n_restarts=n_restarts, random_state=seed)
-
-
-@st.cache_data(show_spinner="Running the spam experiment (every method at every level) ...")
-def run_spam_experiment(
-    ratings: pd.DataFrame, gold: pd.Series, levels: tuple[int, ...], n_restarts: int, seed: int
-) -> pd.DataFrame:
-    from ordmix_core.experiments import spam_experiment
-
-    return spam_experiment(ratings, gold, levels=levels, n_restarts=n_restarts, random_state=seed)
-
-
+n_gold = int(ds.gold.index.isin(ds.ratings["instance"]).sum())
 st.caption(
-    f"Data: **{ds.name}**, {int(ds.gold.index.isin(ds.ratings['instance']).sum()):,} rated gold "
-    "items. Every method is scored the same way (MSE, Pearson correlation, NDCG by query)."
+    f"Data: **{ds.name}**, {n_gold:,} rated gold items. Every method is scored the same way: "
+    "MSE, Pearson correlation and NDCG (per query when there is a query column)."
 )
-c1, c2 = st.columns(2)
+available = [m for m in METHODS if m != "odm-query" or ds.has_query]
+default = [m for m in TABLE1 if m in available]
+c1, c2, c3 = st.columns([3, 1, 1])
+methods = kept(
+    c1.multiselect,
+    "Methods",
+    key="cmp_methods",
+    default=default,
+    options=available,
+    help="odm-* are the ordinal-discrete-mixture at global / query / instance granularity "
+    "and its ablation variants; the rest are the baselines.",
+)
 n_restarts = kept(
-    c1.number_input,
-    "Restarts of the ordinal-discrete-mixture",
+    c2.number_input,
+    "Restarts (odm)",
     key="cmp_restarts",
     default=10,
     min_value=1,
     max_value=100,
     step=1,
-    help="Paper: 10. Fewer is faster.",
+    help="Restarts of every odm method. Paper: 10; fewer is faster.",
 )
-seed = kept(c2.number_input, "Seed", key="cmp_seed", default=0, min_value=0, step=1)
+seed = kept(c3.number_input, "Seed", key="cmp_seed", default=0, min_value=0, step=1)
+scale = tuple(float(v) for v in ds.scale.values)
+if not methods:
+    st.info("Choose at least one method.")
+    st.stop()
 
 tab_cmp, tab_spam = st.tabs(["Methods side by side", "Spam experiment"])
 with tab_cmp:
     if st.button("Compare methods", key="cmp_run", type="primary"):
         try:
-            s.set("cmp_result", run_comparison(ds.ratings, ds.gold, int(n_restarts), int(seed)))
-            s.set("cmp_dataset", ds.name)
+            result = run_comparison(
+                ds.ratings, ds.gold, scale, tuple(methods), int(n_restarts), int(seed)
+            )
+            s.set("cmp_result", (ds.name, result))
         except InputError as err:
             show_error(err)
-    result = s.get("cmp_result")
-    if result is not None and s.get("cmp_dataset") == ds.name:
-        table, estimates = result
-        st.dataframe(table, key="cmp_table", hide_index=True)
+    saved = s.get("cmp_result")
+    if saved is not None and saved[0] == ds.name:
+        table, estimates = saved[1]
+        st.dataframe(
+            table,
+            key="cmp_table",
+            hide_index=True,
+            column_config={
+                c: st.column_config.NumberColumn(format="%.4f")
+                for c in ("mse", "correlation", "ndcg")
+            }
+            | {"seconds": st.column_config.NumberColumn(format="%.1f")},
+        )
         st.plotly_chart(figures.metric_bars(table), key="cmp_bars")
         st.plotly_chart(figures.estimate_vs_truth(estimates, ds.gold), key="cmp_scatter")
         csv_download(table, id_columns=["method"], file_name="comparison.csv", key="cmp_download")
 
 with tab_spam:
-    if "ordmix_core.experiments" in missing:
-        st.warning("The spam experiment is not available (ordmix_core.experiments is missing).")
-    else:
-        max_level = kept(
-            st.slider,
-            "Spam levels 0 .. n",
-            key="cmp_spam_levels",
-            default=9,
-            min_value=1,
-            max_value=20,
-            help="Each level adds more simulated spammers to the real ratings (the paper's "
-            "spam experiment uses 0 .. 9).",
+    st.caption(
+        "The paper's robustness experiment: at spam level k every instance gets k extra uniform "
+        "random ratings from fake annotators; each method is refitted and scored on the gold."
+    )
+    max_level = kept(
+        st.slider,
+        "Spam levels 0 .. k",
+        key="cmp_spam_levels",
+        default=9,
+        min_value=1,
+        max_value=20,
+        help="The paper uses 0 .. 9. Each level is one full comparison, so this takes a while.",
+    )
+    if st.button("Run spam experiment", key="cmp_spam_run", type="primary"):
+        try:
+            spam = run_spam_experiment(
+                ds.ratings,
+                ds.gold,
+                scale,
+                tuple(methods),
+                tuple(range(int(max_level) + 1)),
+                int(n_restarts),
+                int(seed),
+            )
+            s.set("cmp_spam", (ds.name, spam))
+        except InputError as err:
+            show_error(err)
+    saved = s.get("cmp_spam")
+    if saved is not None and saved[0] == ds.name:
+        st.plotly_chart(figures.spam_curves(saved[1]), key="cmp_spam_plot")
+        st.dataframe(saved[1], key="cmp_spam_table", hide_index=True)
+        csv_download(
+            saved[1],
+            id_columns=["method"],
+            file_name="spam-experiment.csv",
+            key="cmp_spam_download",
         )
-        if st.button("Run spam experiment", key="cmp_spam_run", type="primary"):
-            try:
-                spam_result = run_spam_experiment(
-                    ds.ratings,
-                    ds.gold,
-                    tuple(range(int(max_level) + 1)),
-                    int(n_restarts),
-                    int(seed),
-                )
-                s.set("cmp_spam", spam_result)
-                s.set("cmp_spam_dataset", ds.name)
-            except InputError as err:
-                show_error(err)
-        spam = s.get("cmp_spam")
-        if spam is not None and s.get("cmp_spam_dataset") == ds.name:
-            st.plotly_chart(figures.spam_curves(spam), key="cmp_spam_plot")
-            st.dataframe(spam, key="cmp_spam_table", hide_index=True)
