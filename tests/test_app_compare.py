@@ -1,0 +1,45 @@
+"""Compare page: methods side by side on the gold items, estimate vs truth, spam experiment."""
+
+from __future__ import annotations
+
+from test_app_main import assert_clean, charts, load_simulated_demo, new_app, texts
+
+
+def test_compare_methods_and_spam_experiment_on_the_simulated_demo():
+    at = load_simulated_demo(new_app())
+    at.switch_page("pages/compare.py").run()
+    assert_clean(at)
+    at.multiselect(key="cmp_methods").set_value(["mean", "majority", "odm-query"])
+    at.number_input(key="cmp_restarts").set_value(1)
+    at.button(key="cmp_run").click().run(timeout=120)
+    assert_clean(at)
+    table = at.dataframe[0].value
+    assert table["method"].tolist() == ["mean", "majority", "odm-query"]
+    assert (table["n_gold"] == 300).all()
+    best = table.set_index("method")["mse"]
+    assert best["odm-query"] < best["mean"]  # the model beats the plain mean on its own data
+    figs = charts(at)
+    assert {"cmp_bars", "cmp_scatter"} <= set(figs)
+    assert {t["name"] for t in figs["cmp_scatter"]["data"]} >= {"mean", "odm-query"}
+
+    at.slider(key="cmp_spam_levels").set_value(1)
+    at.button(key="cmp_spam_run").click().run(timeout=120)
+    assert_clean(at)
+    curves = charts(at)["cmp_spam_plot"]
+    assert {t["name"] for t in curves["data"]} == {"mean", "majority", "odm-query"}
+    spam = at.dataframe[1].value
+    assert sorted(spam["spam_level"].unique()) == [0, 1]
+
+
+def test_without_gold_the_page_says_what_it_needs():
+    at = new_app()
+    at.radio(key="data_source").set_value("Upload a file").run()
+    at.file_uploader(key="data_upload").upload(
+        "r.csv", b"annotator,instance,rating\na,x,1\nb,x,2\n", "text/csv"
+    )
+    at.run()
+    at.button(key="data_use_upload").click().run()
+    at.switch_page("pages/compare.py").run()
+    assert_clean(at)
+    assert any("gold" in i for i in texts(at.info))
+    assert not at.get("plotly_chart")

@@ -1,0 +1,141 @@
+"""figures: pure functions from results to plotly figures (no streamlit needed)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import pytest
+
+from ordmix_core import figures
+from ordmix_core.model import OrdinalMixture
+from ordmix_core.simulate import simulate_crowd
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    crowd = simulate_crowd(n_items=120, n_annotators=15, spammer_share=0.3, random_state=1)
+    model = OrdinalMixture("query", n_restarts=3, random_state=0).fit(crowd.ratings)
+    return crowd, model
+
+
+def _arr(x):
+    """Trace arrays: plain lists, or plotly's typed-array dicts (bdata) decoded."""
+    if isinstance(x, dict) and "bdata" in x:
+        import base64
+
+        return np.frombuffer(base64.b64decode(x["bdata"]), dtype=x["dtype"])
+    return np.asarray(x)
+
+
+def test_importing_figures_does_not_import_streamlit():
+    code = "import sys, ordmix_core.figures; sys.exit('streamlit' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+def test_annotator_scatter_hover_and_flagged(fitted):
+    crowd, m = fitted
+    fig = figures.annotator_scatter(m.annotators_, threshold=0.5)
+    assert isinstance(fig, go.Figure)
+    flagged = m.annotators_.index[m.annotators_["spam_share"] >= 0.5]
+    by_name = {t.name: t for t in fig.data}
+    assert set(by_name["flagged as spammer"].customdata[:, 0]) == set(flagged)
+    assert len(by_name["annotator"].customdata) + len(flagged) == len(m.annotators_)
+    assert "customdata[0]" in by_name["annotator"].hovertemplate
+    assert fig.layout.xaxis.type == "log"
+    # without a threshold nobody is drawn as flagged
+    assert [t.name for t in figures.annotator_scatter(m.annotators_).data] == ["annotator"]
+
+
+def test_annotator_scatter_needs_the_columns():
+    with pytest.raises(ValueError, match="spam_share"):
+        figures.annotator_scatter(pd.DataFrame({"expertise": [1.0]}))
+
+
+def test_distributions(fitted):
+    _, m = fitted
+    fig = figures.annotator_distributions(m.annotators_)
+    assert [t.type for t in fig.data] == ["histogram", "histogram"]
+    assert np.allclose(_arr(fig.data[1].x), m.annotators_["spam_share"])
+    fig = figures.estimate_distribution(m.items_, [1, 2, 3, 4, 5])
+    assert len(fig.layout.shapes) == 5 and len(_arr(fig.data[0].x)) == len(m.items_)
+
+
+def test_item_intervals_sorted_with_gold(fitted):
+    crowd, m = fitted
+    sub = m.items_.head(20)
+    fig = figures.item_intervals(sub, crowd.gold)
+    est = _arr(fig.data[0].y)
+    assert np.all(np.diff(est) >= 0)
+    assert np.allclose(
+        _arr(fig.data[0].error_y.array),
+        figures.Z95 * sub.sort_values("estimate")["sd"].to_numpy(),
+    )
+    assert np.allclose(_arr(fig.data[1].y), crowd.gold.reindex(list(fig.data[0].x)).to_numpy())
+
+
+def test_bound_traces_mark_the_winner(fitted):
+    _, m = fitted
+    fig = figures.bound_traces(m.trace_, m.best_restart_, m.restarts_)
+    groups = {t.legendgroup for t in fig.data}
+    assert groups == {f"r{r}" for r in m.trace_["restart"].unique()}
+    wide = {t.legendgroup for t in fig.data if t.line.width > 2}
+    assert wide == {f"r{m.best_restart_}"}
+    assert fig.layout.annotations[0].text == f"chosen: restart {m.best_restart_}"
+    dashed = [t for t in fig.data if t.line.dash == "dash"]
+    assert len(dashed) == (m.trace_["stage"] == "nospam").groupby(m.trace_["restart"]).any().sum()
+    n_points = sum(len(_arr(t.y)) for t in fig.data)
+    assert n_points == len(m.trace_)
+
+
+def test_estimate_vs_truth_and_metric_bars():
+    truth = pd.Series([1.0, 2.0, 3.0, 3.0], index=["a", "b", "c", "d"])
+    est = pd.DataFrame(
+        {"m1": [1.1, 2.0, 2.9, 3.2], "m2": [2.0, 2.0, 2.0, 2.0]}, index=["a", "b", "c", "x"]
+    )
+    fig = figures.estimate_vs_truth(est, truth, jitter=0)
+    assert [t.name for t in fig.data] == ["m1", "m2", "estimate = truth"]
+    assert np.allclose(_arr(fig.data[0].x), [1, 2, 3]) and np.allclose(
+        _arr(fig.data[0].y), [1.1, 2, 2.9]
+    )
+    table = pd.DataFrame(
+        {"method": ["m1", "m2"], "mse": [0.1, 0.5], "correlation": [0.9, 0.0], "ndcg": [1, 0.8]}
+    )
+    bars = figures.metric_bars(table)
+    assert [t.name for t in bars.data] == ["mse", "correlation", "ndcg"]
+    assert list(bars.data[0].text) == ["0.100", "0.500"]
+
+
+def test_spam_curves_one_line_per_method_and_metric():
+    rows = [
+        {
+            "spam_level": lvl,
+            "method": meth,
+            "mse": lvl * k,
+            "correlation": 1 - lvl / 10,
+            "ndcg": 0.9,
+        }
+        for lvl in range(3)
+        for k, meth in enumerate(["a", "b"], 1)
+    ]
+    fig = figures.spam_curves(pd.DataFrame(rows))
+    assert len(fig.data) == 6
+    first = fig.data[0]
+    assert (
+        first.name == "a" and list(_arr(first.x)) == [0, 1, 2] and list(_arr(first.y)) == [0, 1, 2]
+    )
+    assert sum(t.showlegend for t in fig.data) == 2
+
+
+def test_simulator_figures(fitted):
+    crowd, m = fitted
+    fig = figures.simulator_truth_vs_estimate(crowd.truth, m.items_["estimate"], m.items_["sd"])
+    r = np.corrcoef(crowd.truth, m.items_["estimate"].reindex(crowd.truth.index))[0, 1]
+    assert f"correlation {r:.3f}" in fig.layout.title.text
+    fig = figures.spammers_true_vs_estimated(crowd.spammers, m.annotators_["spam_share"], 0.4)
+    assert [t.name.split(" (")[0] for t in fig.data] == ["true honest", "true spammer"]
+    assert len(_arr(fig.data[1].y)) == int(crowd.spammers.sum())
+    assert fig.layout.shapes[0].y0 == 0.4
