@@ -311,8 +311,9 @@ def prepare(
             "scale that includes it (--scale)",
             source=source,
         )
-    ann, annotators = pd.factorize(df["annotator"], sort=False)
-    inst, instances = pd.factorize(df["instance"], sort=False)
+    # IDs sorted so that codes, and so every random start, do not depend on row order
+    ann, annotators = pd.factorize(df["annotator"], sort=True)
+    inst, instances = pd.factorize(df["instance"], sort=True)
     inst_query = None
     if "query" in df.columns:
         q = df["query"].to_numpy(dtype=object)

@@ -1,0 +1,83 @@
+"""Properties that must hold for any valid crowd (hypothesis)."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ordmix_core import OrdinalMixture
+
+
+@st.composite
+def crowds(draw):
+    k = draw(st.integers(2, 5))
+    steps = draw(st.lists(st.floats(0.25, 4.0), min_size=k - 1, max_size=k - 1))
+    scale = np.concatenate([[draw(st.floats(-5, 5))], np.cumsum(steps)])
+    scale[1:] += scale[0]
+    n_items = draw(st.integers(1, 12))
+    n_ann = draw(st.integers(1, 6))
+    n = draw(st.integers(1, 40))
+    items = draw(st.lists(st.integers(0, n_items - 1), min_size=n, max_size=n))
+    anns = draw(st.lists(st.integers(0, n_ann - 1), min_size=n, max_size=n))
+    levels = draw(st.lists(st.integers(0, k - 1), min_size=n, max_size=n))
+    df = pd.DataFrame(
+        {
+            "annotator": [f"a{j}" for j in anns],
+            "instance": [f"i{i}" for i in items],
+            "rating": scale[levels],
+            "query": [f"q{i % 3}" for i in items],
+        }
+    )
+    return df, scale
+
+
+VARIANT = st.sampled_from([(True, True), (True, False), (False, True), (False, False)])
+GRAN = st.sampled_from(["instance", "query", "global"])
+# tiny random crowds often collapse or stop at max_iter: the warnings are expected here
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _fit(df, scale, gran, variant, seed=0, **kw):
+    ordinal, spam = variant
+    return OrdinalMixture(
+        gran,
+        scale=scale,
+        ordinal=ordinal,
+        spam=spam,
+        n_restarts=2,
+        max_iter=60,
+        random_state=seed,
+        **kw,
+    ).fit(df)
+
+
+@FAST
+@given(crowds(), GRAN, VARIANT)
+def test_estimates_finite_inside_outer_thresholds_and_bound_monotone(crowd, gran, variant):
+    df, scale = crowd
+    m = _fit(df, scale, gran, variant)
+    b = m.scale_.thresholds
+    est = m.estimates_.to_numpy()
+    assert np.all(np.isfinite(est)) and np.all(np.isfinite(m.sd_))
+    assert np.all((est >= b[0] - 1e-9) & (est <= b[-1] + 1e-9))
+    for _, f in m.trace_.groupby(["restart", "stage"])["lower_bound"]:
+        f = f.to_numpy()
+        assert np.all(np.isfinite(f))
+        assert np.all(np.diff(f) >= -1e-8 * np.maximum(1.0, np.abs(f[1:])))
+
+
+@FAST
+@given(crowds(), GRAN, VARIANT, st.integers(0, 2**32 - 1))
+def test_same_seed_identical_and_row_order_irrelevant(crowd, gran, variant, perm_seed):
+    df, scale = crowd
+    a = _fit(df, scale, gran, variant, seed=5)
+    b = _fit(df, scale, gran, variant, seed=5)
+    pd.testing.assert_series_equal(a.estimates_, b.estimates_, check_exact=True)
+    pd.testing.assert_frame_equal(a.trace_, b.trace_, check_exact=True)
+    shuffled = df.sample(frac=1.0, random_state=np.random.RandomState(perm_seed % 2**32))
+    c = _fit(shuffled, scale, gran, variant, seed=5)
+    pd.testing.assert_series_equal(
+        a.estimates_.sort_index(), c.estimates_.sort_index(), rtol=1e-6, atol=1e-8
+    )
