@@ -133,7 +133,15 @@ def tn_scalar(
         m = mid
         v = vmax
     else:
-        if b <= 0.0:  # both ends in the lower tail: Phi(x) = erfcx(-x/sqrt2) exp(-x^2/2) / 2
+        if b <= 0.0 and -a < _ERF_SMALL and w < 0.1:  # narrow, near 0: Z as a difference of erf
+            ga = math.exp(-0.5 * a * a)
+            gb = math.exp(-0.5 * b * b)
+            z = 0.5 * (math.erf(-a * _INV_SQRT2) - math.erf(-b * _INV_SQRT2))
+            log_z = math.log(z)
+            pa = ga * _INV_SQRT_2PI / z
+            pb = gb * _INV_SQRT_2PI / z
+            pa_m_pb = pa - pb
+        elif b <= 0.0:  # both ends in the lower tail: Phi(x) = erfcx(-x/sqrt2) exp(-x^2/2) / 2
             ea = erfcx_pos(-a * _INV_SQRT2, tab)
             eb = erfcx_pos(-b * _INV_SQRT2, tab)
             x = w * mid  # log(phi(a)/phi(b)) <= 0

@@ -1,0 +1,183 @@
+"""The fused kernel's scalar formulas against scipy and ``tn.py`` (and mpmath where installed)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from scipy.special import erfcx, expit, xlogy
+
+from ordmix_core import kernels, tn
+
+N_RANDOM = 200_000 if kernels.HAVE_NUMBA else 2_000  # pure Python without numba: keep it small
+
+
+def _random_intervals(n: int, seed: int) -> tuple[np.ndarray, ...]:
+    rng = np.random.default_rng(seed)
+    lo = rng.uniform(-5, 5, n)
+    hi = lo + rng.exponential(1.0, n)
+    mean = rng.normal(0, 3, n)
+    prec = np.exp(rng.normal(0, 2.5, n))
+    return lo, hi, mean, prec
+
+
+def _extreme_intervals() -> tuple[np.ndarray, ...]:
+    """Far tails on both sides, huge and tiny precisions, narrow and very wide intervals."""
+    rows = []
+    for centre in (-1e4, -600.0, -501.0, -40.0, -8.0, -1.0, -1e-3, 0.0, 1e-3, 1.0, 8.0, 40.0, 1e4):
+        for width in (1e-9, 1e-7, 2e-6, 1e-3, 0.5, 1.0, 3.0, 50.0, 1e4):
+            for prec in (1e-12, 1e-4, 1.0, 1e4, 1e8):
+                rows.append((centre - width / 2, centre + width / 2, 0.0, prec))
+                rows.append((centre, centre + width, 0.3, prec))
+    a = np.array(rows)
+    return a[:, 0], a[:, 1], a[:, 2], a[:, 3]
+
+
+def _scaled_errors(lo, hi, mean, prec, ref, got, flat: bool = False) -> dict[str, np.ndarray]:
+    """Differences divided by each statistic's natural scale and by tn.py's conditioning.
+
+    Scales (standardised ends A, B; ``big = max(1, A^2, B^2)``): E[x] in sds times
+    ``sqrt(big)``; Var[x] as ``big / prec``; log Z as ``max(1, |log Z|)``; the entropy as
+    ``max(1, |log Z|, big)`` (its log Z and E[s^2]/2 parts cancel). Conditioning: tn.py's own
+    error grows like ``eps * big`` in the tails (exp of a huge log) and ``eps / width`` for
+    narrow intervals (a difference of CDFs), and as their product for narrow intervals far in a
+    tail, so the tolerance is ``1e-12 + 4e-15 big (1 + 1/width)`` (``flat``: 1e-12).
+    """
+    sq = np.sqrt(prec)
+    a, b = (lo - mean) * sq, (hi - mean) * sq
+    big = np.maximum(1.0, np.maximum(a * a, b * b))
+    width = (hi - lo) * sq
+    scale = {
+        "ex": np.sqrt(big) / sq,
+        "var": big / prec,
+        "log_z": np.maximum(1.0, np.abs(ref.log_z)),
+        "entropy": np.maximum(1.0, np.maximum(np.abs(ref.log_z), big)),
+    }
+    tol = 1e-12 + (0.0 if flat else 4e-15 * big * (1.0 + 1.0 / np.maximum(width, 1e-300)))
+    return {f: np.abs(getattr(ref, f) - getattr(got, f)) / scale[f] / tol for f in scale}
+
+
+def test_erfcx_table_matches_scipy() -> None:
+    x = np.concatenate([[0.0], np.geomspace(1e-12, 1e9, 20_001), np.linspace(0, 60, 20_001)])
+    got = np.array(
+        [kernels.erfcx_pos(v, kernels.ERFCX_TABLE) for v in x[:: 1 if kernels.HAVE_NUMBA else 50]]
+    )
+    ref = erfcx(x[:: 1 if kernels.HAVE_NUMBA else 50])
+    assert np.max(np.abs(got / ref - 1.0)) < 3e-15
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_tn_stats_equal_reference_on_random_intervals(seed: int) -> None:
+    lo, hi, mean, prec = _random_intervals(N_RANDOM, seed)
+    ref = tn.tn_stats(lo, hi, mean, prec)
+    got = kernels.tn_stats(lo, hi, mean, prec)
+    for f, err in _scaled_errors(lo, hi, mean, prec, ref, got).items():
+        assert np.max(err) <= 2.0, f
+    # well-conditioned intervals (width >= 0.1 sd, ends within 30 sd): 1e-12 of the natural scale
+    sq = np.sqrt(prec)
+    good = ((hi - lo) * sq > 0.1) & (np.maximum(np.abs(lo - mean), np.abs(hi - mean)) * sq < 30)
+    tol_flat = _scaled_errors(lo, hi, mean, prec, ref, got, flat=True)
+    for f, err in tol_flat.items():
+        assert np.max(err[good]) <= 1.0, f
+
+
+def test_tn_stats_extreme_inputs_finite_and_close() -> None:
+    lo, hi, mean, prec = _extreme_intervals()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = kernels.tn_stats(lo, hi, mean, prec)
+    for f in got._fields:
+        assert np.all(np.isfinite(getattr(got, f))), f
+    assert np.all(got.var >= 0)
+    assert np.all((got.ex >= lo) & (got.ex <= hi))
+    with np.errstate(all="ignore"):
+        ref = tn.tn_stats(lo, hi, mean, prec)
+    for f, err in _scaled_errors(lo, hi, mean, prec, ref, got).items():
+        assert np.max(err) <= 2.0, f
+
+
+def test_tn_stats_at_least_as_accurate_as_reference_mpmath() -> None:
+    mp = pytest.importorskip("mpmath")
+    mp.mp.dps = 60
+    lo, hi, mean, prec = _random_intervals(N_RANDOM, 3)
+    ref = tn.tn_stats(lo, hi, mean, prec)
+    got = kernels.tn_stats(lo, hi, mean, prec)
+    err = _scaled_errors(lo, hi, mean, prec, ref, got)
+    worst = np.unique(np.concatenate([np.argsort(-e)[:5] for e in err.values()]))
+    xlo, xhi, xmean, xprec = _extreme_intervals()
+    cases = [(lo[i], hi[i], mean[i], prec[i]) for i in worst]
+    cases += [(xlo[i], xhi[i], xmean[i], xprec[i]) for i in range(0, xlo.size, 37)]
+    for c in cases:
+        truth = _mp_tn(mp, *c)
+        r = tn.tn_stats(*[np.array([v]) for v in c])
+        g = kernels.tn_stats(*[np.array([v]) for v in c])
+        sq = np.sqrt(c[3])
+        big = max(1.0, ((c[0] - c[2]) * sq) ** 2, ((c[1] - c[2]) * sq) ** 2)
+        scale = {"ex": np.sqrt(big) / sq, "log_z": max(1.0, abs(truth["log_z"])),
+                 "entropy": max(1.0, abs(truth["log_z"]), big), "var": big / c[3]}  # fmt: skip
+        width = (c[1] - c[0]) * sq
+        tol = 1e-12 + 4e-15 * (big + 1.0 / width)  # the conditioning without tn.py's product
+        for f, s in scale.items():
+            e_ref = abs(getattr(r, f)[0] - truth[f]) / s
+            e_got = abs(getattr(g, f)[0] - truth[f]) / s
+            assert e_got <= max(2.0 * e_ref, tol), (f, c, e_got, e_ref)
+
+
+def _mp_tn(mp, lo: float, hi: float, mean: float, prec: float) -> dict[str, float]:
+    lo, hi, mean, prec = (mp.mpf(float(v)) for v in (lo, hi, mean, prec))
+    sq = mp.sqrt(prec)
+    a, b = (lo - mean) * sq, (hi - mean) * sq
+    sign = 1
+    if a + b > 0:
+        a, b, sign = -b, -a, -1
+    z = mp.ncdf(b) - mp.ncdf(a)
+    pa, pb = mp.npdf(a) / z, mp.npdf(b) / z
+    m = pa - pb
+    e2 = 1 + a * pa - b * pb
+    return {
+        "ex": float(mean + sign * m / sq),
+        "var": float((e2 - m * m) / prec),
+        "log_z": float(mp.log(z)),
+        "entropy": float(mp.log(2 * mp.pi) / 2 - mp.log(sq) + mp.log(z) + e2 / 2),
+    }
+
+
+def test_omega_and_bernoulli_entropy() -> None:
+    t = np.concatenate([np.linspace(-50, 50, 2001), [-745.0, -40.0, 0.0, 1e-12, 40.0, 745.0]])
+    out = np.array([kernels.omega_scalar(v) for v in t])
+    om, om1 = expit(t), expit(-t)
+    # H = -om log om - (1-om) log(1-om), with log om = -softplus(-t): no 1 - om cancellation
+    h = om * np.logaddexp(0.0, -t) + om1 * np.logaddexp(0.0, t)
+    mid = np.abs(t) < 30  # the textbook form, to its absolute accuracy
+    np.testing.assert_allclose(h[mid], (-xlogy(om, om) - xlogy(om1, om1))[mid], atol=1e-15)
+    np.testing.assert_allclose(out[:, 0], om, rtol=1e-14, atol=1e-320)
+    np.testing.assert_allclose(out[:, 1], om1, rtol=1e-14, atol=1e-320)
+    np.testing.assert_allclose(out[:, 2], h, rtol=1e-13, atol=1e-300)
+
+
+def test_log1p_fast() -> None:
+    x = np.concatenate([-np.geomspace(1e-300, 0.999, 500), np.geomspace(1e-300, 1e10, 500)])
+    got = np.array([kernels.log1p_fast(v) for v in x])
+    np.testing.assert_allclose(got, np.log1p(x), rtol=4e-16 * 4, atol=0)
+
+
+@pytest.mark.parametrize("side", [1.0, -1.0])
+def test_far_tail_matches_exponential_asymptotics(side: float) -> None:
+    """Far in a tail q(x) is exponential with rate |b| sqrt(prec): E[x] ~ end + 1/rate.
+
+    Here tn.py loses ~eps * b^2 in log space (its E[x] is off in the 4th digit at b = 1e4);
+    the kernel keeps the asymptotics.
+    """
+    prec = np.array([1.0, 1e3, 1e6])
+    lo, hi = np.full(3, 0.5), np.full(3, 1.5)
+    mean = np.full(3, -1e4) if side > 0 else np.full(3, 1e4 + 2.0)
+    got = kernels.tn_stats(lo, hi, mean, prec)
+    end = lo if side > 0 else hi
+    rate = np.abs(end - mean) * prec  # in x units
+    # next term of the asymptotics ~1/b^2; E[x] = mean + offset carries eps * |mean|
+    assert np.all(np.abs(got.ex - (end + side / rate)) <= 1e-6 / rate + 1e-15 * np.abs(mean))
+    np.testing.assert_allclose(got.var, 1.0 / rate**2, rtol=1e-6)
+    # entropy 1 - log(rate): a difference of two ~b^2/2 terms, so only ~eps b^2 absolute
+    b2 = (np.abs(end - mean) ** 2) * prec
+    assert np.all(np.abs(got.entropy - (1.0 - np.log(rate))) <= 1e-3 + 4e-16 * b2)
