@@ -223,11 +223,16 @@ class FitJob:
     model: OrdinalMixture | None = None
     error: str | None = None
     collected: bool = False
+    round: int = 0  # passes over the restarts (the engine may advance them in rounds)
+    peak: float = 0.0  # the bar never goes back
 
     def callback(self, restart: int, iteration: int, bound: float) -> bool:
         """The engine's progress callback: record, and return False once Stop was pressed."""
         if restart != self.restart:
-            self.iters_done.append(self.iteration)
+            if restart < self.restart:
+                self.round += 1
+            else:
+                self.iters_done.append(self.iteration)
             self.restart = restart
         self.iteration, self.bound = iteration, bound
         return not self.stop.is_set()
@@ -264,7 +269,8 @@ class FitJob:
         part = self.iteration / (self.iteration + typical) if self.iteration else 0.0
         if self.done.is_set():
             return 1.0
-        return float(min((self.restart + part) / n, 0.999))
+        self.peak = max(self.peak, min((self.restart + part) / n, 0.999))
+        return float(self.peak)
 
     def status(self) -> str:
         """One line: restart, iteration, current bound, elapsed time."""
@@ -273,7 +279,9 @@ class FitJob:
         bound = "..." if np.isnan(self.bound) else f"{self.bound:,.2f}"
         stopping = " - stopping ..." if self.stop.is_set() else ""
         return (
-            f"restart {self.restart + 1}/{self.params.n_restarts} - iteration {self.iteration} "
+            f"restart {self.restart + 1}/{self.params.n_restarts}"
+            + (f" (round {self.round + 1})" if self.round else "")
+            + f" - iteration {self.iteration} "
             f"- lower bound {bound} - {self.seconds:.0f} s{stopping}"
         )
 

@@ -15,6 +15,8 @@ def test_traces_per_restart_with_the_winner_marked():
     assert restarts_drawn == {f"r{r}" for r in model.restarts_.index}
     chosen = [t for t in fig["data"] if "(chosen)" in t["name"]]
     assert chosen and all(t["line"]["width"] > 2 for t in chosen)
+    others = [t for t in fig["data"] if "(chosen)" not in t["name"]]
+    assert others and all(t["line"]["width"] < 2 for t in others)
     assert all(f"r{model.best_restart_}" == t["legendgroup"] for t in chosen)
     assert any(
         f"chosen: restart {model.best_restart_}" in a["text"] for a in fig["layout"]["annotations"]
