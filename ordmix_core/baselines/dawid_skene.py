@@ -47,8 +47,9 @@ class DawidSkene(CrowdEstimator):
     """Dawid & Skene (1979) EM with the scale levels as classes.
 
     Initialised from majority-vote shares (M-step first). Every confusion cell and class prior
-    gets ``smoothing`` pseudo-counts (Laplace smoothing; default 0.01), which keeps
-    never-used cells off zero. Stops when no posterior moves more than ``tol``.
+    gets ``smoothing`` pseudo-counts (Laplace smoothing; default 0.01), which keeps never-used
+    cells off zero. Stops when the log-likelihood changes by less than ``tol`` per rating
+    (crowd-kit's rule; on TREC, EM creeps on for hundreds of iterations after that).
     The estimate is the posterior expected level value ``posterior_ @ scale``.
 
     Learned: ``posterior_`` (M, K) DataFrame, ``map_level_`` (M,) level index (ties: lower
@@ -80,10 +81,9 @@ class DawidSkene(CrowdEstimator):
         self.n_iter_ = 0
         for it in range(1, self.max_iter + 1):
             conf, priors = ds_m_step(post, data, self.smoothing)
-            new, ll = ds_e_step(conf, priors, data)
-            delta = float(np.max(np.abs(new - post)))
-            post, self.n_iter_ = new, it
-            if delta < self.tol:
+            post, new_ll = ds_e_step(conf, priors, data)
+            gain, ll, self.n_iter_ = (new_ll - ll) / data.n_ratings, new_ll, it
+            if abs(gain) < self.tol:
                 break
         self.confusion_, self.priors_ = conf, priors
         self.log_likelihood_ = ll

@@ -87,7 +87,8 @@ class GLAD(CrowdEstimator):
     uniform, fixed class priors. EM: the E-step gives class posteriors, the M-step maximises the
     expected complete log-likelihood plus log-priors over (alpha, log beta) by safeguarded
     block Newton (Fisher scoring) sweeps (at most ``m_step_max_iter``). Starts at the prior
-    means. Stops when no posterior moves more than ``tol``. Estimate: posterior expected value.
+    means. Stops when log-likelihood + log-priors change by less than ``tol`` per rating.
+    Estimate: posterior expected level value.
 
     Learned: ``posterior_`` (M, K) DataFrame, ``map_level_`` (M,), ``alpha_`` (N,),
     ``beta_`` (M,), ``log_likelihood_``, ``n_iter_``.
@@ -124,18 +125,25 @@ class GLAD(CrowdEstimator):
         else:
             log_prior = np.full(k, -np.log(k))
             post, ll = glad_e_step(alpha, log_beta, log_prior, data)
+            obj = ll - self._penalty(alpha, log_beta)
             for it in range(1, self.max_iter + 1):
                 alpha, log_beta = self._m_step(alpha, log_beta, post, data)
-                new, ll = glad_e_step(alpha, log_beta, log_prior, data)
-                delta = float(np.max(np.abs(new - post)))
-                post, self.n_iter_ = new, it
-                if delta < self.tol:
+                post, ll = glad_e_step(alpha, log_beta, log_prior, data)
+                new_obj = ll - self._penalty(alpha, log_beta)
+                gain, obj, self.n_iter_ = (new_obj - obj) / data.n_ratings, new_obj, it
+                if abs(gain) < self.tol:
                     break
         self.alpha_, self.beta_ = alpha, np.exp(log_beta)
         self.log_likelihood_ = ll
         self.map_level_ = np.argmax(post, axis=1)
         self.posterior_ = posterior_frame(post, data)
         return post @ data.scale.values
+
+    def _penalty(self, alpha: np.ndarray, log_beta: np.ndarray) -> float:
+        """Minus the log-priors of ``alpha`` (N,) and ``log_beta`` (M,), up to a constant."""
+        return 0.5 * float(
+            np.sum((alpha - self.prior_alpha) ** 2) + np.sum((log_beta - self.prior_log_beta) ** 2)
+        )
 
     def _m_step(
         self, alpha: np.ndarray, log_beta: np.ndarray, post: np.ndarray, data: CrowdData
