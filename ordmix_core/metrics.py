@@ -35,8 +35,9 @@ def ndcg(est: np.ndarray, truth: np.ndarray, query: np.ndarray | None = None) ->
 
     ``est``, ``truth``, ``query``: ``(G,)``; ``query=None`` means one query. Per query the items
     are ranked by descending ``est``; gain ``2^truth - 1``, discount ``1/log2(rank + 1)``, and
-    items with equal estimates share the mean discount of the ranks they occupy. Queries whose
-    ideal DCG is 0 are left out of the mean; NaN if no query remains.
+    items with equal estimates share the mean discount of the ranks they occupy (estimates within
+    ``1e-9 * max(1, max|est|)`` count as equal, so floating-point noise cannot split a tie).
+    Queries whose ideal DCG is 0 are left out of the mean; NaN if no query remains.
     """
     est, truth = _pair(est, truth)
     g = est.size
@@ -51,6 +52,10 @@ def ndcg(est: np.ndarray, truth: np.ndarray, query: np.ndarray | None = None) ->
         qcode = pd.factorize(query)[0].astype(np.int64)
     nq = int(qcode.max()) + 1
     gain = np.exp2(truth) - 1.0
+    if not np.all(np.isfinite(est)):
+        raise InputError("estimates contain NaN or infinite values; refit the method")
+    tie_step = 1e-9 * max(1.0, float(np.max(np.abs(est))))
+    est = np.round(est / tie_step)  # tie key: equal after rounding
 
     # rank within query: position in (query, -est) order minus the query's start
     order = np.lexsort((-est, qcode))

@@ -62,6 +62,16 @@ def test_ndcg_ties_share_mean_discount_by_hand():
     assert ndcg(est, truth) == pytest.approx(brute_ndcg_one_query(est, truth))
 
 
+def test_ndcg_float_noise_does_not_split_ties():
+    noisy = 0.1 * 3  # 0.30000000000000004
+    truth = [1, 2]
+    assert noisy != 0.3
+    assert ndcg([0.3, noisy], truth) == pytest.approx(ndcg([0.3, 0.3], truth), abs=1e-12)
+    assert ndcg([0.3, noisy], truth) < 0.9
+    assert ndcg([2.0, 2.0 + 1e-15], truth) == ndcg([2.0 + 1e-15, 2.0], truth)
+    assert ndcg([2.0, 2.001], truth) == pytest.approx(1.0)  # a real difference still ranks
+
+
 def test_ndcg_mean_over_queries_skips_zero_ideal():
     est = np.array([1, 2, 3, 4, 5.0])
     truth = np.array([2, 1, 0, 0, 0.0])
