@@ -21,7 +21,8 @@ class ContinuousML(CrowdEstimator):
 
         1/tau_n = max((sum_n resid^2 + shrinkage * s0) / (count_n + shrinkage), var_floor * step^2)
 
-    with ``step`` the mean spacing of the scale. Learned: ``precision_`` (N,) and ``n_iter_``.
+    with ``step`` the mean spacing of the scale. Stops when no ``z_m`` moves more than ``tol``.
+    Learned: ``precision_`` (N,) and ``n_iter_``.
     """
 
     name = "continuous-ml"
@@ -29,7 +30,7 @@ class ContinuousML(CrowdEstimator):
     def __init__(
         self,
         scale: Scale | Sequence[float] | str | None = None,
-        max_iter: int = 100,
+        max_iter: int = 500,
         tol: float = 1e-6,
         shrinkage: float = 1.0,
         var_floor: float = 0.01,
