@@ -34,8 +34,15 @@ def setup(n_ratings: int, granularity: str = "query") -> tuple[vb.Problem, vb.St
     est = OrdinalMixture(granularity)
     pi = np.full(data.scale.k, 1.0 / data.scale.k)
     p = vb.Problem.from_data(
-        data, mu=data.scale.center, lam=0.1, phi=10.0, eta=5.0, pi=pi,
-        ordinal=True, spam=True, exact=True,
+        data,
+        mu=data.scale.center,
+        lam=0.1,
+        phi=10.0,
+        eta=5.0,
+        pi=pi,
+        ordinal=True,
+        spam=True,
+        exact=True,
     )
     _, s = est._initial_state(data, p, 0, np.random.default_rng(0))
     return p, s
@@ -71,8 +78,14 @@ def stages(p: vb.Problem, s: vb.State, reps: int = 5) -> list[tuple[str, float]]
         log_eps, log1m_eps = np.log(s.eps), np.log1p(-s.eps)
         s_l = updates.expected_sq(tn.ex, tn.var, mu_l, s.lam_m[p.inst])
         logit = updates.omega_logit(
-            log_eps[p.ann], log1m_eps[p.ann], p.log_pi_l, e_logtau_l, e_logdelta_l,
-            rho_l, s_l, tn.entropy,
+            log_eps[p.ann],
+            log1m_eps[p.ann],
+            p.log_pi_l,
+            e_logtau_l,
+            e_logdelta_l,
+            rho_l,
+            s_l,
+            tn.entropy,
         )
         omega, one_m = updates.omega_from_logit(logit)
         t = tick("q(y): S, logit, expit", t)
@@ -94,8 +107,18 @@ def stages(p: vb.Problem, s: vb.State, reps: int = 5) -> list[tuple[str, float]]
         alpha, beta = updates.gamma_prior_mle(e_tau, e_logtau, p.tau_rate_floor)
         t = tick("eps, alpha, beta", t)
         bound.rating_terms(
-            omega, one_m, np.log(eps)[p.ann], np.log1p(-eps)[p.ann], p.log_pi_l,
-            e_logtau_l, e_logdelta_l, e_tau_l, e_delta_l, s_l, tn.entropy, True,
+            omega,
+            one_m,
+            np.log(eps)[p.ann],
+            np.log1p(-eps)[p.ann],
+            p.log_pi_l,
+            e_logtau_l,
+            e_logdelta_l,
+            e_tau_l,
+            e_delta_l,
+            s_l,
+            tn.entropy,
+            True,
         )
         t = tick("bound: rating terms", t)
         bound.instance_terms(mu_m, lam_m, p.mu, p.lam)
@@ -124,8 +147,10 @@ def main() -> None:
         s, f = sweep(p, s)
     prof.disable()
     sec = (time.perf_counter() - t) / args.iters
-    print(f"{args.engine} sweep, {n:,} ratings: {sec * 1e3:.1f} ms/iteration, "
-          f"{sec / n * 1e9:.0f} ns/rating (under cProfile)")
+    print(
+        f"{args.engine} sweep, {n:,} ratings: {sec * 1e3:.1f} ms/iteration, "
+        f"{sec / n * 1e9:.0f} ns/rating (under cProfile)"
+    )
     pstats.Stats(prof).sort_stats("tottime").print_stats(12)
     if args.engine == "numpy":
         print("stage breakdown of one sweep (median of 5):")
@@ -134,7 +159,8 @@ def main() -> None:
             if not name.startswith(" "):
                 total += sec
             print(f"  {name:48s} {sec * 1e3:8.1f} ms {sec / n * 1e9:7.1f} ns/rating")
-        print(f"  {'sum of top-level stages':48s} {total * 1e3:8.1f} ms {total / n * 1e9:7.1f} ns/rating")
+        name = "sum of top-level stages"
+        print(f"  {name:48s} {total * 1e3:8.1f} ms {total / n * 1e9:7.1f} ns/rating")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,99 @@
+"""Whole-process timings against crowd-kit's Dawid-Skene (issue 5's ratios).
+
+Run with the interpreter of a venv that has crowd-kit, numba and ordmix (see docs/benchmarks.md)::
+
+    /tmp/ckvenv/bin/python benchmarks/bench_vs_crowdkit.py [--repeats 3]
+
+Every measurement is one fresh subprocess (interpreter start, imports, CSV load and fit), timed
+from outside; the minimum over ``--repeats`` alternating runs is reported (the machine may be
+shared). Pairs:
+
+1. TREC RF10 (``../shared/data/trec-rf10/ratings.csv``): ``OrdinalMixture('query')`` with its
+   default settings (restarts, max_iter, tol: whatever model.py has at the time) vs crowd-kit
+   ``DawidSkene(n_iter=100)``. Target ratio <= 1.0.
+2. A simulated crowd of 1,000,000 ratings written to a CSV (``synth.py``): 50 iterations of one
+   restart (``n_restarts=1, warm_start=False, max_iter=50, tol=0``) vs crowd-kit
+   ``DawidSkene(n_iter=50, tol=-1)`` (with tol=0 it stops after ~12 iterations when the loss
+   stops changing; tol=-1 makes it run all 50). Target ratio <= 0.25.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TREC = os.path.join(HERE, "..", "..", "shared", "data", "trec-rf10", "ratings.csv")
+
+OURS = """
+import sys, pandas as pd
+from ordmix_core.model import OrdinalMixture
+df = pd.read_csv(sys.argv[1], dtype={{"annotator": str, "instance": str, "query": str}})
+m = OrdinalMixture("query", {kwargs}).fit(df)
+print(m.n_iter_, int(m.restarts_["n_iter"].sum() + m.restarts_["warmup_iter"].sum()))
+"""
+
+THEIRS = """
+import sys, pandas as pd
+from crowdkit.aggregation import DawidSkene
+df = pd.read_csv(sys.argv[1], dtype={{"annotator": str, "instance": str, "query": str}})
+df = df.rename(columns={{"annotator": "worker", "instance": "task", "rating": "label"}})
+ds = DawidSkene({kwargs}).fit(df[["worker", "task", "label"]])
+print(len(ds.loss_history_))
+"""
+
+
+def timed(code: str, path: str) -> tuple[float, str]:
+    t = time.perf_counter()
+    out = subprocess.run(
+        [sys.executable, "-c", code, path], capture_output=True, text=True, check=True
+    )
+    return time.perf_counter() - t, out.stdout.strip()
+
+
+def pair(name: str, path: str, ours: str, theirs: str, repeats: int, target: float) -> None:
+    a, b = [], []
+    for _ in range(repeats):
+        ta, out_a = timed(OURS.format(kwargs=ours), path)
+        tb, out_b = timed(THEIRS.format(kwargs=theirs), path)
+        a.append(ta)
+        b.append(tb)
+    ratio = min(a) / min(b)
+    print(f"{name}")
+    print(f"  ordmix  OrdinalMixture('query', {ours}): {min(a):7.2f} s  (runs {fmt(a)}; "
+          f"iterations: chosen restart, all stages = {out_a})")  # fmt: skip
+    print(f"  crowdkit DawidSkene({theirs}): {min(b):7.2f} s  (runs {fmt(b)}; iterations {out_b})")
+    print(f"  ratio ordmix / crowd-kit = {ratio:.3f}  (target <= {target})", flush=True)
+
+
+def fmt(xs: list[float]) -> str:
+    return ", ".join(f"{x:.2f}" for x in xs)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--trec", default=TREC)
+    ap.add_argument("--sim-csv", default="/tmp/ordmix_sim_1m.csv")
+    ap.add_argument("--skip-trec", action="store_true")
+    args = ap.parse_args()
+    with open("/proc/loadavg") as f:
+        print(f"# load average before the run: {' '.join(f.read().split()[:3])} (2 cores)")
+    if not args.skip_trec:
+        pair("TREC RF10, default fit vs DS 100 iterations", args.trec, "", "n_iter=100",
+             args.repeats, 1.0)  # fmt: skip
+    if not os.path.exists(args.sim_csv):
+        sys.path.insert(0, HERE)
+        from synth import synth_frame
+
+        synth_frame(1_000_000, seed=0).to_csv(args.sim_csv, index=False)
+    pair("simulated 1M ratings, 50 iterations of one restart vs DS 50 iterations", args.sim_csv,
+         "n_restarts=1, warm_start=False, max_iter=50, tol=0.0", "n_iter=50, tol=-1.0",
+         args.repeats, 0.25)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
