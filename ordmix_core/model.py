@@ -22,10 +22,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from . import updates, vb
+from . import init, updates, vb
 from .base import CrowdEstimator
 from .data import CrowdData, Scale, prepare
 from .errors import InputError
+from .rand import id_hash
 
 ProgressCallback = Callable[[int, int, float], "bool | None"]
 
@@ -254,39 +255,38 @@ class OrdinalMixture(CrowdEstimator):
     def _initial_state(
         self, data: CrowdData, p: vb.Problem, restart: int, rng: np.random.Generator
     ) -> tuple[str, vb.State]:
-        """Restart 0: per-item means (the warm-up then refines it); others: means plus noise."""
-        n_m, n_n = data.counts()
-        n_c = np.bincount(data.cat, minlength=data.n_categories)
-        step = data.scale.step
-        b = data.scale.thresholds
-        tau0 = 1.0 / step**2
-        mu_m = (p.mu * p.lam + n_m * data.per_instance_mean()) / (p.lam + n_m)
-        tau_e = np.full(data.n_annotators, tau0)
-        eps = np.full(data.n_annotators, 0.99)
+        """Restart 0: per-item means (the warm-up then refines it); others: means plus noise.
+
+        The noise is keyed on IDs and on a key drawn from ``rng`` (``init.py``), so it does not
+        depend on row order or on how the data is partitioned.
+        """
+        key = int(rng.integers(0, 2**63 - 1))
         kind = "warm" if (self.warm_start and self.spam) else "data"
-        if restart > 0:
-            mu_m = np.clip(mu_m + rng.normal(0.0, 0.5 * step, mu_m.size), b[0], b[-1])
-            tau_e = tau0 * np.exp(rng.normal(0.0, 1.0, data.n_annotators))
-            if kind == "warm":
-                # diversity comes from the no-spam stage's random start; eps starts at 0.99
-                eps = np.full(data.n_annotators, 0.99)
-            else:
-                kind = "random"
-                eps = rng.uniform(0.5, 0.99, data.n_annotators)
-        if not self.spam:
-            eps = np.ones(data.n_annotators)
-        tau_shape = 1.0 + 0.5 * n_n
-        delta_shape = p.phi + 0.5 * n_c
+        if restart > 0 and kind != "warm":
+            kind = "random"
+        n_m, n_n = data.counts()
+        step = data.scale.step
+        sum_m = np.bincount(data.inst, weights=data.values, minlength=data.n_instances)
+        mu_m, lam_m = init.init_instances(
+            sum_m, n_m, id_hash(data.instances), key, restart, p.mu, p.lam,
+            data.scale.thresholds, step,
+        )  # fmt: skip
+        tau_shape, tau_rate, eps = init.init_annotators(
+            n_n, id_hash(data.annotators), key, restart, step, self.spam, kind == "random"
+        )
+        delta_shape, delta_rate = init.init_categories(
+            np.bincount(data.cat, minlength=data.n_categories), p.phi, p.eta
+        )
         state = vb.State(
             mu_m=mu_m,
-            lam_m=p.lam + n_m * tau0,
+            lam_m=lam_m,
             tau_shape=tau_shape,
-            tau_rate=tau_shape / tau_e,
+            tau_rate=tau_rate,
             delta_shape=delta_shape,
-            delta_rate=delta_shape * p.eta / p.phi,
+            delta_rate=delta_rate,
             eps=eps,
             alpha=1.0,
-            beta=1.0 / tau0,
+            beta=step**2,
         )
         return kind, state
 
