@@ -378,7 +378,7 @@ def pass_xy(
         )
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def pass_xy_serial(
     ann: np.ndarray,
     inst: np.ndarray,
@@ -508,7 +508,7 @@ def pass_tau(
         )  # fmt: skip
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def pass_tau_serial(
     ann: np.ndarray,
     inst: np.ndarray,
@@ -560,7 +560,7 @@ def pass_delta(
         )
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def pass_delta_serial(
     ann: np.ndarray, cat: np.ndarray, ws: np.ndarray, e_tau: np.ndarray, acc_cat: np.ndarray
 ) -> None:
