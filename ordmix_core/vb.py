@@ -9,13 +9,21 @@ the array-at-a-time reference built from ``tn``, ``updates`` and ``bound``, and
 ``sweep_fused``, three fused passes over the ratings compiled with numba (``kernels.py``;
 about 5x faster on one core, and it uses every core). ``sweep`` picks the fused one when numba
 is available (``kernels.USE_JIT``; ``ORDMIX_NO_JIT=1`` switches it off).
+
+The fused sweep is built from phase functions that work on a *block* of ratings holding all
+of its instances' ratings (``phase_xy`` -> per-instance q(z) locally, per-annotator /
+per-category / scalar sums; ``phase_tau``; ``phase_delta``) and global steps on the reduced
+sums (``update_tau``, ``update_delta``, ``annotator_step``; F = per-block terms + global
+ones). ``sweep_fused`` is the one-block case; ``dask_engine`` runs the same functions per
+partition and reduces the sums across partitions. ``race`` / ``select`` are the restart
+schedule (warm-up, successive halving) and choice, independent of the engine.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import numpy as np
@@ -242,97 +250,229 @@ def _scratch(n: int) -> tuple[np.ndarray, np.ndarray]:
     return buf[0], buf[1]
 
 
-def sweep_fused(p: Problem, s: State, n_chunks: int | None = None) -> tuple[State, float]:
-    """``sweep`` as three fused passes over the ratings (``kernels.py``); same results.
+def annotator_factors(
+    p: Problem, tau_shape: np.ndarray, tau_rate: np.ndarray, eps: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """What pass 1 needs per annotator: ``E[tau]``, ``log E[tau]`` and ``a_n``; each (N,).
 
-    ``n_chunks``: rows of partial sums (default numba's thread count); for a given value the
-    result is bit-identical run to run, and it changes only by rounding (~1e-15) with it.
-    Memory: three (L,) float arrays (E[x], Var[x] then omega S, and the new omega) plus
-    ``n_chunks`` partial sums of size 2M + 2N + 2C.
+    ``a_n`` is the annotator's part of the logit of omega (see ``kernels.pass_xy``).
     """
-    t_chunks = kernels.n_chunks() if n_chunks is None else int(n_chunks)
-    n_rat, n_inst, n_ann, n_cat = p.n_ratings, p.n_instances, p.n_annotators, p.n_categories
-    tab = kernels.ERFCX_TABLE
-    b = p.thresholds
-
-    # old factors, per annotator (N,) and category (C,)
-    e_tau, e_logtau, _ = _gamma_stats(s.tau_shape, s.tau_rate)
-    e_delta, e_logdelta, _ = _gamma_stats(s.delta_shape, s.delta_rate)
-    log_e_tau, log_e_delta = np.log(e_tau), np.log(e_delta)
-    if p.spam:
-        logit_eps = np.log(s.eps) - np.log1p(-s.eps)
-        if p.exact and p.ordinal:  # E[log t] - log E[t] = digamma(shape) - log(shape)
-            a_n = logit_eps + 0.5 * (e_logtau - log_e_tau)
-            b_c = 0.5 * (e_logdelta - log_e_delta)
-        elif p.exact:
-            a_n, b_c = logit_eps + 0.5 * e_logtau, 0.5 * e_logdelta
-        else:
-            a_n, b_c = logit_eps + 0.5 * log_e_tau, 0.5 * log_e_delta
+    e_tau, e_logtau, _ = _gamma_stats(tau_shape, tau_rate)
+    log_e_tau = np.log(e_tau)
+    if not p.spam:
+        return e_tau, log_e_tau, np.zeros_like(e_tau)
+    logit_eps = np.log(eps) - np.log1p(-eps)
+    if p.exact and p.ordinal:  # E[log t] - log E[t] = digamma(shape) - log(shape)
+        a_n = logit_eps + 0.5 * (e_logtau - log_e_tau)
+    elif p.exact:
+        a_n = logit_eps + 0.5 * e_logtau
     else:
-        a_n, b_c = np.zeros(n_ann), np.zeros(n_cat)
+        a_n = logit_eps + 0.5 * log_e_tau
+    return e_tau, log_e_tau, a_n
 
-    # pass 1: q(x | y=1), q(y); sums for q(z), eps, the shapes and the bound
-    ex, var_ws = _scratch(n_rat)
-    omega = np.empty(n_rat)
-    acc_inst = np.zeros((t_chunks, n_inst, 2))
-    acc_ann = np.zeros((t_chunks, n_ann))
-    acc_cat = np.zeros((t_chunks, n_cat))
-    acc_sc = np.zeros((t_chunks, 3))
-    pass_xy, pass_tau, pass_delta = kernels.passes(n_rat, t_chunks)
+
+def category_factors(
+    p: Problem, delta_shape: np.ndarray, delta_rate: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """What pass 1 needs per category: ``E[delta]``, ``log E[delta]`` and ``b_c``; each (C,)."""
+    e_delta, e_logdelta, _ = _gamma_stats(delta_shape, delta_rate)
+    log_e_delta = np.log(e_delta)
+    if not p.spam:
+        return e_delta, log_e_delta, np.zeros_like(e_delta)
+    if p.exact and p.ordinal:
+        b_c = 0.5 * (e_logdelta - log_e_delta)
+    elif p.exact:
+        b_c = 0.5 * e_logdelta
+    else:
+        b_c = 0.5 * log_e_delta
+    return e_delta, log_e_delta, b_c
+
+
+@dataclass
+class Work:
+    """Per-rating buffers of one block between the phases of a sweep; each (L,).
+
+    ``ex`` = E[x]; ``var_ws`` = Var[x] after phase 1, omega S after phase 2; ``omega``.
+    """
+
+    ex: np.ndarray
+    var_ws: np.ndarray
+    omega: np.ndarray
+
+    @classmethod
+    def empty(cls, n: int) -> Work:
+        return cls(np.empty(n), np.empty(n), np.empty(n))
+
+
+@dataclass
+class XYSums:
+    """Phase 1 of one block: its new q(z) and its sums.
+
+    mu_m, lam_m ``(M,)``: q(z) of the block's instances (local: an instance lives in one
+    block); w_ann ``(N,)`` and w_cat ``(C,)``: sum omega; scalars ``(3,)``: sum omega H[q(x)],
+    sum (1 - omega) log pi, sum H_Bernoulli(omega); inst_terms: the bound's instance terms.
+    """
+
+    mu_m: np.ndarray
+    lam_m: np.ndarray
+    w_ann: np.ndarray
+    w_cat: np.ndarray
+    scalars: np.ndarray
+    inst_terms: float
+
+
+def phase_xy(
+    p: Problem,
+    mu_m: np.ndarray,
+    lam_m: np.ndarray,
+    ann_f: tuple[np.ndarray, np.ndarray, np.ndarray],
+    cat_f: tuple[np.ndarray, np.ndarray, np.ndarray],
+    work: Work,
+    n_chunks: int,
+) -> XYSums:
+    """Phase 1 on a block ``p``: q(x|y=1), q(y) (into ``work``) and q(z) from the OLD factors.
+
+    ``mu_m, lam_m`` (M,): the old q(z); ``ann_f``/``cat_f``: ``annotator_factors`` /
+    ``category_factors`` of the old q(tau), eps / q(delta).
+    """
+    n_rat, n_inst = p.n_ratings, p.n_instances
+    b = p.thresholds
+    e_tau, log_e_tau, a_n = ann_f
+    e_delta, log_e_delta, b_c = cat_f
+    acc_inst = np.zeros((n_chunks, n_inst, 2))
+    acc_ann = np.zeros((n_chunks, p.n_annotators))
+    acc_cat = np.zeros((n_chunks, p.n_categories))
+    acc_sc = np.zeros((n_chunks, 3))
+    pass_xy = kernels.passes(n_rat, n_chunks)[0]
     pass_xy(
         p.ann, p.inst, p.cat_l, p.level, b[:-1], b[1:], p.values, p.log_pi,
-        s.mu_m, 1.0 / s.lam_m, e_tau, log_e_tau, a_n, e_delta, log_e_delta, b_c,
-        p.ordinal, p.spam, p.exact, tab, ex, var_ws, omega, acc_inst, acc_ann, acc_cat, acc_sc,
+        mu_m, 1.0 / lam_m, e_tau, log_e_tau, a_n, e_delta, log_e_delta, b_c,
+        p.ordinal, p.spam, p.exact, kernels.ERFCX_TABLE, work.ex, work.var_ws, work.omega,
+        acc_inst, acc_ann, acc_cat, acc_sc,
     )  # fmt: skip
     sums_inst = acc_inst.sum(axis=0)
-    w_ann = acc_ann.sum(axis=0)  # sum omega per annotator
-    w_cat = acc_cat.sum(axis=0)  # sum omega per category
-    sum_ent, sum_spam_pi, sum_h_bern = acc_sc.sum(axis=0)
-    del acc_inst, acc_cat
+    lam_new = p.lam + sums_inst[:, 0]
+    mu_new = (p.mu * p.lam + sums_inst[:, 1]) / lam_new
+    return XYSums(
+        mu_new,
+        lam_new,
+        acc_ann.sum(axis=0),
+        acc_cat.sum(axis=0),
+        acc_sc.sum(axis=0),
+        bound.instance_terms(mu_new, lam_new, p.mu, p.lam),
+    )
 
-    # q(z)
-    lam_m = p.lam + sums_inst[:, 0]
-    mu_m = (p.mu * p.lam + sums_inst[:, 1]) / lam_m
 
-    # pass 2: q(tau) with the new q(z) and the old E[delta]
-    acc_ann[:] = 0.0
-    pass_tau(p.ann, p.inst, p.cat_l, ex, var_ws, omega, mu_m, 1.0 / lam_m, e_delta, acc_ann)
-    tau_shape = s.alpha + 0.5 * w_ann
-    tau_rate = s.beta + 0.5 * acc_ann.sum(axis=0)
+def phase_tau(
+    p: Problem, work: Work, mu_m: np.ndarray, lam_m: np.ndarray, e_delta: np.ndarray, n_chunks: int
+) -> np.ndarray:
+    """Phase 2 on a block: ``S_l`` with the NEW q(z) ``mu_m, lam_m`` (M,) and the OLD ``e_delta``
+    (C,); returns per annotator ``sum omega E[delta] S`` (N,). ``work.var_ws`` becomes omega S.
+    """
+    acc_ann = np.zeros((n_chunks, p.n_annotators))
+    pass_tau = kernels.passes(p.n_ratings, n_chunks)[1]
+    pass_tau(
+        p.ann, p.inst, p.cat_l, work.ex, work.var_ws, work.omega, mu_m, 1.0 / lam_m, e_delta,
+        acc_ann,
+    )  # fmt: skip
+    return acc_ann.sum(axis=0)
+
+
+def phase_delta(p: Problem, work: Work, e_tau: np.ndarray, n_chunks: int) -> np.ndarray:
+    """Phase 3 on a block: per category ``sum omega E[tau] S`` (C,) with the NEW ``e_tau`` (N,)."""
+    acc_cat = np.zeros((n_chunks, p.n_categories))
+    pass_delta = kernels.passes(p.n_ratings, n_chunks)[2]
+    pass_delta(p.ann, p.cat_l, work.var_ws, e_tau, acc_cat)
+    return acc_cat.sum(axis=0)
+
+
+def update_tau(
+    w_ann: np.ndarray, r_ann: np.ndarray, alpha: float, beta: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """q(tau) from the reduced sums: ``(shape, rate)``, each (N,)."""
+    return alpha + 0.5 * w_ann, beta + 0.5 * r_ann
+
+
+def update_delta(p: Problem, w_cat: np.ndarray, d_cat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """q(delta) from the reduced sums: ``(shape, rate)``, each (C,)."""
+    return p.phi + 0.5 * w_cat, p.eta + 0.5 * d_cat
+
+
+def category_terms(
+    p: Problem,
+    w_cat: np.ndarray,
+    d_cat: np.ndarray,
+    delta_shape: np.ndarray,
+    delta_rate: np.ndarray,
+) -> float:
+    """The bound's terms that involve q(delta) (ratings' share and the Gamma terms); inputs (C,)."""
+    e_delta, e_logdelta, dig = _gamma_stats(delta_shape, delta_rate)
+    f = 0.5 * float(w_cat @ e_logdelta) - 0.5 * float(e_delta @ d_cat)
+    return f + _gamma_terms(delta_shape, delta_rate, e_delta, e_logdelta, dig, p.phi, p.eta)
+
+
+def annotator_step(
+    p: Problem,
+    w_ann: np.ndarray,
+    tau_shape: np.ndarray,
+    tau_rate: np.ndarray,
+    eps_old: np.ndarray,
+) -> tuple[np.ndarray, float, float, float]:
+    """eps (eq. 5) and (alpha, beta) from the reduced sums, and the bound's annotator terms.
+
+    ``w_ann`` (N,): sum omega per annotator; returns ``(eps (N,), alpha, beta, F_annotators)``.
+    """
     e_tau, e_logtau, dig_tau = _gamma_stats(tau_shape, tau_rate)
-
-    # pass 3: q(delta) with the new E[tau]
-    acc_cat = np.zeros((t_chunks, n_cat))
-    pass_delta(p.ann, p.cat_l, var_ws, e_tau, acc_cat)
-    d_cat = acc_cat.sum(axis=0)  # sum omega E[tau] S per category
-    delta_shape = p.phi + 0.5 * w_cat
-    delta_rate = p.eta + 0.5 * d_cat
-    e_delta, e_logdelta, dig_delta = _gamma_stats(delta_shape, delta_rate)
-
-    # hyperparameters
     if p.spam:
         eps = np.clip(
             w_ann / np.maximum(p.n_per_ann, 1), updates.EPS_FLOOR, 1.0 - updates.EPS_FLOOR
         )
     else:
-        eps = s.eps
+        eps = eps_old
     alpha, beta = updates.gamma_prior_mle(e_tau, e_logtau, p.tau_rate_floor)
-    new = State(mu_m, lam_m, tau_shape, tau_rate, delta_shape, delta_rate, eps, alpha, beta, omega)
-
-    # F: the rating terms from the per-entity sums (bound.rating_terms, regrouped)
-    f = (
-        0.5 * float(w_ann @ e_logtau)
-        + 0.5 * float(w_cat @ e_logdelta)
-        - 0.5 * updates._LOG_2PI * float(w_ann.sum())
-        - 0.5 * float(e_delta @ d_cat)
-        + sum_ent
-    )
+    f = 0.5 * float(w_ann @ e_logtau) - 0.5 * updates._LOG_2PI * float(w_ann.sum())
     if p.spam:
         f += float(w_ann @ np.log(eps)) + float((p.n_per_ann - w_ann) @ np.log1p(-eps))
-        f += sum_spam_pi + sum_h_bern
-    f += bound.instance_terms(mu_m, lam_m, p.mu, p.lam)
     f += _gamma_terms(tau_shape, tau_rate, e_tau, e_logtau, dig_tau, alpha, beta)
-    f += _gamma_terms(delta_shape, delta_rate, e_delta, e_logdelta, dig_delta, p.phi, p.eta)
+    return eps, alpha, beta, f
+
+
+def block_terms(p: Problem, xy: XYSums) -> float:
+    """The bound's per-block terms: rating sums from phase 1 and the instance terms."""
+    sum_ent, sum_spam_pi, sum_h_bern = (float(x) for x in xy.scalars)
+    f = sum_ent + xy.inst_terms
+    if p.spam:
+        f += sum_spam_pi + sum_h_bern
+    return f
+
+
+def sweep_fused(p: Problem, s: State, n_chunks: int | None = None) -> tuple[State, float]:
+    """``sweep`` as three fused passes over the ratings (``kernels.py``); same results.
+
+    The single-block case of the phase functions the Dask engine runs per partition:
+    ``phase_xy`` -> q(z); ``phase_tau`` -> ``update_tau``; ``phase_delta`` -> ``update_delta``;
+    ``annotator_step`` (eps, alpha, beta); F = ``block_terms`` + ``category_terms`` + the
+    annotator terms. ``n_chunks``: rows of partial sums (default numba's thread count); for a
+    given value the result is bit-identical run to run, and it changes only by rounding
+    (~1e-15) with it. Memory: three (L,) float arrays (E[x], Var[x] then omega S, and the new
+    omega) plus ``n_chunks`` partial sums of size 2M + 2N + 2C.
+    """
+    t_chunks = kernels.n_chunks() if n_chunks is None else int(n_chunks)
+    ex, var_ws = _scratch(p.n_ratings)
+    work = Work(ex, var_ws, np.empty(p.n_ratings))
+    ann_f = annotator_factors(p, s.tau_shape, s.tau_rate, s.eps)
+    cat_f = category_factors(p, s.delta_shape, s.delta_rate)
+    xy = phase_xy(p, s.mu_m, s.lam_m, ann_f, cat_f, work, t_chunks)
+    r_ann = phase_tau(p, work, xy.mu_m, xy.lam_m, cat_f[0], t_chunks)
+    tau_shape, tau_rate = update_tau(xy.w_ann, r_ann, s.alpha, s.beta)
+    d_cat = phase_delta(p, work, tau_shape / tau_rate, t_chunks)
+    delta_shape, delta_rate = update_delta(p, xy.w_cat, d_cat)
+    eps, alpha, beta, f_ann = annotator_step(p, xy.w_ann, tau_shape, tau_rate, s.eps)
+    new = State(
+        xy.mu_m, xy.lam_m, tau_shape, tau_rate, delta_shape, delta_rate, eps, alpha, beta,
+        work.omega,
+    )  # fmt: skip
+    f = f_ann + category_terms(p, xy.w_cat, d_cat, delta_shape, delta_rate) + block_terms(p, xy)
     return new, float(f)
 
 
@@ -402,3 +542,165 @@ def run(
                 converged = True
                 break
     return s, trace, converged
+
+
+# --------------------------------------------------------------------------- restarts
+# The scheduling-independent pieces of OrdinalMixture's restart logic (model.py ``_race``,
+# ``_advance``, ``_select`` at commit 0e45e8c), written against an engine-neutral ``step``
+# so that the in-memory and the Dask engine run the same schedule.
+
+
+@dataclass
+class RestartRun:
+    """One restart's progress; ``state`` is whatever the engine keeps for it.
+
+    ``truth_share``: mean omega of the last sweep (the share of ratings the truth explains).
+    """
+
+    restart: int
+    init: str
+    state: object
+    warmup_trace: list[float] = field(default_factory=list)
+    trace: list[float] = field(default_factory=list)
+    converged: bool = False
+    done: bool = False
+    dropped: bool = False
+    truth_share: float = 1.0
+
+    @property
+    def lower_bound(self) -> float:
+        return self.trace[-1] if self.trace else -np.inf
+
+
+def restart_kind(restart: int, warm_start: bool, spam: bool) -> str:
+    """``warm`` (no-spam warm-up first), ``data`` (per-item means) or ``random`` (plus noise)."""
+    kind = "warm" if (warm_start and spam) else "data"
+    return "random" if restart > 0 and kind != "warm" else kind
+
+
+def restart_key(rng: np.random.Generator) -> int:
+    """The key of the next restart's random start (one draw per restart, in restart order)."""
+    return int(rng.integers(0, 2**63 - 1))
+
+
+#: ``step(run, spam)``: one sweep of ``run`` (with the spam component or not); updates
+#: ``run.state`` and ``run.truth_share`` and returns the new bound
+StepFn = Callable[[RestartRun, bool], float]
+
+
+def advance(
+    run: RestartRun,
+    step: StepFn,
+    spam: bool,
+    n_iter: int,
+    max_iter: int,
+    tol: float,
+    callback: Callable[[int, int, float], bool | None] | None,
+    offset: int,
+) -> None:
+    """Up to ``n_iter`` more sweeps of ``run``; marks it done at convergence or ``max_iter``."""
+    for _ in range(n_iter):
+        f = step(run, spam)
+        run.trace.append(f)
+        n = len(run.trace)
+        if callback is not None and callback(run.restart, offset + n, f) is False:
+            raise Stop()
+        if n > 1 and abs(f - run.trace[-2]) < tol:
+            run.converged = run.done = True
+            return
+        if n >= max_iter:
+            run.done = True
+            return
+
+
+def race(
+    runs: list[RestartRun],
+    step: StepFn,
+    start_mixture: Callable[[RestartRun], None],
+    *,
+    spam: bool,
+    max_iter: int,
+    tol: float,
+    prune: bool,
+    prune_start: int,
+    collapse_threshold: float,
+    callback: Callable[[int, int, float], bool | None] | None = None,
+) -> bool:
+    """Every restart: its warm-up (``init == 'warm'``), then mixture rounds of doubling length.
+
+    A warm restart first runs the no-spam model to convergence (its trace goes to
+    ``warmup_trace``), then ``start_mixture(run)`` (the engine resets eps). With ``prune``,
+    after each round the worse half of the unfinished restarts (collapsed first, then by
+    bound) is dropped (successive halving). Returns True if the callback stopped the fit.
+    """
+    thr = collapse_threshold if spam else -np.inf
+    try:
+        for run in runs:
+            if run.init == "warm":
+                warm = RestartRun(run.restart, "nospam", run.state)
+                try:
+                    advance(warm, step, False, max_iter, max_iter, tol, callback, 0)
+                finally:  # stopped or not, the restart continues from the warm-up's state
+                    run.state, run.warmup_trace = warm.state, warm.trace
+                    run.truth_share = warm.truth_share
+                start_mixture(run)
+        budget = prune_start if prune else max_iter
+        while True:
+            active = [run for run in runs if not run.done]
+            if not active:
+                return False
+            for run in active:
+                advance(run, step, spam, budget, max_iter, tol, callback, len(run.warmup_trace))
+            alive = [run for run in active if not run.done]
+            if prune and len(alive) > 1:
+                alive.sort(key=lambda r: (r.truth_share >= thr, r.trace[-1]), reverse=True)
+                for run in alive[(len(alive) + 1) // 2 :]:
+                    run.done, run.dropped = True, True
+            budget *= 2
+    except Stop:
+        return True
+
+
+def race_results(runs: list[RestartRun]) -> list[RestartRun]:
+    """The restarts to choose from: those with mixture iterations, else the warm-ups so far."""
+    return [run for run in runs if run.trace] or [r for r in runs if r.warmup_trace]
+
+
+def select(
+    results: list[RestartRun], spam: bool, collapse_threshold: float
+) -> tuple[RestartRun, str, bool]:
+    """Highest bound among finished, non-collapsed restarts; says why in plain words.
+
+    Returns ``(best, reason, collapsed)`` with ``collapsed`` True when every restart collapsed.
+    """
+    thr = collapse_threshold if spam else -np.inf
+    finished = [res for res in results if not res.dropped] or results
+    ok = [res for res in finished if res.truth_share >= thr]
+    collapsed = [res for res in results if res.truth_share < thr]
+    dropped = [res for res in results if res.dropped]
+    if ok:
+        best = max(ok, key=lambda res: res.lower_bound)
+        reason = (
+            f"restart {best.restart} ({best.init} start) has the highest lower bound "
+            f"({best.lower_bound:,.1f}) of the {len(ok)} finished restart(s) that did not "
+            "collapse"
+        )
+    else:
+        best = max(finished, key=lambda res: res.lower_bound)
+        reason = (
+            f"every finished restart collapsed to the all-spam solution; restart "
+            f"{best.restart} has the highest bound ({best.lower_bound:,.1f})"
+        )
+    if dropped:
+        reason += (
+            f"; {len(dropped)} restart(s) were dropped early because their bound was behind "
+            "(successive halving)"
+        )
+    if collapsed and ok:
+        top = max(collapsed, key=lambda res: res.lower_bound)
+        higher = " (one with a higher bound)" if top.lower_bound > best.lower_bound else ""
+        reason += (
+            f"; {len(collapsed)} restart(s) collapsed to the all-spam solution (truth share "
+            f"< {collapse_threshold:g}){higher} and were not chosen"
+        )
+    return best, reason, not ok
