@@ -14,21 +14,26 @@ collapsed (then with a warning). Among the rest the highest bound wins, as in th
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 import warnings
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-from . import init, updates, vb
+from . import accel, init, kernels, updates, vb
 from .base import CrowdEstimator
 from .data import CrowdData, Scale, prepare
 from .errors import InputError
 from .rand import id_hash
 
 ProgressCallback = Callable[[int, int, float], "bool | None"]
+#: restarts run in threads report through this lock, so a callback never runs concurrently
+_CALLBACK_LOCK = threading.Lock()
 
 
 class CollapseWarning(UserWarning):
@@ -47,6 +52,11 @@ class _Run:
     converged: bool = False
     done: bool = False
     dropped: bool = False
+    history: tuple[vb.State, vb.State] | None = None  # the last two states, for SQUAREM
+
+    @property
+    def history_ok(self) -> bool:
+        return self.history is not None
 
     @property
     def truth_share(self) -> float:
@@ -78,6 +88,10 @@ class OrdinalMixture(CrowdEstimator):
         collapse_threshold: a fit whose truth share is below this counts as collapsed.
         prune_restarts: successive halving: after ``prune_start`` mixture iterations, then
             after each doubling, drop the worse half of the unfinished restarts.
+        accelerate: SQUAREM extrapolation every third sweep, kept only when it raises the
+            bound (the trace stays monotone); fewer sweeps to the same optimum.
+        n_jobs: threads running restarts side by side (None: the cores, when the crowd is
+            small enough that the sweep itself runs on one thread); results do not change.
         random_state: seed or Generator; one Generator per fit, every restart draws from it.
 
     Learned attributes: ``estimates_``, ``sd_`` (Series by instance), ``items_``,
@@ -109,6 +123,8 @@ class OrdinalMixture(CrowdEstimator):
         collapse_threshold: float = 0.05,
         prune_restarts: bool = True,
         prune_start: int = 10,
+        accelerate: bool = True,
+        n_jobs: int | None = None,
         random_state: int | np.random.Generator | None = None,
     ) -> None:
         self.granularity = granularity
@@ -128,6 +144,8 @@ class OrdinalMixture(CrowdEstimator):
         self.collapse_threshold = collapse_threshold
         self.prune_restarts = prune_restarts
         self.prune_start = prune_start
+        self.accelerate = accelerate
+        self.n_jobs = n_jobs
         self.random_state = random_state
 
     @property
@@ -201,26 +219,50 @@ class OrdinalMixture(CrowdEstimator):
 
         With ``prune_restarts`` the worse half of the unfinished restarts (collapsed ones
         first, then by bound) is dropped after each round (successive halving), so clearly
-        beaten restarts cost a few iterations, not a thousand. Returns True if stopped.
+        beaten restarts cost a few iterations, not a thousand. Within a round the restarts
+        run in ``n_jobs`` threads; each restart's arithmetic is independent of the others, so
+        the result does not depend on the thread count. Returns True if stopped.
         """
         thr = self.collapse_threshold if self.spam else -np.inf
+        stop = threading.Event()
+        jobs = self._n_jobs(p, len(runs))
+        pool = ThreadPoolExecutor(jobs, thread_name_prefix="ordmix") if jobs > 1 else None
+
+        def warm_up(run: _Run) -> None:
+            if run.init != "warm":
+                return
+            eps0 = run.state.eps
+            warm = _Run(run.restart, "nospam", run.state)
+            try:
+                self._advance(p.with_spam(False), warm, self.max_iter, callback, 0, stop)
+            finally:  # stopped or not, the restart continues from the warm-up's state
+                run.state, run.warmup_trace = warm.state, warm.trace
+            run.state.eps = eps0.copy()
+
+        def each(fn: Callable[[_Run], None], todo: list[_Run]) -> None:
+            if pool is None:
+                for run in todo:
+                    fn(run)
+                return
+            futures = [pool.submit(fn, run) for run in todo]
+            errors = [f.exception() for f in futures]  # waits for all
+            for err in errors:
+                if err is not None:
+                    raise err
+
         try:
-            for run in runs:
-                if run.init == "warm":
-                    eps0 = run.state.eps
-                    warm = _Run(run.restart, "nospam", run.state)
-                    try:
-                        self._advance(p.with_spam(False), warm, self.max_iter, callback, 0)
-                    finally:  # stopped or not, the restart continues from the warm-up's state
-                        run.state, run.warmup_trace = warm.state, warm.trace
-                    run.state.eps = eps0.copy()
+            each(warm_up, runs)
             budget = self.prune_start if self.prune_restarts else self.max_iter
             while True:
                 active = [run for run in runs if not run.done]
                 if not active:
                     return False
-                for run in active:
-                    self._advance(p, run, budget, callback, len(run.warmup_trace))
+                each(
+                    lambda run, n=budget: self._advance(
+                        p, run, n, callback, len(run.warmup_trace), stop
+                    ),
+                    active,
+                )
                 alive = [run for run in active if not run.done]
                 if self.prune_restarts and len(alive) > 1:
                     alive.sort(key=lambda r: (r.truth_share >= thr, r.trace[-1]), reverse=True)
@@ -229,6 +271,18 @@ class OrdinalMixture(CrowdEstimator):
                 budget *= 2
         except vb.Stop:
             return True
+        finally:
+            stop.set()  # on Ctrl-C too: the worker threads end at their next sweep
+            if pool is not None:
+                pool.shutdown(wait=True)
+
+    def _n_jobs(self, p: vb.Problem, n_runs: int) -> int:
+        """Threads for restarts: the cores, unless the kernel itself is already parallel."""
+        if self.n_jobs is not None:
+            return max(1, min(int(self.n_jobs), n_runs))
+        if p.n_ratings >= kernels.PARALLEL_MIN_RATINGS or not kernels.USE_JIT:
+            return 1
+        return max(1, min(len(os.sched_getaffinity(0)), n_runs))
 
     def _advance(
         self,
@@ -237,14 +291,34 @@ class OrdinalMixture(CrowdEstimator):
         n_iter: int,
         callback: ProgressCallback | None,
         offset: int,
+        stop: threading.Event | None = None,
     ) -> None:
-        """Up to ``n_iter`` more sweeps of ``run``; marks it done at convergence or max_iter."""
+        """Up to ``n_iter`` more sweeps of ``run``; marks it done at convergence or max_iter.
+
+        With ``accelerate``, every third sweep starts from a SQUAREM proposal built from the
+        last two steps and is kept only if its bound beats the plain sweep (``accel.py``).
+        """
+        lo, hi = p.thresholds[0], p.thresholds[-1]
         for _ in range(n_iter):
-            run.state, f = vb.sweep(p, run.state)
+            new, f = vb.sweep(p, run.state)
+            if self.accelerate and run.history_ok and len(run.trace) % 3 == 2:
+                s0, s1 = run.history
+                prop = accel.squarem_proposal(s0, s1, new, lo, hi)
+                if prop is not None:
+                    cand, fc = vb.sweep(p, prop)
+                    if np.isfinite(fc) and fc > f:
+                        new, f = cand, fc
+            run.history = (run.state, new) if run.state.omega is not None else None
+            run.state = new
             run.trace.append(f)
             n = len(run.trace)
-            if callback is not None and callback(run.restart, offset + n, f) is False:
-                raise vb.Stop()
+            with _CALLBACK_LOCK:  # one report at a time, none after a stop
+                if stop is not None and stop.is_set():
+                    raise vb.Stop()
+                if callback is not None and callback(run.restart, offset + n, f) is False:
+                    if stop is not None:
+                        stop.set()
+                    raise vb.Stop()
             if n > 1 and abs(f - run.trace[-2]) < self.tol:
                 run.converged = run.done = True
                 return

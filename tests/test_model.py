@@ -221,3 +221,19 @@ def test_trec_default_fit_beats_the_mean(granularity):
     assert odm["correlation"] > base["correlation"]
     assert odm["ndcg"] > base["ndcg"]
     assert not model.collapsed_
+
+
+def test_threads_do_not_change_results(spammy):
+    a = OrdinalMixture("query", n_restarts=4, n_jobs=1, random_state=3).fit(spammy.ratings)
+    b = OrdinalMixture("query", n_restarts=4, n_jobs=2, random_state=3).fit(spammy.ratings)
+    pd.testing.assert_frame_equal(a.trace_, b.trace_, check_exact=True)
+    pd.testing.assert_series_equal(a.estimates_, b.estimates_, check_exact=True)
+
+
+def test_acceleration_reaches_the_same_optimum_in_fewer_sweeps(spammy):
+    fast = OrdinalMixture("query", n_restarts=1, tol=1e-3, random_state=0).fit(spammy.ratings)
+    slow = OrdinalMixture("query", n_restarts=1, tol=1e-3, accelerate=False, random_state=0)
+    slow.fit(spammy.ratings)
+    assert fast.n_iter_ < slow.n_iter_
+    assert abs(fast.lower_bound_ - slow.lower_bound_) < 1.0
+    assert np.max(np.abs(fast.estimates_ - slow.estimates_)) < 0.02
