@@ -35,8 +35,9 @@ def ndcg(est: np.ndarray, truth: np.ndarray, query: np.ndarray | None = None) ->
 
     ``est``, ``truth``, ``query``: ``(G,)``; ``query=None`` means one query. Per query the items
     are ranked by descending ``est``; gain ``2^truth - 1``, discount ``1/log2(rank + 1)``, and
-    items with equal estimates share the mean discount of the ranks they occupy (estimates within
-    ``1e-9 * max(1, max|est|)`` count as equal, so floating-point noise cannot split a tie).
+    items with equal estimates share the mean discount of the ranks they occupy. Neighbours in
+    the ranking closer than ``1e-14 * max(1, max|est|)`` (a few units of float rounding) count
+    as equal, so arithmetic noise cannot split a tie while real differences still rank.
     Queries whose ideal DCG is 0 are left out of the mean; NaN if no query remains.
     """
     est, truth = _pair(est, truth)
@@ -54,8 +55,7 @@ def ndcg(est: np.ndarray, truth: np.ndarray, query: np.ndarray | None = None) ->
     gain = np.exp2(truth) - 1.0
     if not np.all(np.isfinite(est)):
         raise InputError("estimates contain NaN or infinite values; refit the method")
-    tie_step = 1e-9 * max(1.0, float(np.max(np.abs(est))))
-    est = np.round(est / tie_step)  # tie key: equal after rounding
+    tie_tol = 1e-14 * max(1.0, float(np.max(np.abs(est))))
 
     # rank within query: position in (query, -est) order minus the query's start
     order = np.lexsort((-est, qcode))
@@ -65,7 +65,7 @@ def ndcg(est: np.ndarray, truth: np.ndarray, query: np.ndarray | None = None) ->
     disc = 1.0 / np.log2(rank + 1.0)
     # tie groups: runs of equal (query, est) in sorted order share their mean discount
     new = np.ones(g, dtype=bool)
-    new[1:] = (q_sorted[1:] != q_sorted[:-1]) | (e_sorted[1:] != e_sorted[:-1])
+    new[1:] = (q_sorted[1:] != q_sorted[:-1]) | (e_sorted[:-1] - e_sorted[1:] > tie_tol)
     grp = np.cumsum(new) - 1
     shared = np.bincount(grp, weights=disc) / np.bincount(grp)
     dcg = np.bincount(q_sorted, weights=gain[order] * shared[grp], minlength=nq)
