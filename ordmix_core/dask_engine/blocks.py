@@ -1,0 +1,380 @@
+"""Worker side of the Dask engine: one block of ratings per partition, kept on its worker.
+
+A block holds every rating of its instances (the ratings are hash-partitioned on
+``instance``), so q(z) is local; annotators and (query/global) categories carry global codes
+and their sums are reduced across blocks by the client. Blocks live in a per-process registry
+(``_REGISTRY``, keyed ``fit_id/index``) rather than in Dask's memory manager, so they are
+never spilled or moved; every task on a block is pinned to its worker. The math is
+``vb``'s phase functions, the same ones the in-memory sweep runs on its one block.
+
+Memory per rating of a block: 16 bytes of codes (annotator, instance, category, level) and
+24 bytes of per-sweep buffers (``vb.Work``); per instance 16 bytes per restart (q(z)), plus
+16 per restart for q(delta) at instance granularity.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .. import init, kernels, vb
+from ..data import _numeric_ratings
+from ..errors import InputError
+from ..rand import id_hash
+
+_REGISTRY: dict[str, Block] = {}
+
+ID_COLUMNS = ("annotator", "instance", "query")
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def normalize_block(
+    df: pd.DataFrame, mapping: dict[str, str], label: str, partition_info: dict | None = None
+) -> pd.DataFrame:
+    """One input partition renamed to ``annotator, instance, rating[, query]`` and checked.
+
+    ``mapping``: input column -> canonical name (from the client's look at the header). IDs
+    stay (Arrow) strings, ratings become float; an empty ID cell or a rating that is not a
+    number raises ``InputError`` naming the block and row.
+    """
+    part = partition_info["number"] if partition_info else 0
+    df = df.rename(columns=mapping)
+    keep = [c for c in ("annotator", "instance", "rating", "query") if c in df.columns]
+    df = df[keep]
+    where = "" if part == 0 else f" of input block {part} (rows counted from the block's start)"
+    out = {}
+    for c in keep:
+        col = df[c]
+        if c == "rating":
+            try:
+                out[c] = _numeric_ratings(col.reset_index(drop=True), label).to_numpy()
+            except InputError as e:
+                raise InputError(f"{e}{where}") from None
+            continue
+        if not pd.api.types.is_string_dtype(col) or col.dtype == object:
+            col = col.astype(str).where(col.notna(), None).astype("string[pyarrow]")
+        bad = col.isna() | (col.str.strip() == "")
+        if bad.any():
+            row = int(np.flatnonzero(bad.to_numpy())[0])
+            raise InputError(
+                f"row {row + 2} (counting the header as row 1){where}: empty {c!r} cell; "
+                f"fill it in or delete the row ({int(bad.sum())} such row(s))",
+                source=label,
+            )
+        out[c] = col.array
+    return pd.DataFrame(out, index=pd.RangeIndex(len(df)))
+
+
+# --------------------------------------------------------------------------- blocks
+
+
+@dataclass
+class Local:
+    """A restart's block-local factors: q(z) (M,) and, at instance granularity, q(delta)."""
+
+    mu_m: np.ndarray
+    lam_m: np.ndarray
+    delta_shape: np.ndarray | None = None
+    delta_rate: np.ndarray | None = None
+    xy: vb.XYSums | None = None  # phase 1 sums of the current sweep
+
+
+@dataclass
+class Block:
+    """One partition of ratings on its worker (see the module docstring)."""
+
+    ann_ids: np.ndarray  # (N_b,) object: this block's annotators, sorted
+    ann_local: np.ndarray  # (L,) int32 codes into ann_ids
+    inst_ids: np.ndarray  # (M,) object: this block's instances, sorted
+    inst: np.ndarray  # (L,) int32
+    rating_vals: np.ndarray  # (V,) distinct rating values of the block
+    rating_code: np.ndarray  # (L,) int32 codes into rating_vals
+    query_of_inst: np.ndarray | None  # (M,) object
+    problem: vb.Problem | None = None
+    local_categories: bool = False
+    cat_name_of_inst: np.ndarray | None = None  # (M,) object: category name of each instance
+    inst_hash: np.ndarray | None = None
+    sum_m: np.ndarray | None = None
+    n_m: np.ndarray | None = None
+    n_threads: int = 1
+    states: dict[int, Local] = field(default_factory=dict)
+    work: vb.Work | None = None
+
+
+def _worker_address() -> str:
+    from distributed import get_worker
+
+    return get_worker().address
+
+
+def load_block(fit_id: str, index: int, df: pd.DataFrame, label: str) -> dict:
+    """Factorise one shuffled partition and keep it in this worker's registry.
+
+    Returns its small summary: ``ann`` (Series annotator -> ratings, sorted), ``values``
+    (distinct ratings), ``query_min`` (Series query -> smallest instance ID, or None),
+    ``n_ratings``, ``n_instances`` and ``worker`` (the address the block lives on).
+    """
+    n = len(df)
+    ann_local, ann_ids = pd.factorize(df["annotator"], sort=True)
+    inst, inst_ids = pd.factorize(df["instance"], sort=True)
+    rating_code, rating_vals = pd.factorize(df["rating"], sort=True)
+    ann_ids = np.asarray(ann_ids, dtype=object)
+    inst_ids = np.asarray(inst_ids, dtype=object)
+    query_of_inst, query_min = None, None
+    if "query" in df.columns:
+        q = df["query"].array
+        first = np.zeros(len(inst_ids), dtype=np.int64)
+        first[inst[::-1]] = np.arange(n)[::-1]
+        query_of_inst = np.asarray(q[first], dtype=object)
+        clash = np.asarray(q != pd.array(query_of_inst[inst], dtype=q.dtype))
+        if clash.any():
+            row = int(np.flatnonzero(clash)[0])
+            m = inst[row]
+            raise InputError(
+                f"instance {inst_ids[m]!r} has query {q[row]!r} in one row but "
+                f"{query_of_inst[m]!r} in another; an instance belongs to one query",
+                source=label,
+            )
+        qs = pd.Series(inst_ids, index=query_of_inst)
+        query_min = qs.groupby(level=0, sort=False).min()
+    del df
+    block = Block(
+        ann_ids=ann_ids,
+        ann_local=ann_local.astype(np.int32),
+        inst_ids=inst_ids,
+        inst=inst.astype(np.int32),
+        rating_vals=np.asarray(rating_vals, dtype=float),
+        rating_code=rating_code.astype(np.int32),
+        query_of_inst=query_of_inst,
+    )
+    _REGISTRY[f"{fit_id}/{index}"] = block
+    counts = np.bincount(block.ann_local, minlength=ann_ids.size)
+    return {
+        "ann": pd.Series(counts, index=pd.Index(ann_ids, dtype=object)),
+        "values": block.rating_vals,
+        "query_min": query_min,
+        "n_ratings": n,
+        "n_instances": int(inst_ids.size),
+        "worker": _worker_address(),
+    }
+
+
+def combine_summaries(*parts: dict) -> dict:
+    """Merge ``load_block`` summaries (a step of the tree reduction)."""
+    ann = pd.concat([p["ann"] for p in parts]).groupby(level=0, sort=True).sum()
+    values = np.unique(np.concatenate([p["values"] for p in parts]))
+    qm = [p["query_min"] for p in parts if p["query_min"] is not None]
+    query_min = pd.concat(qm).groupby(level=0, sort=False).min() if qm else None
+    return {
+        "ann": ann,
+        "values": values,
+        "query_min": query_min,
+        "n_ratings": sum(p["n_ratings"] for p in parts),
+        "n_instances": sum(p["n_instances"] for p in parts),
+        "worker": None,
+    }
+
+
+@dataclass
+class Setup:
+    """What every block needs to build its ``vb.Problem`` (broadcast once)."""
+
+    problem: vb.Problem  # the global problem: no ratings, n_per_ann (N,), n_categories
+    annotators: np.ndarray  # (N,) object, sorted
+    categories: np.ndarray | None  # (C,) object, query granularity; None otherwise
+    granularity: str
+    step: float
+    label: str
+    n_threads: int = 1
+
+
+def finalize_block(fit_id: str, index: int, setup: Setup) -> np.ndarray:
+    """Global codes and levels for the block; returns its ratings per global category (C,)."""
+    b = _REGISTRY[f"{fit_id}/{index}"]
+    g = setup.problem
+    scale_vals = g.values
+    lev_of_val = _levels(b.rating_vals, scale_vals, setup.label)
+    level = lev_of_val[b.rating_code]
+    ann_code = np.searchsorted(setup.annotators, b.ann_ids).astype(np.int32)
+    ann = ann_code[b.ann_local]
+    m = b.inst_ids.size
+    if setup.granularity == "instance":
+        cat_of_inst, n_cat, local = np.arange(m, dtype=np.int32), m, True
+        b.cat_name_of_inst = b.inst_ids
+    elif setup.granularity == "global":
+        cat_of_inst, n_cat, local = np.zeros(m, dtype=np.int32), 1, False
+        b.cat_name_of_inst = np.full(m, "all", dtype=object)
+    else:
+        cat_of_inst = pd.Index(setup.categories).get_indexer(b.query_of_inst).astype(np.int32)
+        n_cat, local = setup.categories.size, False
+        b.cat_name_of_inst = b.query_of_inst
+    cat = cat_of_inst[b.inst]
+    b.problem = vb.Problem(
+        ann=ann,
+        inst=b.inst,
+        cat_l=np.ascontiguousarray(cat),
+        level=level,
+        thresholds=g.thresholds,
+        values=g.values,
+        log_pi=g.log_pi,
+        n_per_ann=g.n_per_ann,
+        n_instances=m,
+        n_categories=n_cat,
+        mu=g.mu,
+        lam=g.lam,
+        phi=g.phi,
+        eta=g.eta,
+        ordinal=g.ordinal,
+        spam=g.spam,
+        exact=g.exact,
+        tau_rate_floor=g.tau_rate_floor,
+    )
+    b.local_categories = local
+    b.n_threads = setup.n_threads
+    b.inst_hash = id_hash(b.inst_ids)
+    b.n_m = np.bincount(b.inst, minlength=m)
+    b.sum_m = np.bincount(b.inst, weights=g.values[level], minlength=m)
+    b.ann_local = b.rating_code = None  # no longer needed
+    return np.zeros(0) if local else np.bincount(cat, minlength=n_cat).astype(float)
+
+
+def _levels(vals: np.ndarray, scale: np.ndarray, label: str) -> np.ndarray:
+    """Level index of each distinct rating value; InputError for one off the scale."""
+    from ..data import Scale, fmt_scale
+
+    lev = Scale(scale).index_of(vals)
+    if (lev < 0).any():
+        bad = vals[lev < 0][0]
+        raise InputError(
+            f"rating {bad:g} is not on the scale {fmt_scale(scale)}; fix the rating or give "
+            "the scale that includes it (--scale)",
+            source=label,
+        )
+    return lev.astype(np.int32)
+
+
+def init_block(fit_id: str, index: int, restart: int, key: int, step: float) -> None:
+    """The restart's start of the block's q(z) (and q(delta) when categories are local)."""
+    b = _REGISTRY[f"{fit_id}/{index}"]
+    p = b.problem
+    mu_m, lam_m = init.init_instances(
+        b.sum_m, b.n_m, b.inst_hash, key, restart, p.mu, p.lam, p.thresholds, step
+    )
+    loc = Local(mu_m, lam_m)
+    if b.local_categories:
+        loc.delta_shape, loc.delta_rate = init.init_categories(b.n_m, p.phi, p.eta)
+    b.states[restart] = loc
+
+
+def _threads(b: Block) -> int:
+    if kernels.HAVE_NUMBA:
+        kernels.numba.set_num_threads(min(b.n_threads, kernels.numba.config.NUMBA_NUM_THREADS))
+    return kernels.n_chunks()
+
+
+@dataclass
+class Factors:
+    """Broadcast to phase 1: ``vb.annotator_factors`` (N,) x3 and, for global categories,
+    ``vb.category_factors`` (C,) x3."""
+
+    ann: tuple[np.ndarray, np.ndarray, np.ndarray]
+    cat: tuple[np.ndarray, np.ndarray, np.ndarray] | None
+
+
+def phase_xy_tau(fit_id: str, index: int, restart: int, spam: bool, fac: Factors) -> dict:
+    """Phases 1 and 2 on the block (q(z) is local, so no reduction is needed between them).
+
+    Returns ``w_ann`` (N,), ``r_ann`` (N,) (sum omega E[delta] S), ``w_cat`` (C,) for global
+    categories, and ``f`` (the block's bound terms so far).
+    """
+    b = _REGISTRY[f"{fit_id}/{index}"]
+    p = b.problem.with_spam(spam)
+    t = _threads(b)
+    loc = b.states[restart]
+    if b.work is None:
+        b.work = vb.Work.empty(p.n_ratings)
+    cat_f = fac.cat
+    if b.local_categories:
+        cat_f = vb.category_factors(p, loc.delta_shape, loc.delta_rate)
+    xy = vb.phase_xy(p, loc.mu_m, loc.lam_m, fac.ann, cat_f, b.work, t)
+    r_ann = vb.phase_tau(p, b.work, xy.mu_m, xy.lam_m, cat_f[0], t)
+    loc.mu_m, loc.lam_m, loc.xy = xy.mu_m, xy.lam_m, xy
+    return {
+        "w_ann": xy.w_ann,
+        "r_ann": r_ann,
+        "w_cat": None if b.local_categories else xy.w_cat,
+        "f": vb.block_terms(p, xy),
+    }
+
+
+@dataclass
+class Box:
+    """One broadcast value (``client.scatter`` would split a bare tuple)."""
+
+    value: object
+
+
+def phase_delta(fit_id: str, index: int, restart: int, e_tau: Box) -> dict:
+    """Phase 3 with the new ``e_tau`` (N,): ``d_cat`` (C,) for global categories; at instance
+    granularity q(delta) is updated here and ``f`` carries its bound terms."""
+    b = _REGISTRY[f"{fit_id}/{index}"]
+    p = b.problem
+    loc = b.states[restart]
+    d_cat = vb.phase_delta(p, b.work, e_tau.value, _threads(b))
+    if not b.local_categories:
+        return {"d_cat": d_cat, "f": 0.0}
+    loc.delta_shape, loc.delta_rate = vb.update_delta(p, loc.xy.w_cat, d_cat)
+    f = vb.category_terms(p, loc.xy.w_cat, d_cat, loc.delta_shape, loc.delta_rate)
+    return {"d_cat": None, "f": f}
+
+
+def add_sums(*parts: dict) -> dict:
+    """Key-wise sum of block results, in the order given (a step of the tree reduction)."""
+    out = {}
+    for k in parts[0]:
+        vals = [p[k] for p in parts]
+        if vals[0] is None:
+            out[k] = None
+        elif isinstance(vals[0], np.ndarray):
+            acc = vals[0].copy()
+            for v in vals[1:]:
+                acc += v
+            out[k] = acc
+        else:
+            out[k] = float(sum(vals))
+    return out
+
+
+def block_results(
+    fit_id: str, index: int, restart: int
+) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """``items`` rows of the block (indexed by instance) and, at instance granularity, its
+    ``categories`` rows; the same columns as ``OrdinalMixture.items_`` / ``categories_``."""
+    b = _REGISTRY[f"{fit_id}/{index}"]
+    loc = b.states[restart]
+    idx = pd.Index(b.inst_ids, name="instance", dtype=object)
+    items = pd.DataFrame(
+        {"estimate": loc.mu_m, "sd": 1.0 / np.sqrt(loc.lam_m), "n_ratings": b.n_m}, index=idx
+    )
+    if b.query_of_inst is not None:
+        items["query"] = b.query_of_inst
+    items["category"] = b.cat_name_of_inst
+    cats = None
+    if b.local_categories:
+        cats = pd.DataFrame(
+            {"difficulty": loc.delta_shape / loc.delta_rate, "n_ratings": b.n_m},
+            index=pd.Index(b.inst_ids, name="category", dtype=object),
+        )
+    return items, cats
+
+
+def release(fit_id: str) -> int:
+    """Drop this worker's blocks of ``fit_id`` (run on every worker at the end of a fit)."""
+    keys = [k for k in _REGISTRY if k.startswith(f"{fit_id}/")]
+    for k in keys:
+        del _REGISTRY[k]
+    return len(keys)

@@ -1,0 +1,704 @@
+"""``DaskOrdinalMixture``: the same fit as ``OrdinalMixture`` on a Dask cluster, out of core.
+
+Flow of a fit (nothing gathers the ratings onto one process):
+
+1. Read the ratings as a Dask DataFrame (a Parquet dataset folder or file, a CSV/TSV read in
+   blocks, or a pandas / Dask frame), check and rename the columns per block, and
+   hash-shuffle on ``instance``: every instance's ratings end up in one partition.
+2. Each partition becomes a ``blocks.Block`` on the worker that holds it (local instance
+   codes); a tree reduction of per-block summaries gives the sorted annotator IDs, their
+   counts, the scale and the query order; these are broadcast and every block switches to
+   global annotator / category codes (``pd.factorize(..., sort=True)`` order, as
+   ``data.prepare``), so random starts (``init.py``, keyed on IDs) equal the in-memory ones.
+3. Each sweep of a restart: blocks run ``vb.phase_xy`` + ``vb.phase_tau`` (q(z) is local),
+   the per-annotator / per-category sums are tree-reduced, q(tau) is updated and E[tau]
+   broadcast; blocks run ``vb.phase_delta``, sums reduced; q(delta) (or locally, at instance
+   granularity), eps, alpha, beta and F follow from ``vb``'s global steps. Per sweep and
+   partition, 2 x (N + C) + a few floats travel each way.
+4. Restarts follow ``vb.race`` / ``vb.select``: the schedule of ``OrdinalMixture`` (warm-up
+   no-spam stage, successive halving, collapse-aware choice), keys drawn from one Generator.
+"""
+
+from __future__ import annotations
+
+import logging
+import operator
+import os
+import time
+import uuid
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .. import init, updates, vb
+from ..base import CrowdEstimator
+from ..data import COLUMN_ALIASES, CrowdData, Scale, as_scale, normalize_columns
+from ..errors import InputError
+from ..io import PARQUET_EXTENSIONS, TEXT_EXTENSIONS
+from ..rand import id_hash
+from . import blocks
+
+ProgressCallback = Callable[[int, int, float], "bool | None"]
+
+#: broadcast values bigger than this are scattered once instead of sent with every task
+_SCATTER_BYTES = 1 << 20
+#: fan-in of the tree reductions
+FAN_IN = 8
+
+
+@dataclass
+class DaskData:
+    """Sizes and scale of a Dask fit's data (``data_``; the ratings stay on the workers)."""
+
+    scale: Scale
+    n_ratings: int
+    n_instances: int
+    n_annotators: int
+    n_categories: int
+    granularity: str
+    n_partitions: int
+
+
+@dataclass
+class _Global:
+    """A restart's global factors, kept on the client: annotators (N,), categories (C,)."""
+
+    restart: int
+    tau_shape: np.ndarray
+    tau_rate: np.ndarray
+    eps: np.ndarray
+    eps0: np.ndarray
+    alpha: float
+    beta: float
+    delta_shape: np.ndarray
+    delta_rate: np.ndarray
+    w_ann: np.ndarray = field(default=None)  # sum omega per annotator, last sweep
+
+
+class DaskOrdinalMixture(CrowdEstimator):
+    """``OrdinalMixture`` fitted on a Dask cluster; the same parameters plus the cluster's.
+
+    Model parameters: as :class:`ordmix_core.model.OrdinalMixture` (same defaults, same
+    meaning; SQUAREM acceleration and restart threads are not offered here).
+
+    Cluster parameters:
+        scheduler: ``None`` starts a ``LocalCluster`` of ``n_workers`` processes with one
+            thread each and ``memory_limit`` per worker; an address (``tcp://host:8786``) or
+            a ``distributed.Client`` joins an existing cluster.
+        n_partitions: partitions after the shuffle on ``instance`` (default: the input's
+            partitions, at least 2 per worker).
+        blocksize: bytes per block when reading CSV/TSV.
+        max_local_items: up to this many instances ``items_`` (and ``categories_`` at
+            instance granularity) are pandas frames sorted by instance, exactly as
+            ``OrdinalMixture``'s; above it they are Dask DataFrames (one partition per block,
+            sorted within it) and the cluster stays up until :meth:`close`.
+
+    Learned attributes: those of ``OrdinalMixture`` (``estimates_``, ``sd_``, ``items_``,
+    ``annotators_``, ``categories_``, ``alpha_``, ``beta_``, ``hyperparams_``,
+    ``lower_bound_``, ``trace_``, ``restarts_``, ``best_restart_``, ``selection_reason_``,
+    ``converged_``, ``n_iter_``, ``collapsed_``, ``warnings_``, ``interrupted_``,
+    ``seconds_``), except ``omega_`` (per rating, left on the workers: ``None``) and
+    ``data_``, a :class:`DaskData` of sizes.
+    """
+
+    name = "odm-dask"
+
+    def __init__(
+        self,
+        granularity: str = "instance",
+        scale: Scale | Sequence[float] | str | None = None,
+        *,
+        ordinal: bool = True,
+        spam: bool = True,
+        updates: str = "exact",
+        n_restarts: int = 10,
+        max_iter: int = 1000,
+        tol: float = 0.1,
+        phi: float = 10.0,
+        eta: float = 5.0,
+        lam: float = 0.1,
+        mu: float | None = None,
+        pi: Sequence[float] | None = None,
+        warm_start: bool = True,
+        collapse_threshold: float = 0.05,
+        prune_restarts: bool = True,
+        prune_start: int = 10,
+        random_state: int | np.random.Generator | None = None,
+        scheduler: str | object | None = None,
+        n_workers: int = 2,
+        memory_limit: str | int | None = "2GiB",
+        n_partitions: int | None = None,
+        blocksize: str | int = "64MiB",
+        max_local_items: int = 2_000_000,
+    ) -> None:
+        self.granularity = granularity
+        self.scale = scale
+        self.ordinal = ordinal
+        self.spam = spam
+        self.updates = updates
+        self.n_restarts = n_restarts
+        self.max_iter = max_iter
+        self.tol = tol
+        self.phi = phi
+        self.eta = eta
+        self.lam = lam
+        self.mu = mu
+        self.pi = pi
+        self.warm_start = warm_start
+        self.collapse_threshold = collapse_threshold
+        self.prune_restarts = prune_restarts
+        self.prune_start = prune_start
+        self.random_state = random_state
+        self.scheduler = scheduler
+        self.n_workers = n_workers
+        self.memory_limit = memory_limit
+        self.n_partitions = n_partitions
+        self.blocksize = blocksize
+        self.max_local_items = max_local_items
+
+    @property
+    def _granularity(self) -> str:  # type: ignore[override]
+        return self.granularity
+
+    # ------------------------------------------------------------------ cluster
+    def _connect(self):
+        """``(client, owned)``: a client of the given scheduler, or of a new LocalCluster."""
+        from distributed import Client, LocalCluster
+
+        if self.scheduler is None:
+            cluster = LocalCluster(
+                n_workers=self.n_workers,
+                threads_per_worker=1,
+                processes=True,
+                memory_limit=self.memory_limit,
+                dashboard_address=None,
+                silence_logs=logging.CRITICAL,  # a bad file gives one InputError, not logs
+            )
+            return Client(cluster), True
+        if isinstance(self.scheduler, Client):
+            return self.scheduler, False
+        return Client(self.scheduler), True
+
+    def close(self) -> None:
+        """Close the cluster this estimator started (if any); Dask results become unusable."""
+        client = getattr(self, "_client", None)
+        if client is not None:
+            cluster = client.cluster
+            client.close()
+            if cluster is not None:
+                cluster.close()
+            self._client = None
+
+    # ------------------------------------------------------------------ fit
+    def fit(
+        self,
+        ratings: str | os.PathLike | pd.DataFrame | object,
+        callback: ProgressCallback | None = None,
+    ) -> DaskOrdinalMixture:
+        """Fit to a ratings table: a path (Parquet dataset folder or file, CSV/TSV), a pandas
+        or a Dask DataFrame with ``annotator, instance, rating[, query]`` (or aliases).
+
+        ``callback(restart, iteration, F)`` after every sweep, as ``OrdinalMixture.fit``;
+        returning False stops the fit and keeps the best restart so far.
+        """
+        if self.updates not in ("exact", "paper"):
+            raise InputError(f"updates must be 'exact' or 'paper', not {self.updates!r}")
+        t0 = time.perf_counter()
+        self.close()
+        client, owned = self._connect()
+        fit_id = uuid.uuid4().hex
+        keep = False
+        try:
+            with np.errstate(over="ignore", under="ignore"):
+                keep = self._fit(client, fit_id, ratings, callback, t0)
+        finally:
+            try:
+                client.run(blocks.release, fit_id)
+            except Exception:  # noqa: BLE001 - best effort; the workers may be gone
+                pass
+            if keep and owned:
+                self._client = client
+            elif owned:
+                cluster = client.cluster
+                client.close()
+                if cluster is not None:
+                    cluster.close()
+        return self
+
+    def _fit(self, client, fit_id: str, ratings, callback, t0: float) -> bool:
+        from distributed import wait
+
+        ddf, label = read_source(ratings, self.blocksize)
+        n_workers = max(len(client.scheduler_info()["workers"]), 1)
+        n_parts = self.n_partitions or max(ddf.npartitions, 2 * n_workers)
+        mapping = column_mapping(list(ddf.columns), label)
+        meta = pd.DataFrame(
+            {
+                c: pd.Series(dtype=float if c == "rating" else "string[pyarrow]")
+                for c in ("annotator", "instance", "rating", "query")
+                if c in mapping.values()
+            }
+        )
+        norm = ddf.map_partitions(blocks.normalize_block, mapping, label, meta=meta)
+        parts = norm.shuffle(on="instance", npartitions=n_parts).to_delayed()
+        import dask
+
+        loads = [
+            dask.delayed(blocks.load_block, pure=False)(fit_id, i, part, label)
+            for i, part in enumerate(parts)
+        ]
+        try:
+            futs = client.compute(loads)
+            wait(futs)
+            for f in futs:  # the first error, as the user's InputError when it is one
+                if f.status == "error":
+                    f.result()
+        except InputError:
+            raise
+        except Exception as e:  # noqa: BLE001 - a reader's error is a bad file
+            raise InputError(f"cannot be read ({_short(e)}); check the file", source=label) from e
+        who = client.who_has(futs)
+        workers = [who[f.key][0] for f in futs]
+        summary = _tree_reduce(client, futs, blocks.combine_summaries)
+        del futs, loads, parts
+
+        # global codes, scale, prior
+        sc = as_scale(self.scale, summary["values"])
+        pi = _check_params(self, sc.k)
+        annotators = np.asarray(summary["ann"].index, dtype=object)
+        n_per_ann = summary["ann"].to_numpy(dtype=np.int64)
+        categories = None
+        if self.granularity == "query":
+            if summary["query_min"] is None:
+                raise InputError(
+                    "granularity 'query' needs a 'query' column in the ratings; add one, "
+                    "or choose granularity 'instance' or 'global'"
+                )
+            categories = np.asarray(summary["query_min"].sort_values().index, dtype=object)
+        elif self.granularity not in ("instance", "global"):
+            raise InputError(
+                f"granularity {self.granularity!r} is not one of instance, query, global"
+            )
+        local_cats = self.granularity == "instance"
+        n_cat = 0 if local_cats else (1 if categories is None else categories.size)
+        mu = sc.center if self.mu is None else float(self.mu)
+        empty = np.zeros(0, dtype=np.int32)
+        gp = vb.Problem(
+            ann=empty,
+            inst=empty,
+            cat_l=empty,
+            level=empty,
+            thresholds=np.asarray(sc.thresholds, dtype=float),
+            values=np.asarray(sc.values, dtype=float),
+            log_pi=np.log(np.asarray(pi, dtype=float)),
+            n_per_ann=n_per_ann,
+            n_instances=0,
+            n_categories=n_cat,
+            mu=mu,
+            lam=float(self.lam),
+            phi=float(self.phi),
+            eta=float(self.eta),
+            ordinal=self.ordinal,
+            spam=self.spam,
+            exact=self.updates == "exact",
+            tau_rate_floor=updates.TAU_RATE_FLOOR * sc.step**2,
+        )
+        setup = blocks.Setup(gp, annotators, categories, self.granularity, sc.step, label)
+        setup_f = client.scatter(setup, broadcast=True, hash=False)
+        idx = list(range(len(workers)))
+
+        def on_blocks(fn, *args) -> list:
+            return [
+                client.submit(
+                    fn,
+                    fit_id,
+                    i,
+                    *args,
+                    workers=[workers[i]],
+                    allow_other_workers=False,
+                    pure=False,
+                )  # fmt: skip
+                for i in idx
+            ]
+
+        n_c = _tree_reduce(client, on_blocks(blocks.finalize_block, setup_f), _add_arrays)
+        n_c = np.rint(n_c).astype(np.int64)
+        del setup_f
+        n_ratings = int(summary["n_ratings"])
+        self.data_ = DaskData(
+            sc,
+            n_ratings,
+            int(summary["n_instances"]),
+            annotators.size,
+            int(summary["n_instances"]) if local_cats else n_cat,
+            self.granularity,
+            len(workers),
+        )
+
+        # restarts: keys in restart order from one Generator, starts per block (init.py)
+        rng = np.random.default_rng(self.random_state)
+        runs = []
+        ann_hash = id_hash(annotators)
+        for r in range(self.n_restarts):
+            key = vb.restart_key(rng)
+            kind = vb.restart_kind(r, self.warm_start, self.spam)
+            tau_shape, tau_rate, eps = init.init_annotators(
+                n_per_ann, ann_hash, key, r, sc.step, self.spam, kind == "random"
+            )
+            d_shape, d_rate = init.init_categories(n_c, gp.phi, gp.eta)
+            g = _Global(r, tau_shape, tau_rate, eps, eps.copy(), 1.0, sc.step**2, d_shape, d_rate)
+            g.w_ann = n_per_ann.astype(float)
+            wait(on_blocks(blocks.init_block, r, key, sc.step))
+            runs.append(vb.RestartRun(r, kind, g))
+
+        def send(value):
+            box = blocks.Box(value) if not isinstance(value, blocks.Factors) else value
+            size = sum(getattr(a, "nbytes", 0) for a in _arrays(value))
+            return client.scatter(box, broadcast=True, hash=False) if size > _SCATTER_BYTES else box
+
+        def step(run: vb.RestartRun, spam: bool) -> float:
+            g: _Global = run.state
+            p = gp.with_spam(spam)
+            fac = blocks.Factors(
+                vb.annotator_factors(p, g.tau_shape, g.tau_rate, g.eps),
+                None if local_cats else vb.category_factors(p, g.delta_shape, g.delta_rate),
+            )
+            s1 = _tree_reduce(client, on_blocks(blocks.phase_xy_tau, g.restart, spam, send(fac)))
+            tau_shape, tau_rate = vb.update_tau(s1["w_ann"], s1["r_ann"], g.alpha, g.beta)
+            s3 = _tree_reduce(
+                client, on_blocks(blocks.phase_delta, g.restart, send(tau_shape / tau_rate))
+            )
+            f = s1["f"] + s3["f"]
+            if not local_cats:
+                g.delta_shape, g.delta_rate = vb.update_delta(p, s1["w_cat"], s3["d_cat"])
+                f += vb.category_terms(p, s1["w_cat"], s3["d_cat"], g.delta_shape, g.delta_rate)
+            g.eps, g.alpha, g.beta, f_ann = vb.annotator_step(
+                p, s1["w_ann"], tau_shape, tau_rate, g.eps
+            )
+            g.tau_shape, g.tau_rate, g.w_ann = tau_shape, tau_rate, s1["w_ann"]
+            run.truth_share = float(s1["w_ann"].sum()) / max(n_ratings, 1)
+            return float(f_ann + f)
+
+        def start_mixture(run: vb.RestartRun) -> None:
+            run.state.eps = run.state.eps0.copy()
+
+        interrupted = vb.race(
+            runs,
+            step,
+            start_mixture,
+            spam=self.spam,
+            max_iter=self.max_iter,
+            tol=self.tol,
+            prune=self.prune_restarts,
+            prune_start=self.prune_start,
+            collapse_threshold=self.collapse_threshold,
+            callback=callback,
+        )
+        results = vb.race_results(runs)
+        if not results:
+            raise InputError("the fit was stopped before the first restart finished an iteration")
+        return self._store(
+            client, on_blocks, gp, pi, annotators, categories, n_c, results, interrupted, t0
+        )
+
+    # ------------------------------------------------------------------ results
+    def _store(
+        self, client, on_blocks, p, pi, annotators, categories, n_c, results, interrupted, t0
+    ) -> bool:
+        """Set the learned attributes (as ``OrdinalMixture._store``); True if Dask frames."""
+        best, reason, collapsed = vb.select(results, self.spam, self.collapse_threshold)
+        g: _Global = best.state
+        warn = _warnings(self, best, collapsed, interrupted)
+        for w in warn:
+            from ..model import CollapseWarning
+
+            warnings.warn(w, CollapseWarning if "collapsed" in w else UserWarning, stacklevel=3)
+
+        parts = on_blocks(blocks.block_results, best.restart)
+        local_cats = self.granularity == "instance"
+        dask_frames = self.data_.n_instances > self.max_local_items
+        if dask_frames:
+            import dask.dataframe as dd
+
+            item_f = [client.submit(operator.itemgetter(0), f) for f in parts]
+            items = dd.from_delayed(item_f, meta=_items_meta(self, categories))
+            cats = None
+            if local_cats:
+                cat_f = [client.submit(operator.itemgetter(1), f) for f in parts]
+                cats = dd.from_delayed(cat_f, meta=_cats_meta())
+            self._futures = item_f + (cat_f if local_cats else [])
+        else:
+            got = client.gather(parts)
+            items = pd.concat([it for it, _ in got]).sort_index(kind="stable")
+            cats = pd.concat([c for _, c in got]).sort_index(kind="stable") if local_cats else None
+        if cats is None:
+            names = np.array(["all"], dtype=object) if categories is None else categories
+            cats = pd.DataFrame(
+                {"difficulty": g.delta_shape / g.delta_rate, "n_ratings": n_c},
+                index=pd.Index(names, name="category"),
+            )
+
+        n_n = p.n_per_ann
+        self.scale_ = self.data_.scale
+        self.items_ = items
+        self.estimates_ = items["estimate"]
+        self.sd_ = items["sd"]
+        self.annotators_ = pd.DataFrame(
+            {
+                "n_ratings": n_n,
+                "expertise": g.tau_shape / g.tau_rate,
+                "expertise_sd": np.sqrt(g.tau_shape) / g.tau_rate,
+                "reliability": g.eps if self.spam else np.ones(n_n.size),
+                "spam_share": 1.0 - g.w_ann / np.maximum(n_n, 1),
+            },
+            index=pd.Index(annotators, name="annotator"),
+        )
+        self.categories_ = cats
+        self.omega_ = None
+        self.alpha_, self.beta_ = float(g.alpha), float(g.beta)
+        sc = self.data_.scale
+        self.hyperparams_ = {
+            "alpha": self.alpha_,
+            "beta": self.beta_,
+            "phi": float(p.phi),
+            "eta": float(p.eta),
+            "mu": float(p.mu),
+            "lambda": float(p.lam),
+            "pi": [float(x) for x in pi],
+            "scale": [float(v) for v in sc.values],
+            "thresholds": [float(v) for v in sc.thresholds],
+        }
+        rows = []
+        for res in results:
+            for i, f in enumerate(res.warmup_trace, 1):
+                rows.append((res.restart, "nospam", i, f))
+            for i, f in enumerate(res.trace, 1):
+                rows.append((res.restart, "mixture" if self.spam else "model", i, f))
+        self.trace_ = pd.DataFrame(rows, columns=["restart", "stage", "iteration", "lower_bound"])
+        self.restarts_ = pd.DataFrame(
+            {
+                "restart": [r.restart for r in results],
+                "init": [r.init for r in results],
+                "lower_bound": [r.lower_bound for r in results],
+                "n_iter": [len(r.trace) for r in results],
+                "warmup_iter": [len(r.warmup_trace) for r in results],
+                "converged": [r.converged for r in results],
+                "dropped": [r.dropped for r in results],
+                "truth_share": [r.truth_share for r in results],
+                "collapsed": [
+                    self.spam and r.truth_share < self.collapse_threshold for r in results
+                ],
+            }
+        ).set_index("restart")
+        self.best_restart_ = best.restart
+        self.selection_reason_ = reason
+        self.lower_bound_ = best.lower_bound
+        self.converged_ = bool(best.converged)
+        self.n_iter_ = len(best.trace)
+        self.collapsed_ = collapsed
+        self.interrupted_ = interrupted
+        self.warnings_ = warn
+        self.seconds_ = time.perf_counter() - t0
+        return dask_frames
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _check_params(est: DaskOrdinalMixture, k: int) -> np.ndarray:
+    """``OrdinalMixture``'s parameter checks; returns pi (K,)."""
+    from ..model import OrdinalMixture
+
+    return OrdinalMixture._check_params(est, k)  # type: ignore[arg-type]
+
+
+def _warnings(est, best: vb.RestartRun, collapsed: bool, interrupted: bool) -> list[str]:
+    """The warnings ``OrdinalMixture._store`` gives, word for word."""
+    warn = []
+    if collapsed:
+        warn.append(
+            "the fit collapsed: almost every rating is explained as spam, so the estimates "
+            "sit at the prior mean. Compare with the no-spam model (spam=False, --no-spam) "
+            "and check the data."
+        )
+    if interrupted:
+        warn.append("the fit was stopped before every restart finished; best restart so far kept")
+    if not best.converged and not interrupted:
+        last = abs(best.trace[-1] - best.trace[-2]) if len(best.trace) > 1 else float("nan")
+        warn.append(
+            f"the chosen restart did not converge within max_iter={est.max_iter} "
+            f"(last change of the bound {last:.3g}, tol {est.tol:g})"
+        )
+    return warn
+
+
+def _items_meta(est, categories) -> pd.DataFrame:
+    cols = {"estimate": float, "sd": float, "n_ratings": np.int64}
+    meta = pd.DataFrame({c: pd.Series(dtype=t) for c, t in cols.items()})
+    if est.granularity == "query" or categories is not None:
+        meta["query"] = pd.Series(dtype=object)
+    meta["category"] = pd.Series(dtype=object)
+    meta.index = pd.Index([], dtype=object, name="instance")
+    return meta
+
+
+def _cats_meta() -> pd.DataFrame:
+    meta = pd.DataFrame({"difficulty": pd.Series(dtype=float), "n_ratings": pd.Series(dtype="i8")})
+    meta.index = pd.Index([], dtype=object, name="category")
+    return meta
+
+
+def _arrays(value) -> list:
+    if isinstance(value, blocks.Factors):
+        return [*value.ann, *(value.cat or ())]
+    return [value]
+
+
+def _add_arrays(*parts: np.ndarray) -> np.ndarray:
+    acc = parts[0].copy()
+    for a in parts[1:]:
+        acc += a
+    return acc
+
+
+def _tree_reduce(client, futs: list, combine: Callable = blocks.add_sums):
+    """Combine the futures' results ``FAN_IN`` at a time on the workers; the result, local."""
+    futs = list(futs)
+    if not futs:
+        raise InputError("no ratings (the input has no rows)")
+    if len(futs) <= FAN_IN:  # one level: combining on the client saves a round trip
+        return combine(*client.gather(futs))
+    while len(futs) > 1:
+        futs = [
+            client.submit(combine, *futs[i : i + FAN_IN], pure=False)
+            for i in range(0, len(futs), FAN_IN)
+        ]
+    return futs[0].result()
+
+
+def _short(e: BaseException, n: int = 160) -> str:
+    text = " ".join(str(e).split()) or type(e).__name__
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+def column_mapping(columns: list, label: str) -> dict:
+    """Input column -> canonical name, with ``data.normalize_columns``' checks and messages."""
+    probe = pd.DataFrame([["1"] * len(columns)], columns=columns)
+    normalize_columns(probe, source=label)  # raises the same errors as the in-memory reader
+    out = {}
+    for c in columns:
+        canon = COLUMN_ALIASES.get(str(c).strip().lower())
+        if canon is not None:
+            out[c] = canon
+    return out
+
+
+def read_source(ratings, blocksize: str | int) -> tuple:
+    """``(dask DataFrame, label)`` for a path, a pandas or a Dask DataFrame.
+
+    Paths: a folder is a Parquet dataset; ``.parquet``/``.pq`` a Parquet file; ``.csv``,
+    ``.tsv``, ``.tab``, ``.txt`` delimited text read in blocks of ``blocksize`` bytes, every
+    column as text.
+    """
+    import dask.dataframe as dd
+
+    if isinstance(ratings, CrowdData):
+        raise InputError(
+            "DaskOrdinalMixture takes a ratings table (path, pandas or Dask DataFrame), "
+            "not a prepared CrowdData"
+        )
+    if isinstance(ratings, pd.DataFrame):
+        if len(ratings) == 0:
+            raise InputError("no ratings (the table has a header but no rows)", source="ratings")
+        n = max(1, min(8, len(ratings) // 50_000 + 1))
+        return dd.from_pandas(ratings, npartitions=n, sort=False), "ratings"
+    if isinstance(ratings, dd.DataFrame):
+        return ratings, "ratings"
+    if not isinstance(ratings, (str, os.PathLike)):
+        raise InputError(
+            f"expected a path, a pandas or a Dask DataFrame, got {type(ratings).__name__}"
+        )
+    label = os.fspath(ratings)
+    path = Path(ratings)
+    if not path.exists():
+        raise InputError("file not found; check the path", source=label)
+    ext = path.suffix.lower()
+    try:
+        if path.is_dir() or ext in PARQUET_EXTENSIONS:
+            ddf = dd.read_parquet(str(path))
+        elif ext in TEXT_EXTENSIONS:
+            if path.stat().st_size == 0:
+                raise InputError(
+                    "the file is empty (0 bytes); export the ratings again with a header row "
+                    "annotator,instance,rating",
+                    source=label,
+                )
+            ddf = dd.read_csv(
+                str(path),
+                sep=TEXT_EXTENSIONS[ext],
+                dtype=str,
+                keep_default_na=False,
+                na_filter=False,
+                blocksize=blocksize,
+                encoding="utf-8-sig",
+            )
+        else:
+            raise InputError(
+                f"unknown file type {ext or '(no extension)'!r}; the Dask engine reads a "
+                f"Parquet folder or file, or {', '.join(TEXT_EXTENSIONS)} text",
+                source=label,
+            )
+    except InputError:
+        raise
+    except Exception as e:  # noqa: BLE001 - a reader's error is a bad file
+        raise InputError(f"cannot be read ({_short(e)}); check the file", source=label) from e
+    return ddf, label
+
+
+# --------------------------------------------------------------------------- outputs
+
+
+def write_outputs(model: DaskOrdinalMixture, folder: Path, settings: dict) -> None:
+    """The files ``ordmix fit`` writes (``cli.write_fit_outputs``); when ``items_`` is a Dask
+    DataFrame, ``items/part-*.csv`` (and ``categories/part-*.csv``) instead of one file each,
+    written by the workers (the output folder must be on a filesystem they share)."""
+    import dask
+
+    from ..cli import write_fit_outputs
+
+    if isinstance(model.items_, pd.DataFrame):
+        write_fit_outputs(model, folder, settings)
+        return
+
+    class _Small:  # the model with empty frames where the Dask ones are
+        def __getattr__(self, name):
+            return getattr(model, name)
+
+    small = _Small()
+    small.items_ = model.items_._meta
+    local_cats = not isinstance(model.categories_, pd.DataFrame)
+    if local_cats:
+        small.categories_ = model.categories_._meta
+    write_fit_outputs(small, folder, settings)
+    os.remove(folder / "items.csv")
+    todo = [("items", model.items_, ["instance", "query", "category"])]
+    if local_cats:
+        os.remove(folder / "categories.csv")
+        todo.append(("categories", model.categories_, ["category"]))
+    tasks = []
+    for name, frame, ids in todo:
+        (folder / name).mkdir()
+        for i, part in enumerate(frame.to_delayed()):
+            path = folder / name / f"part-{i:05d}.csv"
+            tasks.append(dask.delayed(_write_part)(part, str(path), ids))
+    model._client.compute(tasks, sync=True)
+
+
+def _write_part(df: pd.DataFrame, path: str, ids: list[str]) -> None:
+    from ..io import write_csv
+
+    write_csv(df.reset_index(), path, ids)
