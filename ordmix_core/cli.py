@@ -34,6 +34,17 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--out", required=True, help="output folder (replaced atomically)")
     add_model_options(fit)
     fit.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    fit.add_argument(
+        "--engine",
+        choices=["memory", "dask"],
+        default="memory",
+        help="memory (default) or dask: partitioned, out of core, on a Dask cluster",
+    )
+    fit.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="with --engine dask: join this dask.distributed scheduler (default: a local cluster)",
+    )
     fit.set_defaults(func=cmd_fit)
 
     try:  # the comparison commands (baselines, metrics, experiments)
@@ -121,6 +132,10 @@ def cmd_fit(args: argparse.Namespace) -> int:
 
     if not (args.tol >= 0):
         raise InputError(f"--tol must be a number >= 0, not {args.tol}")
+    if getattr(args, "engine", "memory") == "dask":
+        return cmd_fit_dask(args)
+    if getattr(args, "scheduler", None):
+        raise InputError("--scheduler needs --engine dask")
     ratings = read_ratings(args.ratings, scale=args.scale)
     model = model_from_args(args)
     with warnings.catch_warnings(record=True) as caught:
@@ -136,6 +151,39 @@ def cmd_fit(args: argparse.Namespace) -> int:
             f"({model.seconds_:.1f} s)",
             file=sys.stderr,
         )
+    return 0
+
+
+def cmd_fit_dask(args: argparse.Namespace) -> int:
+    """``ordmix fit --engine dask``: the same fit and files from ``dask_engine``."""
+    from .dask_engine import DaskOrdinalMixture, write_outputs
+    from .io import atomic_output_dir
+
+    model = DaskOrdinalMixture(
+        granularity=args.granularity,
+        scale=args.scale,
+        ordinal=not args.real_valued,
+        spam=not args.no_spam,
+        updates="paper" if args.paper_updates else "exact",
+        n_restarts=args.restarts,
+        max_iter=args.max_iter,
+        tol=args.tol,
+        random_state=args.seed,
+        scheduler=args.scheduler or None,
+    )
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            model.fit(args.ratings, callback=Progress(args.quiet))
+        for w in caught:
+            if "ordmix_core" in (w.filename or ""):  # not the cluster's own warnings
+                print(f"ordmix: warning: {w.message}", file=sys.stderr)
+        with atomic_output_dir(args.out) as tmp:
+            write_outputs(model, tmp, settings=vars(args))
+    finally:
+        model.close()
+    if not args.quiet:
+        print(f"wrote {args.out} ({model.seconds_:.1f} s, Dask engine)", file=sys.stderr)
     return 0
 
 
