@@ -44,28 +44,46 @@ def ours(est, ratings: pd.DataFrame) -> tuple[pd.Series, pd.Series, float]:
 
 def theirs(
     agg, ck: pd.DataFrame, cache: Path | None, name: str
-) -> tuple[pd.Series, pd.Series, float]:
-    """As :func:`ours` for a crowd-kit aggregator; reuses ``cache/<name>.csv`` if present."""
+) -> tuple[pd.Series, pd.Series, float, int]:
+    """As :func:`ours` for a crowd-kit aggregator, plus its EM iterations (0 if not EM).
+
+    Reuses ``cache/crowdkit-<name>.csv`` if present.
+    """
     file = cache / f"crowdkit-{name}.csv" if cache else None
     if file is not None and file.exists():
         probas = pd.read_csv(file, index_col=0, dtype={0: str})
         sec = float(probas.pop("seconds").iloc[0])
+        n_iter = int(probas.pop("n_iter").iloc[0]) if "n_iter" in probas else 0
         labels = probas.pop("map").astype(float)  # crowd-kit's own tie breaking
         probas.columns = probas.columns.astype(float)
         values = probas.columns.to_numpy(dtype=float)
-        return labels, pd.Series(probas.to_numpy() @ values, index=probas.index), sec
+        expected = pd.Series(probas.to_numpy() @ values, index=probas.index)
+        return labels, expected, sec, n_iter
     t = time.perf_counter()
     agg.fit(ck)
     sec = time.perf_counter() - t
     probas = agg.probas_.sort_index(axis=1)
+    n_iter = len(getattr(agg, "loss_history_", []))
     if file is not None:
         file.parent.mkdir(parents=True, exist_ok=True)
-        probas.assign(map=agg.labels_.reindex(probas.index), seconds=sec).to_csv(file)
+        extra = {"map": agg.labels_.reindex(probas.index), "seconds": sec, "n_iter": n_iter}
+        probas.assign(**extra).to_csv(file)
     values = probas.columns.to_numpy(dtype=float)
     labels = agg.labels_.astype(float)
     labels.index = labels.index.astype(str)
     expected = pd.Series(probas.to_numpy() @ values, index=probas.index.astype(str))
-    return labels, expected, sec
+    return labels, expected, sec, n_iter
+
+
+def agreement(a_map, a_exp, b_map, b_exp) -> str:
+    a_map, a_exp = a_map.reindex(b_map.index), a_exp.reindex(b_exp.index)
+    same = float(np.mean(a_map.to_numpy() == b_map.to_numpy()))
+    corr = float(np.corrcoef(a_exp.to_numpy(), b_exp.to_numpy())[0, 1])
+    maxdiff = float(np.max(np.abs(a_exp.to_numpy() - b_exp.to_numpy())))
+    return (
+        f"identical MAP labels {same:.4f}   corr(expected) {corr:.5f}   "
+        f"max |diff expected| {maxdiff:.3f}"
+    )
 
 
 def main() -> None:
@@ -110,15 +128,18 @@ def main() -> None:
     rows = []
     for name, (mine, other) in pairs.items():
         m_map, m_exp, m_sec = ours(mine, ratings)
-        c_map, c_exp, c_sec = theirs(other, ck, args.cache, name)
-        c_map, c_exp = c_map.reindex(m_map.index), c_exp.reindex(m_exp.index)
-        same = float(np.mean(m_map.to_numpy() == c_map.to_numpy()))
-        corr = float(np.corrcoef(m_exp.to_numpy(), c_exp.to_numpy())[0, 1])
-        maxdiff = float(np.max(np.abs(m_exp.to_numpy() - c_exp.to_numpy())))
-        print(
-            f"{name:23s} identical MAP labels {same:.4f}   corr(expected) {corr:.4f}   "
-            f"max |diff expected| {maxdiff:.3f}"
-        )
+        c_map, c_exp, c_sec, c_iter = theirs(other, ck, args.cache, name)
+        print(f"{name:23s} {agreement(m_map, m_exp, c_map, c_exp)}")
+        if name == "dawid-skene-unsmoothed" and c_iter > 0:
+            # the same EM, stopped where crowd-kit stopped
+            same_iter = DawidSkene(smoothing=0.0, max_iter=c_iter, tol=0.0)
+            s_map, s_exp, s_sec = ours(same_iter, ratings)
+            label = f"  ...ours at {c_iter} its"
+            print(f"{label:23s} {agreement(s_map, s_exp, c_map, c_exp)}")
+            for kind, est in (("expected", s_exp), ("MAP", s_map)):
+                r = evaluate(est, gold, queries)
+                row = (f"dawid-skene-{c_iter}-its", "ordmix", kind)
+                rows.append((*row, r["mse"], r["correlation"], r["ndcg"], s_sec))
         for who, mp, ex, sec in (
             ("ordmix", m_map, m_exp, m_sec),
             ("crowd-kit", c_map, c_exp, c_sec),
