@@ -425,12 +425,15 @@ class DaskOrdinalMixture(CrowdEstimator):
             import dask.dataframe as dd
 
             item_f = [client.submit(operator.itemgetter(0), f) for f in parts]
-            items = dd.from_delayed(item_f, meta=_items_meta(self, categories))
+            items = dd.from_delayed(item_f, meta=_items_meta(self, categories), verify_meta=False)
             cats = None
             if local_cats:
                 cat_f = [client.submit(operator.itemgetter(1), f) for f in parts]
-                cats = dd.from_delayed(cat_f, meta=_cats_meta())
+                cats = dd.from_delayed(cat_f, meta=_cats_meta(), verify_meta=False)
             self._futures = item_f + (cat_f if local_cats else [])
+            from distributed import wait
+
+            wait(self._futures)  # before the blocks are released
         else:
             got = client.gather(parts)
             items = pd.concat([it for it, _ in got]).sort_index(kind="stable")
