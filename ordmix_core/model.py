@@ -300,6 +300,8 @@ class OrdinalMixture(CrowdEstimator):
         """
         lo, hi = p.thresholds[0], p.thresholds[-1]
         for _ in range(n_iter):
+            if stop is not None and stop.is_set():  # another restart's thread was stopped
+                raise vb.Stop()
             new, f = vb.sweep(p, run.state)
             if self.accelerate and run.history_ok and len(run.trace) % 3 == 2:
                 s0, s1 = run.history

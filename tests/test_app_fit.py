@@ -129,7 +129,8 @@ def test_stop_keeps_the_best_restart_so_far():
     assert "kept the best restart found so far" in msg
     assert s.fit is not None and s.fit.stopped
     assert s.fit.model.interrupted_
-    assert len(s.fit.model.restarts_) <= 2  # restart 2 never started
+    # restarts run side by side in threads, so restart 2 may have begun; none finished
+    assert not s.fit.model.restarts_["converged"].any()
     assert job.done.is_set() and not job.running
 
 
