@@ -1,0 +1,196 @@
+"""The Dask engine out of core: 10M simulated ratings as Parquet partitions, a memory-limited
+LocalCluster, seconds per iteration and peak memory per worker, next to the in-memory engine.
+
+    python benchmarks/bench_dask.py [--ratings 10000000] [--memory-limit 1.5GiB] [--json out.json]
+
+1. ``synth.synth_arrays`` (memory O(L)) written as ``--files`` Parquet files with string IDs
+   (``annotator, instance, rating, query``), in a temporary folder.
+2. Dask: a ``LocalCluster`` of 2 worker processes, 1 thread each, ``--memory-limit`` each;
+   ``DaskOrdinalMixture(granularity='query', n_restarts=1, max_iter=N, tol=0)`` on the folder
+   (so ``N`` no-spam warm-up sweeps then ``N`` mixture sweeps). Time per iteration = median
+   gap between progress callbacks; load = fit start to the first callback minus one
+   iteration; peak memory per worker = ``ru_maxrss`` of each worker process.
+3. In memory, each in its own subprocess (peak RSS is that process's alone): the same fit with
+   ``OrdinalMixture`` from the same Parquet folder (``pandas.read_parquet``, string IDs: what
+   the whole data needs in one process), and the engine alone on integer codes (``synth_crowd``,
+   no strings, as ``bench_iteration.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+
+def write_parquet(folder: str, n_ratings: int, n_files: int, seed: int = 0) -> dict:
+    """The synth crowd as ``n_files`` Parquet files with string IDs; returns its sizes."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+    from synth import synth_arrays
+
+    a = synth_arrays(n_ratings, seed=seed)
+    q = a["query_of_inst"][a["inst"]]
+    bounds = np.linspace(0, n_ratings, n_files + 1).astype(int)
+    for i in range(n_files):
+        s = slice(bounds[i], bounds[i + 1])
+
+        def ids(prefix: str, codes) -> pa.Array:
+            return pc.binary_join_element_wise(prefix, pc.cast(pa.array(codes), pa.string()), "")
+
+        table = pa.table(
+            {
+                "annotator": ids("a", a["ann"][s]),
+                "instance": ids("i", a["inst"][s]),
+                "rating": pa.array(a["level"][s] + 1, pa.int8()),
+                "query": ids("q", q[s]),
+            }
+        )
+        pq.write_table(table, os.path.join(folder, f"part-{i:03d}.parquet"))
+    return {
+        "n_ratings": n_ratings,
+        "n_instances": int(a["inst"].max()) + 1,
+        "n_annotators": int(a["ann"].max()) + 1,
+        "n_queries": int(np.unique(a["query_of_inst"]).size),
+        "bytes_on_disk": sum(os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder)),
+    }
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _timed_fit(model, data) -> dict:
+    """Fit with a callback that stamps every sweep; per-iteration and load times."""
+    stamps: list[float] = []
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model.fit(data, callback=lambda r, i, f: stamps.append(time.perf_counter()))
+    total = time.perf_counter() - t0
+    gaps = [b - a for a, b in zip(stamps, stamps[1:], strict=False)]
+    per_iter = statistics.median(gaps)
+    return {
+        "sweeps": len(stamps),
+        "s_per_iter": per_iter,
+        "s_per_iter_min": min(gaps),
+        "load_s": stamps[0] - t0 - per_iter,
+        "total_s": total,
+        "lower_bound": float(model.lower_bound_),
+    }
+
+
+def run_dask(folder: str, iters: int, memory_limit: str, n_partitions: int) -> dict:
+    from distributed import Client, LocalCluster
+
+    from ordmix_core.dask_engine import DaskOrdinalMixture
+
+    with LocalCluster(
+        n_workers=2,
+        threads_per_worker=1,
+        processes=True,
+        memory_limit=memory_limit,
+        dashboard_address=None,
+    ) as cluster, Client(cluster) as client:  # fmt: skip
+        model = DaskOrdinalMixture(
+            granularity="query",
+            n_restarts=1,
+            max_iter=iters,
+            tol=0.0,
+            random_state=0,
+            scheduler=client,
+            n_partitions=n_partitions,
+        )
+        out = _timed_fit(model, folder)
+        rss = client.run(_peak_rss_mb)
+        out["peak_rss_mb_per_worker"] = sorted(rss.values())
+        out["n_partitions"] = model.data_.n_partitions
+        out["items_type"] = type(model.items_).__name__
+    return out
+
+
+def run_memory(folder: str, iters: int, codes: bool, n_ratings: int) -> dict:
+    """The in-memory engine (one process) from the Parquet folder, or on integer codes."""
+    import inspect
+
+    from ordmix_core.model import OrdinalMixture
+
+    params = inspect.signature(OrdinalMixture).parameters
+    extra = {k: v for k, v in {"accelerate": False, "n_jobs": 1}.items() if k in params}
+    model = OrdinalMixture(
+        granularity="query", n_restarts=1, max_iter=iters, tol=0.0, random_state=0, **extra
+    )
+    if codes:
+        from synth import synth_crowd
+
+        data = synth_crowd(n_ratings, granularity="query")
+    else:
+        import pandas as pd
+
+        data = pd.read_parquet(folder)
+    out = _timed_fit(model, data)
+    out["peak_rss_mb"] = _peak_rss_mb()
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ratings", type=int, default=10_000_000)
+    ap.add_argument("--files", type=int, default=20)
+    ap.add_argument("--iters", type=int, default=8, help="sweeps per stage (warm-up, mixture)")
+    ap.add_argument("--memory-limit", default="1.5GiB", help="per Dask worker")
+    ap.add_argument("--partitions", type=int, default=8)
+    ap.add_argument("--folder", help="existing Parquet folder (else a temporary one)")
+    ap.add_argument("--skip-memory", action="store_true")
+    ap.add_argument("--json")
+    ap.add_argument("--child", choices=["memory-parquet", "memory-codes"], help=argparse.SUPPRESS)
+    args = ap.parse_args()
+
+    if args.child:
+        res = run_memory(args.folder, args.iters, args.child == "memory-codes", args.ratings)
+        print(json.dumps(res))
+        return
+
+    tmp = None
+    folder = args.folder
+    report: dict = {"ratings": args.ratings, "memory_limit": args.memory_limit}
+    if folder is None:
+        tmp = tempfile.TemporaryDirectory(prefix="ordmix-bench-dask-")
+        folder = tmp.name
+        t = time.perf_counter()
+        report["data"] = write_parquet(folder, args.ratings, args.files)
+        report["data"]["write_s"] = time.perf_counter() - t
+        print("data", report["data"], flush=True)
+    report["dask"] = run_dask(folder, args.iters, args.memory_limit, args.partitions)
+    print("dask", report["dask"], flush=True)
+    if not args.skip_memory:
+        for kind in ("memory-codes", "memory-parquet"):
+            cmd = [sys.executable, __file__, "--child", kind, "--folder", folder]
+            cmd += ["--iters", str(args.iters), "--ratings", str(args.ratings)]
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode != 0:
+                report[kind] = {"error": proc.stderr.strip().splitlines()[-1:]}
+            else:
+                report[kind] = json.loads(proc.stdout.strip().splitlines()[-1])
+            print(kind, report[kind], flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=2)
+    if tmp is not None:
+        tmp.cleanup()
+
+
+if __name__ == "__main__":
+    main()
