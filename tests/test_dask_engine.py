@@ -20,7 +20,7 @@ pytest.importorskip("dask.dataframe")
 from distributed import Client, LocalCluster  # noqa: E402
 
 from ordmix_core.cli import main  # noqa: E402
-from ordmix_core.dask_engine import DaskOrdinalMixture  # noqa: E402
+from ordmix_core.dask_engine import DaskOrdinalMixture, write_outputs  # noqa: E402
 from ordmix_core.model import OrdinalMixture  # noqa: E402
 from ordmix_core.simulate import simulate_crowd  # noqa: E402
 
@@ -112,6 +112,16 @@ def test_parquet_dataset_and_dask_frames(client, ratings, tmp_path):
     assert not isinstance(dsk.items_, pd.DataFrame)  # a Dask DataFrame, one part per block
     assert dsk.items_.npartitions == 4
     assert_same_fit(mem, dsk)
+    out = tmp_path / "out"
+    out.mkdir()
+    write_outputs(dsk, out, settings={})
+    assert (out / "items.csv").exists() is False and (out / "summary.json").exists()
+    parts = sorted((out / "items").glob("part-*.csv"))
+    assert len(parts) == 4
+    items = pd.concat([pd.read_csv(p, dtype={"instance": str}) for p in parts])
+    items = items.set_index("instance").sort_index()
+    np.testing.assert_allclose(items["estimate"], mem.items_["estimate"], rtol=RTOL)
+    assert list(items.columns) == list(mem.items_.columns)
 
 
 def test_progress_and_stop_as_in_memory(client, ratings):

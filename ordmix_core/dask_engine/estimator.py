@@ -186,12 +186,12 @@ class DaskOrdinalMixture(CrowdEstimator):
     def close(self) -> None:
         """Close the cluster this estimator started (if any); Dask results become unusable."""
         client = getattr(self, "_client", None)
-        if client is not None:
+        if client is not None and getattr(self, "_owned", False):
             cluster = client.cluster
             client.close()
             if cluster is not None:
                 cluster.close()
-            self._client = None
+        self._client = None
 
     # ------------------------------------------------------------------ fit
     def fit(
@@ -220,8 +220,8 @@ class DaskOrdinalMixture(CrowdEstimator):
                 client.run(blocks.release, fit_id)
             except Exception:  # noqa: BLE001 - best effort; the workers may be gone
                 pass
-            if keep and owned:
-                self._client = client
+            if keep:  # the Dask results live on this client's cluster
+                self._client, self._owned = client, owned
             elif owned:
                 cluster = client.cluster
                 client.close()
