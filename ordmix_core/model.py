@@ -15,58 +15,25 @@ collapsed (then with a warning). Among the rest the highest bound wins, as in th
 from __future__ import annotations
 
 import os
-import threading
 import time
 import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-from . import accel, init, kernels, updates, vb
+from . import accel, init, kernels, restarts, updates, vb
 from .base import CrowdEstimator
 from .data import CrowdData, Scale, prepare
 from .errors import InputError
 from .rand import id_hash
 
 ProgressCallback = Callable[[int, int, float], "bool | None"]
-#: restarts run in threads report through this lock, so a callback never runs concurrently
-_CALLBACK_LOCK = threading.Lock()
 
 
 class CollapseWarning(UserWarning):
     """The chosen fit attributes (nearly) every rating to spam."""
-
-
-@dataclass
-class _Run:
-    """One restart's progress: its state, bound traces and how it ended."""
-
-    restart: int
-    init: str
-    state: vb.State
-    warmup_trace: list[float] = field(default_factory=list)
-    trace: list[float] = field(default_factory=list)
-    converged: bool = False
-    done: bool = False
-    dropped: bool = False
-    history: tuple[vb.State, vb.State] | None = None  # the last two states, for SQUAREM
-
-    @property
-    def history_ok(self) -> bool:
-        return self.history is not None
-
-    @property
-    def truth_share(self) -> float:
-        """Mean omega: the share of ratings the truth component explains."""
-        om = self.state.omega
-        return float(np.mean(om)) if om is not None and om.size else 1.0
-
-    @property
-    def lower_bound(self) -> float:
-        return self.trace[-1] if self.trace else -np.inf
 
 
 class OrdinalMixture(CrowdEstimator):
@@ -204,77 +171,71 @@ class OrdinalMixture(CrowdEstimator):
         )
         rng = np.random.default_rng(self.random_state)
         inits = [self._initial_state(data, problem, r, rng) for r in range(self.n_restarts)]
-        runs = [_Run(r, kind, state) for r, (kind, state) in enumerate(inits)]
+        runs = [restarts.RestartRun(r, kind, st) for r, (kind, st) in enumerate(inits)]
         with np.errstate(over="ignore", under="ignore"):
             interrupted = self._race(problem, runs, callback)
-        # stopped during the warm-ups: the no-spam fits so far are the result
-        results = [run for run in runs if run.trace] or [r for r in runs if r.warmup_trace]
+        results = restarts.race_results(runs)
         if not results:
             raise InputError("the fit was stopped before the first restart finished an iteration")
         self._store(data, problem, pi, results, interrupted, time.perf_counter() - t0)
         return self
 
-    def _race(self, p: vb.Problem, runs: list[_Run], callback: ProgressCallback | None) -> bool:
-        """Run every restart: its warm-up, then mixture iterations in rounds of doubling length.
+    def _race(
+        self, p: vb.Problem, runs: list[restarts.RestartRun], callback: ProgressCallback | None
+    ) -> bool:
+        """The shared restart schedule (``restarts.race``) with this engine's sweep.
 
-        With ``prune_restarts`` the worse half of the unfinished restarts (collapsed ones
-        first, then by bound) is dropped after each round (successive halving), so clearly
-        beaten restarts cost a few iterations, not a thousand. Within a round the restarts
-        run in ``n_jobs`` threads; each restart's arithmetic is independent of the others, so
-        the result does not depend on the thread count. Returns True if stopped.
+        Restarts of a round run in ``n_jobs`` threads; with ``accelerate`` every third sweep
+        starts from a SQUAREM proposal and is kept only if its bound beats the plain sweep
+        (``accel.py``). Returns True if stopped.
         """
-        thr = self.collapse_threshold if self.spam else -np.inf
-        stop = threading.Event()
+        lo, hi = p.thresholds[0], p.thresholds[-1]
+        problems = {True: p, False: p.with_spam(False)}
+
+        def step(run: restarts.RestartRun, spam: bool) -> float:
+            q = problems[spam]
+            new, f = vb.sweep(q, run.state)
+            if self.accelerate and run.history is not None and len(run.trace) % 3 == 2:
+                prop = accel.squarem_proposal(*run.history, new, lo, hi)
+                if prop is not None:
+                    cand, fc = vb.sweep(q, prop)
+                    if np.isfinite(fc) and fc > f:
+                        new, f = cand, fc
+            run.history = (run.state, new) if run.state.omega is not None else None
+            run.state = new
+            run.truth_share = float(np.mean(new.omega)) if new.omega.size else 1.0
+            return f
+
+        eps0 = {run.restart: run.state.eps.copy() for run in runs}
+
+        def start_mixture(run: restarts.RestartRun) -> None:
+            run.state.eps = eps0[run.restart].copy()
+
         jobs = self._n_jobs(p, len(runs))
-        pool = ThreadPoolExecutor(jobs, thread_name_prefix="ordmix") if jobs > 1 else None
+        with ThreadPoolExecutor(jobs, thread_name_prefix="ordmix") as pool:
 
-        def warm_up(run: _Run) -> None:
-            if run.init != "warm":
-                return
-            eps0 = run.state.eps
-            warm = _Run(run.restart, "nospam", run.state)
-            try:
-                self._advance(p.with_spam(False), warm, self.max_iter, callback, 0, stop)
-            finally:  # stopped or not, the restart continues from the warm-up's state
-                run.state, run.warmup_trace = warm.state, warm.trace
-            run.state.eps = eps0.copy()
+            def map_runs(fn, todo: list[restarts.RestartRun]) -> None:
+                if jobs == 1:
+                    return restarts.map_sequential(fn, todo)
+                futures = [pool.submit(fn, run) for run in todo]
+                errors = [f.exception() for f in futures]  # waits for every one
+                for err in errors:
+                    if err is not None:
+                        raise err
 
-        def each(fn: Callable[[_Run], None], todo: list[_Run]) -> None:
-            if pool is None:
-                for run in todo:
-                    fn(run)
-                return
-            futures = [pool.submit(fn, run) for run in todo]
-            errors = [f.exception() for f in futures]  # waits for all
-            for err in errors:
-                if err is not None:
-                    raise err
-
-        try:
-            each(warm_up, runs)
-            budget = self.prune_start if self.prune_restarts else self.max_iter
-            while True:
-                active = [run for run in runs if not run.done]
-                if not active:
-                    return False
-                each(
-                    lambda run, n=budget: self._advance(
-                        p, run, n, callback, len(run.warmup_trace), stop
-                    ),
-                    active,
-                )
-                alive = [run for run in active if not run.done]
-                if self.prune_restarts and len(alive) > 1:
-                    alive.sort(key=lambda r: (r.truth_share >= thr, r.trace[-1]), reverse=True)
-                    for run in alive[(len(alive) + 1) // 2 :]:
-                        run.done, run.dropped = True, True
-                budget *= 2
-        except vb.Stop:
-            return True
-        finally:
-            stop.set()  # on Ctrl-C too: the worker threads end at their next sweep
-            if pool is not None:
-                pool.shutdown(wait=True)
+            return restarts.race(
+                runs,
+                step,
+                start_mixture,
+                spam=self.spam,
+                max_iter=self.max_iter,
+                tol=self.tol,
+                prune=self.prune_restarts,
+                prune_start=self.prune_start,
+                collapse_threshold=self.collapse_threshold,
+                callback=callback,
+                map_runs=map_runs,
+            )
 
     def _n_jobs(self, p: vb.Problem, n_runs: int) -> int:
         """Threads for restarts: the cores, unless the kernel itself is already parallel."""
@@ -284,50 +245,6 @@ class OrdinalMixture(CrowdEstimator):
             return 1
         return max(1, min(len(os.sched_getaffinity(0)), n_runs))
 
-    def _advance(
-        self,
-        p: vb.Problem,
-        run: _Run,
-        n_iter: int,
-        callback: ProgressCallback | None,
-        offset: int,
-        stop: threading.Event | None = None,
-    ) -> None:
-        """Up to ``n_iter`` more sweeps of ``run``; marks it done at convergence or max_iter.
-
-        With ``accelerate``, every third sweep starts from a SQUAREM proposal built from the
-        last two steps and is kept only if its bound beats the plain sweep (``accel.py``).
-        """
-        lo, hi = p.thresholds[0], p.thresholds[-1]
-        for _ in range(n_iter):
-            if stop is not None and stop.is_set():  # another restart's thread was stopped
-                raise vb.Stop()
-            new, f = vb.sweep(p, run.state)
-            if self.accelerate and run.history_ok and len(run.trace) % 3 == 2:
-                s0, s1 = run.history
-                prop = accel.squarem_proposal(s0, s1, new, lo, hi)
-                if prop is not None:
-                    cand, fc = vb.sweep(p, prop)
-                    if np.isfinite(fc) and fc > f:
-                        new, f = cand, fc
-            run.history = (run.state, new) if run.state.omega is not None else None
-            run.state = new
-            run.trace.append(f)
-            n = len(run.trace)
-            with _CALLBACK_LOCK:  # one report at a time, none after a stop
-                if stop is not None and stop.is_set():
-                    raise vb.Stop()
-                if callback is not None and callback(run.restart, offset + n, f) is False:
-                    if stop is not None:
-                        stop.set()
-                    raise vb.Stop()
-            if n > 1 and abs(f - run.trace[-2]) < self.tol:
-                run.converged = run.done = True
-                return
-            if n >= self.max_iter:
-                run.done = True
-                return
-
     def _initial_state(
         self, data: CrowdData, p: vb.Problem, restart: int, rng: np.random.Generator
     ) -> tuple[str, vb.State]:
@@ -336,10 +253,8 @@ class OrdinalMixture(CrowdEstimator):
         The noise is keyed on IDs and on a key drawn from ``rng`` (``init.py``), so it does not
         depend on row order or on how the data is partitioned.
         """
-        key = int(rng.integers(0, 2**63 - 1))
-        kind = "warm" if (self.warm_start and self.spam) else "data"
-        if restart > 0 and kind != "warm":
-            kind = "random"
+        key = restarts.restart_key(rng)
+        kind = restarts.restart_kind(restart, self.warm_start, self.spam)
         n_m, n_n = data.counts()
         step = data.scale.step
         sum_m = np.bincount(data.inst, weights=data.values, minlength=data.n_instances)
@@ -367,50 +282,16 @@ class OrdinalMixture(CrowdEstimator):
         return kind, state
 
     # ------------------------------------------------------------------ results
-    def _select(self, results: list[_Run]) -> tuple[_Run, str, bool]:
-        """Highest bound among finished, non-collapsed restarts; says why in plain words."""
-        thr = self.collapse_threshold if self.spam else -np.inf
-        finished = [res for res in results if not res.dropped] or results
-        ok = [res for res in finished if res.truth_share >= thr]
-        collapsed = [res for res in results if res.truth_share < thr]
-        dropped = [res for res in results if res.dropped]
-        if ok:
-            best = max(ok, key=lambda res: res.lower_bound)
-            reason = (
-                f"restart {best.restart} ({best.init} start) has the highest lower bound "
-                f"({best.lower_bound:,.1f}) of the {len(ok)} finished restart(s) that did not "
-                "collapse"
-            )
-        else:
-            best = max(finished, key=lambda res: res.lower_bound)
-            reason = (
-                f"every finished restart collapsed to the all-spam solution; restart "
-                f"{best.restart} has the highest bound ({best.lower_bound:,.1f})"
-            )
-        if dropped:
-            reason += (
-                f"; {len(dropped)} restart(s) were dropped early because their bound was behind "
-                "(successive halving)"
-            )
-        if collapsed and ok:
-            top = max(collapsed, key=lambda res: res.lower_bound)
-            higher = " (one with a higher bound)" if top.lower_bound > best.lower_bound else ""
-            reason += (
-                f"; {len(collapsed)} restart(s) collapsed to the all-spam solution (truth share "
-                f"< {self.collapse_threshold:g}){higher} and were not chosen"
-            )
-        return best, reason, not ok
-
     def _store(
         self,
         data: CrowdData,
         p: vb.Problem,
         pi: np.ndarray,
-        results: list[_Run],
+        results: list[restarts.RestartRun],
         interrupted: bool,
         seconds: float,
     ) -> None:
-        best, reason, collapsed = self._select(results)
+        best, reason, collapsed = restarts.select(results, self.spam, self.collapse_threshold)
         s = best.state
         warn: list[str] = []
         if collapsed:

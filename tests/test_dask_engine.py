@@ -1,7 +1,7 @@
 """The Dask engine on a real 2-process LocalCluster equals the in-memory fit (same seed).
 
 One cluster for the module; small simulated crowds. The in-memory reference runs the
-restart schedule the Dask engine implements (``vb.race``): no SQUAREM, restarts in turn.
+restart schedule the Dask engine implements (``restarts.race``): no SQUAREM, restarts in turn.
 """
 
 from __future__ import annotations

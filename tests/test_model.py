@@ -7,9 +7,8 @@ from _shared import need_trec
 
 from ordmix_core import InputError, OrdinalMixture
 from ordmix_core.metrics import evaluate
-from ordmix_core.model import _Run
+from ordmix_core.restarts import RestartRun, select
 from ordmix_core.simulate import simulate_crowd
-from ordmix_core.vb import State
 
 VARIANTS = [(o, s) for o in (True, False) for s in (True, False)]
 
@@ -189,16 +188,16 @@ def test_odd_but_valid_data_gives_finite_estimates_in_range(ratings, scale, ordi
 
 def test_select_skips_collapsed_and_says_why():
     def run(i, share, f):
-        st = State(*(np.ones(1) for _ in range(7)), alpha=1.0, beta=1.0)
-        st.omega = np.full(10, share)
-        return _Run(i, "random", st, trace=[f - 1, f], done=True)
+        return RestartRun(i, "random", None, trace=[f - 1, f], done=True, truth_share=share)
 
-    model = OrdinalMixture()
-    best, reason, collapsed = model._select([run(0, 0.5, -120.0), run(1, 0.001, -100.0)])
+    best, reason, collapsed = select([run(0, 0.5, -120.0), run(1, 0.001, -100.0)], True, 0.05)
     assert best.restart == 0 and not collapsed
     assert "collapsed" in reason and "higher bound" in reason
-    best, reason, collapsed = model._select([run(0, 0.01, -120.0), run(1, 0.001, -100.0)])
+    best, reason, collapsed = select([run(0, 0.01, -120.0), run(1, 0.001, -100.0)], True, 0.05)
     assert best.restart == 1 and collapsed and "every finished restart collapsed" in reason
+    # without the spam component nothing counts as collapsed
+    best, _, collapsed = select([run(0, 0.01, -120.0), run(1, 0.001, -100.0)], False, 0.05)
+    assert best.restart == 1 and not collapsed
 
 
 def test_bad_parameters_are_input_errors(spammy):

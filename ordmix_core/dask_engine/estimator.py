@@ -15,8 +15,9 @@ Flow of a fit (nothing gathers the ratings onto one process):
    broadcast; blocks run ``vb.phase_delta``, sums reduced; q(delta) (or locally, at instance
    granularity), eps, alpha, beta and F follow from ``vb``'s global steps. Per sweep and
    partition, 2 x (N + C) + a few floats travel each way.
-4. Restarts follow ``vb.race`` / ``vb.select``: the schedule of ``OrdinalMixture`` (warm-up
-   no-spam stage, successive halving, collapse-aware choice), keys drawn from one Generator.
+4. Restarts follow ``restarts.race`` / ``restarts.select``, the schedule of ``OrdinalMixture``
+   (warm-up no-spam stage, successive halving, collapse-aware choice), keys drawn from one
+   Generator; restarts run in turn and without SQUAREM (compare with ``accelerate=False``).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .. import init, updates, vb
+from .. import init, restarts, updates, vb
 from ..base import CrowdEstimator
 from ..data import COLUMN_ALIASES, CrowdData, Scale, as_scale, normalize_columns
 from ..errors import InputError
@@ -344,8 +345,8 @@ class DaskOrdinalMixture(CrowdEstimator):
         runs = []
         ann_hash = id_hash(annotators)
         for r in range(self.n_restarts):
-            key = vb.restart_key(rng)
-            kind = vb.restart_kind(r, self.warm_start, self.spam)
+            key = restarts.restart_key(rng)
+            kind = restarts.restart_kind(r, self.warm_start, self.spam)
             tau_shape, tau_rate, eps = init.init_annotators(
                 n_per_ann, ann_hash, key, r, sc.step, self.spam, kind == "random"
             )
@@ -353,14 +354,14 @@ class DaskOrdinalMixture(CrowdEstimator):
             g = _Global(r, tau_shape, tau_rate, eps, eps.copy(), 1.0, sc.step**2, d_shape, d_rate)
             g.w_ann = n_per_ann.astype(float)
             wait(on_blocks(blocks.init_block, r, key, sc.step))
-            runs.append(vb.RestartRun(r, kind, g))
+            runs.append(restarts.RestartRun(r, kind, g))
 
         def send(value):
             box = blocks.Box(value) if not isinstance(value, blocks.Factors) else value
             size = sum(getattr(a, "nbytes", 0) for a in _arrays(value))
             return client.scatter(box, broadcast=True, hash=False) if size > _SCATTER_BYTES else box
 
-        def step(run: vb.RestartRun, spam: bool) -> float:
+        def step(run: restarts.RestartRun, spam: bool) -> float:
             g: _Global = run.state
             p = gp.with_spam(spam)
             fac = blocks.Factors(
@@ -383,10 +384,10 @@ class DaskOrdinalMixture(CrowdEstimator):
             run.truth_share = float(s1["w_ann"].sum()) / max(n_ratings, 1)
             return float(f_ann + f)
 
-        def start_mixture(run: vb.RestartRun) -> None:
+        def start_mixture(run: restarts.RestartRun) -> None:
             run.state.eps = run.state.eps0.copy()
 
-        interrupted = vb.race(
+        interrupted = restarts.race(
             runs,
             step,
             start_mixture,
@@ -398,7 +399,7 @@ class DaskOrdinalMixture(CrowdEstimator):
             collapse_threshold=self.collapse_threshold,
             callback=callback,
         )
-        results = vb.race_results(runs)
+        results = restarts.race_results(runs)
         if not results:
             raise InputError("the fit was stopped before the first restart finished an iteration")
         return self._store(
@@ -410,7 +411,7 @@ class DaskOrdinalMixture(CrowdEstimator):
         self, client, on_blocks, p, pi, annotators, categories, n_c, results, interrupted, t0
     ) -> bool:
         """Set the learned attributes (as ``OrdinalMixture._store``); True if Dask frames."""
-        best, reason, collapsed = vb.select(results, self.spam, self.collapse_threshold)
+        best, reason, collapsed = restarts.select(results, self.spam, self.collapse_threshold)
         g: _Global = best.state
         warn = _warnings(self, best, collapsed, interrupted)
         for w in warn:
@@ -519,7 +520,7 @@ def _check_params(est: DaskOrdinalMixture, k: int) -> np.ndarray:
     return OrdinalMixture._check_params(est, k)  # type: ignore[arg-type]
 
 
-def _warnings(est, best: vb.RestartRun, collapsed: bool, interrupted: bool) -> list[str]:
+def _warnings(est, best: restarts.RestartRun, collapsed: bool, interrupted: bool) -> list[str]:
     """The warnings ``OrdinalMixture._store`` gives, word for word."""
     warn = []
     if collapsed:

@@ -1,0 +1,214 @@
+"""The restart schedule shared by the in-memory and the Dask engine.
+
+Each restart: a warm-up fit without the spam component (``init == 'warm'``), then mixture
+sweeps in rounds of doubling length; with pruning the worse half of the unfinished restarts is
+dropped after each round (successive halving); then the winner is selected. The engine
+supplies ``step(run, spam)``, one sweep of a restart; the schedule never looks inside
+``run.state``. Restarts of one round may run side by side through ``map_runs``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .vb import Stop  # the one stop signal of both the single run and the schedule
+
+__all__ = ["RestartRun", "Stop", "advance", "race", "race_results", "select"]
+
+
+@dataclass
+class RestartRun:
+    """One restart's progress; ``state`` is whatever the engine keeps for it.
+
+    ``truth_share``: mean omega of the last sweep (the share of ratings the truth explains);
+    ``history``: free for the engine (the in-memory one keeps its last states for SQUAREM).
+    """
+
+    restart: int
+    init: str
+    state: object
+    warmup_trace: list[float] = field(default_factory=list)
+    trace: list[float] = field(default_factory=list)
+    converged: bool = False
+    done: bool = False
+    dropped: bool = False
+    truth_share: float = 1.0
+    history: object = None
+
+    @property
+    def lower_bound(self) -> float:
+        return self.trace[-1] if self.trace else -np.inf
+
+
+def restart_kind(restart: int, warm_start: bool, spam: bool) -> str:
+    """``warm`` (no-spam warm-up first), ``data`` (per-item means) or ``random`` (plus noise)."""
+    kind = "warm" if (warm_start and spam) else "data"
+    return "random" if restart > 0 and kind != "warm" else kind
+
+
+def restart_key(rng: np.random.Generator) -> int:
+    """The key of the next restart's random start (one draw per restart, in restart order)."""
+    return int(rng.integers(0, 2**63 - 1))
+
+
+#: ``step(run, spam)``: one sweep of ``run`` (with the spam component or not); updates
+#: ``run.state`` and ``run.truth_share`` and returns the new bound
+StepFn = Callable[[RestartRun, bool], float]
+Callback = Callable[[int, int, float], "bool | None"]
+MapRuns = Callable[[Callable[[RestartRun], None], list[RestartRun]], None]
+
+#: restarts run in threads report through this lock, so a callback never runs concurrently
+_CALLBACK_LOCK = threading.Lock()
+
+
+def map_sequential(fn: Callable[[RestartRun], None], runs: list[RestartRun]) -> None:
+    for run in runs:
+        fn(run)
+
+
+def advance(
+    run: RestartRun,
+    step: StepFn,
+    spam: bool,
+    n_iter: int,
+    max_iter: int,
+    tol: float,
+    callback: Callback | None,
+    offset: int,
+    stop: threading.Event | None = None,
+) -> None:
+    """Up to ``n_iter`` more sweeps of ``run``; marks it done at convergence or ``max_iter``.
+
+    Raises :class:`Stop` when the callback returns False or ``stop`` is set (by another
+    thread); no report is made after a stop.
+    """
+    for _ in range(n_iter):
+        if stop is not None and stop.is_set():
+            raise Stop()
+        f = step(run, spam)
+        run.trace.append(f)
+        n = len(run.trace)
+        with _CALLBACK_LOCK:
+            if stop is not None and stop.is_set():
+                raise Stop()
+            if callback is not None and callback(run.restart, offset + n, f) is False:
+                if stop is not None:
+                    stop.set()
+                raise Stop()
+        if n > 1 and abs(f - run.trace[-2]) < tol:
+            run.converged = run.done = True
+            return
+        if n >= max_iter:
+            run.done = True
+            return
+
+
+def race(
+    runs: list[RestartRun],
+    step: StepFn,
+    start_mixture: Callable[[RestartRun], None],
+    *,
+    spam: bool,
+    max_iter: int,
+    tol: float,
+    prune: bool,
+    prune_start: int,
+    collapse_threshold: float,
+    callback: Callback | None = None,
+    map_runs: MapRuns = map_sequential,
+) -> bool:
+    """Every restart: its warm-up (``init == 'warm'``), then mixture rounds of doubling length.
+
+    A warm restart first runs the no-spam model to convergence (its trace goes to
+    ``warmup_trace``), then ``start_mixture(run)`` (the engine resets eps). With ``prune``,
+    after each round the worse half of the unfinished restarts (collapsed first, then by
+    bound) is dropped (successive halving). ``map_runs(fn, runs)`` applies ``fn`` to each
+    run, in turn or side by side: each restart's arithmetic is its own, so the result does not
+    depend on it. Returns True if the fit was stopped.
+    """
+    thr = collapse_threshold if spam else -np.inf
+    stop = threading.Event()
+
+    def warm_up(run: RestartRun) -> None:
+        if run.init != "warm":
+            return
+        warm = RestartRun(run.restart, "nospam", run.state)
+        try:
+            advance(warm, step, False, max_iter, max_iter, tol, callback, 0, stop)
+        finally:  # stopped or not, the restart continues from the warm-up's state
+            run.state, run.warmup_trace = warm.state, warm.trace
+            run.truth_share, run.history = warm.truth_share, None
+        start_mixture(run)
+
+    try:
+        map_runs(warm_up, runs)
+        budget = prune_start if prune else max_iter
+        while True:
+            active = [run for run in runs if not run.done]
+            if not active:
+                return False
+            map_runs(
+                lambda run, n=budget: advance(
+                    run, step, spam, n, max_iter, tol, callback, len(run.warmup_trace), stop
+                ),
+                active,
+            )
+            alive = [run for run in active if not run.done]
+            if prune and len(alive) > 1:
+                alive.sort(key=lambda r: (r.truth_share >= thr, r.trace[-1]), reverse=True)
+                for run in alive[(len(alive) + 1) // 2 :]:
+                    run.done, run.dropped = True, True
+            budget *= 2
+    except Stop:
+        return True
+    finally:
+        stop.set()  # on Ctrl-C too: threads still running end at their next sweep
+
+
+def race_results(runs: list[RestartRun]) -> list[RestartRun]:
+    """The restarts to choose from: those with mixture iterations, else the warm-ups so far."""
+    return [run for run in runs if run.trace] or [r for r in runs if r.warmup_trace]
+
+
+def select(
+    results: list[RestartRun], spam: bool, collapse_threshold: float
+) -> tuple[RestartRun, str, bool]:
+    """Highest bound among finished, non-collapsed restarts; says why in plain words.
+
+    Returns ``(best, reason, collapsed)`` with ``collapsed`` True when every restart collapsed.
+    """
+    thr = collapse_threshold if spam else -np.inf
+    finished = [res for res in results if not res.dropped] or results
+    ok = [res for res in finished if res.truth_share >= thr]
+    collapsed = [res for res in results if res.truth_share < thr]
+    dropped = [res for res in results if res.dropped]
+    if ok:
+        best = max(ok, key=lambda res: res.lower_bound)
+        reason = (
+            f"restart {best.restart} ({best.init} start) has the highest lower bound "
+            f"({best.lower_bound:,.1f}) of the {len(ok)} finished restart(s) that did not "
+            "collapse"
+        )
+    else:
+        best = max(finished, key=lambda res: res.lower_bound)
+        reason = (
+            f"every finished restart collapsed to the all-spam solution; restart "
+            f"{best.restart} has the highest bound ({best.lower_bound:,.1f})"
+        )
+    if dropped:
+        reason += (
+            f"; {len(dropped)} restart(s) were dropped early because their bound was behind "
+            "(successive halving)"
+        )
+    if collapsed and ok:
+        top = max(collapsed, key=lambda res: res.lower_bound)
+        higher = " (one with a higher bound)" if top.lower_bound > best.lower_bound else ""
+        reason += (
+            f"; {len(collapsed)} restart(s) collapsed to the all-spam solution (truth share "
+            f"< {collapse_threshold:g}){higher} and were not chosen"
+        )
+    return best, reason, not ok
