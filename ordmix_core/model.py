@@ -293,23 +293,7 @@ class OrdinalMixture(CrowdEstimator):
     ) -> None:
         best, reason, collapsed = restarts.select(results, self.spam, self.collapse_threshold)
         s = best.state
-        warn: list[str] = []
-        if collapsed:
-            warn.append(
-                "the fit collapsed: almost every rating is explained as spam, so the estimates "
-                "sit at the prior mean. Compare with the no-spam model (spam=False, --no-spam) "
-                "and check the data."
-            )
-        if interrupted:
-            warn.append(
-                "the fit was stopped before every restart finished; best restart so far kept"
-            )
-        if not best.converged and not interrupted:
-            last = abs(best.trace[-1] - best.trace[-2]) if len(best.trace) > 1 else float("nan")
-            warn.append(
-                f"the chosen restart did not converge within max_iter={self.max_iter} "
-                f"(last change of the bound {last:.3g}, tol {self.tol:g})"
-            )
+        warn = restarts.fit_warnings(best, collapsed, interrupted, self.max_iter, self.tol)
         for w in warn:
             warnings.warn(w, CollapseWarning if "collapsed" in w else UserWarning, stacklevel=3)
 
@@ -361,28 +345,8 @@ class OrdinalMixture(CrowdEstimator):
             "scale": [float(v) for v in data.scale.values],
             "thresholds": [float(v) for v in data.scale.thresholds],
         }
-        rows = []
-        for res in results:
-            for i, f in enumerate(res.warmup_trace, 1):
-                rows.append((res.restart, "nospam", i, f))
-            for i, f in enumerate(res.trace, 1):
-                rows.append((res.restart, "mixture" if self.spam else "model", i, f))
-        self.trace_ = pd.DataFrame(rows, columns=["restart", "stage", "iteration", "lower_bound"])
-        self.restarts_ = pd.DataFrame(
-            {
-                "restart": [r.restart for r in results],
-                "init": [r.init for r in results],
-                "lower_bound": [r.lower_bound for r in results],
-                "n_iter": [len(r.trace) for r in results],
-                "warmup_iter": [len(r.warmup_trace) for r in results],
-                "converged": [r.converged for r in results],
-                "dropped": [r.dropped for r in results],
-                "truth_share": [r.truth_share for r in results],
-                "collapsed": [
-                    self.spam and r.truth_share < self.collapse_threshold for r in results
-                ],
-            }
-        ).set_index("restart")
+        self.trace_ = restarts.trace_frame(results, self.spam)
+        self.restarts_ = restarts.restarts_frame(results, self.spam, self.collapse_threshold)
         self.best_restart_ = best.restart
         self.selection_reason_ = reason
         self.lower_bound_ = best.lower_bound

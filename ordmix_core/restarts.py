@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 
 from .vb import Stop  # the one stop signal of both the single run and the schedule
 
@@ -212,3 +213,54 @@ def select(
             f"< {collapse_threshold:g}){higher} and were not chosen"
         )
     return best, reason, not ok
+
+
+def fit_warnings(
+    best: RestartRun, collapsed: bool, interrupted: bool, max_iter: int, tol: float
+) -> list[str]:
+    """What a user should hear about the chosen restart (collapse, stop, no convergence)."""
+    warn = []
+    if collapsed:
+        warn.append(
+            "the fit collapsed: almost every rating is explained as spam, so the estimates "
+            "sit at the prior mean. Compare with the no-spam model (spam=False, --no-spam) "
+            "and check the data."
+        )
+    if interrupted:
+        warn.append("the fit was stopped before every restart finished; best restart so far kept")
+    if not best.converged and not interrupted:
+        last = abs(best.trace[-1] - best.trace[-2]) if len(best.trace) > 1 else float("nan")
+        warn.append(
+            f"the chosen restart did not converge within max_iter={max_iter} "
+            f"(last change of the bound {last:.3g}, tol {tol:g})"
+        )
+    return warn
+
+
+def trace_frame(results: list[RestartRun], spam: bool) -> pd.DataFrame:
+    """``restart, stage, iteration, lower_bound`` of every sweep (warm-ups as stage nospam)."""
+    rows = []
+    for res in results:
+        rows.extend((res.restart, "nospam", i, f) for i, f in enumerate(res.warmup_trace, 1))
+        stage = "mixture" if spam else "model"
+        rows.extend((res.restart, stage, i, f) for i, f in enumerate(res.trace, 1))
+    return pd.DataFrame(rows, columns=["restart", "stage", "iteration", "lower_bound"])
+
+
+def restarts_frame(
+    results: list[RestartRun], spam: bool, collapse_threshold: float
+) -> pd.DataFrame:
+    """One row per restart: how it started, its bound, iterations and how it ended."""
+    return pd.DataFrame(
+        {
+            "restart": [r.restart for r in results],
+            "init": [r.init for r in results],
+            "lower_bound": [r.lower_bound for r in results],
+            "n_iter": [len(r.trace) for r in results],
+            "warmup_iter": [len(r.warmup_trace) for r in results],
+            "converged": [r.converged for r in results],
+            "dropped": [r.dropped for r in results],
+            "truth_share": [r.truth_share for r in results],
+            "collapsed": [spam and r.truth_share < collapse_threshold for r in results],
+        }
+    ).set_index("restart")
