@@ -89,7 +89,7 @@ class OrdinalMixture(CrowdEstimator):
         warm_start: bool = True,
         collapse_threshold: float = 0.05,
         prune_restarts: bool = True,
-        prune_start: int = 10,
+        prune_start: int = 5,
         accelerate: bool = True,
         n_jobs: int | None = None,
         random_state: int | np.random.Generator | None = None,

@@ -127,7 +127,7 @@ class DaskOrdinalMixture(CrowdEstimator):
         warm_start: bool = True,
         collapse_threshold: float = 0.05,
         prune_restarts: bool = True,
-        prune_start: int = 10,
+        prune_start: int = 5,
         random_state: int | np.random.Generator | None = None,
         scheduler: str | object | None = None,
         n_workers: int = 2,
