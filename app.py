@@ -214,27 +214,27 @@ class FitJob:
     params: FitParams
     stop: threading.Event = field(default_factory=threading.Event)
     done: threading.Event = field(default_factory=threading.Event)
-    restart: int = 0
+    restart: int = 0  # the restart that reported last
     iteration: int = 0
     bound: float = float("nan")
-    iters_done: list[int] = field(default_factory=list)  # iterations of finished restarts
+    iters: dict[int, int] = field(default_factory=dict)  # latest iteration of each restart
     started: float = field(default_factory=time.perf_counter)
     finished: float | None = None
     model: OrdinalMixture | None = None
     error: str | None = None
     collected: bool = False
-    round: int = 0  # passes over the restarts (the engine may advance them in rounds)
     peak: float = 0.0  # the bar never goes back
 
+    #: sweeps a restart typically needs (warm-up and mixture), for the progress estimate
+    TYPICAL_ITERATIONS = 40
+
     def callback(self, restart: int, iteration: int, bound: float) -> bool:
-        """The engine's progress callback: record, and return False once Stop was pressed."""
-        if restart != self.restart:
-            if restart < self.restart:
-                self.round += 1
-            else:
-                self.iters_done.append(self.iteration)
-            self.restart = restart
-        self.iteration, self.bound = iteration, bound
+        """The engine's progress callback: record, and return False once Stop was pressed.
+
+        Restarts may run side by side and in rounds, so progress is kept per restart.
+        """
+        self.restart, self.iteration, self.bound = restart, iteration, bound
+        self.iters[restart] = iteration
         return not self.stop.is_set()
 
     def run(self) -> None:
@@ -263,13 +263,12 @@ class FitJob:
         return (self.finished or time.perf_counter()) - self.started
 
     def fraction(self) -> float:
-        """Progress in [0, 1]: finished restarts plus a guess for the current one."""
-        n = self.params.n_restarts
-        typical = float(np.mean(self.iters_done)) if self.iters_done else 60.0
-        part = self.iteration / (self.iteration + typical) if self.iteration else 0.0
+        """Progress in [0, 1]: each restart's iterations against a typical restart's."""
         if self.done.is_set():
             return 1.0
-        self.peak = max(self.peak, min((self.restart + part) / n, 0.999))
+        t = self.TYPICAL_ITERATIONS
+        part = sum(i / (i + t) for i in self.iters.values()) / self.params.n_restarts
+        self.peak = max(self.peak, min(part, 0.999))
         return float(self.peak)
 
     def status(self) -> str:
@@ -278,10 +277,10 @@ class FitJob:
             return f"finished in {self.seconds:.1f} s"
         bound = "..." if np.isnan(self.bound) else f"{self.bound:,.2f}"
         stopping = " - stopping ..." if self.stop.is_set() else ""
+        n = self.params.n_restarts
+        started = f" ({len(self.iters)} of {n} started)" if 1 < len(self.iters) < n else ""
         return (
-            f"restart {self.restart + 1}/{self.params.n_restarts}"
-            + (f" (round {self.round + 1})" if self.round else "")
-            + f" - iteration {self.iteration} "
+            f"restart {self.restart + 1}/{n}{started} - iteration {self.iteration} "
             f"- lower bound {bound} - {self.seconds:.0f} s{stopping}"
         )
 

@@ -183,10 +183,14 @@ def test_progress_text_names_restart_iteration_and_bound():
     assert job.callback(0, 5, -1234.5) is True
     assert "restart 1/4 - iteration 5 - lower bound -1,234.50" in job.status()
     job.callback(1, 1, -1000.0)
-    assert 0.25 <= job.fraction() < 0.5
-    job.callback(0, 80, -990.0)  # an engine that advances restarts in rounds
-    assert "restart 1/4 (round 2) - iteration 80" in job.status()
-    assert job.fraction() >= 0.25  # never goes back
+    assert "restart 2/4 (2 of 4 started) - iteration 1" in job.status()
+    before = job.fraction()
+    assert 0 < before < 0.25
+    job.callback(0, 80, -990.0)  # restarts run side by side and in rounds
+    assert "restart 1/4 (2 of 4 started) - iteration 80" in job.status()
+    assert before < job.fraction() < 0.5
+    job.callback(0, 3, -995.0)  # a later stage restarts its count: the bar never goes back
+    assert job.fraction() >= before
     job.stop.set()
     assert job.callback(1, 2, -999.0) is False
     assert "stopping" in job.status()
