@@ -69,7 +69,8 @@ with st.container(border=True):
         default=DEFAULTS.phi,
         min_value=1e-6,
         step=1.0,
-        help="Shape of the Gamma(phi, phi/eta) prior on the inverse difficulty delta. Paper: 10.",
+        help="Shape of the Gamma(phi, eta) prior on the inverse difficulty delta (prior mean "
+        "phi/eta); fixed, for identifiability. Paper: 10.",
     )
     eta = kept(
         c2.number_input,
@@ -78,7 +79,8 @@ with st.container(border=True):
         default=DEFAULTS.eta,
         min_value=1e-6,
         step=0.5,
-        help="Prior mean of the inverse difficulty delta (with phi). Paper: 5.",
+        help="Rate of the Gamma(phi, eta) prior on the inverse difficulty delta (prior mean "
+        "phi/eta). Paper: 5.",
     )
     lam = kept(
         c3.number_input,
