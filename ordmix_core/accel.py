@@ -6,27 +6,91 @@ bound creeps up by tenths for hundreds of sweeps. From three consecutive states
 ``v = s2 - 2 s1 + s0``, ``a = -|r|/|v|``) in an unconstrained parametrisation (logs of
 precisions, shapes and rates, logit of eps). The caller sweeps once from the proposal and keeps
 the result only if its bound beats the plain sweep's, so the bound trace never decreases.
+
+The math works per parameter group (``GROUPS``), so a partitioned engine can split it: each
+side runs ``group_terms`` and ``sq_norms`` on the groups it holds (the Dask engine's blocks
+the per-instance ones, its client the rest), the squared norms are summed per group,
+``step_length`` turns the totals into ``a`` and ``extrapolate`` gives each group's proposal.
+``squarem_proposal`` is the one-process composition of these pieces.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import numpy as np
 from scipy.special import expit, logit
 
 from .vb import State
 
-_POS = ("lam_m", "tau_shape", "tau_rate", "delta_shape", "delta_rate")
+#: the parameter groups, in the order their squared norms are summed
+GROUPS = ("mu_m", "lam_m", "tau_shape", "tau_rate", "delta_shape", "delta_rate", "eps", "ab")
+#: groups made unconstrained by a log (``ab`` is ``[alpha, beta]``); checked finite and > 0
+_POS = ("lam_m", "tau_shape", "tau_rate", "delta_shape", "delta_rate", "ab")
 #: largest step length tried; beyond it the proposal is mostly extrapolation noise
 MAX_STEP = 8.0
 
 
-def _pack(s: State) -> list[np.ndarray]:
-    return [
-        s.mu_m,
-        *(np.log(getattr(s, k)) for k in _POS),
-        logit(np.clip(s.eps, 1e-12, 1 - 1e-12)),
-        np.log([s.alpha, s.beta]),
-    ]
+def group_value(s: object, group: str) -> np.ndarray:
+    """The group's array of a state (any object with ``State``'s attribute names)."""
+    if group == "ab":
+        return np.array([s.alpha, s.beta], dtype=float)
+    return getattr(s, group)
+
+
+def pack(group: str, x: np.ndarray) -> np.ndarray:
+    """One group in the unconstrained parametrisation (mu_m as is, logit of eps, else log)."""
+    if group == "mu_m":
+        return x
+    if group == "eps":
+        return logit(np.clip(x, 1e-12, 1 - 1e-12))
+    return np.log(x)
+
+
+def group_terms(
+    group: str, x0: np.ndarray, x1: np.ndarray, x2: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(p0, r, v)`` of one group from its values in ``s0, s1, s2``; each as the input."""
+    p0, p1, p2 = pack(group, x0), pack(group, x1), pack(group, x2)
+    return p0, p1 - p0, p2 - 2 * p1 + p0
+
+
+def sq_norms(r: np.ndarray, v: np.ndarray) -> tuple[float, float]:
+    """``(|r|^2, |v|^2)`` of one group (or of a block's share of it)."""
+    # plain sums, not np.dot: a BLAS call wakes OpenBLAS threads that then spin beside numba
+    return float(np.square(r).sum()), float(np.square(v).sum())
+
+
+def step_length(r2: Sequence[float], v2: Sequence[float]) -> float | None:
+    """``a`` from the per-group squared norms (in ``GROUPS`` order), or None if unusable."""
+    nr = np.sqrt(sum(r2))
+    nv = np.sqrt(sum(v2))
+    if not (np.isfinite(nr) and np.isfinite(nv)) or nv == 0.0 or nr == 0.0:
+        return None
+    a = -min(nr / nv, MAX_STEP)
+    if a > -1.0:  # no longer than a plain double step: nothing to gain
+        return None
+    return a
+
+
+def extrapolate(
+    group: str, p0: np.ndarray, r: np.ndarray, v: np.ndarray, a: float, lo: float, hi: float
+) -> np.ndarray | None:
+    """The group's proposal ``s0 - 2a r + a^2 v`` back in its own parametrisation.
+
+    mu_m is clipped to ``[lo, hi]`` (the outer thresholds), eps to ``[1e-10, 1 - 1e-10]``;
+    None when a positive group is not finite and > 0 everywhere.
+    """
+    q = p0 - 2 * a * r + a * a * v
+    with np.errstate(over="ignore", under="ignore"):
+        if group == "mu_m":
+            return np.clip(q, lo, hi)
+        if group == "eps":
+            return np.clip(expit(q), 1e-10, 1 - 1e-10)
+        x = np.exp(np.clip(q, -700, 700))
+    if not np.all(np.isfinite(x) & (x > 0)):
+        return None
+    return x
 
 
 def squarem_proposal(s0: State, s1: State, s2: State, lo: float, hi: float) -> State | None:
@@ -34,35 +98,19 @@ def squarem_proposal(s0: State, s1: State, s2: State, lo: float, hi: float) -> S
 
     ``lo``, ``hi``: the outer thresholds, where the means of q(z) are clipped.
     """
-    p0, p1, p2 = _pack(s0), _pack(s1), _pack(s2)
-    r = [b - a for a, b in zip(p0, p1, strict=True)]
-    v = [c - 2 * b + a for a, b, c in zip(p0, p1, p2, strict=True)]
-    # plain sums, not np.dot: a BLAS call wakes OpenBLAS threads that then spin beside numba
-    nr = np.sqrt(sum(float(np.square(x).sum()) for x in r))
-    nv = np.sqrt(sum(float(np.square(x).sum()) for x in v))
-    if not (np.isfinite(nr) and np.isfinite(nv)) or nv == 0.0 or nr == 0.0:
+    terms = {
+        g: group_terms(g, group_value(s0, g), group_value(s1, g), group_value(s2, g))
+        for g in GROUPS
+    }
+    norms = [sq_norms(r, v) for _, r, v in terms.values()]
+    a = step_length([n[0] for n in norms], [n[1] for n in norms])
+    if a is None:
         return None
-    a = -min(nr / nv, MAX_STEP)
-    if a > -1.0:  # no longer than a plain double step: nothing to gain
-        return None
-    q = [x0 - 2 * a * rx + a * a * vx for x0, rx, vx in zip(p0, r, v, strict=True)]
-    with np.errstate(over="ignore", under="ignore"):
-        pos = [np.exp(np.clip(x, -700, 700)) for x in q[1:6]]
-        alpha, beta = np.exp(np.clip(q[7], -700, 700))
-        out = State(
-            mu_m=np.clip(q[0], lo, hi),
-            lam_m=pos[0],
-            tau_shape=pos[1],
-            tau_rate=pos[2],
-            delta_shape=pos[3],
-            delta_rate=pos[4],
-            eps=np.clip(expit(q[6]), 1e-10, 1 - 1e-10),
-            alpha=float(alpha),
-            beta=float(beta),
-        )
-    arrays = [out.lam_m, out.tau_shape, out.tau_rate, out.delta_shape, out.delta_rate]
-    if not all(np.all(np.isfinite(x) & (x > 0)) for x in arrays) or not (
-        np.isfinite(out.alpha) and np.isfinite(out.beta) and out.alpha > 0 and out.beta > 0
-    ):
-        return None
-    return out
+    out = {}
+    for g in GROUPS:
+        x = extrapolate(g, *terms[g], a, lo, hi)
+        if x is None:
+            return None
+        out[g] = x
+    alpha, beta = out.pop("ab")
+    return State(**out, alpha=float(alpha), beta=float(beta))

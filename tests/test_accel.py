@@ -1,0 +1,112 @@
+"""SQUAREM's pieces (``accel.py``): the one-process proposal and the same math split by group
+and by block, as the Dask engine runs it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.special import expit, logit
+
+from ordmix_core import accel
+from ordmix_core.vb import State
+
+LO, HI = 0.5, 5.5
+
+
+def _states(seed: int = 0, m: int = 40, n: int = 6, c: int = 3, f: float = 0.8):
+    """Three states along a slowly bending path (so the step length is usable)."""
+    rng = np.random.default_rng(seed)
+
+    def pos(k):
+        return rng.gamma(3.0, 1.0, k)
+
+    s0 = State(
+        rng.uniform(1.5, 4.5, m), pos(m), pos(n), pos(n), pos(c), pos(c),
+        rng.uniform(0.2, 0.9, n), 1.3, 0.7,
+    )  # fmt: skip
+    out = [s0]
+    d = {g: 0.05 * rng.normal(size=np.shape(accel.group_value(s0, g))) for g in accel.GROUPS}
+    for step in (1.0, 1.0 + f):
+        kw = {}
+        for g in accel.GROUPS:
+            x = accel.group_value(s0, g)
+            if g == "mu_m":
+                kw[g] = x + step * d[g]
+            elif g == "eps":
+                kw[g] = expit(logit(x) + step * d[g])
+            else:
+                kw[g] = x * np.exp(step * d[g])
+        alpha, beta = kw.pop("ab")
+        out.append(State(**kw, alpha=float(alpha), beta=float(beta)))
+    return out
+
+
+def test_proposal_is_the_squarem_formula():
+    s0, s1, s2 = _states()
+    prop = accel.squarem_proposal(s0, s1, s2, LO, HI)
+    assert prop is not None
+    packed = [[accel.pack(g, accel.group_value(s, g)) for g in accel.GROUPS] for s in (s0, s1, s2)]
+    r = [b - a for a, b in zip(packed[0], packed[1], strict=True)]
+    v = [c - 2 * b + a for a, b, c in zip(*packed, strict=True)]
+    nr = np.sqrt(sum(float(x @ x) for x in r))
+    nv = np.sqrt(sum(float(x @ x) for x in v))
+    a = -min(nr / nv, accel.MAX_STEP)
+    assert a <= -1.0
+    q = [p - 2 * a * rx + a * a * vx for p, rx, vx in zip(packed[0], r, v, strict=True)]
+    np.testing.assert_allclose(prop.mu_m, np.clip(q[0], LO, HI), rtol=1e-12)
+    np.testing.assert_allclose(prop.lam_m, np.exp(q[1]), rtol=1e-12)
+    np.testing.assert_allclose(prop.eps, expit(q[6]), rtol=1e-12)
+    assert [prop.alpha, prop.beta] == pytest.approx(np.exp(q[7]), rel=1e-12)
+
+
+def test_split_by_block_gives_the_same_proposal():
+    """Per-instance groups in two blocks, the rest on a 'client': norms summed per group."""
+    s0, s1, s2 = _states(seed=1)
+    ref = accel.squarem_proposal(s0, s1, s2, LO, HI)
+    inst = ("mu_m", "lam_m")
+    halves = (slice(0, 17), slice(17, None))
+    r2, v2 = np.zeros(len(accel.GROUPS)), np.zeros(len(accel.GROUPS))
+    terms = {}
+    for i, g in enumerate(accel.GROUPS):
+        vals = [accel.group_value(s, g) for s in (s0, s1, s2)]
+        parts = [tuple(x[h] for x in vals) for h in halves] if g in inst else [tuple(vals)]
+        terms[g] = [accel.group_terms(g, *p) for p in parts]
+        for _, r, v in terms[g]:
+            gr, gv = accel.sq_norms(r, v)
+            r2[i] += gr
+            v2[i] += gv
+    a = accel.step_length(r2.tolist(), v2.tolist())
+    assert a is not None
+    for g in accel.GROUPS:
+        x = np.concatenate([accel.extrapolate(g, *t, a, LO, HI) for t in terms[g]])
+        want = accel.group_value(ref, g)
+        np.testing.assert_allclose(x, want, rtol=1e-12)
+
+
+def test_step_length_limits():
+    assert accel.step_length([4.0, 0.0], [1.0]) == -2.0
+    assert accel.step_length([1e6], [1.0]) == -accel.MAX_STEP
+    assert accel.step_length([0.25], [1.0]) is None  # shorter than a plain double step
+    assert accel.step_length([0.0], [1.0]) is None
+    assert accel.step_length([1.0], [0.0]) is None
+    assert accel.step_length([np.inf], [1.0]) is None
+    assert accel.step_length([np.nan], [1.0]) is None
+
+
+def test_extrapolate_clips_and_rejects():
+    z = np.zeros(3)
+    mu = accel.extrapolate("mu_m", np.array([0.0, 3.0, 9.0]), z, z, -2.0, LO, HI)
+    np.testing.assert_array_equal(mu, [LO, 3.0, HI])
+    eps = accel.extrapolate("eps", np.array([-800.0, 0.0, 800.0]), z, z, -2.0, LO, HI)
+    np.testing.assert_array_equal(eps, [1e-10, 0.5, 1 - 1e-10])
+    assert accel.extrapolate("lam_m", np.array([0.0, np.nan]), z[:2], z[:2], -2.0, LO, HI) is None
+    assert accel.extrapolate("ab", np.array([0.0, np.nan]), z[:2], z[:2], -2.0, LO, HI) is None
+    tiny = accel.extrapolate("ab", np.array([0.0, -800.0]), z[:2], z[:2], -2.0, LO, HI)
+    np.testing.assert_allclose(tiny, [1.0, np.exp(-700.0)])  # clipped, still positive
+    ok = accel.extrapolate("tau_rate", np.log([2.0, 3.0]), z[:2], z[:2], -2.0, LO, HI)
+    np.testing.assert_allclose(ok, [2.0, 3.0])
+
+
+def test_no_direction_gives_none():
+    s0, _, _ = _states(seed=2)
+    assert accel.squarem_proposal(s0, s0, s0, LO, HI) is None
