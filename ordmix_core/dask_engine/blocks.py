@@ -7,9 +7,17 @@ and their sums are reduced across blocks by the client. Blocks live in a per-pro
 never spilled or moved; every task on a block is pinned to its worker. The math is
 ``vb``'s phase functions, the same ones the in-memory sweep runs on its one block.
 
+Each restart keeps its block-local factors (q(z), and q(delta) at instance granularity) in
+numbered *slots*, one per state: the client names the slot a sweep starts from and the one it
+writes, and which slots to keep (``keep``): the current state and, for SQUAREM, the one before
+it, the plain sweep's result and the candidate swept from the proposal. Nothing per rating
+outlives a sweep (``vb.Work`` is rewritten by every phase 1), so rejecting a candidate is only
+a matter of which slot the client keeps.
+
 Memory per rating of a block: 16 bytes of codes (annotator, instance, category, level) and
-24 bytes of per-sweep buffers (``vb.Work``); per instance 16 bytes per restart (q(z)), plus
-16 per restart for q(delta) at instance granularity.
+24 bytes of per-sweep buffers (``vb.Work``); per instance and restart 16 bytes (q(z)) per
+slot, plus 16 per slot for q(delta) at instance granularity: 2 slots between sweeps, up to 4
+during an accelerated sweep (as many states as the in-memory engine holds then).
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .. import init, kernels, vb
+from .. import accel, init, kernels, vb
 from ..data import _numeric_ratings
 from ..errors import InputError
 from ..rand import id_hash
@@ -74,13 +82,13 @@ def normalize_block(
 
 @dataclass
 class Local:
-    """A restart's block-local factors: q(z) (M,) and, at instance granularity, q(delta)."""
+    """One state's block-local factors: q(z) (M,) and, at instance granularity, q(delta)."""
 
     mu_m: np.ndarray
     lam_m: np.ndarray
     delta_shape: np.ndarray | None = None
     delta_rate: np.ndarray | None = None
-    xy: vb.XYSums | None = None  # phase 1 sums of the current sweep
+    w_cat: np.ndarray | None = None  # (M,) phase 1's sum omega, until phase 3 (local cats)
 
 
 @dataclass
@@ -101,8 +109,15 @@ class Block:
     sum_m: np.ndarray | None = None
     n_m: np.ndarray | None = None
     n_threads: int = 1
-    states: dict[int, Local] = field(default_factory=dict)
+    states: dict[int, dict[int, Local]] = field(default_factory=dict)  # restart -> slots
     work: vb.Work | None = None
+
+    @property
+    def groups(self) -> tuple[str, ...]:
+        """The SQUAREM parameter groups (``accel.GROUPS``) this block holds."""
+        if self.local_categories:
+            return ("mu_m", "lam_m", "delta_shape", "delta_rate")
+        return ("mu_m", "lam_m")
 
 
 def _worker_address() -> str:
@@ -258,7 +273,8 @@ def _levels(vals: np.ndarray, scale: np.ndarray, label: str) -> np.ndarray:
 
 
 def init_block(fit_id: str, index: int, restart: int, key: int, step: float) -> None:
-    """The restart's start of the block's q(z) (and q(delta) when categories are local)."""
+    """The restart's start of the block's q(z) (and q(delta) when categories are local), in
+    slot 0."""
     b = _REGISTRY[f"{fit_id}/{index}"]
     p = b.problem
     mu_m, lam_m = init.init_instances(
@@ -267,7 +283,7 @@ def init_block(fit_id: str, index: int, restart: int, key: int, step: float) -> 
     loc = Local(mu_m, lam_m)
     if b.local_categories:
         loc.delta_shape, loc.delta_rate = init.init_categories(b.n_m, p.phi, p.eta)
-    b.states[restart] = loc
+    b.states[restart] = {0: loc}
 
 
 def _threads(b: Block) -> int:
@@ -285,29 +301,90 @@ class Factors:
     cat: tuple[np.ndarray, np.ndarray, np.ndarray] | None
 
 
-def phase_xy_tau(fit_id: str, index: int, restart: int, spam: bool, fac: Factors) -> dict:
+def _slots(b: Block, restart: int, keep) -> dict[int, Local]:
+    """The restart's slots, without those the client no longer names in ``keep``."""
+    slots = b.states[restart]
+    for k in [k for k in slots if k not in keep]:
+        del slots[k]
+    return slots
+
+
+@dataclass
+class Proposal:
+    """A SQUAREM start: slots of ``s0, s1, s2``, the step length ``a`` and where mu_m is
+    clipped (``lo``, ``hi``: the outer thresholds)."""
+
+    s0: int
+    s1: int
+    s2: int
+    a: float
+    lo: float
+    hi: float
+
+
+def _proposal(b: Block, slots: dict[int, Local], prop: Proposal) -> Local | None:
+    """The block's share of ``accel.squarem_proposal``, or None if it is not valid here."""
+    states = slots[prop.s0], slots[prop.s1], slots[prop.s2]
+    out = {}
+    for g in b.groups:
+        terms = accel.group_terms(g, *(getattr(s, g) for s in states))
+        x = accel.extrapolate(g, *terms, prop.a, prop.lo, prop.hi)
+        if x is None:
+            return None
+        out[g] = x
+    return Local(**out)
+
+
+def sq_norms(b: Block, s0: Local, s1: Local, s2: Local) -> np.ndarray:
+    """The block's share of SQUAREM's squared norms: ``(2, len(accel.GROUPS))``, rows |r|^2
+    and |v|^2, zero for the groups the client holds."""
+    out = np.zeros((2, len(accel.GROUPS)))
+    for g in b.groups:
+        _, r, v = accel.group_terms(g, getattr(s0, g), getattr(s1, g), getattr(s2, g))
+        out[:, accel.GROUPS.index(g)] = accel.sq_norms(r, v)
+    return out
+
+
+def phase_xy_tau(
+    fit_id: str,
+    index: int,
+    restart: int,
+    spam: bool,
+    fac: Factors,
+    src: int | Proposal,
+    dst: int,
+    keep: tuple[int, ...],
+) -> dict:
     """Phases 1 and 2 on the block (q(z) is local, so no reduction is needed between them).
 
-    Returns ``w_ann`` (N,), ``r_ann`` (N,) (sum omega E[delta] S), ``w_cat`` (C,) for global
-    categories, and ``f`` (the block's bound terms so far).
+    Sweeps from slot ``src`` (or from the SQUAREM proposal ``src``) into slot ``dst``, after
+    dropping the restart's slots not in ``keep``. Returns ``w_ann`` (N,), ``r_ann`` (N,) (sum
+    omega E[delta] S), ``w_cat`` (C,) for global categories, ``f`` (the block's bound terms
+    so far) and ``bad`` (1.0 when the proposal is not valid on this block: nothing swept).
     """
     b = _REGISTRY[f"{fit_id}/{index}"]
     p = b.problem.with_spam(spam)
+    slots = _slots(b, restart, keep)
+    start = _proposal(b, slots, src) if isinstance(src, Proposal) else slots[src]
+    if start is None:
+        n = p.n_annotators
+        w_cat = None if b.local_categories else np.zeros(p.n_categories)
+        return {"w_ann": np.zeros(n), "r_ann": np.zeros(n), "w_cat": w_cat, "f": 0.0, "bad": 1.0}
     t = _threads(b)
-    loc = b.states[restart]
     if b.work is None:
         b.work = vb.Work.empty(p.n_ratings)
     cat_f = fac.cat
     if b.local_categories:
-        cat_f = vb.category_factors(p, loc.delta_shape, loc.delta_rate)
-    xy = vb.phase_xy(p, loc.mu_m, loc.lam_m, fac.ann, cat_f, b.work, t)
+        cat_f = vb.category_factors(p, start.delta_shape, start.delta_rate)
+    xy = vb.phase_xy(p, start.mu_m, start.lam_m, fac.ann, cat_f, b.work, t)
     r_ann = vb.phase_tau(p, b.work, xy.mu_m, xy.lam_m, cat_f[0], t)
-    loc.mu_m, loc.lam_m, loc.xy = xy.mu_m, xy.lam_m, xy
+    slots[dst] = Local(xy.mu_m, xy.lam_m, w_cat=xy.w_cat if b.local_categories else None)
     return {
         "w_ann": xy.w_ann,
         "r_ann": r_ann,
         "w_cat": None if b.local_categories else xy.w_cat,
         "f": vb.block_terms(p, xy),
+        "bad": 0.0,
     }
 
 
@@ -318,18 +395,35 @@ class Box:
     value: object
 
 
-def phase_delta(fit_id: str, index: int, restart: int, e_tau: Box) -> dict:
-    """Phase 3 with the new ``e_tau`` (N,): ``d_cat`` (C,) for global categories; at instance
-    granularity q(delta) is updated here and ``f`` carries its bound terms."""
+def phase_delta(
+    fit_id: str,
+    index: int,
+    restart: int,
+    e_tau: Box,
+    dst: int,
+    keep: tuple[int, ...],
+    norms: tuple[int, int] | None = None,
+) -> dict:
+    """Phase 3 of the sweep into slot ``dst`` with the new ``e_tau`` (N,): ``d_cat`` (C,) for
+    global categories; at instance granularity q(delta) is updated here and ``f`` carries its
+    bound terms. ``norms``: slots of ``s0, s1`` (``dst`` is ``s2``); then ``norms`` in the
+    result is the block's share of SQUAREM's squared norms (``sq_norms``). Slots not in
+    ``keep`` are dropped (after the norms)."""
     b = _REGISTRY[f"{fit_id}/{index}"]
     p = b.problem
-    loc = b.states[restart]
+    slots = b.states[restart]
+    loc = slots[dst]
     d_cat = vb.phase_delta(p, b.work, e_tau.value, _threads(b))
-    if not b.local_categories:
-        return {"d_cat": d_cat, "f": 0.0}
-    loc.delta_shape, loc.delta_rate = vb.update_delta(p, loc.xy.w_cat, d_cat)
-    f = vb.category_terms(p, loc.xy.w_cat, d_cat, loc.delta_shape, loc.delta_rate)
-    return {"d_cat": None, "f": f}
+    out = {"d_cat": d_cat, "f": 0.0}
+    if b.local_categories:
+        loc.delta_shape, loc.delta_rate = vb.update_delta(p, loc.w_cat, d_cat)
+        f = vb.category_terms(p, loc.w_cat, d_cat, loc.delta_shape, loc.delta_rate)
+        loc.w_cat = None
+        out = {"d_cat": None, "f": f}
+    if norms is not None:
+        out["norms"] = sq_norms(b, slots[norms[0]], slots[norms[1]], loc)
+    _slots(b, restart, keep)
+    return out
 
 
 def add_sums(*parts: dict) -> dict:
@@ -350,12 +444,13 @@ def add_sums(*parts: dict) -> dict:
 
 
 def block_results(
-    fit_id: str, index: int, restart: int
+    fit_id: str, index: int, restart: int, slot: int
 ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
     """``items`` rows of the block (indexed by instance) and, at instance granularity, its
-    ``categories`` rows; the same columns as ``OrdinalMixture.items_`` / ``categories_``."""
+    ``categories`` rows, from the restart's ``slot``; the same columns as
+    ``OrdinalMixture.items_`` / ``categories_``."""
     b = _REGISTRY[f"{fit_id}/{index}"]
-    loc = b.states[restart]
+    loc = b.states[restart][slot]
     idx = pd.Index(b.inst_ids, name="instance", dtype=object)
     items = pd.DataFrame(
         {"estimate": loc.mu_m, "sd": 1.0 / np.sqrt(loc.lam_m), "n_ratings": b.n_m}, index=idx
