@@ -33,7 +33,7 @@ from ordmix_core.dask_engine import DaskOrdinalMixture, write_outputs  # noqa: E
 from ordmix_core.model import OrdinalMixture  # noqa: E402
 from ordmix_core.simulate import simulate_crowd  # noqa: E402
 
-RTOL = 1e-9
+RTOL = 1e-8
 #: estimates, annotators, categories, hyperparameters of accelerated fits (module docstring)
 EST_RTOL, EST_ATOL = 5e-6, 1e-7
 
