@@ -111,10 +111,9 @@ class Progress:
             )
 
 
-def model_from_args(args: argparse.Namespace):
-    from .model import OrdinalMixture
-
-    return OrdinalMixture(
+def model_kwargs(args: argparse.Namespace) -> dict:
+    """The estimator's parameters from the fit options (both engines take these)."""
+    return dict(
         granularity=args.granularity,
         scale=args.scale,
         ordinal=not args.real_valued,
@@ -125,6 +124,12 @@ def model_from_args(args: argparse.Namespace):
         tol=args.tol,
         random_state=args.seed,
     )
+
+
+def model_from_args(args: argparse.Namespace):
+    from .model import OrdinalMixture
+
+    return OrdinalMixture(**model_kwargs(args))
 
 
 def cmd_fit(args: argparse.Namespace) -> int:
@@ -159,18 +164,7 @@ def cmd_fit_dask(args: argparse.Namespace) -> int:
     from .dask_engine import DaskOrdinalMixture, write_outputs
     from .io import atomic_output_dir
 
-    model = DaskOrdinalMixture(
-        granularity=args.granularity,
-        scale=args.scale,
-        ordinal=not args.real_valued,
-        spam=not args.no_spam,
-        updates="paper" if args.paper_updates else "exact",
-        n_restarts=args.restarts,
-        max_iter=args.max_iter,
-        tol=args.tol,
-        random_state=args.seed,
-        scheduler=args.scheduler or None,
-    )
+    model = DaskOrdinalMixture(**model_kwargs(args), scheduler=args.scheduler or None)
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")

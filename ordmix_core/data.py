@@ -101,6 +101,26 @@ def fmt_scale(values: Sequence[float]) -> str:
     return ",".join(f"{x:g}" for x in values)
 
 
+def map_aliases(columns: Sequence[object], aliases: dict[str, str], source: str) -> dict:
+    """Column name -> canonical name for the columns that are aliases (case-insensitive).
+
+    Two columns meaning the same thing (say ``worker`` and ``annotator``) are an InputError.
+    """
+    mapping: dict = {}
+    for c in columns:
+        canon = aliases.get(str(c).strip().lower())
+        if canon is None:
+            continue
+        if canon in mapping.values():
+            other = next(k for k, v in mapping.items() if v == canon)
+            raise InputError(
+                f"columns {other!r} and {c!r} both mean {canon!r}; keep one of them",
+                source=source,
+            )
+        mapping[c] = canon
+    return mapping
+
+
 def normalize_columns(df: pd.DataFrame, source: str = "ratings") -> pd.DataFrame:
     """Rename aliases to ``annotator, instance, rating[, query]`` and check what is there.
 
@@ -116,18 +136,7 @@ def normalize_columns(df: pd.DataFrame, source: str = "ratings") -> pd.DataFrame
             "column(s)",
             source=source,
         )
-    mapping: dict[str, str] = {}
-    for c in cols:
-        canon = COLUMN_ALIASES.get(c.lower())
-        if canon is None:
-            continue
-        if canon in mapping.values():
-            other = next(k for k, v in mapping.items() if v == canon)
-            raise InputError(
-                f"columns {other!r} and {c!r} both mean {canon!r}; keep one of them",
-                source=source,
-            )
-        mapping[c] = canon
+    mapping = map_aliases(cols, COLUMN_ALIASES, source)
     out = df.copy()
     out.columns = cols
     out = out.rename(columns=mapping)

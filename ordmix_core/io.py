@@ -25,7 +25,7 @@ from typing import IO, Any
 import numpy as np
 import pandas as pd
 
-from .data import COLUMN_ALIASES, Scale, as_scale, fmt_scale, normalize_columns
+from .data import COLUMN_ALIASES, Scale, as_scale, fmt_scale, map_aliases, normalize_columns
 from .errors import InputError
 
 #: Largest upload the dashboard accepts, in megabytes (its ``server.maxUploadSize``): over
@@ -139,18 +139,7 @@ def read_gold(source: Source, name: str | None = None) -> pd.Series:
     """
     label = _label(source, name)
     df = read_table(source, name)
-    mapping: dict[str, str] = {}
-    for c in df.columns:
-        canon = GOLD_ALIASES.get(str(c).strip().lower())
-        if canon is None:
-            continue
-        if canon in mapping.values():
-            other = next(k for k, v in mapping.items() if v == canon)
-            raise InputError(
-                f"columns {other!r} and {c!r} both mean {canon!r}; keep one of them",
-                source=label,
-            )
-        mapping[c] = canon
+    mapping = map_aliases(list(df.columns), GOLD_ALIASES, label)
     missing = [c for c in ("instance", "truth") if c not in mapping.values()]
     if missing:
         raise InputError(
