@@ -50,10 +50,10 @@ import numpy as np
 import pandas as pd
 
 from .. import accel, init, restarts, updates, vb
-from ..base import CrowdEstimator
 from ..data import COLUMN_ALIASES, CrowdData, Scale, as_scale, normalize_columns
 from ..errors import InputError
 from ..io import PARQUET_EXTENSIONS, TEXT_EXTENSIONS
+from ..model import CollapseWarning, OrdinalMixture
 from ..rand import id_hash
 from . import blocks
 
@@ -100,7 +100,7 @@ class _Global:
 CLIENT_GROUPS = ("tau_shape", "tau_rate", "delta_shape", "delta_rate", "eps", "ab")
 
 
-class DaskOrdinalMixture(CrowdEstimator):
+class DaskOrdinalMixture(OrdinalMixture):
     """``OrdinalMixture`` fitted on a Dask cluster; the same parameters plus the cluster's.
 
     Model parameters: as :class:`ordmix_core.model.OrdinalMixture` (same defaults, same
@@ -160,36 +160,34 @@ class DaskOrdinalMixture(CrowdEstimator):
         blocksize: str | int = "64MiB",
         max_local_items: int = 2_000_000,
     ) -> None:
-        self.granularity = granularity
-        self.scale = scale
-        self.ordinal = ordinal
-        self.spam = spam
-        self.updates = updates
-        self.n_restarts = n_restarts
-        self.max_iter = max_iter
-        self.tol = tol
-        self.phi = phi
-        self.eta = eta
-        self.lam = lam
-        self.mu = mu
-        self.pi = pi
-        self.warm_start = warm_start
-        self.collapse_threshold = collapse_threshold
-        self.prune_restarts = prune_restarts
-        self.prune_start = prune_start
-        self.accelerate = accelerate
-        self.n_jobs = n_jobs
-        self.random_state = random_state
+        super().__init__(
+            granularity,
+            scale,
+            ordinal=ordinal,
+            spam=spam,
+            updates=updates,
+            n_restarts=n_restarts,
+            max_iter=max_iter,
+            tol=tol,
+            phi=phi,
+            eta=eta,
+            lam=lam,
+            mu=mu,
+            pi=pi,
+            warm_start=warm_start,
+            collapse_threshold=collapse_threshold,
+            prune_restarts=prune_restarts,
+            prune_start=prune_start,
+            accelerate=accelerate,
+            n_jobs=n_jobs,
+            random_state=random_state,
+        )
         self.scheduler = scheduler
         self.n_workers = n_workers
         self.memory_limit = memory_limit
         self.n_partitions = n_partitions
         self.blocksize = blocksize
         self.max_local_items = max_local_items
-
-    @property
-    def _granularity(self) -> str:  # type: ignore[override]
-        return self.granularity
 
     # ------------------------------------------------------------------ cluster
     def _connect(self):
@@ -295,7 +293,7 @@ class DaskOrdinalMixture(CrowdEstimator):
 
         # global codes, scale, prior
         sc = as_scale(self.scale, summary["values"])
-        pi = _check_params(self, sc.k)
+        pi = self._check_params(sc.k)
         annotators = np.asarray(summary["ann"].index, dtype=object)
         n_per_ann = summary["ann"].to_numpy(dtype=np.int64)
         categories = None
@@ -520,8 +518,6 @@ class DaskOrdinalMixture(CrowdEstimator):
         g: _Global = best.state
         warn = restarts.fit_warnings(best, collapsed, interrupted, self.max_iter, self.tol)
         for w in warn:
-            from ..model import CollapseWarning
-
             warnings.warn(w, CollapseWarning if "collapsed" in w else UserWarning, stacklevel=3)
 
         parts = on_blocks(blocks.block_results, best.restart, g.slot)
@@ -596,13 +592,6 @@ class DaskOrdinalMixture(CrowdEstimator):
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def _check_params(est: DaskOrdinalMixture, k: int) -> np.ndarray:
-    """``OrdinalMixture``'s parameter checks; returns pi (K,)."""
-    from ..model import OrdinalMixture
-
-    return OrdinalMixture._check_params(est, k)  # type: ignore[arg-type]
 
 
 def _items_meta(est, categories) -> pd.DataFrame:
