@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -265,18 +265,7 @@ class CrowdData:
                 )
             codes, names = pd.factorize(self.inst_query, sort=False)
             cat, names = codes.astype(np.int32), np.asarray(names, dtype=object)
-        return CrowdData(
-            scale=self.scale,
-            ann=self.ann,
-            inst=self.inst,
-            level=self.level,
-            annotators=self.annotators,
-            instances=self.instances,
-            inst_query=self.inst_query,
-            cat_of_inst=cat,
-            categories=names,
-            granularity=granularity,
-        )
+        return replace(self, cat_of_inst=cat, categories=names, granularity=granularity)
 
 
 def as_scale(scale: Scale | Sequence[float] | str | None, ratings: np.ndarray) -> Scale:

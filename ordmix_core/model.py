@@ -223,19 +223,30 @@ class OrdinalMixture(CrowdEstimator):
                     if err is not None:
                         raise err
 
-            return restarts.race(
-                runs,
-                step,
-                start_mixture,
-                spam=self.spam,
-                max_iter=self.max_iter,
-                tol=self.tol,
-                prune=self.prune_restarts,
-                prune_start=self.prune_start,
-                collapse_threshold=self.collapse_threshold,
-                callback=callback,
-                map_runs=map_runs,
-            )
+            return self._schedule(runs, step, start_mixture, callback, map_runs)
+
+    def _schedule(
+        self,
+        runs: list[restarts.RestartRun],
+        step: restarts.StepFn,
+        start_mixture: Callable[[restarts.RestartRun], None],
+        callback: ProgressCallback | None,
+        map_runs: restarts.MapRuns = restarts.map_sequential,
+    ) -> bool:
+        """``restarts.race`` with this estimator's settings (both engines call it)."""
+        return restarts.race(
+            runs,
+            step,
+            start_mixture,
+            spam=self.spam,
+            max_iter=self.max_iter,
+            tol=self.tol,
+            prune=self.prune_restarts,
+            prune_start=self.prune_start,
+            collapse_threshold=self.collapse_threshold,
+            callback=callback,
+            map_runs=map_runs,
+        )
 
     def _n_jobs(self, p: vb.Problem, n_runs: int) -> int:
         """Threads for restarts: the cores, unless the kernel itself is already parallel."""

@@ -490,18 +490,7 @@ class DaskOrdinalMixture(OrdinalMixture):
         def start_mixture(run: restarts.RestartRun) -> None:
             run.state.eps = eps0[run.restart].copy()
 
-        interrupted = restarts.race(
-            runs,
-            step,
-            start_mixture,
-            spam=self.spam,
-            max_iter=self.max_iter,
-            tol=self.tol,
-            prune=self.prune_restarts,
-            prune_start=self.prune_start,
-            collapse_threshold=self.collapse_threshold,
-            callback=callback,
-        )
+        interrupted = self._schedule(runs, step, start_mixture, callback)
         results = restarts.race_results(runs)
         if not results:
             raise InputError("the fit was stopped before the first restart finished an iteration")
