@@ -35,7 +35,10 @@ def add_subcommand(sub, add_model_options: Callable | None = None) -> argparse.A
     p = sub.add_parser(
         "next",
         help="the items to rate next (and annotators to review) from ratings or a fit folder",
-        description=__doc__.splitlines()[0],
+        description="Write the items to send out for rating next (ranked by how much one more "
+        "rating is expected to lower the chance that their label is wrong) and, with --review, "
+        "the annotators flagged unreliable with the evidence. SOURCE is a ratings file, fitted "
+        "here with the fit options below, or a folder written by ordmix fit (read, not refitted).",
     )
     p.add_argument(
         "source", help="ratings file (CSV, TSV, Parquet) to fit, or a folder from ordmix fit"
@@ -94,6 +97,7 @@ def cmd_next(args: argparse.Namespace) -> int:
     review_out = _check_out(args.review, "--review") if args.review else None
     if review_out is not None and review_out.resolve() == out.resolve():
         raise InputError("--out and --review name the same file; give two file names")
+    decisions.check_flag_settings(**_flag_settings(args))  # before a fit, not after
     source = Path(args.source)
     if source.is_dir():
         items, annotators = _from_fit_folder(source, args, review_out is not None)
@@ -153,7 +157,6 @@ def _from_ratings(
     conf = {"confidence": settings["confidence"]} if "confidence" in settings else {}
     items = model.items_.join(decisions.item_decisions(model, **conf))
     if not review:
-        decisions.check_flag_settings(**settings)  # a bad --threshold fails either way
         return items, None
     annotators = model.annotators_.join(decisions.annotator_flags(model, **settings))
     return items, annotators
