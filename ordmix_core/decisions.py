@@ -6,8 +6,9 @@ know which of them the ratings actually settle. Everything here is a pure functi
 
 Annotators (``annotator_flags``). The fitted reliability ``eps_n`` is a type-II maximum
 likelihood estimate, the mean of omega over n's own ratings; omega is in turn pulled towards
-``eps_n``. With a few ratings this loop runs to 0 or 1 (on TREC 337 of 762 annotators end at
-``eps = 1e-10``, most with 3-5 ratings), so neither ``eps_n`` nor a Beta posterior built from
+``eps_n``. This loop runs to 0 or 1 whatever the number of ratings (``eps = 0`` is a fixed
+point of eq. 5: on TREC 684 of 762 annotators end within 1e-6 of 0 or 1, 79 of them below 0.5
+with 5 ratings or fewer), so neither ``eps_n`` nor a Beta posterior built from
 ``sum(omega)`` and ``n - sum(omega)`` measures evidence: that Beta counts each rating's
 omega, which already contains ``eps_n``, as an observation (on TREC it flags 335 annotators,
 six of them with 3 ratings or fewer). Instead each rating gets the likelihood ratio
@@ -18,7 +19,8 @@ truth : spam that the *other* ratings give it (``rating_evidence``)::
 with ``q_{-l}`` the item's posterior without rating l (leave-one-out, so a rating cannot
 confirm itself) and ``rho_l = E[tau_n] E[delta_c]``. An item nobody else rated credibly has
 ``q_{-l}`` = the prior and gives ``r_l ~ 1``: no evidence either way. With the ratings
-independent given the items, the posterior of n's reliability is exactly (one dimension)::
+independent given the items (their leave-one-out posteriors and n's expertise held at the
+fit's values), the posterior of n's reliability is one-dimensional and computed as it is::
 
     p(eps | n's ratings) ∝ Beta(eps; a0, b0) * prod_l (1 - eps + eps r_l)
 
