@@ -4,9 +4,17 @@ The ordinal-discrete-mixture model of Lakshminarayanan & Teh fitted by variation
 with the usual baselines beside it. Pure library: never imports streamlit.
 """
 
+from ._version import __version__
 from .data import CrowdData, Scale, prepare
 from .errors import InputError
 from .model import CollapseWarning, OrdinalMixture
 
-__all__ = ["CollapseWarning", "CrowdData", "InputError", "OrdinalMixture", "Scale", "prepare"]
-__version__ = "0.1.0"
+__all__ = [
+    "CollapseWarning",
+    "CrowdData",
+    "InputError",
+    "OrdinalMixture",
+    "Scale",
+    "__version__",
+    "prepare",
+]

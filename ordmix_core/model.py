@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pandas as pd
 
-from . import accel, init, kernels, restarts, updates, vb
+from . import accel, init, kernels, outputs, restarts, vb
 from .base import CrowdEstimator
 from .data import CrowdData, Scale, prepare
 from .errors import InputError
@@ -309,53 +309,34 @@ class OrdinalMixture(CrowdEstimator):
             warnings.warn(w, CollapseWarning if "collapsed" in w else UserWarning, stacklevel=3)
 
         n_m, n_n = data.counts()
-        e_tau, e_logtau = updates.gamma_moments(s.tau_shape, s.tau_rate)
-        e_delta, _ = updates.gamma_moments(s.delta_shape, s.delta_rate)
-        inst_idx = pd.Index(data.instances, name="instance")
-        sd = 1.0 / np.sqrt(s.lam_m)
+        items = outputs.items_frame(
+            data.instances, s.mu_m, s.lam_m, n_m, data.inst_query, data.categories[data.cat_of_inst]
+        )
         self.data_ = data
         self.scale_ = data.scale
-        self.estimates_ = pd.Series(s.mu_m, index=inst_idx, name="estimate")
-        self.sd_ = pd.Series(sd, index=inst_idx, name="sd")
-        items = pd.DataFrame({"estimate": s.mu_m, "sd": sd, "n_ratings": n_m}, index=inst_idx)
-        if data.inst_query is not None:
-            items["query"] = data.inst_query
-        items["category"] = data.categories[data.cat_of_inst]
         self.items_ = items
+        self.estimates_ = items["estimate"]
+        self.sd_ = items["sd"]
         omega = s.omega
-        spam_share = 1.0 - np.bincount(
-            data.ann, weights=omega, minlength=data.n_annotators
-        ) / np.maximum(n_n, 1)
-        self.annotators_ = pd.DataFrame(
-            {
-                "n_ratings": n_n,
-                "expertise": e_tau,
-                "expertise_sd": np.sqrt(s.tau_shape) / s.tau_rate,
-                "reliability": s.eps if self.spam else np.ones(data.n_annotators),
-                "spam_share": spam_share,
-            },
-            index=pd.Index(data.annotators, name="annotator"),
+        self.annotators_ = outputs.annotators_frame(
+            data.annotators,
+            n_n,
+            s.tau_shape,
+            s.tau_rate,
+            s.eps if self.spam else np.ones(data.n_annotators),
+            np.bincount(data.ann, weights=omega, minlength=data.n_annotators),
         )
-        self.categories_ = pd.DataFrame(
-            {
-                "difficulty": e_delta,
-                "n_ratings": np.bincount(data.cat, minlength=data.n_categories),
-            },
-            index=pd.Index(data.categories, name="category"),
+        self.categories_ = outputs.categories_frame(
+            data.categories,
+            s.delta_shape,
+            s.delta_rate,
+            np.bincount(data.cat, minlength=data.n_categories),
         )
         self.omega_ = omega
         self.alpha_, self.beta_ = float(s.alpha), float(s.beta)
-        self.hyperparams_ = {
-            "alpha": self.alpha_,
-            "beta": self.beta_,
-            "phi": float(p.phi),
-            "eta": float(p.eta),
-            "mu": float(p.mu),
-            "lambda": float(p.lam),
-            "pi": [float(x) for x in pi],
-            "scale": [float(v) for v in data.scale.values],
-            "thresholds": [float(v) for v in data.scale.thresholds],
-        }
+        self.hyperparams_ = outputs.hyperparams(
+            s.alpha, s.beta, p, pi, data.scale.values, data.scale.thresholds
+        )
         self.trace_ = restarts.trace_frame(results, self.spam)
         self.restarts_ = restarts.restarts_frame(results, self.spam, self.collapse_threshold)
         self.best_restart_ = best.restart

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .. import accel, init, kernels, vb
+from .. import accel, init, kernels, outputs, vb
 from ..data import _numeric_ratings
 from ..errors import InputError
 from ..rand import id_hash
@@ -451,19 +451,13 @@ def block_results(
     ``OrdinalMixture.items_`` / ``categories_``."""
     b = _REGISTRY[f"{fit_id}/{index}"]
     loc = b.states[restart][slot]
-    idx = pd.Index(b.inst_ids, name="instance", dtype=object)
-    items = pd.DataFrame(
-        {"estimate": loc.mu_m, "sd": 1.0 / np.sqrt(loc.lam_m), "n_ratings": b.n_m}, index=idx
+    ids = pd.Index(b.inst_ids, dtype=object)
+    items = outputs.items_frame(
+        ids, loc.mu_m, loc.lam_m, b.n_m, b.query_of_inst, b.cat_name_of_inst
     )
-    if b.query_of_inst is not None:
-        items["query"] = b.query_of_inst
-    items["category"] = b.cat_name_of_inst
     cats = None
     if b.local_categories:
-        cats = pd.DataFrame(
-            {"difficulty": loc.delta_shape / loc.delta_rate, "n_ratings": b.n_m},
-            index=pd.Index(b.inst_ids, name="category", dtype=object),
-        )
+        cats = outputs.categories_frame(ids, loc.delta_shape, loc.delta_rate, b.n_m)
     return items, cats
 
 

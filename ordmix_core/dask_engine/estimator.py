@@ -49,7 +49,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .. import accel, init, restarts, updates, vb
+from .. import accel, init, outputs, restarts, updates, vb
 from ..data import COLUMN_ALIASES, CrowdData, Scale, as_scale, normalize_columns
 from ..errors import InputError
 from ..io import PARQUET_EXTENSIONS, TEXT_EXTENSIONS
@@ -494,14 +494,17 @@ class DaskOrdinalMixture(OrdinalMixture):
         results = restarts.race_results(runs)
         if not results:
             raise InputError("the fit was stopped before the first restart finished an iteration")
+        has_query = summary["query_min"] is not None
         return self._store(
-            client, on_blocks, gp, pi, annotators, categories, n_c, results, interrupted, t0
-        )
+            client, on_blocks, gp, pi, annotators, categories, n_c, has_query, results,
+            interrupted, t0,
+        )  # fmt: skip
 
     # ------------------------------------------------------------------ results
     def _store(
-        self, client, on_blocks, p, pi, annotators, categories, n_c, results, interrupted, t0
-    ) -> bool:
+        self, client, on_blocks, p, pi, annotators, categories, n_c, has_query, results,
+        interrupted, t0,
+    ) -> bool:  # fmt: skip
         """Set the learned attributes (as ``OrdinalMixture._store``); True if Dask frames."""
         best, reason, collapsed = restarts.select(results, self.spam, self.collapse_threshold)
         g: _Global = best.state
@@ -516,7 +519,7 @@ class DaskOrdinalMixture(OrdinalMixture):
             import dask.dataframe as dd
 
             item_f = [client.submit(operator.itemgetter(0), f) for f in parts]
-            items = dd.from_delayed(item_f, meta=_items_meta(self, categories), verify_meta=False)
+            items = dd.from_delayed(item_f, meta=_items_meta(has_query), verify_meta=False)
             cats = None
             if local_cats:
                 cat_f = [client.submit(operator.itemgetter(1), f) for f in parts]
@@ -531,41 +534,26 @@ class DaskOrdinalMixture(OrdinalMixture):
             cats = pd.concat([c for _, c in got]).sort_index(kind="stable") if local_cats else None
         if cats is None:
             names = np.array(["all"], dtype=object) if categories is None else categories
-            cats = pd.DataFrame(
-                {"difficulty": g.delta_shape / g.delta_rate, "n_ratings": n_c},
-                index=pd.Index(names, name="category"),
-            )
+            cats = outputs.categories_frame(names, g.delta_shape, g.delta_rate, n_c)
 
         n_n = p.n_per_ann
         self.scale_ = self.data_.scale
         self.items_ = items
         self.estimates_ = items["estimate"]
         self.sd_ = items["sd"]
-        self.annotators_ = pd.DataFrame(
-            {
-                "n_ratings": n_n,
-                "expertise": g.tau_shape / g.tau_rate,
-                "expertise_sd": np.sqrt(g.tau_shape) / g.tau_rate,
-                "reliability": g.eps if self.spam else np.ones(n_n.size),
-                "spam_share": 1.0 - g.w_ann / np.maximum(n_n, 1),
-            },
-            index=pd.Index(annotators, name="annotator"),
+        self.annotators_ = outputs.annotators_frame(
+            annotators,
+            n_n,
+            g.tau_shape,
+            g.tau_rate,
+            g.eps if self.spam else np.ones(n_n.size),
+            g.w_ann,
         )
         self.categories_ = cats
         self.omega_ = None
         self.alpha_, self.beta_ = float(g.alpha), float(g.beta)
         sc = self.data_.scale
-        self.hyperparams_ = {
-            "alpha": self.alpha_,
-            "beta": self.beta_,
-            "phi": float(p.phi),
-            "eta": float(p.eta),
-            "mu": float(p.mu),
-            "lambda": float(p.lam),
-            "pi": [float(x) for x in pi],
-            "scale": [float(v) for v in sc.values],
-            "thresholds": [float(v) for v in sc.thresholds],
-        }
+        self.hyperparams_ = outputs.hyperparams(g.alpha, g.beta, p, pi, sc.values, sc.thresholds)
         self.trace_ = restarts.trace_frame(results, self.spam)
         self.restarts_ = restarts.restarts_frame(results, self.spam, self.collapse_threshold)
         self.best_restart_ = best.restart
@@ -583,20 +571,19 @@ class DaskOrdinalMixture(OrdinalMixture):
 # --------------------------------------------------------------------------- helpers
 
 
-def _items_meta(est, categories) -> pd.DataFrame:
-    cols = {"estimate": float, "sd": float, "n_ratings": np.int64}
-    meta = pd.DataFrame({c: pd.Series(dtype=t) for c, t in cols.items()})
-    if est.granularity == "query" or categories is not None:
-        meta["query"] = pd.Series(dtype=object)
-    meta["category"] = pd.Series(dtype=object)
-    meta.index = pd.Index([], dtype=object, name="instance")
-    return meta
+def _items_meta(has_query: bool) -> pd.DataFrame:
+    """The empty ``items_`` frame (Dask's meta): ``outputs.items_frame``'s columns."""
+    empty = np.zeros(0)
+    ids = pd.Index([], dtype=object)
+    query = ids.to_numpy() if has_query else None
+    return outputs.items_frame(ids, empty, empty, empty.astype(np.int64), query, ids.to_numpy())
 
 
 def _cats_meta() -> pd.DataFrame:
-    meta = pd.DataFrame({"difficulty": pd.Series(dtype=float), "n_ratings": pd.Series(dtype="i8")})
-    meta.index = pd.Index([], dtype=object, name="category")
-    return meta
+    """The empty ``categories_`` frame (Dask's meta) with ``outputs.categories_frame``'s
+    columns."""
+    empty = np.zeros(0)
+    return outputs.categories_frame(pd.Index([], dtype=object), empty, empty, np.zeros(0, "i8"))
 
 
 def _arrays(value) -> list:
@@ -710,42 +697,23 @@ def read_source(ratings, blocksize: str | int) -> tuple:
 
 
 def write_outputs(model: DaskOrdinalMixture, folder: Path, settings: dict) -> None:
-    """The files ``ordmix fit`` writes (``cli.write_fit_outputs``); when ``items_`` is a Dask
-    DataFrame, ``items/part-*.csv`` (and ``categories/part-*.csv``) instead of one file each,
-    written by the workers (the output folder must be on a filesystem they share)."""
-    import dask
+    """The files ``ordmix fit`` writes (``outputs.write_fit_outputs``); when ``items_`` is a
+    Dask DataFrame, ``items/part-*.csv`` (and ``categories/part-*.csv``) instead of one file
+    each, written by the workers (the output folder must be on a filesystem they share)."""
 
-    from ..cli import write_fit_outputs
+    def write_parts(table: outputs.Table, frame, where: Path) -> None:
+        import dask
 
-    if isinstance(model.items_, pd.DataFrame):
-        write_fit_outputs(model, folder, settings)
-        return
+        tasks = [
+            dask.delayed(_write_part)(part, str(where / f"part-{i:05d}.csv"), table)
+            for i, part in enumerate(frame.to_delayed())
+        ]
+        model._client.compute(tasks, sync=True)
 
-    class _Small:  # the model with empty frames where the Dask ones are
-        def __getattr__(self, name):
-            return getattr(model, name)
-
-    small = _Small()
-    small.items_ = model.items_._meta
-    local_cats = not isinstance(model.categories_, pd.DataFrame)
-    if local_cats:
-        small.categories_ = model.categories_._meta
-    write_fit_outputs(small, folder, settings)
-    os.remove(folder / "items.csv")
-    todo = [("items", model.items_, ["instance", "query", "category"])]
-    if local_cats:
-        os.remove(folder / "categories.csv")
-        todo.append(("categories", model.categories_, ["category"]))
-    tasks = []
-    for name, frame, ids in todo:
-        (folder / name).mkdir()
-        for i, part in enumerate(frame.to_delayed()):
-            path = folder / name / f"part-{i:05d}.csv"
-            tasks.append(dask.delayed(_write_part)(part, str(path), ids))
-    model._client.compute(tasks, sync=True)
+    outputs.write_fit_outputs(model, folder, settings, write_parts=write_parts)
 
 
-def _write_part(df: pd.DataFrame, path: str, ids: list[str]) -> None:
+def _write_part(df: pd.DataFrame, path: str, table: outputs.Table) -> None:
     from ..io import write_csv
 
-    write_csv(df.reset_index(), path, ids)
+    write_csv(table.rows(df), path, list(table.id_columns))
