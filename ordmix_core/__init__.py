@@ -6,11 +6,12 @@ with the usual baselines beside it. Pure library: never imports streamlit.
 
 from ._version import __version__
 from .data import CrowdData, Scale, prepare
-from .errors import InputError
-from .model import CollapseWarning, OrdinalMixture
+from .errors import CollapseWarning, ConvergenceWarning, InputError
+from .model import OrdinalMixture
 
 __all__ = [
     "CollapseWarning",
+    "ConvergenceWarning",
     "CrowdData",
     "InputError",
     "OrdinalMixture",

@@ -26,14 +26,12 @@ import pandas as pd
 from . import accel, init, kernels, outputs, restarts, vb
 from .base import CrowdEstimator
 from .data import CrowdData, Scale, prepare
-from .errors import InputError
+from .errors import CollapseWarning, ConvergenceWarning, InputError
 from .rand import id_hash
 
+__all__ = ["CollapseWarning", "ConvergenceWarning", "OrdinalMixture"]
+
 ProgressCallback = Callable[[int, int, float], "bool | None"]
-
-
-class CollapseWarning(UserWarning):
-    """The chosen fit attributes (nearly) every rating to spam."""
 
 
 class OrdinalMixture(CrowdEstimator):
@@ -306,7 +304,7 @@ class OrdinalMixture(CrowdEstimator):
         s = best.state
         warn = restarts.fit_warnings(best, collapsed, interrupted, self.max_iter, self.tol)
         for w in warn:
-            warnings.warn(w, CollapseWarning if "collapsed" in w else UserWarning, stacklevel=3)
+            warnings.warn(w.message, w.category, stacklevel=3)
 
         n_m, n_n = data.counts()
         items = outputs.items_frame(
@@ -346,5 +344,5 @@ class OrdinalMixture(CrowdEstimator):
         self.n_iter_ = len(best.trace)
         self.collapsed_ = collapsed
         self.interrupted_ = interrupted
-        self.warnings_ = warn
+        self.warnings_ = [w.message for w in warn]
         self.seconds_ = seconds

@@ -53,7 +53,7 @@ from .. import accel, init, outputs, restarts, updates, vb
 from ..data import COLUMN_ALIASES, CrowdData, Scale, as_scale, normalize_columns
 from ..errors import InputError
 from ..io import PARQUET_EXTENSIONS, TEXT_EXTENSIONS
-from ..model import CollapseWarning, OrdinalMixture
+from ..model import OrdinalMixture
 from ..rand import id_hash
 from . import blocks
 
@@ -510,7 +510,7 @@ class DaskOrdinalMixture(OrdinalMixture):
         g: _Global = best.state
         warn = restarts.fit_warnings(best, collapsed, interrupted, self.max_iter, self.tol)
         for w in warn:
-            warnings.warn(w, CollapseWarning if "collapsed" in w else UserWarning, stacklevel=3)
+            warnings.warn(w.message, w.category, stacklevel=3)
 
         parts = on_blocks(blocks.block_results, best.restart, g.slot)
         local_cats = self.granularity == "instance"
@@ -563,7 +563,7 @@ class DaskOrdinalMixture(OrdinalMixture):
         self.n_iter_ = len(best.trace)
         self.collapsed_ = collapsed
         self.interrupted_ = interrupted
-        self.warnings_ = warn
+        self.warnings_ = [w.message for w in warn]
         self.seconds_ = time.perf_counter() - t0
         return dask_frames
 
