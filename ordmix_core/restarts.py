@@ -67,6 +67,17 @@ def restart_key(rng: np.random.Generator) -> int:
     return int(rng.integers(0, 2**63 - 1))
 
 
+def mixture_starter(runs: list[RestartRun]) -> Callable[[RestartRun], None]:
+    """``start_mixture`` for ``race``: after its warm-up a restart's mixture starts from its
+    own initial eps (kept now, before any sweep), whatever the warm-up did to it."""
+    eps0 = {run.restart: run.state.eps.copy() for run in runs}
+
+    def start_mixture(run: RestartRun) -> None:
+        run.state.eps = eps0[run.restart].copy()
+
+    return start_mixture
+
+
 #: ``step(run, spam)``: one sweep of ``run`` (with the spam component or not); updates
 #: ``run.state`` and ``run.truth_share`` and returns the new bound
 StepFn = Callable[[RestartRun, bool], float]

@@ -30,7 +30,7 @@ import numpy as np
 from scipy.special import digamma, gammaln
 
 from . import bound, kernels, updates
-from .data import CrowdData
+from .data import CrowdData, Scale
 from .tn import tn_stats
 
 
@@ -87,6 +87,70 @@ class Problem:
         return self.log_pi[self.level]
 
     @classmethod
+    def create(
+        cls,
+        scale: Scale,
+        *,
+        pi: np.ndarray,
+        mu: float,
+        lam: float,
+        phi: float,
+        eta: float,
+        ordinal: bool,
+        spam: bool,
+        exact: bool,
+        n_per_ann: np.ndarray,
+        n_categories: int,
+    ) -> Problem:
+        """The fit's problem without ratings (the Dask client's view): the scale, the priors,
+        the model's switches, ratings per annotator (N,) and the number of categories.
+
+        ``with_ratings`` adds ratings (all of them, or a block's).
+        """
+        empty = np.zeros(0, dtype=np.int32)
+        return cls(
+            ann=empty,
+            inst=empty,
+            cat_l=empty,
+            level=empty,
+            thresholds=np.asarray(scale.thresholds, dtype=float),
+            values=np.asarray(scale.values, dtype=float),
+            log_pi=np.log(np.asarray(pi, dtype=float)),
+            n_per_ann=np.asarray(n_per_ann),
+            n_instances=0,
+            n_categories=int(n_categories),
+            mu=float(mu),
+            lam=float(lam),
+            phi=float(phi),
+            eta=float(eta),
+            ordinal=ordinal,
+            spam=spam,
+            exact=exact,
+            tau_rate_floor=updates.TAU_RATE_FLOOR * scale.step**2,
+        )
+
+    def with_ratings(
+        self,
+        ann: np.ndarray,
+        inst: np.ndarray,
+        cat_l: np.ndarray,
+        level: np.ndarray,
+        n_instances: int,
+        n_categories: int | None = None,
+    ) -> Problem:
+        """The same problem on these ratings (L,) of ``n_instances`` instances (codes local to
+        them) and, if given, ``n_categories`` categories."""
+        return replace(
+            self,
+            ann=np.ascontiguousarray(ann, dtype=np.int32),
+            inst=np.ascontiguousarray(inst, dtype=np.int32),
+            cat_l=np.ascontiguousarray(cat_l, dtype=np.int32),
+            level=np.ascontiguousarray(level, dtype=np.int32),
+            n_instances=int(n_instances),
+            n_categories=self.n_categories if n_categories is None else int(n_categories),
+        )
+
+    @classmethod
     def from_data(
         cls,
         data: CrowdData,
@@ -100,26 +164,21 @@ class Problem:
         spam: bool,
         exact: bool,
     ) -> Problem:
-        return cls(
-            ann=np.ascontiguousarray(data.ann, dtype=np.int32),
-            inst=np.ascontiguousarray(data.inst, dtype=np.int32),
-            cat_l=np.ascontiguousarray(data.cat, dtype=np.int32),
-            level=np.ascontiguousarray(data.level, dtype=np.int32),
-            thresholds=np.asarray(data.scale.thresholds, dtype=float),
-            values=np.asarray(data.scale.values, dtype=float),
-            log_pi=np.log(np.asarray(pi, dtype=float)),
-            n_per_ann=np.bincount(data.ann, minlength=data.n_annotators),
-            n_instances=data.n_instances,
-            n_categories=data.n_categories,
-            mu=float(mu),
-            lam=float(lam),
-            phi=float(phi),
-            eta=float(eta),
+        """The problem of a prepared data set (``create`` + ``with_ratings``)."""
+        p = cls.create(
+            data.scale,
+            pi=pi,
+            mu=mu,
+            lam=lam,
+            phi=phi,
+            eta=eta,
             ordinal=ordinal,
             spam=spam,
             exact=exact,
-            tau_rate_floor=updates.TAU_RATE_FLOOR * data.scale.step**2,
+            n_per_ann=np.bincount(data.ann, minlength=data.n_annotators),
+            n_categories=data.n_categories,
         )
+        return p.with_ratings(data.ann, data.inst, data.cat, data.level, data.n_instances)
 
     def with_spam(self, spam: bool) -> Problem:
         return replace(self, spam=spam)

@@ -30,6 +30,7 @@ import pandas as pd
 from .. import accel, init, kernels, outputs, vb
 from ..data import _numeric_ratings
 from ..errors import InputError
+from ..queries import instance_queries, query_clash
 from ..rand import id_hash
 
 _REGISTRY: dict[str, Block] = {}
@@ -142,18 +143,10 @@ def load_block(fit_id: str, index: int, df: pd.DataFrame, label: str) -> dict:
     query_of_inst, query_min = None, None
     if "query" in df.columns:
         q = df["query"].array
-        first = np.zeros(len(inst_ids), dtype=np.int64)
-        first[inst[::-1]] = np.arange(n)[::-1]
-        query_of_inst = np.asarray(q[first], dtype=object)
-        clash = np.asarray(q != pd.array(query_of_inst[inst], dtype=q.dtype))
-        if clash.any():
-            row = int(np.flatnonzero(clash)[0])
+        query_of_inst, row = instance_queries(inst, q, len(inst_ids))
+        if row is not None:  # no row number: the block is a shuffled partition
             m = inst[row]
-            raise InputError(
-                f"instance {inst_ids[m]!r} has query {q[row]!r} in one row but "
-                f"{query_of_inst[m]!r} in another; an instance belongs to one query",
-                source=label,
-            )
+            raise InputError(query_clash(inst_ids[m], q[row], query_of_inst[m]), source=label)
         qs = pd.Series(inst_ids, index=query_of_inst)
         query_min = qs.groupby(level=0, sort=False).min()
     del df
@@ -228,26 +221,7 @@ def finalize_block(fit_id: str, index: int, setup: Setup) -> np.ndarray:
         n_cat, local = setup.categories.size, False
         b.cat_name_of_inst = b.query_of_inst
     cat = cat_of_inst[b.inst]
-    b.problem = vb.Problem(
-        ann=ann,
-        inst=b.inst,
-        cat_l=np.ascontiguousarray(cat),
-        level=level,
-        thresholds=g.thresholds,
-        values=g.values,
-        log_pi=g.log_pi,
-        n_per_ann=g.n_per_ann,
-        n_instances=m,
-        n_categories=n_cat,
-        mu=g.mu,
-        lam=g.lam,
-        phi=g.phi,
-        eta=g.eta,
-        ordinal=g.ordinal,
-        spam=g.spam,
-        exact=g.exact,
-        tau_rate_floor=g.tau_rate_floor,
-    )
+    b.problem = g.with_ratings(ann, b.inst, cat, level, m, n_cat)
     b.local_categories = local
     b.n_threads = setup.n_threads
     b.inst_hash = id_hash(b.inst_ids)
