@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 from scipy.special import expit, logit
 
-from .vb import State
+from .problem import State
 
 if TYPE_CHECKING:
     from .restarts import RestartRun, StepFn

@@ -18,7 +18,6 @@ import numpy as np
 import pandas as pd
 
 from .errors import CollapseWarning, ConvergenceWarning
-from .vb import Stop  # the one stop signal of both the single run and the schedule
 
 __all__ = [
     "FitWarning",
@@ -76,6 +75,10 @@ def mixture_starter(runs: list[RestartRun]) -> Callable[[RestartRun], None]:
         run.state.eps = eps0[run.restart].copy()
 
     return start_mixture
+
+
+class Stop(Exception):
+    """The fit is to stop: the progress callback said so (or another restart's did)."""
 
 
 #: ``step(run, spam)``: one sweep of ``run`` (with the spam component or not); updates

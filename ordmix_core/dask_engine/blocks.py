@@ -11,11 +11,11 @@ Each restart keeps its block-local factors (q(z), and q(delta) at instance granu
 numbered *slots*, one per state: the client names the slot a sweep starts from and the one it
 writes, and which slots to keep (``keep``): the current state and, for SQUAREM, the one before
 it, the plain sweep's result and the candidate swept from the proposal. Nothing per rating
-outlives a sweep (``vb.Work`` is rewritten by every phase 1), so rejecting a candidate is only
+outlives a sweep (``phases.Work`` is rewritten by every phase 1), so rejecting a candidate is only
 a matter of which slot the client keeps.
 
 Memory per rating of a block: 16 bytes of codes (annotator, instance, category, level) and
-24 bytes of per-sweep buffers (``vb.Work``); per instance and restart 16 bytes (q(z)) per
+24 bytes of per-sweep buffers (``phases.Work``); per instance and restart 16 bytes (q(z)) per
 slot, plus 16 per slot for q(delta) at instance granularity: 2 slots between sweeps, up to 4
 during an accelerated sweep (as many states as the in-memory engine holds then).
 """
@@ -27,9 +27,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .. import accel, init, kernels, outputs, vb
+from .. import accel, init, kernels, outputs, phases
 from ..data import _numeric_ratings
 from ..errors import InputError
+from ..problem import Problem
 from ..queries import instance_queries, query_clash
 from ..rand import id_hash
 
@@ -103,7 +104,7 @@ class Block:
     rating_vals: np.ndarray  # (V,) distinct rating values of the block
     rating_code: np.ndarray  # (L,) int32 codes into rating_vals
     query_of_inst: np.ndarray | None  # (M,) object
-    problem: vb.Problem | None = None
+    problem: Problem | None = None
     local_categories: bool = False
     cat_name_of_inst: np.ndarray | None = None  # (M,) object: category name of each instance
     inst_hash: np.ndarray | None = None
@@ -111,7 +112,7 @@ class Block:
     n_m: np.ndarray | None = None
     n_threads: int = 1
     states: dict[int, dict[int, Local]] = field(default_factory=dict)  # restart -> slots
-    work: vb.Work | None = None
+    work: phases.Work | None = None
 
     @property
     def groups(self) -> tuple[str, ...]:
@@ -189,9 +190,9 @@ def combine_summaries(*parts: dict) -> dict:
 
 @dataclass
 class Setup:
-    """What every block needs to build its ``vb.Problem`` (broadcast once)."""
+    """What every block needs to build its ``Problem`` (broadcast once)."""
 
-    problem: vb.Problem  # the global problem: no ratings, n_per_ann (N,), n_categories
+    problem: Problem  # the global problem: no ratings, n_per_ann (N,), n_categories
     annotators: np.ndarray  # (N,) object, sorted
     categories: np.ndarray | None  # (C,) object, query granularity; None otherwise
     granularity: str
@@ -268,8 +269,8 @@ def _threads(b: Block) -> int:
 
 @dataclass
 class Factors:
-    """Broadcast to phase 1: ``vb.annotator_factors`` (N,) x3 and, for global categories,
-    ``vb.category_factors`` (C,) x3."""
+    """Broadcast to phase 1: ``phases.annotator_factors`` (N,) x3 and, for global categories,
+    ``phases.category_factors`` (C,) x3."""
 
     ann: tuple[np.ndarray, np.ndarray, np.ndarray]
     cat: tuple[np.ndarray, np.ndarray, np.ndarray] | None
@@ -346,18 +347,18 @@ def phase_xy_tau(
         return {"w_ann": np.zeros(n), "r_ann": np.zeros(n), "w_cat": w_cat, "f": 0.0, "bad": 1.0}
     t = _threads(b)
     if b.work is None:
-        b.work = vb.Work.empty(p.n_ratings)
+        b.work = phases.Work.empty(p.n_ratings)
     cat_f = fac.cat
     if b.local_categories:
-        cat_f = vb.category_factors(p, start.delta_shape, start.delta_rate)
-    xy = vb.phase_xy(p, start.mu_m, start.lam_m, fac.ann, cat_f, b.work, t)
-    r_ann = vb.phase_tau(p, b.work, xy.mu_m, xy.lam_m, cat_f[0], t)
+        cat_f = phases.category_factors(p, start.delta_shape, start.delta_rate)
+    xy = phases.phase_xy(p, start.mu_m, start.lam_m, fac.ann, cat_f, b.work, t)
+    r_ann = phases.phase_tau(p, b.work, xy.mu_m, xy.lam_m, cat_f[0], t)
     slots[dst] = Local(xy.mu_m, xy.lam_m, w_cat=xy.w_cat if b.local_categories else None)
     return {
         "w_ann": xy.w_ann,
         "r_ann": r_ann,
         "w_cat": None if b.local_categories else xy.w_cat,
-        "f": vb.block_terms(p, xy),
+        "f": phases.block_terms(p, xy),
         "bad": 0.0,
     }
 
@@ -387,11 +388,11 @@ def phase_delta(
     p = b.problem
     slots = b.states[restart]
     loc = slots[dst]
-    d_cat = vb.phase_delta(p, b.work, e_tau.value, _threads(b))
+    d_cat = phases.phase_delta(p, b.work, e_tau.value, _threads(b))
     out = {"d_cat": d_cat, "f": 0.0}
     if b.local_categories:
-        loc.delta_shape, loc.delta_rate = vb.update_delta(p, loc.w_cat, d_cat)
-        f = vb.category_terms(p, loc.w_cat, d_cat, loc.delta_shape, loc.delta_rate)
+        loc.delta_shape, loc.delta_rate = phases.update_delta(p, loc.w_cat, d_cat)
+        f = phases.category_terms(p, loc.w_cat, d_cat, loc.delta_shape, loc.delta_rate)
         loc.w_cat = None
         out = {"d_cat": None, "f": f}
     if norms is not None:

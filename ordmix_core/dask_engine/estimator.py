@@ -10,9 +10,9 @@ Flow of a fit (nothing gathers the ratings onto one process):
    counts, the scale and the query order; these are broadcast and every block switches to
    global annotator / category codes (``pd.factorize(..., sort=True)`` order, as
    ``data.prepare``), so random starts (``init.py``, keyed on IDs) equal the in-memory ones.
-3. Each sweep of a restart: blocks run ``vb.phase_xy`` + ``vb.phase_tau`` (q(z) is local),
+3. Each sweep of a restart: blocks run ``phases.phase_xy`` + ``phases.phase_tau`` (q(z) is local),
    the per-annotator / per-category sums are tree-reduced, q(tau) is updated and E[tau]
-   broadcast; blocks run ``vb.phase_delta``, sums reduced; q(delta) (or locally, at instance
+   broadcast; blocks run ``phases.phase_delta``, sums reduced; q(delta) (or locally, at instance
    granularity), eps, alpha, beta and F follow from ``vb``'s global steps. Per sweep and
    partition, 2 x (N + C) + a few floats travel each way.
 4. Everything else is ``OrdinalMixture``'s, inherited: its parameters, the problem
@@ -51,12 +51,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .. import accel, outputs, restarts, vb
+from .. import accel, outputs, phases, restarts
 from ..base import extends_params
 from ..data import COLUMN_ALIASES, CrowdData, Scale, as_scale, normalize_columns
 from ..errors import InputError
 from ..io import PARQUET_EXTENSIONS, TEXT_EXTENSIONS
 from ..model import Learned, OrdinalMixture, _emit
+from ..problem import Problem
 from ..rand import id_hash
 from . import blocks
 
@@ -376,7 +377,7 @@ class _Sweeps:
     def __init__(
         self,
         bl: _Blocks,
-        gp: vb.Problem,
+        gp: Problem,
         local_cats: bool,
         n_ratings: int,
         n_restarts: int,
@@ -401,8 +402,8 @@ class _Sweeps:
         dst = self.next_slot[g.restart]
         self.next_slot[g.restart] += 1
         fac = blocks.Factors(
-            vb.annotator_factors(p, g.tau_shape, g.tau_rate, g.eps),
-            None if local_cats else vb.category_factors(p, g.delta_shape, g.delta_rate),
+            phases.annotator_factors(p, g.tau_shape, g.tau_rate, g.eps),
+            None if local_cats else phases.category_factors(p, g.delta_shape, g.delta_rate),
         )
         s1 = bl.reduce(
             bl.run(
@@ -412,7 +413,7 @@ class _Sweeps:
         )  # fmt: skip
         if s1["bad"] > 0:
             return None, -np.inf, None
-        tau_shape, tau_rate = vb.update_tau(s1["w_ann"], s1["r_ann"], g.alpha, g.beta)
+        tau_shape, tau_rate = phases.update_tau(s1["w_ann"], s1["r_ann"], g.alpha, g.beta)
         after = (*(keep if keep_after is None else keep_after), dst)
         s3 = bl.reduce(
             bl.run(blocks.phase_delta, g.restart, bl.send(tau_shape / tau_rate), dst, after, norms)
@@ -420,9 +421,9 @@ class _Sweeps:
         f = s1["f"] + s3["f"]
         delta_shape, delta_rate = g.delta_shape, g.delta_rate
         if not local_cats:
-            delta_shape, delta_rate = vb.update_delta(p, s1["w_cat"], s3["d_cat"])
-            f += vb.category_terms(p, s1["w_cat"], s3["d_cat"], delta_shape, delta_rate)
-        eps, alpha, beta, f_ann = vb.annotator_step(p, s1["w_ann"], tau_shape, tau_rate, g.eps)
+            delta_shape, delta_rate = phases.update_delta(p, s1["w_cat"], s3["d_cat"])
+            f += phases.category_terms(p, s1["w_cat"], s3["d_cat"], delta_shape, delta_rate)
+        eps, alpha, beta, f_ann = phases.annotator_step(p, s1["w_ann"], tau_shape, tau_rate, g.eps)
         new = _Global(
             g.restart, tau_shape, tau_rate, eps, alpha, beta, delta_shape, delta_rate,
             s1["w_ann"], slot=dst, swept=True,
