@@ -7,12 +7,10 @@ fix, exits 2 and writes nothing; Ctrl-C exits 130 and leaves earlier output inta
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 import warnings
 from collections.abc import Sequence
-from pathlib import Path
 
 from . import __version__
 from .errors import InputError
@@ -134,6 +132,7 @@ def model_from_args(args: argparse.Namespace):
 
 def cmd_fit(args: argparse.Namespace) -> int:
     from .io import atomic_output_dir, read_ratings
+    from .outputs import write_fit_outputs
 
     if not (args.tol >= 0):
         raise InputError(f"--tol must be a number >= 0, not {args.tol}")
@@ -179,49 +178,6 @@ def cmd_fit_dask(args: argparse.Namespace) -> int:
     if not args.quiet:
         print(f"wrote {args.out} ({model.seconds_:.1f} s, Dask engine)", file=sys.stderr)
     return 0
-
-
-def write_fit_outputs(model, folder: Path, settings: dict) -> None:
-    """items.csv, annotators.csv, categories.csv, restarts.csv, trace.csv, summary.json."""
-    from .io import write_csv
-
-    items = model.items_.reset_index()
-    write_csv(items, folder / "items.csv", id_columns=["instance", "query", "category"])
-    ann = model.annotators_.reset_index()
-    ann = ann[["annotator", "n_ratings", "expertise", "reliability", "expertise_sd", "spam_share"]]
-    write_csv(ann, folder / "annotators.csv", id_columns=["annotator"])
-    write_csv(model.categories_.reset_index(), folder / "categories.csv", id_columns=["category"])
-    trace = model.trace_[["restart", "iteration", "lower_bound", "stage"]]
-    write_csv(trace, folder / "trace.csv", id_columns=[])
-    write_csv(model.restarts_.reset_index(), folder / "restarts.csv", id_columns=[])
-    summary = {
-        "ordmix_version": __version__,
-        "settings": {k: v for k, v in settings.items() if k != "func"},
-        "model": {k: v for k, v in model.get_params().items() if k != "random_state"},
-        "n_ratings": model.data_.n_ratings,
-        "n_instances": model.data_.n_instances,
-        "n_annotators": model.data_.n_annotators,
-        "n_categories": model.data_.n_categories,
-        "hyperparameters": model.hyperparams_,
-        "winning_restart": int(model.best_restart_),
-        "selection_reason": model.selection_reason_,
-        "lower_bound": model.lower_bound_,
-        "iterations": int(model.n_iter_),
-        "converged": bool(model.converged_),
-        "collapsed": bool(model.collapsed_),
-        "interrupted": bool(model.interrupted_),
-        "warnings": list(model.warnings_),
-        "seconds": round(model.seconds_, 3),
-    }
-    (folder / "summary.json").write_text(json.dumps(summary, indent=2, default=_json_default))
-
-
-def _json_default(o):
-    if hasattr(o, "tolist"):
-        return o.tolist()
-    if isinstance(o, Path):
-        return str(o)
-    return str(o)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
