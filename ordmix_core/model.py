@@ -120,29 +120,13 @@ class OrdinalMixture(CrowdEstimator):
         return self.granularity
 
     # ------------------------------------------------------------------ checks
-    def _check_params(self, k: int) -> np.ndarray:
-        if self.updates not in ("exact", "paper"):
-            raise InputError(f"updates must be 'exact' or 'paper', not {self.updates!r}")
-        for name in ("n_restarts", "max_iter"):
-            v = getattr(self, name)
-            if not isinstance(v, (int, np.integer)) or v < 1:
-                raise InputError(f"{name} must be a whole number >= 1, not {v!r}")
-        for name in ("phi", "eta", "lam"):
-            v = getattr(self, name)
-            if not (np.isfinite(v) and v > 0):
-                raise InputError(f"{name} must be a positive number, not {v!r}")
-        if not (np.isfinite(self.tol) and self.tol >= 0):
-            raise InputError(f"tol must be a number >= 0, not {self.tol!r}")
-        if self.pi is None:
-            pi = np.full(k, 1.0 / k)
-        else:
-            pi = np.asarray(self.pi, dtype=float)
-            if pi.shape != (k,) or np.any(pi <= 0) or not np.all(np.isfinite(pi)):
-                raise InputError(
-                    f"pi must be {k} positive numbers (one per level), not {self.pi!r}"
-                )
-            pi = pi / pi.sum()
-        return pi
+    def _check_params(self, k: int, scale: Scale | None = None) -> np.ndarray:
+        """Check every parameter against the options table (InputError naming the first bad
+        one); ``scale``: the fit's scale, when known. Returns the spam distribution (K,)."""
+        from . import options
+
+        options.validate_params(self, scale)
+        return options.spam_distribution(self.pi, k)
 
     # ------------------------------------------------------------------ fit
     def fit(

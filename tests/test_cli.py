@@ -114,7 +114,8 @@ def test_compare_and_experiment(files, tmp_path):
         == 0
     )
     t = pd.read_csv(table)
-    assert t.columns.tolist() == ["method", "mse", "correlation", "ndcg", "seconds"]
+    assert t.columns.tolist() == ["method", "mse", "correlation", "ndcg", "seconds", "n_gold"]
+    assert (t["n_gold"] == 150).all()
     assert t["method"].tolist() == ["mean", "odm-global"]
     out = tmp_path / "exp"
     assert (
@@ -140,6 +141,7 @@ def test_compare_and_experiment(files, tmp_path):
         "mse.html",
         "correlation.html",
         "ndcg.html",
+        "summary.json",
     }
     assert (
         main(
