@@ -13,6 +13,7 @@ import json
 import re
 import socket
 import sys
+import textwrap
 import threading
 import time
 import warnings
@@ -29,11 +30,27 @@ CONNECT_TIMEOUT = 5.0
 _argv: list[str] = []  # the arguments being parsed, for error hints
 
 
+class _Formatter(argparse.HelpFormatter):
+    """Help wrapped at spaces only, so method names such as odm-global stay whole."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return textwrap.fill(
+            " ".join(text.split()),
+            width,
+            initial_indent=indent,
+            subsequent_indent=indent,
+            break_on_hyphens=False,
+        )
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with the house promise: one line ``ordmix: error: ...`` and exit 2."""
 
     def __init__(self, *args, **kwargs) -> None:
-        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        kwargs.setdefault("formatter_class", _Formatter)
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]

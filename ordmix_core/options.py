@@ -288,6 +288,7 @@ class Option:
     flag: str | None = None  # the command-line flag (None: Python API only)
     metavar: str | None = None
     const: Any = None  # a switch flag (no value) sets the parameter to this
+    flag_help: str | None = None  # a switch flag's help (what giving the flag does)
     in_compare: bool = True  # offered by ``ordmix compare`` / ``experiment`` too
     front_default: Any = _FROM_ESTIMATOR  # the CLI's and dashboard's default, when not the API's
     widget_args: dict = field(default_factory=dict)  # min/max/step for number widgets
@@ -400,6 +401,8 @@ OPTIONS: tuple[Option, ...] = (
         widget="toggle",
         flag="--real-valued",
         const=False,
+        flag_help="the real-valued variant: the rating is the hidden value itself, no "
+        "thresholds (default: off, the paper's ordinal model)",
         in_compare=False,
     ),
     Option(
@@ -411,6 +414,8 @@ OPTIONS: tuple[Option, ...] = (
         widget="toggle",
         flag="--no-spam",
         const=False,
+        flag_help="no spam component: every rating is taken as honest (default: off, spam "
+        "is modelled)",
         in_compare=False,
     ),
     Option(
@@ -422,6 +427,8 @@ OPTIONS: tuple[Option, ...] = (
         widget="select",
         flag="--paper-updates",
         const="paper",
+        flag_help="the paper's literal equation 4 for the item values instead of the exact "
+        "update, under which the fit's score never decreases (default: off, exact)",
     ),
     Option(
         "phi",
@@ -597,8 +604,6 @@ def options_for(command: str) -> list[Option]:
 
 def _default_text(o: Option) -> str:
     d = o.ui_default
-    if o.switch:
-        return f"off: {o.name}={d!r}"
     if d is None:
         return o.kind.none or "none"
     return str(d)
@@ -617,7 +622,8 @@ def add_fit_options(
     advanced = parser.add_argument_group("model options (the paper's defaults)")
     for o in options_for(command):
         group = basic if o.group == "basic" else advanced
-        help_text = o.help if "(default:" in o.help else f"{o.help} (default: {_default_text(o)})"
+        text = (o.flag_help or o.help) if o.switch else o.help
+        help_text = text if "(default:" in text else f"{text} (default: {_default_text(o)})"
         kw: dict[str, Any] = dict(dest=o.name, default=o.ui_default, help=help_text)
         if o.switch:
             kw.update(action="store_const", const=o.const)
@@ -641,10 +647,13 @@ def to_estimator_kwargs(
     ``random_state``). Only the table's options are taken; each is checked (InputError).
     ``names`` restricts the result to those parameters.
     """
-    src = dict(vars(values)) if isinstance(values, argparse.Namespace) else dict(values)
-    if "seed" in src and "random_state" not in src:
-        src["random_state"] = src.pop("seed")
-    out = {k: v for k, v in src.items() if k in _BY_NAME and (names is None or k in names)}
+    if isinstance(values, argparse.Namespace):  # the parsed flags and the command's own
+        src = {k: v for k, v in vars(values).items() if k in _BY_NAME}
+    else:  # a dashboard's settings: every key must be an option
+        src = dict(values)
+        if "seed" in src and "random_state" not in src:
+            src["random_state"] = src.pop("seed")
+    out = {k: v for k, v in src.items() if names is None or k in names}
     return check_kwargs(out)
 
 
