@@ -44,6 +44,7 @@ def add_subcommands(sub) -> None:
         help="the table to write: a new file or an earlier ordmix compare table",
     )
     cmp.add_argument("--methods", help=_methods_help())
+    cmp.add_argument("--quiet", action="store_true", help="no progress on stderr")
     options.add_fit_options(cmp, "compare", _overrides())
     cmp.set_defaults(func=cmd_compare)
 
@@ -77,6 +78,7 @@ def add_subcommands(sub) -> None:
         help=f"fake ratings per instance, whole numbers 0 to {MAX_SPAM_LEVEL} "
         "(default: 0,1,2,3,4,5,6,7,8,9)",
     )
+    exp.add_argument("--quiet", action="store_true", help="no progress on stderr")
     options.add_fit_options(exp, "experiment", _overrides())
     exp.set_defaults(func=cmd_experiment)
 
@@ -94,8 +96,9 @@ def _levels(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def _progress(*parts) -> None:
-    print("ordmix:", *parts, file=sys.stderr, flush=True)
+def _progress(*parts, quiet: bool = False) -> None:
+    if not quiet:
+        print("ordmix:", *parts, file=sys.stderr, flush=True)
 
 
 def _prepare(args: argparse.Namespace, out_is_dir: bool):
@@ -140,7 +143,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             scale=scale,
             granularity=args.granularity,
             params=params,
-            callback=lambda name, i, n: _progress(f"[{i + 1}/{n}] {name}"),
+            callback=lambda name, i, n: _progress(f"[{i + 1}/{n}] {name}", quiet=args.quiet),
         )
         out = check_output_file(args.out, {"ratings": args.ratings, "gold": args.gold})
         try:
@@ -152,7 +155,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
         write_csv(table, out, id_columns=[])
     print_warnings(caught)
     print(table.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
-    _progress(f"wrote {args.out} ({len(table)} methods, {int(table['n_gold'].max())} gold items)")
+    _progress(
+        f"wrote {args.out} ({len(table)} methods, {int(table['n_gold'].max())} gold items)",
+        quiet=args.quiet,
+    )
     return 0
 
 
@@ -175,7 +181,7 @@ def cmd_experiment(args: argparse.Namespace) -> int:
             scale=scale,
             granularity=args.granularity,
             params=params,
-            callback=lambda level, name: _progress(f"spam level {level}: {name}"),
+            callback=lambda level, name: _progress(f"spam level {level}: {name}", quiet=args.quiet),
             default=ABLATION if args.kind == "ablation" else TABLE1,
         )
         inputs = {"ratings": args.ratings, "gold": args.gold}
@@ -195,5 +201,5 @@ def cmd_experiment(args: argparse.Namespace) -> int:
             files = listing(tmp)
     print_warnings(caught)
     print(res.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
-    _progress(f"wrote {_folder(args.out)}{', '.join(files)}")
+    _progress(f"wrote {_folder(args.out)}{', '.join(files)}", quiet=args.quiet)
     return 0

@@ -87,10 +87,11 @@ def check_output_dir(path: str | os.PathLike, inputs: Inputs | None = None) -> P
             source=label,
         )
     _refuse_inputs(where, inputs, label, inside=True)
-    for anc in where.parents:
+    for anc in p.absolute().parents:
         if _has_ordmix_summary(anc) and not _foreign_entries(anc):
             raise InputError(
-                f"is inside the earlier ordmix output {anc}, which a run into it would replace "
+                f"is inside the earlier ordmix output {_shown(anc)}, which a run into it would "
+                "replace "
                 "as a whole; choose a folder outside it",
                 source=label,
             )
@@ -208,6 +209,15 @@ def listing(folder: Path) -> list[str]:
 
 
 # --------------------------------------------------------------------------- helpers
+def _shown(p: Path) -> str:
+    """A folder as messages show it: relative to the current folder when inside it."""
+    try:
+        rel = p.relative_to(Path.cwd())
+    except ValueError:
+        return str(p)
+    return "the current folder" if str(rel) == "." else str(rel)
+
+
 def _nonempty(path: str | os.PathLike) -> tuple[Path, str]:
     label = os.fspath(path)
     if not label.strip():
@@ -284,13 +294,14 @@ def _is_compare_table(p: Path) -> bool:
 def _check_replaceable(p: Path, label: str) -> None:
     """An existing output can be renamed aside and deleted: refuse it early if not."""
     st = p.stat()
-    parent = p.resolve().parent
+    parent = p.absolute().parent
     euid = os.geteuid() if hasattr(os, "geteuid") else None
     if euid not in (None, 0) and st.st_uid != euid:
         pst = parent.stat()
         if pst.st_mode & stat.S_ISVTX and pst.st_uid != euid:
             raise InputError(
-                f"belongs to another user in {parent}, where only owners may rename or delete "
+                f"belongs to another user in {_shown(parent)}, where only owners may rename or "
+                "delete "
                 "(sticky bit); choose another output",
                 source=label,
             )
@@ -307,16 +318,17 @@ def _check_replaceable(p: Path, label: str) -> None:
 
 def _probe_parent(p: Path, label: str) -> None:
     """Create (and remove) a folder where the output will go; InputError if that fails."""
-    anc = p.resolve().parent
+    anc = p.absolute().parent
     while not anc.exists():
         anc = anc.parent
     if not anc.is_dir():
-        raise InputError(f"cannot be created: {anc} is a file, not a folder", source=label)
+        raise InputError(f"cannot be created: {_shown(anc)} is a file, not a folder", source=label)
     try:
         probe = tempfile.mkdtemp(prefix=f".{p.name or 'out'}.probe-", dir=anc)
     except OSError as e:
         raise InputError(
-            f"cannot be written: {anc} is not writable ({e.strerror or e}); choose another output",
+            f"cannot be written: {_shown(anc)} is not writable ({e.strerror or e}); choose "
+            "another output",
             source=label,
         ) from None
     os.rmdir(probe)

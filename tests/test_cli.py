@@ -1,4 +1,3 @@
-import contextlib
 import io
 import json
 import os
@@ -10,6 +9,7 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+from _cli_helpers import run_cli
 
 from ordmix_core.baselines import BASELINES
 from ordmix_core.cli import Progress, main
@@ -174,14 +174,6 @@ def test_compare_and_experiment(files, tmp_path):
 
 
 # --------------------------------------------------------------------------- the CLI contract
-def run_cli(argv) -> tuple[int, list[str], str]:
-    """``main(argv)`` in-process: exit code, stderr lines, stdout."""
-    err, out = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
-        rc = main([str(a) for a in argv])
-    return rc, err.getvalue().splitlines(), out.getvalue()
-
-
 BAD_ARGS = [
     (["--restarts", "0"], "argument --restarts: must be a whole number from 1 to 1,000, not 0"),
     (["--max-iter", "0"], "argument --max-iter: must be a whole number from 1 to 100,000, not 0"),

@@ -1,20 +1,17 @@
 """Output paths: never delete what ordmix did not write; refuse before any compute."""
 
-import contextlib
-import io
 import json
 import os
 import shutil
 import stat
-import tempfile
 import time
 from pathlib import Path
 
 import pytest
+from _cli_helpers import NOBODY, as_user, read_only_dir, run_cli, run_unprivileged, shared_dir
 
 import ordmix_core.experiments  # noqa: F401 - imported before no_compute patches its import
 from ordmix_core import InputError
-from ordmix_core.cli import main
 from ordmix_core.outpaths import (
     FIT_FILES,
     check_input_file,
@@ -42,10 +39,7 @@ def snapshot(folder: Path) -> dict:
 
 
 def run(argv) -> tuple[int, list[str]]:
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-        rc = main([str(a) for a in argv])
-    return rc, err.getvalue().splitlines()
+    return run_cli(argv)[:2]
 
 
 def refused(argv, fragment: str, compute_spy=None) -> str:
@@ -244,54 +238,6 @@ def test_fifo_input_subprocess_exits_2_promptly(tmp_path):
 
 
 # --------------------------------------------------------------------------- permissions
-NOBODY = 65534
-
-
-def as_user(uid: int, argv: list, cwd: Path) -> tuple[int, list[str]]:
-    """``main(argv)`` in a forked child running as ``uid`` (the test runs as root)."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        try:
-            os.close(r)
-            os.setgroups([])
-            os.setgid(uid)
-            os.setuid(uid)
-            os.chdir(cwd)
-            out = [99, "unexpected"]
-            out = list(run(argv))
-        except BaseException as e:  # noqa: BLE001 - reported to the parent
-            out = [99, [repr(e)]]
-        finally:
-            os.write(w, json.dumps(out).encode())
-            os._exit(0)
-    os.close(w)
-    data = b""
-    while chunk := os.read(r, 65536):
-        data += chunk
-    os.close(r)
-    os.waitpid(pid, 0)
-    rc, err = json.loads(data)
-    return rc, err
-
-
-@contextlib.contextmanager
-def shared_dir():
-    """A folder other users can enter (pytest's tmp_path is private to its owner)."""
-    d = Path(tempfile.mkdtemp(prefix="ordmix-perm-"))
-    os.chmod(d, 0o755)
-    try:
-        yield d
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
-
-
-def run_unprivileged(argv, cwd):
-    if os.geteuid() == 0:
-        return as_user(NOBODY, argv, cwd)
-    return run(argv)
-
-
 @pytest.fixture(scope="module")
 def perm_files():
     with shared_dir() as d:
@@ -303,19 +249,9 @@ def perm_files():
         yield d
 
 
-def _read_only_dir(base: Path, name: str) -> Path:
-    d = base / name
-    d.mkdir()
-    if os.geteuid() == 0:
-        os.chmod(d, 0o755)  # root's: read-only to nobody
-    else:
-        os.chmod(d, 0o555)
-    return d
-
-
 @pytest.mark.parametrize("command", ["fit", "compare"])
 def test_read_only_and_missing_read_only_parent_refused_before_compute(perm_files, command):
-    ro = _read_only_dir(perm_files, f"ro-{command}")
+    ro = read_only_dir(perm_files, f"ro-{command}")
     try:
         cases = [ro / "out", ro / "missing" / "deeper" / "out"]
         for out in cases:
