@@ -129,6 +129,8 @@ class Real(_Kind):
     def describe(self) -> str:
         if self.lo is None:
             return "a finite number"
+        if self.lo == 0 and self.lo_open:
+            return "a positive number" + ("" if self.hi is None else f" up to {self.hi:g}")
         if self.hi is None:
             return f"a number {'>' if self.lo_open else '>='} {self.lo:g}"
         if self.lo_open:

@@ -198,7 +198,7 @@ BAD_ARGS = [
     (["--max-iter", "1e9"], "argument --max-iter: must be a whole number from 1 to 100,000"),
     (["--tol", "nan"], "argument --tol: must be a number >= 0, not nan"),
     (["--tol", "-1"], "argument --tol: must be a number >= 0, not -1.0"),
-    (["--phi", "0"], "argument --phi: must be a number > 0 and <= 1e+06, not 0.0"),
+    (["--phi", "0"], "argument --phi: must be a positive number up to 1e+06, not 0.0"),
     (["--mu", "1e308"], "argument --mu: must be a number from -1e+150 to 1e+150"),
     (["--restarts"], "argument --restarts: expected one argument"),
 ]
