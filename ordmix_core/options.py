@@ -222,7 +222,8 @@ class ScaleKind(_Kind):
         if not isinstance(value, (Scale, str)) and not isinstance(value, (Sequence, np.ndarray)):
             raise self._bad(value)
         try:
-            sc = as_scale(value, np.empty(0))
+            with np.errstate(over="ignore", invalid="ignore"):  # a huge scale is refused below
+                sc = as_scale(value, np.empty(0))
         except (InputError, TypeError, ValueError):
             raise self._bad(value) from None
         check_scale(sc)
@@ -242,10 +243,10 @@ def check_scale(sc: Scale) -> None:
 
     Raises ValueError (the callers name the scale's source).
     """
-    span = float(sc.values[-1] - sc.values[0]) if sc.k > 1 else 0.0
-    if not (math.isfinite(span) and span <= MAX_SCALE_SPAN) or not np.all(
-        np.isfinite(sc.thresholds)
-    ):
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow is what is checked for
+        span = float(sc.values[-1] - sc.values[0]) if sc.k > 1 else 0.0
+        thresholds = sc.thresholds
+    if not (math.isfinite(span) and span <= MAX_SCALE_SPAN) or not np.all(np.isfinite(thresholds)):
         raise ValueError(
             f"must span at most {MAX_SCALE_SPAN:g}, not {fmt_scale(sc.values)}; values that "
             "large are usually codes or typos, not ratings"
