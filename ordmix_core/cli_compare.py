@@ -35,13 +35,8 @@ def add_subcommands(sub) -> None:
         description="Fit every method on the same ratings and score each on the gold items "
         "(MSE, Pearson correlation, NDCG); write the table as CSV and print it.",
     )
-    cmp.add_argument("ratings", help="CSV, TSV or Parquet: annotator, instance, rating[, query]")
-    cmp.add_argument("--gold", required=True, help="CSV, TSV or Parquet: instance, truth")
-    cmp.add_argument(
-        "--out",
-        required=True,
-        metavar="TABLE.csv",
-        help="the table to write: a new file or an earlier ordmix compare table",
+    _add_files(
+        cmp, "TABLE.csv", "the table to write: a new file or an earlier ordmix compare table"
     )
     cmp.add_argument("--methods", help=_methods_help())
     cmp.add_argument("--quiet", action="store_true", help="no progress on stderr")
@@ -55,14 +50,11 @@ def add_subcommands(sub) -> None:
         "and score them on gold: results.csv, one plotly figure per metric and summary.json.",
     )
     exp.add_argument("kind", choices=["spam", "ablation"])
-    exp.add_argument("ratings", help="CSV, TSV or Parquet: annotator, instance, rating[, query]")
-    exp.add_argument("--gold", required=True, help="CSV, TSV or Parquet: instance, truth")
-    exp.add_argument(
-        "--out",
-        required=True,
-        metavar="DIR",
-        help="output folder: new, empty, or an earlier ordmix experiment output (replaced as "
-        "a whole, only when the run succeeds)",
+    _add_files(
+        exp,
+        "DIR",
+        "output folder: new, empty, or an earlier ordmix experiment output (replaced as a "
+        "whole, only when the run succeeds)",
     )
     exp.add_argument(
         "--methods",
@@ -81,6 +73,13 @@ def add_subcommands(sub) -> None:
     exp.add_argument("--quiet", action="store_true", help="no progress on stderr")
     options.add_fit_options(exp, "experiment", _overrides())
     exp.set_defaults(func=cmd_experiment)
+
+
+def _add_files(p: argparse.ArgumentParser, out_metavar: str, out_help: str) -> None:
+    """The ratings, the gold and the output of a comparison command."""
+    p.add_argument("ratings", help="CSV, TSV or Parquet: annotator, instance, rating[, query]")
+    p.add_argument("--gold", required=True, help="CSV, TSV or Parquet: instance, truth")
+    p.add_argument("--out", required=True, metavar=out_metavar, help=out_help)
 
 
 def _overrides() -> dict:
