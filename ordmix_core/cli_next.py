@@ -15,23 +15,19 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import warnings
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from . import decisions
+from . import decisions, options
 from .errors import InputError
 
 FIT_FILES = ("items.csv", "categories.csv", "annotators.csv", "summary.json")
 
 
-def add_subcommand(sub, add_model_options: Callable | None = None) -> argparse.ArgumentParser:
-    """Add ``next`` to the ``ordmix`` subparsers; ``add_model_options`` as in ``cli.py``."""
-    if add_model_options is None:
-        from .cli import add_model_options
+def add_subcommand(sub) -> argparse.ArgumentParser:
+    """Add ``next`` to the ``ordmix`` subparsers (fit options from the options table)."""
     p = sub.add_parser(
         "next",
         help="the items to rate next (and annotators to review) from ratings or a fit folder",
@@ -67,7 +63,7 @@ def add_subcommand(sub, add_model_options: Callable | None = None) -> argparse.A
         default=None,
         help=f"posterior probability a flag needs (default {decisions.CONFIDENCE:g})",
     )
-    add_model_options(p)
+    options.add_fit_options(p, "fit")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=cmd_next)
     return p
@@ -100,7 +96,7 @@ def cmd_next(args: argparse.Namespace) -> int:
     decisions.check_flag_settings(**_flag_settings(args))  # before a fit, not after
     source = Path(args.source)
     if source.is_dir():
-        items, annotators = _from_fit_folder(source, args, review_out is not None)
+        items, annotators = _from_fitfolder_name(source, args, review_out is not None)
     else:
         items, annotators = _from_ratings(args, review_out is not None)
     batch = decisions.next_batch(items, args.batch, by=args.by)
@@ -143,16 +139,20 @@ def _from_ratings(
     args: argparse.Namespace, review: bool
 ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
     """Fit the ratings; items (and, for a review, annotators) with their decision columns."""
-    from .cli import Progress, model_from_args
+    from .cli_common import Progress, collect_warnings, print_warnings
     from .io import read_ratings
+    from .model import OrdinalMixture
 
+    model = OrdinalMixture(**options.to_estimator_kwargs(args))
+    options.validate_params(model)
     ratings = read_ratings(args.source, scale=args.scale)
-    model = model_from_args(args)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        model.fit(ratings, callback=Progress(args.quiet))
-    for w in caught:
-        print(f"ordmix: warning: {w.message}", file=sys.stderr)
+    with collect_warnings() as caught:
+        progress = Progress(model.n_restarts, args.quiet)
+        try:
+            model.fit(ratings, callback=progress)
+        finally:
+            progress.close()
+    print_warnings(caught)
     settings = _flag_settings(args)
     conf = {"confidence": settings["confidence"]} if "confidence" in settings else {}
     items = model.items_.join(decisions.item_decisions(model, **conf))
@@ -162,7 +162,7 @@ def _from_ratings(
     return items, annotators
 
 
-def _from_fit_folder(
+def _from_fitfolder_name(
     folder: Path, args: argparse.Namespace, review: bool
 ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
     """Read an ``ordmix fit`` folder; items with decision columns, annotators as written."""

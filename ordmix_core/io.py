@@ -16,7 +16,6 @@ import csv
 import io
 import os
 import re
-import shutil
 import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -27,6 +26,7 @@ import pandas as pd
 
 from .data import COLUMN_ALIASES, Scale, as_scale, fmt_scale, map_aliases, normalize_columns
 from .errors import InputError
+from .outpaths import atomic_output_dir  # noqa: F401 - moved to outpaths; re-exported
 
 #: Largest upload the dashboard accepts, in megabytes (its ``server.maxUploadSize``): over
 #: 10 million ratings as CSV with short IDs. Readers take any size given as a path.
@@ -607,49 +607,6 @@ def _explain_rows(body: bytes, delim: str, label: str) -> tuple[int, list[str]]:
 
 
 # --------------------------------------------------------------------------- writing
-
-
-@contextlib.contextmanager
-def atomic_output_dir(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary sibling folder that replaces ``path`` only if the block succeeds.
-
-    On any exception (KeyboardInterrupt included) the temporary folder is deleted and
-    ``path`` is untouched. On success an existing ``path`` is renamed aside, the new folder
-    renamed in, then the old one deleted: at every moment a complete output exists (between
-    the two renames, under ``.<name>.old-*`` next to it).
-    """
-    path = Path(path)
-    if path.exists() and not path.is_dir():
-        raise InputError(
-            "exists and is a file, not a folder; choose another output folder", source=str(path)
-        )
-    parent = path.parent
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-        tmp = parent / f".{path.name}.tmp-{uuid.uuid4().hex[:12]}"
-        tmp.mkdir()
-    except OSError as e:
-        raise InputError(
-            f"cannot create the output folder ({e.strerror or e})", source=str(path)
-        ) from None
-    try:
-        yield tmp
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    old = None
-    try:
-        if path.exists():
-            old = parent / f".{path.name}.old-{uuid.uuid4().hex[:12]}"
-            os.replace(path, old)
-        os.replace(tmp, path)
-    except BaseException:
-        if old is not None and old.exists() and not path.exists():
-            os.replace(old, path)
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
 
 
 def csv_safe(df: pd.DataFrame | pd.Series, columns: Sequence[str] | None = None) -> pd.DataFrame:

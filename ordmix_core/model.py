@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import accel, init, kernels, outputs, restarts, vb
+from . import accel, init, kernels, options, outputs, restarts, vb
 from .base import CrowdEstimator
 from .data import CrowdData, Scale, prepare
 from .errors import CollapseWarning, ConvergenceWarning, InputError
@@ -49,6 +49,7 @@ ProgressCallback = Callable[[int, int, float], "bool | None"]
 Learned = tuple[Any, Any, np.ndarray, "np.ndarray | None"]
 
 
+@options.register_estimator
 class OrdinalMixture(CrowdEstimator):
     """Lakshminarayanan & Teh's ordinal-discrete-mixture model fitted by variational Bayes.
 
@@ -133,29 +134,14 @@ class OrdinalMixture(CrowdEstimator):
         return self.granularity
 
     # ------------------------------------------------------------------ checks
-    def _check_params(self, k: int) -> np.ndarray:
-        if self.updates not in ("exact", "paper"):
-            raise InputError(f"updates must be 'exact' or 'paper', not {self.updates!r}")
-        for name in ("n_restarts", "max_iter"):
-            v = getattr(self, name)
-            if not isinstance(v, (int, np.integer)) or v < 1:
-                raise InputError(f"{name} must be a whole number >= 1, not {v!r}")
-        for name in ("phi", "eta", "lam"):
-            v = getattr(self, name)
-            if not (np.isfinite(v) and v > 0):
-                raise InputError(f"{name} must be a positive number, not {v!r}")
-        if not (np.isfinite(self.tol) and self.tol >= 0):
-            raise InputError(f"tol must be a number >= 0, not {self.tol!r}")
-        if self.pi is None:
-            pi = np.full(k, 1.0 / k)
-        else:
-            pi = np.asarray(self.pi, dtype=float)
-            if pi.shape != (k,) or np.any(pi <= 0) or not np.all(np.isfinite(pi)):
-                raise InputError(
-                    f"pi must be {k} positive numbers (one per level), not {self.pi!r}"
-                )
-            pi = pi / pi.sum()
-        return pi
+    def _check_params(self, k: int, scale: Scale | None = None) -> np.ndarray:
+        """Check every parameter against the options table (InputError naming the first bad
+        one); ``scale``: the fit's scale, when known. Returns the spam distribution (K,)."""
+        self._validate(scale)
+        return options.spam_distribution(self.pi, k)
+
+    def _validate(self, scale: Scale | None = None) -> None:
+        options.validate_params(self, scale)
 
     # ------------------------------------------------------------------ fit
     def fit(
@@ -168,6 +154,7 @@ class OrdinalMixture(CrowdEstimator):
         as it was before ``fit``.
         """
         t0 = time.perf_counter()
+        self._validate()  # before the data is read: a bad scale= is named as such
         data = prepare(ratings, self.scale, granularity=self.granularity)
         p, pi = self._problem(
             data.scale, np.bincount(data.ann, minlength=data.n_annotators), data.n_categories
@@ -256,7 +243,7 @@ class OrdinalMixture(CrowdEstimator):
         ``n_per_ann`` (N,): ratings per annotator; ``n_categories``: global categories (0 when
         they are local to the Dask engine's blocks).
         """
-        pi = self._check_params(scale.k)
+        pi = self._check_params(scale.k, scale)
         problem = vb.Problem.create(
             scale,
             pi=pi,

@@ -1,23 +1,19 @@
 """``ordmix next``: the batch and review files from ratings or from an ``ordmix fit`` folder.
 
-The subcommand is built here with ``cli_next.add_subcommand`` (cli.py registers it); errors
+The subcommand runs through ``cli.main`` (cli.py registers ``cli_next.add_subcommand``); errors
 are one line, exit 2, and nothing is written.
 """
 
 from __future__ import annotations
 
-import argparse
 import shutil
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from ordmix_core import decisions
-from ordmix_core.cli import add_model_options, main
-from ordmix_core.cli_next import add_subcommand
-from ordmix_core.errors import InputError
+from ordmix_core.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 RATINGS = ROOT / "demo_data" / "simulated-ratings.csv"
@@ -25,15 +21,8 @@ FIT = ["--restarts", "2", "--seed", "0", "--quiet"]
 
 
 def run_next(argv: list[str]) -> int:
-    """What ``ordmix next ...`` does once registered: parse, run, InputError -> exit 2."""
-    parser = argparse.ArgumentParser(prog="ordmix")
-    add_subcommand(parser.add_subparsers(dest="command", required=True), add_model_options)
-    args = parser.parse_args(["next", *argv])
-    try:
-        return args.func(args)
-    except InputError as e:
-        print(f"ordmix: error: {e}", file=sys.stderr)
-        return 2
+    """``ordmix next ...`` through the real command line (one line and exit 2 on a mistake)."""
+    return main(["next", *argv])
 
 
 @pytest.fixture(scope="module")
