@@ -2,8 +2,8 @@
 
 import streamlit as st
 
-from app import csv_download, fit_caption, page_setup, require_fit
 from ordmix_core import figures
+from pages._ui import csv_download, fit_caption, page_setup, require_fit
 
 page_setup()
 st.title("Annotators")
