@@ -192,9 +192,15 @@ def _count(n: int, what: str) -> str:
     return f"{n:,} {what}" + ("" if n == 1 else "s")
 
 
-def spam_flags(annotators: pd.DataFrame, threshold: float = SPAM_SHARE_THRESHOLD) -> pd.Series:
-    """True for annotators at least ``threshold`` of whose ratings the fit explains as spam."""
-    return annotators["spam_share"] >= threshold
+def annotator_flags(annotators: pd.DataFrame, threshold: float = SPAM_SHARE_THRESHOLD) -> pd.Series:
+    """Each annotator's flag: ``spammer`` when at least ``threshold`` of their ratings is
+    explained as spam, else ``ok``.
+
+    The one place the Annotators page and :func:`fit_summary` take flags from, so that
+    evidence-aware flags (unreliable / ok / undetermined) replace it in one step.
+    """
+    spam = annotators["spam_share"].to_numpy() >= threshold
+    return pd.Series(np.where(spam, "spammer", "ok"), index=annotators.index, name="flag")
 
 
 def undetermined_items(model: OrdinalMixture) -> pd.Series:
@@ -258,7 +264,7 @@ def fit_summary(model: OrdinalMixture) -> list[str]:
             "judge spammers yet; run the fit to the end for that."
         )
     elif model.spam:
-        flagged = spam_flags(ann)
+        flagged = annotator_flags(ann) == "spammer"
         share = ann.loc[flagged, "n_ratings"].sum() / max(int(ann["n_ratings"].sum()), 1)
         lines.append(
             f"{int(flagged.sum()):,} of {_count(len(ann), 'annotator')} look like spammers "

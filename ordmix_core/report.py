@@ -1,8 +1,10 @@
-"""A data set checked once for the dashboard, and its validation report.
+"""What the dashboard reports about the data and a comparison, without streamlit.
 
 :func:`make_dataset` validates a ratings table a single time (``data.prepare``) and keeps the
-prepared :class:`~ordmix_core.data.CrowdData`: the report, the Fit page and the engine all read
-that, so a dashboard fit never validates the same table again. No streamlit here.
+prepared :class:`~ordmix_core.data.CrowdData`: the validation report, the Fit page and the
+engine all read that, so a dashboard fit never validates the same table again.
+:func:`best_methods` / :func:`comparison_words` mark a comparison's winners and say when a
+baseline beats the model.
 """
 
 from __future__ import annotations
@@ -132,3 +134,60 @@ def validation_report(ds: Dataset) -> dict[str, Any]:
             "gold_off_scale": int(off.sum()),
         }
     return out
+
+
+# --------------------------------------------------------------------------- comparison
+
+#: the comparison's metrics: display name and whether lower is better
+METRICS = {"mse": ("MSE", True), "correlation": ("correlation", False), "ndcg": ("NDCG", False)}
+
+
+def is_baseline(method: str) -> bool:
+    """Every method that is not a variant of the ordinal-discrete-mixture (``odm-*``)."""
+    return not str(method).startswith("odm")
+
+
+def best_methods(table: pd.DataFrame) -> dict[str, list[str]]:
+    """metric -> the method(s) with the best value (lowest MSE, highest correlation / NDCG).
+
+    ``table``: ``compare_methods``' table (method + metric columns); ties all count; a metric
+    that no method could score (all NaN) is left out.
+    """
+    out: dict[str, list[str]] = {}
+    for metric, (_, lower) in METRICS.items():
+        if metric not in table.columns:
+            continue
+        v = table[metric].to_numpy(dtype=float)
+        ok = np.isfinite(v)
+        if not ok.any():
+            continue
+        target = v[ok].min() if lower else v[ok].max()
+        hit = ok & np.isclose(v, target, rtol=0.0, atol=1e-12)
+        out[metric] = table.loc[hit, "method"].astype(str).tolist()
+    return out
+
+
+def best_at(table: pd.DataFrame) -> pd.Series:
+    """Per row of ``table``: the metrics at which that method is best (``"mse, ndcg"``)."""
+    best = best_methods(table)
+    return (
+        table["method"]
+        .astype(str)
+        .map(lambda name: ", ".join(METRICS[m][0] for m, who in best.items() if name in who))
+    )
+
+
+def comparison_words(table: pd.DataFrame) -> list[str]:
+    """One sentence per metric: who is best, and when a baseline beats every odm method."""
+    values = table.set_index(table["method"].astype(str))
+    odm = [m for m in values.index if not is_baseline(m)]
+    lines = []
+    for metric, winners in best_methods(table).items():
+        name, lower = METRICS[metric]
+        line = f"Best {name}: {' and '.join(winners)} ({values.at[winners[0], metric]:.4f})."
+        model = values.loc[odm, metric].dropna()
+        if all(is_baseline(w) for w in winners) and len(model):
+            top = model.idxmin() if lower else model.idxmax()
+            line += f" A baseline wins here: the best odm method, {top}, has {model[top]:.4f}."
+        lines.append(line)
+    return lines

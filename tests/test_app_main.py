@@ -145,9 +145,7 @@ def test_no_page_imports_app_and_app_only_navigates():
     # the entry page: set up and navigate; no self-import, no helpers of its own
     assert _imports(APP) == {"__future__", "streamlit", "pages._ui"}
     tree = ast.parse(APP.read_text())
-    assert [n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)] == [
-        "main"
-    ]
+    assert [n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)] == ["main"]
 
 
 def test_upload_limit_matches_io():
