@@ -172,7 +172,11 @@ def annotator_scatter(
     if log_x:
         fig.update_xaxes(type="log")
     fig.update_yaxes(title="reliability epsilon (P(rating is honest))", range=[-0.1, 1.1])
-    return _layout(fig, "Annotators: expertise vs reliability", legend={"orientation": "h"})
+    return _layout(
+        fig,
+        "Annotators: expertise vs reliability",
+        legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 1, "xanchor": "right"},
+    )
 
 
 def annotator_distributions(annotators: pd.DataFrame) -> go.Figure:
