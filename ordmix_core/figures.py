@@ -34,6 +34,23 @@ def _layout(fig: go.Figure, title: str, **kw: object) -> go.Figure:
     return fig
 
 
+def _identity_line(fig: go.Figure, truth: np.ndarray) -> None:
+    """The dotted ``estimate = truth`` diagonal over the range of ``truth`` (if any)."""
+    if not truth.size:
+        return
+    lo, hi = float(np.nanmin(truth)), float(np.nanmax(truth))
+    fig.add_trace(
+        go.Scatter(
+            x=[lo, hi],
+            y=[lo, hi],
+            mode="lines",
+            name="estimate = truth",
+            line={"dash": "dot", "color": "#555"},
+            hoverinfo="skip",
+        )
+    )
+
+
 def _need(df: pd.DataFrame, cols: list[str], what: str) -> None:
     missing = [c for c in cols if c not in df.columns]
     if missing:
@@ -343,18 +360,7 @@ def estimate_vs_truth(
                 + "</extra>",
             )
         )
-    if x.size:
-        lo, hi = float(np.nanmin(x)), float(np.nanmax(x))
-        fig.add_trace(
-            go.Scatter(
-                x=[lo, hi],
-                y=[lo, hi],
-                mode="lines",
-                name="estimate = truth",
-                line={"dash": "dot", "color": "#555"},
-                hoverinfo="skip",
-            )
-        )
+    _identity_line(fig, x)
     fig.update_xaxes(title="truth" + (" (jittered)" if jitter else ""))
     fig.update_yaxes(title="estimate")
     return _layout(fig, f"Estimate vs truth ({len(common)} items)")
@@ -452,18 +458,7 @@ def simulator_truth_vs_estimate(
             hovertemplate="%{text}<br>true z %{x:.3f}<br>estimate %{y:.3f}<extra></extra>",
         )
     )
-    if len(t):
-        lo, hi = float(t.min()), float(t.max())
-        fig.add_trace(
-            go.Scatter(
-                x=[lo, hi],
-                y=[lo, hi],
-                mode="lines",
-                name="estimate = truth",
-                line={"dash": "dot", "color": "#555"},
-                hoverinfo="skip",
-            )
-        )
+    _identity_line(fig, t.to_numpy(dtype=float))
     ok = e.notna().to_numpy()
     r = float(np.corrcoef(t.to_numpy()[ok], e.to_numpy()[ok])[0, 1]) if ok.sum() > 1 else np.nan
     fig.update_xaxes(title="true value z (simulated)")

@@ -94,11 +94,18 @@ def _spread(counts: np.ndarray) -> dict[str, float]:
     return {"min": c.min(), "50%": float(np.median(c)), "mean": c.mean(), "max": c.max()}
 
 
+def _repeats(keys: np.ndarray) -> int:
+    """How many entries repeat an earlier one (by sorting: numpy's hash ``unique`` is slow)."""
+    if keys.size == 0:
+        return 0
+    return int(keys.size - 1 - np.count_nonzero(np.diff(np.sort(keys))))
+
+
 def validation_report(ds: Dataset) -> dict[str, Any]:
     """Counts, ratings per item / annotator, duplicates, scale use and gold coverage.
 
-    Computed on the prepared codes with ``np.bincount`` / ``np.unique``: one pass, no
-    second validation, fast on a million ratings.
+    Computed on the prepared codes with ``np.bincount`` and one sort per duplicate count: no
+    second validation, no groupby.
     """
     d = ds.data
     per_item, per_ann = d.counts()
@@ -116,8 +123,8 @@ def validation_report(ds: Dataset) -> dict[str, Any]:
         "per_item": _spread(per_item),
         "per_annotator": _spread(per_ann),
         "single_rating_items": int((per_item == 1).sum()),
-        "duplicate_pairs": d.n_ratings - int(np.unique(pair).size),
-        "exact_duplicate_rows": d.n_ratings - int(np.unique(row).size),
+        "duplicate_pairs": _repeats(pair),
+        "exact_duplicate_rows": _repeats(row),
         "scale": fmt_scale(levels),
         "level_counts": pd.DataFrame({"level": levels, "ratings": counts}).set_index("level"),
         "unused_levels": [float(v) for v, n in zip(levels, counts, strict=True) if n == 0],

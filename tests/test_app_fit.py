@@ -11,6 +11,7 @@ from test_app_main import (
     texts,
     ui,
 )
+from test_fitjob import stopping_job
 
 from ordmix_core.fitjob import FitJob, FitParams
 
@@ -141,16 +142,8 @@ def _session_with_demo():
 
 
 def _stopping_job(s, stop_at_restart: int, n_restarts: int = 3, at_iteration: int = 3) -> FitJob:
-    """A job whose Stop is pressed at ``at_iteration`` of ``stop_at_restart`` (run inline)."""
-    job = FitJob(dataset=s.dataset, params=FitParams(n_restarts=n_restarts))
-    plain = job.callback
-
-    def callback(restart, iteration, bound):
-        if restart == stop_at_restart and iteration == at_iteration:
-            job.stop.set()
-        return plain(restart, iteration, bound)
-
-    job.callback = callback
+    """The session's job, stopped at ``at_iteration`` of ``stop_at_restart`` (run inline)."""
+    job = stopping_job(s.dataset, stop_at_restart, n_restarts, at_iteration, run=False)
     s._d["job"] = job
     job.run()
     return job

@@ -36,8 +36,11 @@ def demo():
     return make_dataset("simulated", ratings, oio.read_gold(DEMO / "simulated-gold.csv"))
 
 
-def stopping_job(ds, stop_at_restart: int, n_restarts: int = 3, at_iteration: int = 3) -> FitJob:
-    """A job whose Stop is pressed at ``at_iteration`` of ``stop_at_restart`` (run inline)."""
+def stopping_job(
+    ds, stop_at_restart: int, n_restarts: int = 3, at_iteration: int = 3, run: bool = True
+) -> FitJob:
+    """A job whose Stop is pressed at ``at_iteration`` of ``stop_at_restart``; run inline
+    unless ``run`` is False (a caller that registers the job first)."""
     job = FitJob(dataset=ds, params=FitParams(n_restarts=n_restarts))
     plain = job.callback
 
@@ -47,7 +50,8 @@ def stopping_job(ds, stop_at_restart: int, n_restarts: int = 3, at_iteration: in
         return plain(restart, iteration, bound)
 
     job.callback = callback
-    job.run()
+    if run:
+        job.run()
     return job
 
 
