@@ -146,19 +146,22 @@ def phase_xy(
     """
     n_rat, n_inst = p.n_ratings, p.n_instances
     b = p.thresholds
-    e_tau, log_e_tau, a_n = ann_f
-    e_delta, log_e_delta, b_c = cat_f
     acc_inst = np.zeros((n_chunks, n_inst, 2))
     acc_ann = np.zeros((n_chunks, p.n_annotators))
     acc_cat = np.zeros((n_chunks, p.n_categories))
     acc_sc = np.zeros((n_chunks, 3))
     pass_xy = kernels.passes(n_rat, n_chunks)[0]
     pass_xy(
-        p.ann, p.inst, p.cat_l, p.level, b[:-1], b[1:], p.values, p.log_pi,
-        mu_m, 1.0 / lam_m, e_tau, log_e_tau, a_n, e_delta, log_e_delta, b_c,
-        p.ordinal, p.spam, p.exact, kernels.ERFCX_TABLE, work.ex, work.var_ws, work.omega,
-        acc_inst, acc_ann, acc_cat, acc_sc,
-    )  # fmt: skip
+        (p.ann, p.inst, p.cat_l, p.level),
+        (b[:-1], b[1:], p.values, p.log_pi),
+        (mu_m, 1.0 / lam_m),
+        tuple(ann_f),
+        tuple(cat_f),
+        (p.ordinal, p.spam, p.exact),
+        kernels.TN_CONSTS,
+        (work.ex, work.var_ws, work.omega),
+        (acc_inst, acc_ann, acc_cat, acc_sc),
+    )
     sums_inst = acc_inst.sum(axis=0)
     lam_new = p.lam + sums_inst[:, 0]
     mu_new = (p.mu * p.lam + sums_inst[:, 1]) / lam_new
@@ -180,10 +183,8 @@ def phase_tau(
     """
     acc_ann = np.zeros((n_chunks, p.n_annotators))
     pass_tau = kernels.passes(p.n_ratings, n_chunks)[1]
-    pass_tau(
-        p.ann, p.inst, p.cat_l, work.ex, work.var_ws, work.omega, mu_m, 1.0 / lam_m, e_delta,
-        acc_ann,
-    )  # fmt: skip
+    codes = (p.ann, p.inst, p.cat_l, p.level)
+    pass_tau(codes, work.ex, work.var_ws, work.omega, (mu_m, 1.0 / lam_m), e_delta, acc_ann)
     return acc_ann.sum(axis=0)
 
 
@@ -191,7 +192,7 @@ def phase_delta(p: Problem, work: Work, e_tau: np.ndarray, n_chunks: int) -> np.
     """Phase 3 on a block: per category ``sum omega E[tau] S`` (C,) with the NEW ``e_tau`` (N,)."""
     acc_cat = np.zeros((n_chunks, p.n_categories))
     pass_delta = kernels.passes(p.n_ratings, n_chunks)[2]
-    pass_delta(p.ann, p.cat_l, work.var_ws, e_tau, acc_cat)
+    pass_delta((p.ann, p.inst, p.cat_l, p.level), work.var_ws, e_tau, acc_cat)
     return acc_cat.sum(axis=0)
 
 
