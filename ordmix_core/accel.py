@@ -31,8 +31,13 @@ from .problem import State
 if TYPE_CHECKING:
     from .restarts import RestartRun, StepFn
 
-#: the parameter groups, in the order their squared norms are summed
+#: the parameter groups, in the order their squared norms are summed (a new variational
+#: parameter that SQUAREM should extrapolate is added here; ``ab`` is [alpha, beta])
 GROUPS = ("mu_m", "lam_m", "tau_shape", "tau_rate", "delta_shape", "delta_rate", "eps", "ab")
+#: the groups per instance (a partitioned engine keeps them with the instances' ratings)
+INSTANCE_GROUPS = ("mu_m", "lam_m")
+#: the groups per category (per instance too, at instance granularity)
+CATEGORY_GROUPS = ("delta_shape", "delta_rate")
 #: groups made unconstrained by a log (``ab`` is ``[alpha, beta]``); checked finite and > 0
 _POS = ("lam_m", "tau_shape", "tau_rate", "delta_shape", "delta_rate", "ab")
 #: largest step length tried; beyond it the proposal is mostly extrapolation noise

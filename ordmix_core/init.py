@@ -70,7 +70,7 @@ def init_categories(n_c: np.ndarray, phi: float, eta: float) -> tuple[np.ndarray
 
 
 class Globals(NamedTuple):
-    """A restart's start of the factors that are not per instance (names as ``vb.State``'s):
+    """A restart's start of the factors that are not per instance (names as ``problem.State``'s):
     q(tau) and eps (N,), q(delta) (C,) and the expertise prior Gamma(alpha, beta)."""
 
     tau_shape: np.ndarray

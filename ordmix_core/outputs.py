@@ -103,7 +103,7 @@ def hyperparams(
     thresholds: Sequence[float],
 ) -> dict:
     """``hyperparams_``: the learned Gamma prior (alpha, beta), the fixed priors of ``p`` (a
-    ``vb.Problem``), the spam distribution ``pi`` (K,) and the scale."""
+    ``problem.Problem``), the spam distribution ``pi`` (K,) and the scale."""
     return {
         "alpha": float(alpha),
         "beta": float(beta),
@@ -154,6 +154,11 @@ TABLES: dict[str, Table] = {
         Table("restarts", "restarts_", ()),
     )
 }
+
+
+#: every name ``write_fit_outputs`` writes in the output folder (a table held as a Dask
+#: DataFrame becomes a folder of part files named as the table, without ``.csv``)
+FILES: tuple[str, ...] = (*(f"{t.name}.csv" for t in TABLES.values()), "summary.json")
 
 
 def table(model: Any, name: str) -> pd.DataFrame:

@@ -20,32 +20,9 @@ import threading
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import digamma, gammaln
 
 from . import bound, kernels, updates
 from .problem import Problem, State
-
-
-def _gamma_stats(shape: np.ndarray, rate: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``E[t]``, ``E[log t]`` and ``digamma(shape)`` of Gamma(shape, rate); each as input."""
-    dig = digamma(shape)
-    return shape / rate, dig - np.log(rate), dig
-
-
-def _gamma_terms(
-    shape: np.ndarray,
-    rate: np.ndarray,
-    e_t: np.ndarray,
-    e_logt: np.ndarray,
-    dig: np.ndarray,
-    shape0: float,
-    rate0: float,
-) -> float:
-    """``bound.gamma_terms`` reusing the moments already computed; inputs (N,) or (C,)."""
-    prior = shape0 * np.log(rate0) - gammaln(shape0) + (shape0 - 1.0) * e_logt - rate0 * e_t
-    entropy = shape - np.log(rate) + gammaln(shape) + (1.0 - shape) * dig
-    return float(np.sum(prior + entropy))
-
 
 _SCRATCH = threading.local()
 
@@ -66,7 +43,7 @@ def annotator_factors(
 
     ``a_n`` is the annotator's part of the logit of omega (see ``kernels.pass_xy``).
     """
-    e_tau, e_logtau, _ = _gamma_stats(tau_shape, tau_rate)
+    e_tau, e_logtau, _ = updates.gamma_stats(tau_shape, tau_rate)
     log_e_tau = np.log(e_tau)
     if not p.spam:
         return e_tau, log_e_tau, np.zeros_like(e_tau)
@@ -84,7 +61,7 @@ def category_factors(
     p: Problem, delta_shape: np.ndarray, delta_rate: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """What pass 1 needs per category: ``E[delta]``, ``log E[delta]`` and ``b_c``; each (C,)."""
-    e_delta, e_logdelta, _ = _gamma_stats(delta_shape, delta_rate)
+    e_delta, e_logdelta, _ = updates.gamma_stats(delta_shape, delta_rate)
     log_e_delta = np.log(e_delta)
     if not p.spam:
         return e_delta, log_e_delta, np.zeros_like(e_delta)
@@ -146,22 +123,24 @@ def phase_xy(
     """
     n_rat, n_inst = p.n_ratings, p.n_instances
     b = p.thresholds
-    e_tau, log_e_tau, a_n = ann_f
-    e_delta, log_e_delta, b_c = cat_f
     acc_inst = np.zeros((n_chunks, n_inst, 2))
     acc_ann = np.zeros((n_chunks, p.n_annotators))
     acc_cat = np.zeros((n_chunks, p.n_categories))
     acc_sc = np.zeros((n_chunks, 3))
     pass_xy = kernels.passes(n_rat, n_chunks)[0]
     pass_xy(
-        p.ann, p.inst, p.cat_l, p.level, b[:-1], b[1:], p.values, p.log_pi,
-        mu_m, 1.0 / lam_m, e_tau, log_e_tau, a_n, e_delta, log_e_delta, b_c,
-        p.ordinal, p.spam, p.exact, kernels.ERFCX_TABLE, work.ex, work.var_ws, work.omega,
-        acc_inst, acc_ann, acc_cat, acc_sc,
-    )  # fmt: skip
+        (p.ann, p.inst, p.cat_l, p.level),
+        (b[:-1], b[1:], p.values, p.log_pi),
+        (mu_m, 1.0 / lam_m),
+        tuple(ann_f),
+        tuple(cat_f),
+        (p.ordinal, p.spam, p.exact),
+        kernels.TN_CONSTS,
+        (work.ex, work.var_ws, work.omega),
+        (acc_inst, acc_ann, acc_cat, acc_sc),
+    )
     sums_inst = acc_inst.sum(axis=0)
-    lam_new = p.lam + sums_inst[:, 0]
-    mu_new = (p.mu * p.lam + sums_inst[:, 1]) / lam_new
+    mu_new, lam_new = updates.z_from_sums(sums_inst[:, 0], sums_inst[:, 1], p.mu, p.lam)
     return XYSums(
         mu_new,
         lam_new,
@@ -180,10 +159,8 @@ def phase_tau(
     """
     acc_ann = np.zeros((n_chunks, p.n_annotators))
     pass_tau = kernels.passes(p.n_ratings, n_chunks)[1]
-    pass_tau(
-        p.ann, p.inst, p.cat_l, work.ex, work.var_ws, work.omega, mu_m, 1.0 / lam_m, e_delta,
-        acc_ann,
-    )  # fmt: skip
+    codes = (p.ann, p.inst, p.cat_l, p.level)
+    pass_tau(codes, work.ex, work.var_ws, work.omega, (mu_m, 1.0 / lam_m), e_delta, acc_ann)
     return acc_ann.sum(axis=0)
 
 
@@ -191,7 +168,7 @@ def phase_delta(p: Problem, work: Work, e_tau: np.ndarray, n_chunks: int) -> np.
     """Phase 3 on a block: per category ``sum omega E[tau] S`` (C,) with the NEW ``e_tau`` (N,)."""
     acc_cat = np.zeros((n_chunks, p.n_categories))
     pass_delta = kernels.passes(p.n_ratings, n_chunks)[2]
-    pass_delta(p.ann, p.cat_l, work.var_ws, e_tau, acc_cat)
+    pass_delta((p.ann, p.inst, p.cat_l, p.level), work.var_ws, e_tau, acc_cat)
     return acc_cat.sum(axis=0)
 
 
@@ -199,12 +176,12 @@ def update_tau(
     w_ann: np.ndarray, r_ann: np.ndarray, alpha: float, beta: float
 ) -> tuple[np.ndarray, np.ndarray]:
     """q(tau) from the reduced sums: ``(shape, rate)``, each (N,)."""
-    return alpha + 0.5 * w_ann, beta + 0.5 * r_ann
+    return updates.gamma_from_sums(w_ann, r_ann, alpha, beta)
 
 
 def update_delta(p: Problem, w_cat: np.ndarray, d_cat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """q(delta) from the reduced sums: ``(shape, rate)``, each (C,)."""
-    return p.phi + 0.5 * w_cat, p.eta + 0.5 * d_cat
+    return updates.gamma_from_sums(w_cat, d_cat, p.phi, p.eta)
 
 
 def category_terms(
@@ -215,9 +192,10 @@ def category_terms(
     delta_rate: np.ndarray,
 ) -> float:
     """The bound's terms that involve q(delta) (ratings' share and the Gamma terms); inputs (C,)."""
-    e_delta, e_logdelta, dig = _gamma_stats(delta_shape, delta_rate)
+    e_delta, e_logdelta, dig = updates.gamma_stats(delta_shape, delta_rate)
     f = 0.5 * float(w_cat @ e_logdelta) - 0.5 * float(e_delta @ d_cat)
-    return f + _gamma_terms(delta_shape, delta_rate, e_delta, e_logdelta, dig, p.phi, p.eta)
+    terms = bound.gamma_terms_from(delta_shape, delta_rate, e_delta, e_logdelta, dig, p.phi, p.eta)
+    return f + terms
 
 
 def annotator_step(
@@ -231,18 +209,16 @@ def annotator_step(
 
     ``w_ann`` (N,): sum omega per annotator; returns ``(eps (N,), alpha, beta, F_annotators)``.
     """
-    e_tau, e_logtau, dig_tau = _gamma_stats(tau_shape, tau_rate)
+    e_tau, e_logtau, dig_tau = updates.gamma_stats(tau_shape, tau_rate)
     if p.spam:
-        eps = np.clip(
-            w_ann / np.maximum(p.n_per_ann, 1), updates.EPS_FLOOR, 1.0 - updates.EPS_FLOOR
-        )
+        eps = updates.eps_from_sums(w_ann, p.n_per_ann)
     else:
         eps = eps_old
     alpha, beta = updates.gamma_prior_mle(e_tau, e_logtau, p.tau_rate_floor)
     f = 0.5 * float(w_ann @ e_logtau) - 0.5 * updates._LOG_2PI * float(w_ann.sum())
     if p.spam:
         f += float(w_ann @ np.log(eps)) + float((p.n_per_ann - w_ann) @ np.log1p(-eps))
-    f += _gamma_terms(tau_shape, tau_rate, e_tau, e_logtau, dig_tau, alpha, beta)
+    f += bound.gamma_terms_from(tau_shape, tau_rate, e_tau, e_logtau, dig_tau, alpha, beta)
     return eps, alpha, beta, f
 
 

@@ -36,7 +36,7 @@ class RestartRun:
     """One restart's progress; ``state`` is whatever the engine keeps for it.
 
     ``truth_share``: mean omega of the last sweep (the share of ratings the truth explains);
-    ``history``: free for the engine (the in-memory one keeps its last states for SQUAREM).
+    ``history``: the last two states, kept by ``accel.make_step`` for SQUAREM.
     """
 
     restart: int

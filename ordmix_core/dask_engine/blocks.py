@@ -5,7 +5,7 @@ A block holds every rating of its instances (the ratings are hash-partitioned on
 and their sums are reduced across blocks by the client. Blocks live in a per-process registry
 (``_REGISTRY``, keyed ``fit_id/index``) rather than in Dask's memory manager, so they are
 never spilled or moved; every task on a block is pinned to its worker. The math is
-``vb``'s phase functions, the same ones the in-memory sweep runs on its one block.
+``phases.py``'s functions, the same ones the in-memory sweep runs on its one block.
 
 Each restart keeps its block-local factors (q(z), and q(delta) at instance granularity) in
 numbered *slots*, one per state: the client names the slot a sweep starts from and the one it
@@ -118,8 +118,8 @@ class Block:
     def groups(self) -> tuple[str, ...]:
         """The SQUAREM parameter groups (``accel.GROUPS``) this block holds."""
         if self.local_categories:
-            return ("mu_m", "lam_m", "delta_shape", "delta_rate")
-        return ("mu_m", "lam_m")
+            return accel.INSTANCE_GROUPS + accel.CATEGORY_GROUPS
+        return accel.INSTANCE_GROUPS
 
 
 def _worker_address() -> str:

@@ -13,7 +13,7 @@ Flow of a fit (nothing gathers the ratings onto one process):
 3. Each sweep of a restart: blocks run ``phases.phase_xy`` + ``phases.phase_tau`` (q(z) is local),
    the per-annotator / per-category sums are tree-reduced, q(tau) is updated and E[tau]
    broadcast; blocks run ``phases.phase_delta``, sums reduced; q(delta) (or locally, at instance
-   granularity), eps, alpha, beta and F follow from ``vb``'s global steps. Per sweep and
+   granularity), eps, alpha, beta and F follow from ``phases``' global steps. Per sweep and
    partition, 2 x (N + C) + a few floats travel each way.
 4. Everything else is ``OrdinalMixture``'s, inherited: its parameters, the problem
    (``_problem``), every restart's kind, key and start of the global factors (``_start``,
@@ -57,7 +57,7 @@ from ..data import COLUMN_ALIASES, CrowdData, Scale, as_scale, normalize_columns
 from ..errors import InputError
 from ..io import PARQUET_EXTENSIONS, TEXT_EXTENSIONS
 from ..model import Learned, OrdinalMixture, _emit
-from ..problem import Problem
+from ..problem import Problem, State
 from ..rand import id_hash
 from . import blocks
 
@@ -83,25 +83,20 @@ class DaskData:
 
 
 @dataclass
-class _Global:
-    """A restart's state as the client holds it: the global factors, annotators (N,) and
-    categories (C,; empty at instance granularity), and the blocks' slot with the rest."""
+class _Global(State):
+    """A restart's state as the client holds it: ``State`` without its per-instance part
+    (``mu_m``, ``lam_m`` are None: they stay on the blocks, in slot ``slot``, with local
+    q(delta) at instance granularity, where ``delta_*`` here are empty) and without ``omega``
+    (per rating, on the blocks)."""
 
-    restart: int
-    tau_shape: np.ndarray
-    tau_rate: np.ndarray
-    eps: np.ndarray
-    alpha: float
-    beta: float
-    delta_shape: np.ndarray
-    delta_rate: np.ndarray
-    w_ann: np.ndarray  # sum omega per annotator, last sweep
+    restart: int = 0
+    w_ann: np.ndarray | None = None  # sum omega per annotator, last sweep
     slot: int = 0  # the blocks' slot of this state's q(z) (and local q(delta))
     swept: bool = False  # made by a sweep (the in-memory State's ``omega is not None``)
 
 
-#: the SQUAREM groups the client holds (the blocks hold mu_m, lam_m and local q(delta))
-CLIENT_GROUPS = ("tau_shape", "tau_rate", "delta_shape", "delta_rate", "eps", "ab")
+#: the SQUAREM groups the client holds (the blocks hold the per-instance ones)
+CLIENT_GROUPS = tuple(g for g in accel.GROUPS if g not in accel.INSTANCE_GROUPS)
 
 
 class DaskOrdinalMixture(OrdinalMixture):
@@ -296,7 +291,8 @@ class DaskOrdinalMixture(OrdinalMixture):
             kind, key = self._start(r, rng)
             g = self._global_start(gp, ann_hash, n_c, kind, key, r, sc.step)
             wait(bl.run(blocks.init_block, r, key, sc.step))
-            state = _Global(r, **g._asdict(), w_ann=n_per_ann.astype(float))
+            w_ann = n_per_ann.astype(float)
+            state = _Global(None, None, **g._asdict(), restart=r, w_ann=w_ann)
             runs.append(restarts.RestartRun(r, kind, state))
 
         sweeps = _Sweeps(bl, gp, local_cats, n_ratings, self.n_restarts, self.accelerate)
@@ -425,8 +421,8 @@ class _Sweeps:
             f += phases.category_terms(p, s1["w_cat"], s3["d_cat"], delta_shape, delta_rate)
         eps, alpha, beta, f_ann = phases.annotator_step(p, s1["w_ann"], tau_shape, tau_rate, g.eps)
         new = _Global(
-            g.restart, tau_shape, tau_rate, eps, alpha, beta, delta_shape, delta_rate,
-            s1["w_ann"], slot=dst, swept=True,
+            None, None, tau_shape, tau_rate, delta_shape, delta_rate, eps, alpha, beta,
+            restart=g.restart, w_ann=s1["w_ann"], slot=dst, swept=True,
         )  # fmt: skip
         return new, float(f_ann + f), s3.get("norms")
 
@@ -460,7 +456,10 @@ class _Sweeps:
                 return None
             out[g] = x
         alpha, beta = out.pop("ab")
-        glob = _Global(s2.restart, **out, alpha=float(alpha), beta=float(beta), w_ann=s2.w_ann)
+        glob = _Global(
+            None, None, **out, alpha=float(alpha), beta=float(beta), restart=s2.restart,
+            w_ann=s2.w_ann,
+        )  # fmt: skip
         return glob, blocks.Proposal(s0.slot, s1.slot, s2.slot, a, self.lo, self.hi)
 
     def sweep_proposal(self, proposal: tuple, spam: bool, states: tuple) -> tuple:
