@@ -24,16 +24,11 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from .errors import InputError
+from .outputs import FILES
 
-#: the files ``ordmix fit`` writes (the Dask engine adds ``items/part-*.csv`` when large)
-FIT_FILES = (
-    "items.csv",
-    "annotators.csv",
-    "categories.csv",
-    "restarts.csv",
-    "trace.csv",
-    "summary.json",
-)
+#: the files ``ordmix fit`` writes (``outputs.FILES``; the Dask engine adds ``items/part-*.csv``
+#: when large)
+FIT_FILES = FILES
 #: the files ``ordmix experiment`` writes
 EXPERIMENT_FILES = ("results.csv", "mse.html", "correlation.html", "ndcg.html", "summary.json")
 #: the first columns of the table ``ordmix compare`` writes
