@@ -4,7 +4,7 @@ Everything a user uploads or names on the command line comes through :func:`read
 files are only ever *parsed as data* (CSV/TSV text or Parquet; no pickle, no eval), every
 column is read as a string (IDs such as ``"007"`` keep their leading zeros) and anything
 unusable is refused with one :class:`~ordmix_core.errors.InputError` naming the file, the
-row or column, and the fix. Results are written through :func:`atomic_output_dir` (an
+row or column, and the fix. Results are written through ``outpaths.atomic_output_dir`` (an
 interrupted run never leaves half an output) and :func:`csv_safe` (no spreadsheet formulas
 smuggled in through IDs).
 """
@@ -26,7 +26,6 @@ import pandas as pd
 
 from .data import COLUMN_ALIASES, Scale, as_scale, fmt_scale, map_aliases, normalize_columns
 from .errors import InputError
-from .outpaths import atomic_output_dir  # noqa: F401 - moved to outpaths; re-exported
 
 #: Largest upload the dashboard accepts, in megabytes (its ``server.maxUploadSize``): over
 #: 10 million ratings as CSV with short IDs. Readers take any size given as a path.

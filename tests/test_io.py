@@ -22,7 +22,6 @@ from ordmix_core.errors import InputError
 from ordmix_core.io import (
     FORMULA_PREFIXES,
     MAX_UPLOAD_MB,
-    atomic_output_dir,
     csv_safe,
     read_gold,
     read_ratings,
@@ -30,6 +29,7 @@ from ordmix_core.io import (
     to_csv_bytes,
     write_csv,
 )
+from ordmix_core.outpaths import atomic_output_dir
 
 HDR = b"annotator,instance,rating\n"
 
