@@ -11,8 +11,9 @@ One sweep is three passes over the ratings (the order of the coordinate updates 
 3. ``pass_delta``: per category ``sum omega E[tau_new] S`` (q(delta) with the NEW E[tau]).
 
 Every pass splits the ratings into ``T`` fixed contiguous chunks (``T`` = rows of the partial-sum
-arrays, normally numba's thread count); each chunk sums into its own row, rows are added in
-order afterwards, so a given input and ``T`` give bit-identical results run to run. Each pass
+arrays, ``n_chunks``: a function of the data's sizes only, never of the thread count); each
+chunk sums into its own row, rows are added in order afterwards (``phases.add_rows``), so a
+given input gives bit-identical results whatever the number of threads. Each pass
 is one driver compiled twice (``_parallel_and_serial``): over the chunks in numba's threads
 (``pass_xy``) and on the calling thread (``pass_xy_serial``, for small inputs and for restarts
 run side by side); its arguments come grouped in tuples by what they index (ratings, levels,
@@ -435,9 +436,26 @@ pass_delta, pass_delta_serial = _parallel_and_serial(_pass_delta)
 PARALLEL_MIN_RATINGS = 200_000
 
 
-def n_chunks() -> int:
-    """Number of chunks (rows of partial sums) for the passes: numba's current thread count."""
-    return int(numba.get_num_threads()) if HAVE_NUMBA else 1
+#: at least this many ratings per chunk (a chunk's partial sums are zeroed and added per pass)
+CHUNK_RATINGS = 32_768
+#: at most this many chunks (load balance on up to 64 threads)
+MAX_CHUNKS = 64
+#: the partial sums hold at most this many floats per rating (memory stays O(L))
+CHUNK_FLOATS_PER_RATING = 2
+
+
+def n_chunks(n_ratings: int, width: int) -> int:
+    """Number of chunks (rows of partial sums) of the passes over ``n_ratings`` ratings whose
+    partial sums have ``width`` floats per chunk (``2M + N + C + 3`` for pass 1).
+
+    A function of the data's sizes only, never of the thread count or the machine, so the
+    summation order, and the fit, are the same on one thread or many:
+    ``min(MAX_CHUNKS, L // CHUNK_RATINGS, 2 L // width)``, at least 1. Memory of the partial
+    sums: ``T * width <= min(64 * width, 2 L)`` floats (no more than two per rating).
+    """
+    by_size = n_ratings // CHUNK_RATINGS
+    by_memory = CHUNK_FLOATS_PER_RATING * n_ratings // max(int(width), 1)
+    return max(1, min(MAX_CHUNKS, by_size, by_memory))
 
 
 def passes(n_ratings: int, n_chunks: int) -> tuple:

@@ -36,6 +36,31 @@ def _scratch(n: int) -> tuple[np.ndarray, np.ndarray]:
     return buf[0], buf[1]
 
 
+def add_rows(acc: np.ndarray) -> np.ndarray:
+    """The partial sums of the chunks ``acc`` (T, ...) added row by row in chunk order: the
+    fixed order that makes a pass's result independent of the threads that computed it."""
+    out = acc[0].copy()
+    for t in range(1, acc.shape[0]):
+        out += acc[t]
+    return out
+
+
+def dot(a: np.ndarray, b: np.ndarray) -> float:
+    """``a @ b`` without BLAS: numpy's fixed-order (pairwise) sum, the same result whatever the
+    BLAS library, its CPU kernel or its thread count."""
+    return float(np.sum(a * b))
+
+
+def chunk_width(p: Problem) -> int:
+    """Floats of one chunk's partial sums in phase 1 (the widest): ``2M + N + C + 3``."""
+    return 2 * p.n_instances + p.n_annotators + p.n_categories + 3
+
+
+def chunks_of(p: Problem) -> int:
+    """The chunks of the passes over ``p``'s ratings (``kernels.n_chunks``: data sizes only)."""
+    return kernels.n_chunks(p.n_ratings, chunk_width(p))
+
+
 def annotator_factors(
     p: Problem, tau_shape: np.ndarray, tau_rate: np.ndarray, eps: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -139,14 +164,14 @@ def phase_xy(
         (work.ex, work.var_ws, work.omega),
         (acc_inst, acc_ann, acc_cat, acc_sc),
     )
-    sums_inst = acc_inst.sum(axis=0)
+    sums_inst = add_rows(acc_inst)
     mu_new, lam_new = updates.z_from_sums(sums_inst[:, 0], sums_inst[:, 1], p.mu, p.lam)
     return XYSums(
         mu_new,
         lam_new,
-        acc_ann.sum(axis=0),
-        acc_cat.sum(axis=0),
-        acc_sc.sum(axis=0),
+        add_rows(acc_ann),
+        add_rows(acc_cat),
+        add_rows(acc_sc),
         bound.instance_terms(mu_new, lam_new, p.mu, p.lam),
     )
 
@@ -161,7 +186,7 @@ def phase_tau(
     pass_tau = kernels.passes(p.n_ratings, n_chunks)[1]
     codes = (p.ann, p.inst, p.cat_l, p.level)
     pass_tau(codes, work.ex, work.var_ws, work.omega, (mu_m, 1.0 / lam_m), e_delta, acc_ann)
-    return acc_ann.sum(axis=0)
+    return add_rows(acc_ann)
 
 
 def phase_delta(p: Problem, work: Work, e_tau: np.ndarray, n_chunks: int) -> np.ndarray:
@@ -169,7 +194,7 @@ def phase_delta(p: Problem, work: Work, e_tau: np.ndarray, n_chunks: int) -> np.
     acc_cat = np.zeros((n_chunks, p.n_categories))
     pass_delta = kernels.passes(p.n_ratings, n_chunks)[2]
     pass_delta((p.ann, p.inst, p.cat_l, p.level), work.var_ws, e_tau, acc_cat)
-    return acc_cat.sum(axis=0)
+    return add_rows(acc_cat)
 
 
 def update_tau(
@@ -193,7 +218,7 @@ def category_terms(
 ) -> float:
     """The bound's terms that involve q(delta) (ratings' share and the Gamma terms); inputs (C,)."""
     e_delta, e_logdelta, dig = updates.gamma_stats(delta_shape, delta_rate)
-    f = 0.5 * float(w_cat @ e_logdelta) - 0.5 * float(e_delta @ d_cat)
+    f = 0.5 * dot(w_cat, e_logdelta) - 0.5 * dot(e_delta, d_cat)
     terms = bound.gamma_terms_from(delta_shape, delta_rate, e_delta, e_logdelta, dig, p.phi, p.eta)
     return f + terms
 
@@ -215,9 +240,9 @@ def annotator_step(
     else:
         eps = eps_old
     alpha, beta = updates.gamma_prior_mle(e_tau, e_logtau, p.tau_rate_floor)
-    f = 0.5 * float(w_ann @ e_logtau) - 0.5 * updates._LOG_2PI * float(w_ann.sum())
+    f = 0.5 * dot(w_ann, e_logtau) - 0.5 * updates._LOG_2PI * float(w_ann.sum())
     if p.spam:
-        f += float(w_ann @ np.log(eps)) + float((p.n_per_ann - w_ann) @ np.log1p(-eps))
+        f += dot(w_ann, np.log(eps)) + dot(p.n_per_ann - w_ann, np.log1p(-eps))
     f += bound.gamma_terms_from(tau_shape, tau_rate, e_tau, e_logtau, dig_tau, alpha, beta)
     return eps, alpha, beta, f
 
@@ -237,12 +262,13 @@ def sweep_fused(p: Problem, s: State, n_chunks: int | None = None) -> tuple[Stat
     The single-block case of the phase functions the Dask engine runs per partition:
     ``phase_xy`` -> q(z); ``phase_tau`` -> ``update_tau``; ``phase_delta`` -> ``update_delta``;
     ``annotator_step`` (eps, alpha, beta); F = ``block_terms`` + ``category_terms`` + the
-    annotator terms. ``n_chunks``: rows of partial sums (default numba's thread count); for a
-    given value the result is bit-identical run to run, and it changes only by rounding
-    (~1e-15) with it. Memory: three (L,) float arrays (E[x], Var[x] then omega S, and the new
-    omega) plus ``n_chunks`` partial sums of size 2M + 2N + 2C.
+    annotator terms. ``n_chunks``: rows of partial sums (default ``chunks_of(p)``, a function
+    of the data's sizes only); for a given value the result is bit-identical whatever the
+    thread count (chunks summed in a fixed order), and it changes only by rounding (~1e-15)
+    with it. Memory: three (L,) float arrays (E[x], Var[x] then omega S, and the new omega)
+    plus ``n_chunks`` partial sums of ``chunk_width(p)`` floats (at most 2 per rating).
     """
-    t_chunks = kernels.n_chunks() if n_chunks is None else int(n_chunks)
+    t_chunks = chunks_of(p) if n_chunks is None else int(n_chunks)
     ex, var_ws = _scratch(p.n_ratings)
     work = Work(ex, var_ws, np.empty(p.n_ratings))
     ann_f = annotator_factors(p, s.tau_shape, s.tau_rate, s.eps)

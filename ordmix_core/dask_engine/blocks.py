@@ -262,9 +262,11 @@ def init_block(fit_id: str, index: int, restart: int, key: int, step: float) -> 
 
 
 def _threads(b: Block) -> int:
+    """Sets the block's numba threads; returns its chunks (``phases.chunks_of``: the block's
+    sizes only, so its sums do not depend on the worker's threads)."""
     if kernels.HAVE_NUMBA:
         kernels.numba.set_num_threads(min(b.n_threads, kernels.numba.config.NUMBA_NUM_THREADS))
-    return kernels.n_chunks()
+    return phases.chunks_of(b.problem)
 
 
 @dataclass
