@@ -39,8 +39,9 @@ probability``. An item is ``undetermined`` when its ratings carry less than ``mi
 the posterior precision (``rating_info = 1 - lambda / lambda_m``; default 0.5: the prior
 weighs at least as much as every rating together): its label is still the most probable
 level, but that is the prior's doing (a vague prior puts most of its mass on the outer
-levels, whose intervals extend to +-inf), and the ``flag`` says not to trust it. ``expected_gain`` is the expected fall of ``p_wrong`` from one
-more rating of typical precision (``expected_gain``); ``next_batch`` ranks items by it.
+levels, whose intervals extend to +-inf), and the ``flag`` says not to trust it.
+``expected_gain`` is the expected fall of ``p_wrong`` from one more rating of typical
+precision (``expected_gain``); ``next_batch`` ranks items by it.
 """
 
 from __future__ import annotations
@@ -227,9 +228,10 @@ def item_decisions_from_frames(
     probable level, for every item; ``flag`` says whether to trust it), ``p_wrong`` (1 - the
     most probable level's probability), ``p_level_<v>`` for each level v, ``lower_<pct>``,
     ``upper_<pct>`` (the central ``interval`` credible interval, clipped to the scale's
-    outer thresholds), ``rating_info``, ``truth_weight`` (NaN if not given), ``expected_gain`` and ``flag``:
-    ``undetermined`` when ``rating_info < min_info``, else ``confident`` when the label's
-    probability is at least ``confidence``, else ``uncertain``.
+    outer thresholds), ``rating_info``, ``truth_weight`` (NaN if not given),
+    ``expected_gain`` and ``flag``: ``undetermined`` when ``rating_info < min_info``, else
+    ``confident`` when the label's probability is at least ``confidence``, else
+    ``uncertain``.
     """
     interval = _check_probability("the credible interval", interval)
     confidence = _check_probability("the confidence", confidence, low=0.5)
