@@ -51,7 +51,7 @@ class Previous:
     ``items``: estimate, sd; ``annotators``: expertise, expertise_sd, reliability;
     ``categories``: difficulty; ``alpha``, ``beta``: the Gamma prior of the expertise;
     ``scale``: (K,) the scale's values; ``granularity``: of its categories (None: unknown);
-    ``source``: where it came from, for messages.
+    ``source``: the folder it was read from ("" for a model), for messages.
     """
 
     items: pd.DataFrame
@@ -103,7 +103,7 @@ def previous_from_model(model: object) -> Previous:
         beta=float(hp["beta"]),
         scale=np.asarray(hp["scale"], dtype=float),
         granularity=getattr(model, "granularity", None),
-        source="the previous model",
+        source="",
     )
 
 
@@ -119,22 +119,24 @@ def read_previous(folder: str | os.PathLike) -> Previous:
     cats = read_fit_table(folder, "categories", ["category"], ["difficulty"])
     model = summary.get("model") if isinstance(summary.get("model"), dict) else {}
     try:
-        return Previous(
-            items=_by_text(items.set_index("instance")[["estimate", "sd"]]),
-            annotators=_by_text(
-                ann.set_index("annotator")[["expertise", "expertise_sd", "reliability"]]
-            ),
-            categories=_by_text(cats.set_index("category")[["difficulty"]]),
-            alpha=float(hp["alpha"]),
-            beta=float(hp["beta"]),
-            scale=np.asarray(hp["scale"], dtype=float),
-            granularity=model.get("granularity"),
-            source=str(folder),
-        )
+        alpha, beta = float(hp["alpha"]), float(hp["beta"])
+        scale = np.asarray(hp["scale"], dtype=float)
     except (TypeError, ValueError) as e:
         raise InputError(
             f"summary.json's hyperparameters are not numbers ({e}); fit again", source=str(folder)
         ) from None
+    return Previous(
+        items=_by_text(items.set_index("instance")[["estimate", "sd"]]),
+        annotators=_by_text(
+            ann.set_index("annotator")[["expertise", "expertise_sd", "reliability"]]
+        ),
+        categories=_by_text(cats.set_index("category")[["difficulty"]]),
+        alpha=alpha,
+        beta=beta,
+        scale=scale,
+        granularity=model.get("granularity"),
+        source=str(folder),
+    )
 
 
 def warm_state(prev: Previous, data: CrowdData, p: Problem, fresh: State) -> State:
@@ -145,7 +147,7 @@ def warm_state(prev: Previous, data: CrowdData, p: Problem, fresh: State) -> Sta
             f"the previous fit's scale {fmt_scale(prev.scale)} is not the data's "
             f"{fmt_scale(data.scale.values)}; give the same scale (--scale / scale=) or fit "
             f"without a warm start",
-            source=prev.source,
+            source=prev.source or None,
         )
     s = fresh.copy()
     at, rows = _match(prev.items.index, data.instances)
@@ -215,12 +217,12 @@ def _check_values(prev: Previous) -> None:
         if not good.all():
             i = int(np.flatnonzero(~good)[0])
             raise InputError(
-                f"{table}: {name} of {col.index[i]!r} is {v[i]!r}, which no fit gives; fit again",
-                source=prev.source,
+                f"{table}: {name} of {col.index[i]!r} is {v[i]:g}, which no fit gives; fit again",
+                source=prev.source or None,
             )
     if not (prev.alpha > 0 and prev.beta > 0 and np.isfinite(prev.alpha + prev.beta)):
         raise InputError(
             f"the expertise prior alpha={prev.alpha!r}, beta={prev.beta!r} must be positive; "
             "fit again",
-            source=prev.source,
+            source=prev.source or None,
         )
