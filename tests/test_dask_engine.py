@@ -188,9 +188,9 @@ def test_parquet_dataset_and_dask_frames(client, ratings, tmp_path):
         items[dec], mem_items[dec], rtol=EST_RTOL, atol=EST_ATOL, check_names=False
     )
     summary = json.loads((out / "summary.json").read_text())["decisions"]
-    assert summary["items"] == json.loads(json.dumps(outputs.summary(mem, {})["decisions"]))[
-        "items"
-    ]
+    assert (
+        summary["items"] == json.loads(json.dumps(outputs.summary(mem, {})["decisions"]))["items"]
+    )
     assert "Dask engine" in summary["annotators"]["flags"]
 
 

@@ -60,9 +60,10 @@ def _start(model: OrdinalMixture, ratings: pd.DataFrame, source: object):
 
 def test_the_start_is_the_previous_posterior_by_id(crowd, fitted):
     # new ratings: a new instance and a new annotator, rows in another order
+    q3 = crowd.loc[crowd.instance == "item00003", "query"].iloc[0]
     extra = pd.DataFrame(
         {"annotator": ["new", "new", "worker001"], "instance": ["fresh", "fresh", "item00003"],
-         "rating": [5, 4, 2], "query": ["q001", "q001", crowd.loc[crowd.instance == "item00003", "query"].iloc[0]]}
+         "rating": [5, 4, 2], "query": ["q001", "q001", q3]}
     )  # fmt: skip
     ratings = pd.concat([crowd, extra]).sample(frac=1.0, random_state=1)
     data, fresh, s = _start(fitted, ratings, fitted)
@@ -140,7 +141,8 @@ def test_bad_previous_results_are_one_input_error(crowd, fitted, tmp_path):
     with pytest.raises(InputError, match="items: sd of 'item00003' is -1, which no fit gives"):
         warm.load_previous(str(folder))
     three = quiet_fit(crowd.assign(rating=crowd["rating"].clip(upper=3)), n_restarts=1)
-    with pytest.raises(InputError, match=r"^the previous fit's scale 1,2,3 is not the data's 1,2,3,4,5"):
+    msg = r"^the previous fit's scale 1,2,3 is not the data's 1,2,3,4,5"
+    with pytest.raises(InputError, match=msg):
         quiet_fit(crowd, init_from=three)
 
 
