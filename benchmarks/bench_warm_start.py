@@ -6,7 +6,8 @@ scratch (yesterday), then the 100% twice: warm-started from yesterday's output f
 from-scratch fit's in total and along its winning restart), sweeps until the refit first
 reaches the from-scratch bound within ``tol``, gold MSE, and how many annotators change side
 (reliability over or under one half) between the two answers. A control refit starts from the
-100% fit's own folder (no new ratings). Times are wall clock on a shared machine: noisy.
+100% fit's own folder (no new ratings); a backcast refits the 90% from the 100% fit's folder
+(today's optimum on yesterday's ratings). Times are wall clock on a shared machine: noisy.
 
     python benchmarks/bench_warm_start.py [--granularity instance query] [--json out.json]
 """
@@ -70,6 +71,8 @@ def run(granularity: str, ratings: pd.DataFrame, gold: pd.Series, folder: Path) 
     today = save(scratch, folder / f"today-{granularity}")
     warm, t_warm = timed_fit(ratings, granularity=granularity, init_from=before)
     control, _ = timed_fit(ratings, granularity=granularity, init_from=today)
+    # today's optimum carried back to yesterday's ratings: is it better there too?
+    backcast, _ = timed_fit(late_split(ratings), granularity=granularity, init_from=today)
     best = scratch.restarts_.loc[scratch.best_restart_]
     side_w = warm.annotators_["reliability"] >= 0.5
     side_s = scratch.annotators_["reliability"].reindex(side_w.index) >= 0.5
@@ -82,6 +85,7 @@ def run(granularity: str, ratings: pd.DataFrame, gold: pd.Series, folder: Path) 
         "scratch_seconds": t_scratch,
         "scratch_mse": gold_mse(scratch, gold),
         "yesterday_bound": yesterday.lower_bound_,
+        "backcast_bound": backcast.lower_bound_,
         "warm_bound": warm.lower_bound_,
         "warm_sweeps": len(warm.trace_),
         "warm_converged": bool(warm.converged_),

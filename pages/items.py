@@ -46,7 +46,7 @@ st.markdown(
     "scale; an undetermined item's spans the whole scale."
 )
 
-c1, c2, c3, c4 = st.columns([3, 2, 2, 1])
+c1, c2, c3, c4 = st.columns([3, 2, 2, 1.4])
 query = c1.text_input(
     "Search", key="items_search", placeholder="part of an instance, query or category ID"
 )
