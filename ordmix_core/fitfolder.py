@@ -19,9 +19,9 @@ import pandas as pd
 
 from .errors import InputError
 from .io import FORMULA_PREFIXES, read_table
+from .outputs import FLAG_COLUMNS
 
-#: columns that mean the annotators table carries the evidence-aware flags
-FLAG_COLUMNS = ("flag", "p_unreliable", "reliability_lower", "reliability_upper")
+__all__ = ["FLAG_COLUMNS", "check_folder", "read_fit_table", "read_summary", "table_path"]
 
 
 def table_path(folder: Path, name: str) -> Path | None:
