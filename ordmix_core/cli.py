@@ -15,7 +15,7 @@ import textwrap
 from collections.abc import Sequence
 
 from . import __version__, options
-from .cli_common import Progress, collect_warnings, folder_name, print_warnings
+from .cli_common import Progress, collect_warnings, folder_name, n_runs, print_warnings
 from .errors import InputError
 
 #: how long ``--scheduler`` may take to answer before the fit gives up (seconds)
@@ -131,6 +131,14 @@ def check_fit_args(args: argparse.Namespace):
     options.validate_params(model)
     check_input_file(args.ratings, allow_dir=dask)
     check_output_dir(args.out, {"ratings": args.ratings})
+    if args.init_from is not None:  # read before the ratings: a bad folder fails at once
+        from .warm import read_previous
+
+        if dask:
+            raise InputError(
+                "--warm-start works with the in-memory engine only; drop --engine dask"
+            )
+        read_previous(args.init_from)
     if args.scheduler:
         check_scheduler(args.scheduler)
     return model
@@ -149,7 +157,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         ratings = read_ratings(args.ratings, scale=args.scale)
         # mu and the scale against the data's scale, before the fit
         options.validate_params(model, as_scale(args.scale, ratings["rating"].to_numpy()))
-        progress = Progress(model.n_restarts, args.quiet)
+        progress = Progress(n_runs(model), args.quiet)
         try:
             model.fit(ratings, callback=progress)
         finally:
@@ -178,7 +186,7 @@ def cmd_fit_dask(args: argparse.Namespace, model) -> int:
             collect_warnings() as caught,
             dask.config.set({"distributed.comm.timeouts.connect": f"{CONNECT_TIMEOUT:g}s"}),
         ):
-            progress = Progress(model.n_restarts, args.quiet)
+            progress = Progress(n_runs(model), args.quiet)
             try:
                 model.fit(args.ratings, callback=progress)
             finally:

@@ -20,6 +20,10 @@ r > 0 from the means and expertise plus noise keyed on the IDs and the restart's
 share of ratings attributed to the truth component falls below ``collapse_threshold`` is
 *collapsed* and is chosen only if every restart collapsed (then with a ``CollapseWarning``).
 Among the rest the highest bound wins, as in the paper.
+
+Refits (``init_from``): a fitted model or an ``ordmix fit`` folder gives the start instead
+(``warm.warm_state``: its posteriors matched by ID, the usual start for anything new), and a
+single restart of kind ``previous`` runs from it with no warm-up stage.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import accel, init, kernels, options, outputs, restarts, vb
+from . import accel, init, kernels, options, outputs, restarts, vb, warm
 from .base import CrowdEstimator
 from .data import CrowdData, Scale, prepare
 from .errors import CollapseWarning, ConvergenceWarning, InputError
@@ -66,6 +70,9 @@ class OrdinalMixture(CrowdEstimator):
         lam, mu: precision and mean of the prior of z (``mu=None``: the mean of the scale).
         pi: spam distribution over the K levels (``None``: uniform).
         warm_start: restart 0 starts from the no-spam fit (recommended on real data).
+        init_from: a fitted ``OrdinalMixture`` or the output folder of ``ordmix fit``: start
+            from its posteriors, matched by ID (a daily refit after new ratings; ``warm.py``),
+            with one restart and no warm-up (``n_restarts`` and ``warm_start`` unused).
         collapse_threshold: a fit whose truth share is below this counts as collapsed.
         prune_restarts: successive halving: after ``prune_start`` mixture iterations, then
             after each doubling, drop the worse half of the unfinished restarts.
@@ -101,6 +108,7 @@ class OrdinalMixture(CrowdEstimator):
         mu: float | None = None,
         pi: Sequence[float] | None = None,
         warm_start: bool = True,
+        init_from: object | None = None,
         collapse_threshold: float = 0.05,
         prune_restarts: bool = True,
         prune_start: int = 5,
@@ -122,6 +130,7 @@ class OrdinalMixture(CrowdEstimator):
         self.mu = mu
         self.pi = pi
         self.warm_start = warm_start
+        self.init_from = init_from
         self.collapse_threshold = collapse_threshold
         self.prune_restarts = prune_restarts
         self.prune_start = prune_start
@@ -165,6 +174,9 @@ class OrdinalMixture(CrowdEstimator):
             restarts.RestartRun(r, *self._initial_state(data, p, r, rng))
             for r in range(self.n_restarts)
         ]
+        if self.init_from is not None:  # a refit: one restart from the previous posteriors
+            start = warm.warm_state(warm.load_previous(self.init_from), data, p, runs[0].state)
+            runs = [restarts.RestartRun(0, "previous", start)]
         with np.errstate(over="ignore", under="ignore"):
             interrupted = self._race(p, runs, callback)
 

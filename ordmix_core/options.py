@@ -19,6 +19,7 @@ import argparse
 import functools
 import inspect
 import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -274,6 +275,30 @@ class Probabilities(_Kind):
         return value
 
 
+@dataclass(frozen=True)
+class PreviousFit(_Kind):
+    """An earlier result to start from: an ``ordmix fit`` folder, or a fitted estimator.
+
+    Only the form is checked here; ``warm.load_previous`` reads and checks the content.
+    """
+
+    none: str | None = "a fit from scratch"
+
+    def describe(self) -> str:
+        return "the output folder of an ordmix fit or a fitted OrdinalMixture"
+
+    def check(self, value: Any) -> Any:
+        if value is None:
+            return None
+        if isinstance(value, (str, os.PathLike)):
+            if not os.fspath(value).strip():
+                raise self._bad(value)
+            return value
+        if hasattr(value, "get_params") or hasattr(value, "items_"):
+            return value
+        raise self._bad(value)
+
+
 # --------------------------------------------------------------------------- the table
 _FROM_ESTIMATOR = object()
 
@@ -484,6 +509,18 @@ OPTIONS: tuple[Option, ...] = (
         "real data, where the best-scoring answer can call every rating spam)",
         "Warm start",
         widget="none",
+    ),
+    Option(
+        "init_from",
+        PreviousFit(),
+        "start from an earlier ordmix fit's output folder, for a refit after new ratings "
+        "arrive: its estimates, matched by ID, with one restart and no warm-up; new items and "
+        "annotators get the usual start (default: a fit from scratch)",
+        "Start from a previous fit",
+        widget="none",
+        flag="--warm-start",
+        metavar="DIR",
+        in_compare=False,
     ),
     Option(
         "collapse_threshold",

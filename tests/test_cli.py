@@ -364,8 +364,7 @@ def test_fit_progress_and_closing_line(files, tmp_path):
     assert rc == 0
     assert len([e for e in err if " started (" in e]) == 4
     assert err[-1].startswith(
-        f"ordmix: wrote {tmp_path / 'o'}/items.csv, annotators.csv, categories.csv, "
-        "restarts.csv, trace.csv, summary.json ("
+        f"ordmix: wrote {tmp_path / 'o'}/{', '.join(FIT_FILES)} ("
     )
     assert sorted(os.listdir(tmp_path / "o")) == sorted(FIT_FILES)
 

@@ -1,6 +1,7 @@
 import argparse
 import inspect
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -218,9 +219,10 @@ def test_flags_come_from_the_table():
         "eta",
         "lam",
         "mu",
+        "init_from",
     }
-    # each method of compare fixes these itself
-    assert fit - {o.name for o in options_for("compare")} == {"ordinal", "spam"}
+    # each method of compare fixes these itself; a warm start is the fit's alone
+    assert fit - {o.name for o in options_for("compare")} == {"ordinal", "spam", "init_from"}
     p = argparse.ArgumentParser()
     add_fit_options(p, "fit")
     args = p.parse_args([])
@@ -253,3 +255,17 @@ def test_cli_parse_matches_python_check():
     assert option("random_state").cli_type(" 7 ") == 7
     assert option("scale").cli_type("-2,-1,0,1,2") == "-2,-1,0,1,2"
     assert math.isclose(option("mu").cli_type("-1.5"), -1.5)
+
+
+def test_warm_start_option():
+    o = option("init_from")
+    assert o.flag == "--warm-start" and o.widget == "none" and o.default is None
+    assert o.cli_type("yesterday/") == "yesterday/"
+    assert o.check(None) is None and o.check(Path("x")) == Path("x")
+    fitted = OrdinalMixture()
+    assert o.check(fitted) is fitted  # read (and its fit checked) by warm.load_previous
+    for bad in ("", "  ", 3, [1]):
+        with pytest.raises(InputError, match="init_from must be the output folder"):
+            o.check(bad)
+    args = build_parser().parse_args(["fit", "r.csv", "--out", "o", "--warm-start", "prev"])
+    assert to_estimator_kwargs(args)["init_from"] == "prev"

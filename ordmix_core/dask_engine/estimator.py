@@ -124,7 +124,8 @@ class DaskOrdinalMixture(OrdinalMixture):
     ``lower_bound_``, ``trace_``, ``restarts_``, ``best_restart_``, ``selection_reason_``,
     ``converged_``, ``n_iter_``, ``collapsed_``, ``warnings_``, ``interrupted_``,
     ``seconds_``), except ``omega_`` (per rating, left on the workers: ``None``) and
-    ``data_``, a :class:`DaskData` of sizes.
+    ``data_``, a :class:`DaskData` of sizes. ``init_from`` (a warm start) is refused: it is
+    the in-memory engine's.
     """
 
     name = "odm-dask"
@@ -189,6 +190,11 @@ class DaskOrdinalMixture(OrdinalMixture):
         """
         if self.updates not in ("exact", "paper"):  # before a cluster is started for nothing
             raise InputError(f"updates must be 'exact' or 'paper', not {self.updates!r}")
+        if self.init_from is not None:
+            raise InputError(
+                "init_from (a warm start from an earlier fit) works with the in-memory "
+                "OrdinalMixture only"
+            )
         t0 = time.perf_counter()
         self.close()
         client, owned = self._connect()
