@@ -1,0 +1,90 @@
+"""Parquet files as a table of text columns (numbers as ``"1"``, nulls as ``""``), in Arrow.
+
+The columns stay Arrow strings (no Python object per value); the readers code IDs from them.
+Everything that can go wrong (damaged pages, invalid UTF-8, duplicate column names, values
+that are neither text nor numbers) is an InputError naming the file and the column.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import InputError
+from .sniff import ROW, check_header, short
+
+
+def read_parquet(data: bytes, label: str) -> Any:
+    """A ``pyarrow.Table`` whose every column is (large) string, nulls as ``""``."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    try:
+        pf = pq.ParquetFile(pa.BufferReader(data))
+        names = [str(c) for c in pf.schema_arrow.names]
+    except UnicodeDecodeError:
+        raise InputError(
+            "has column names that are not valid UTF-8; the file is damaged: export it again",
+            source=label,
+        ) from None
+    except Exception as e:
+        raise InputError(
+            f"could not be read as Parquet ({short(e)}); the file may be truncated or "
+            "damaged: export it again",
+            source=label,
+        ) from None
+    check_header(names, label)  # before reading: pyarrow calls duplicate names "damaged"
+    try:
+        table = pf.read()
+    except Exception as e:
+        raise InputError(
+            f"could not be read as Parquet ({short(e)}); the file may be truncated or "
+            "damaged: export it again",
+            source=label,
+        ) from None
+    if table.num_rows == 0:
+        raise InputError(
+            "has columns but no rows; export the ratings again with at least one row",
+            source=label,
+        )
+    cols = []
+    for nm, col in zip(names, table.columns, strict=True):
+        try:
+            if pa.types.is_dictionary(col.type):
+                col = col.cast(col.type.value_type)
+            if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
+                col = col.cast(pa.string())
+            cols.append(pc.fill_null(col, ""))
+        except Exception:
+            raise InputError(
+                f"column {nm!r} holds {col.type} values, which are not plain text or numbers; "
+                "store IDs and ratings as text or numbers",
+                source=label,
+            ) from None
+    del table
+    for nm, col in zip(names, cols, strict=True):  # damaged pages can carry invalid UTF-8
+        try:
+            col.validate(full=True)
+        except Exception:
+            raise InputError(
+                f"column {nm!r} holds text that is not valid UTF-8{_bad_utf8_row(col)}; the "
+                "file is damaged or was written with a wrong encoding: export it again",
+                source=label,
+            ) from None
+    return pa.table(cols, names=names)
+
+
+def _bad_utf8_row(col: Any) -> str:
+    """`` (row N, ...)`` for the first invalid UTF-8 value of a string column, if found."""
+    import pyarrow as pa
+
+    try:
+        for i, v in enumerate(col.cast(pa.binary()).to_pylist()):
+            if v is not None:
+                try:
+                    v.decode("utf-8")
+                except UnicodeDecodeError:
+                    return f" (row {i + 2} {ROW})"
+    except Exception:  # pragma: no cover - best effort only
+        pass
+    return ""
