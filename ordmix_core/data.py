@@ -14,9 +14,11 @@ outlying values.
 
 from __future__ import annotations
 
+import os
 import re
 import unicodedata
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -215,12 +217,13 @@ def normalize_columns(
     ``source`` (``attrs["source"]``) so that :func:`prepare` names the file. Raises InputError.
     """
     cols = _select(df, source)
+    coded_ids = _code_columns(cols) if coded else {}
     out = {}
     for c, col in cols.items():
         if c == "rating":
             out[c] = numeric_ratings(col, source)
         elif coded:
-            codes, uniq, blank = _code_ids(col)
+            codes, uniq, blank = coded_ids.pop(c)
             _refuse_empty_ids(_bad_codes(codes, blank), c, source)
             out[c] = pd.Categorical.from_codes(
                 codes, dtype=pd.CategoricalDtype(pd.Index(uniq, dtype=object)), validate=False
@@ -317,6 +320,19 @@ def factorize_sorted(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     return codes, uniques
 
 
+def _code_columns(cols: dict[str, pd.Series]) -> dict[str, tuple]:
+    """:func:`_code_ids` of each ID column, concurrently for big tables (pyarrow's hash and
+    sort release the GIL, so the columns share the cores)."""
+    todo = {c: col for c, col in cols.items() if c in ID_COLUMNS}
+    n = len(next(iter(cols.values()))) if cols else 0
+    workers = min(len(todo), os.cpu_count() or 1)
+    if n < 200_000 or workers < 2:
+        return {c: _code_ids(col) for c, col in todo.items()}
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = {c: pool.submit(_code_ids, col) for c, col in todo.items()}
+        return {c: f.result() for c, f in futures.items()}
+
+
 def _code_ids(col: pd.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`factorize_sorted` plus which distinct IDs are blank, (M,) bool."""
     if isinstance(col.dtype, pd.CategoricalDtype):
@@ -364,13 +380,28 @@ def _code_arrow(arr) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return codes, ordered.to_numpy(zero_copy_only=False), _blank_text(ordered)
 
 
+def _blank_sorted(uniq: np.ndarray) -> np.ndarray:
+    """(M,) bool: which of these sorted distinct strings are blank (``str.strip() == ""``).
+
+    A blank string is empty or starts with whitespace, so only the sorted ranges starting
+    below ``"!"`` or with a non-ASCII whitespace character are looked at.
+    """
+    blank = np.zeros(uniq.size, dtype=bool)
+    starts = [("", "!")] + [(c, chr(ord(c) + 1)) for c in WHITESPACE if c > "!"]
+    for lo, hi in starts:
+        i, j = np.searchsorted(uniq, [lo, hi])
+        for k in range(int(i), int(j)):
+            blank[k] = not uniq[k].strip()
+    return blank
+
+
 def _code_categorical(col: pd.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     cats = col.cat.categories
     codes = col.cat.codes.to_numpy()
     if pd.api.types.infer_dtype(cats, skipna=False) == "string" and cats.is_monotonic_increasing:
         remap = None  # already distinct strings in sorted order (io.read_ratings' columns)
         uniq = np.asarray(cats, dtype=object)
-        blank = np.asarray(pd.Series(uniq, dtype=object).str.strip() == "", dtype=bool)
+        blank = _blank_sorted(uniq)
     else:  # categories that are not sorted text (or that merge as text: 1 and "1")
         remap, uniq, blank = _code_ids(pd.Series(cats.astype(str)))
     used = (
@@ -508,8 +539,9 @@ def infer_scale(
     the message names them, with their first rows when ``rows`` (``ratings`` in file order),
     and the fix (delete them, or give the scale).
     """
-    vals = np.unique(pd.unique(ratings))  # hash first: np.unique alone sorts every rating
-    level = np.searchsorted(vals, ratings).astype(np.int32)  # exact: vals are the ratings
+    codes, seen = pd.factorize(ratings)  # hash, then sort only the distinct values
+    vals, where = np.unique(seen, return_inverse=True)  # (-0.0 and 0.0 become one value)
+    level = where.astype(np.int32)[codes]
     counts = np.bincount(level, minlength=vals.size)
     far = outlying_levels(vals, counts)
     if far.any():  # before the scale's own checks: this message names rows and the fix
@@ -712,11 +744,9 @@ def prepare(
         source = str(attrs.get("source") or "ratings")
     cols = _select(ratings, source)
     coded = {}
-    for c in ("annotator", "instance", "query"):
-        if c in cols:
-            codes, uniq, blank = _code_ids(cols[c])
-            _refuse_empty_ids(_bad_codes(codes, blank), c, source)
-            coded[c] = (codes, uniq)
+    for c, (codes, uniq, blank) in _code_columns(cols).items():
+        _refuse_empty_ids(_bad_codes(codes, blank), c, source)
+        coded[c] = (codes, uniq)
     r = numeric_ratings(cols["rating"], source)
     sc, level = rating_levels(r, scale, source)
     ann, annotators = coded["annotator"]

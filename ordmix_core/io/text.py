@@ -52,18 +52,24 @@ def read_text(data: bytes, label: str, default: str) -> Any:
             "this is a binary file, not CSV/TSV text; export the ratings as CSV (UTF-8)",
             source=label,
         )
-    bad = _invalid_utf8_at(data)
-    if bad is not None:
-        raise InputError(
-            f"is not UTF-8 text: byte 0x{data[bad]:02X} at byte offset {bad} "
-            f"(line {_line_of(data, bad)}) is invalid; save the file as UTF-8 "
-            "(e.g. Excel's 'CSV UTF-8')",
-            source=label,
-        )
+    try:
+        pos, delim = _dialect(data, default, label)
+    except InputError:
+        _refuse_invalid_utf8(data, label)  # a wrong encoding is the first thing to say
+        raise
+    table = _fast(data, pos, delim, label)  # checks UTF-8 as it parses
+    if table is None:
+        _refuse_invalid_utf8(data, label)
+        table = _precise(data[pos:], delim, label)
+    return table
+
+
+def _dialect(data: bytes, default: str, label: str) -> tuple[int, str]:
+    """Where the header starts (after a BOM and Excel's ``sep=`` line) and the delimiter."""
     pos = 3 if data.startswith(_BOM) else 0
     m = re.match(rb"sep=([^\r\n])(\r\n|\r|\n)", data[pos : pos + 16])
     if m:  # Excel's "sep=;" hint line: obey it and drop it
-        delim = m.group(1).decode("utf-8")
+        delim = m.group(1).decode("utf-8", "replace")
         pos += m.end()
         if delim not in DELIMITERS:
             raise InputError(
@@ -79,10 +85,18 @@ def read_text(data: bytes, label: str, default: str) -> Any:
         )
     if not m:
         delim = _choose_delimiter(data[pos : pos + _SNIFF_BYTES + 1], default, label)
-    table = _fast(data, pos, delim, label)
-    if table is None:
-        table = _precise(data[pos:], delim, label)
-    return table
+    return pos, delim
+
+
+def _refuse_invalid_utf8(data: bytes, label: str) -> None:
+    bad = _invalid_utf8_at(data)
+    if bad is not None:
+        raise InputError(
+            f"is not UTF-8 text: byte 0x{data[bad]:02X} at byte offset {bad} "
+            f"(line {_line_of(data, bad)}) is invalid; save the file as UTF-8 "
+            "(e.g. Excel's 'CSV UTF-8')",
+            source=label,
+        )
 
 
 def _invalid_utf8_at(data: bytes) -> int | None:
@@ -185,7 +199,7 @@ def _fast(data: bytes, pos: int, delim: str, label: str) -> Any | None:
         return None
     try:
         header = next(csv.reader([head.decode("utf-8")], delimiter=delim, strict=True))
-    except (csv.Error, StopIteration):
+    except (csv.Error, StopIteration, UnicodeDecodeError):
         return None
     if len(header) < 2:
         return None
@@ -195,26 +209,40 @@ def _fast(data: bytes, pos: int, delim: str, label: str) -> Any | None:
         end -= 1
     if end <= start or data.find(b'"', start, end) >= 0:
         return None
-    if any(data.find(p, eol, end) >= 0 for p in (b"\n\n", b"\n\r", b"\r\r")):
-        return None  # a blank line between rows: the precise path names it
-    check_header(header, label)
     fields = [f"f{i}" for i in range(len(header))]
     try:
         table = pacsv.read_csv(
             pa.BufferReader(pa.py_buffer(data).slice(start, end - start)),
             read_options=pacsv.ReadOptions(column_names=fields),
-            parse_options=pacsv.ParseOptions(delimiter=delim, quote_char=False),
+            parse_options=pacsv.ParseOptions(
+                delimiter=delim, quote_char=False, ignore_empty_lines=False
+            ),
             convert_options=pacsv.ConvertOptions(
                 column_types={f: pa.string() for f in fields},
                 strings_can_be_null=False,
-                check_utf8=False,  # validated above
             ),
         )
-    except Exception:  # a row with the wrong number of fields, ...: say which, precisely
+    except Exception:  # wrong field count, invalid UTF-8, ...: say which, precisely
         return None
+    if _has_empty_row(table):  # a blank line (or a row of empty cells): say which, precisely
+        return None
+    check_header(header, label)
     names = _names(header)
     _refuse_long_cells(table, names, label)
     return table.rename_columns(names)
+
+
+def _has_empty_row(table: Any) -> bool:
+    """Some row has every cell empty (pyarrow reads a blank line so, as ``,,`` is read)."""
+    import pyarrow.compute as pc
+
+    empty = None
+    for col in table.columns:
+        if pc.min(pc.binary_length(col)).as_py() != 0:
+            return False  # this column is never empty, so no row is all empty
+        e = pc.equal(pc.binary_length(col), 0)
+        empty = e if empty is None else pc.and_(empty, e)
+    return bool(pc.any(empty).as_py())
 
 
 def _refuse_long_cells(table: Any, names: list[str], label: str) -> None:
