@@ -50,11 +50,12 @@ GOLD_ALIASES = {
 REQUIRED = ("annotator", "instance", "rating")
 ID_COLUMNS = ("annotator", "instance", "query")
 GRANULARITIES = ("instance", "query", "global")
-#: an inferred scale is refused when a gap between neighbouring values seen is more than
-#: ``OUTLIER_GAP_RANGE`` times the range of the values on the side holding most ratings and
-#: more than ``OUTLIER_GAP_STEP`` times their median spacing: a stray 55, a "no answer" 99 or a
-#: 99999999999999999999 among 1..5. Continuous ratings (sparse tails) and Snow et al.'s 0..100
-#: ratings (each of the seven files; random subsets of 50 or more) never trip it.
+#: an inferred scale is refused when values sit far from the bulk of the ratings: growing
+#: from the narrowest run of values that holds half the ratings, a gap to the next value more
+#: than ``OUTLIER_GAP_RANGE`` times the run's range and ``OUTLIER_GAP_STEP`` times its mean
+#: spacing stops the growth, and what lies beyond is outlying: a stray 55, a "no answer" 99 or
+#: a 99999999999999999999 among 1..5. Continuous ratings (sparse tails), Snow et al.'s 0..100
+#: and -100..100 ratings (each of the seven files; random subsets of 100) and 0/1/2 pass.
 OUTLIER_GAP_RANGE = 5.0
 OUTLIER_GAP_STEP = 20.0
 #: the characters ``str.strip()`` removes (``str.isspace``), for pyarrow's trim
@@ -177,11 +178,20 @@ def map_aliases(columns: Sequence[object], aliases: dict[str, str], source: str)
     return mapping
 
 
-def _select(df: pd.DataFrame, source: str) -> dict[str, pd.Series]:
-    """Canonical name -> column (not copied), after the name, alias and required checks."""
-    if not isinstance(df, pd.DataFrame):
+def _is_arrow(x: object) -> bool:
+    return type(x).__module__.startswith("pyarrow")
+
+
+def _select(df, source: str) -> dict:
+    """Canonical name -> column (not copied), after the name, alias and required checks.
+
+    ``df``: a pandas DataFrame (columns as Series) or a ``pyarrow.Table`` (the readers';
+    columns as Arrow arrays).
+    """
+    arrow = _is_arrow(df) and hasattr(df, "column_names")
+    if not (arrow or isinstance(df, pd.DataFrame)):
         raise InputError("ratings must be a pandas DataFrame", source=source)
-    cols = [str(c).strip() for c in df.columns]
+    cols = [str(c).strip() for c in (df.column_names if arrow else df.columns)]
     dup = sorted({c for c in cols if cols.count(c) > 1})
     if dup:
         raise InputError(
@@ -199,23 +209,26 @@ def _select(df: pd.DataFrame, source: str) -> dict[str, pd.Series]:
             f"optionally query{_invisible_hint(cols)}",
             source=source,
         )
-    out = {canon: df.iloc[:, cols.index(name)] for name, canon in mapping.items()}
-    if len(df) == 0:
+    get = df.column if arrow else (lambda i: df.iloc[:, i])
+    out = {canon: get(cols.index(name)) for name, canon in mapping.items()}
+    if (df.num_rows if arrow else len(df)) == 0:
         raise InputError("no ratings (the table has a header but no rows)", source=source)
     return {c: out[c] for c in ("annotator", "instance", "rating", "query") if c in out}
 
 
-def normalize_columns(
-    df: pd.DataFrame, source: str = "ratings", *, coded: bool = False
-) -> pd.DataFrame:
+def normalize_columns(df, source: str = "ratings", *, coded: bool = False) -> pd.DataFrame:
     """Rename aliases to ``annotator, instance, rating[, query]`` and check what is there.
 
     IDs become text (leading zeros kept): a Categorical keeps its codes with its categories as
     strings, any other column becomes ``str``; with ``coded`` every ID column becomes a
     Categorical whose categories are the sorted distinct IDs (codes + dictionary: what
     :func:`prepare` takes without recoding). Ratings become float. The result remembers
-    ``source`` (``attrs["source"]``) so that :func:`prepare` names the file. Raises InputError.
+    ``source`` (``attrs["source"]``) so that :func:`prepare` names the file. ``df`` may also
+    be a ``pyarrow.Table`` of text columns (the readers'), coded without going through pandas.
+    Raises InputError.
     """
+    if not coded and _is_arrow(df) and hasattr(df, "to_pandas"):
+        df = df.to_pandas()
     cols = _select(df, source)
     coded_ids = _code_columns(cols) if coded else {}
     out = {}
@@ -231,7 +244,7 @@ def normalize_columns(
         else:
             _refuse_empty_ids(_blank_rows(col), c, source)
             out[c] = _as_text(col)
-    frame = pd.DataFrame(out)
+    frame = pd.DataFrame(out, copy=False)
     frame.attrs["source"] = source
     return frame
 
@@ -256,8 +269,13 @@ def _as_text(col: pd.Series):
     return col.astype(str).array
 
 
-def _arrow_text(col: pd.Series):
+def _arrow_text(col):
     """The pyarrow (chunked) array behind an Arrow-backed text column, else None."""
+    if _is_arrow(col):
+        import pyarrow as pa
+
+        typ = col.type.value_type if pa.types.is_dictionary(col.type) else col.type
+        return col if pa.types.is_string(typ) or pa.types.is_large_string(typ) else None
     dt = col.dtype
     arrowish = (isinstance(dt, pd.StringDtype) and dt.storage == "pyarrow") or (
         isinstance(dt, pd.ArrowDtype)
@@ -335,9 +353,13 @@ def _code_columns(cols: dict[str, pd.Series]) -> dict[str, tuple]:
 
 def _code_ids(col: pd.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`factorize_sorted` plus which distinct IDs are blank, (M,) bool."""
+    arr = _arrow_text(col)
+    if arr is not None:
+        return _code_arrow(arr)
+    if _is_arrow(col):
+        col = col.to_pandas()
     if isinstance(col.dtype, pd.CategoricalDtype):
         return _code_categorical(col)
-    arr = _arrow_text(col)
     if arr is None:
         text = col.astype(str)
         arr = _arrow_text(text)
@@ -349,8 +371,9 @@ def _code_ids(col: pd.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return _code_arrow(arr)
 
 
-def _code_arrow(arr) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Codes, sorted uniques and blanks of a pyarrow text (chunked) array; nulls get -1."""
+def _encode_arrow(arr) -> tuple[np.ndarray, object]:
+    """pyarrow's hash of a text (chunked) array: (L,) int32 indices (-1 for null) into one
+    dictionary of the distinct values, in order of first appearance."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -359,7 +382,7 @@ def _code_arrow(arr) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     enc = pc.dictionary_encode(arr)
     chunks = enc.chunks if isinstance(enc, pa.ChunkedArray) else [enc]
     if not chunks:
-        return np.zeros(0, np.int32), np.zeros(0, object), np.zeros(0, bool)
+        return np.zeros(0, np.int32), pa.array([], pa.large_string())
     # the hash table is shared across chunks: every chunk's dictionary is a prefix of the
     # final one (same buffers); otherwise encode the combined array
     first = chunks[0].dictionary.buffers()[1]
@@ -368,8 +391,16 @@ def _code_arrow(arr) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         chunks = [pc.dictionary_encode(combined)]
     dictionary = max((c.dictionary for c in chunks), key=len)
     indices = pa.chunked_array([c.indices for c in chunks], type=chunks[0].indices.type)
-    idx = pc.fill_null(indices, -1).to_numpy()
-    del indices, chunks, enc
+    if indices.null_count:
+        indices = pc.fill_null(indices, -1)
+    return indices.to_numpy(), dictionary
+
+
+def _code_arrow(arr) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Codes, sorted uniques and blanks of a pyarrow text (chunked) array; nulls get -1."""
+    import pyarrow.compute as pc
+
+    idx, dictionary = _encode_arrow(arr)
     order = pc.sort_indices(dictionary)
     rank = np.empty(len(dictionary) + 1, dtype=np.int32)
     rank[order.to_numpy()] = np.arange(len(dictionary), dtype=np.int32)
@@ -404,12 +435,8 @@ def _code_categorical(col: pd.Series) -> tuple[np.ndarray, np.ndarray, np.ndarra
         blank = _blank_sorted(uniq)
     else:  # categories that are not sorted text (or that merge as text: 1 and "1")
         remap, uniq, blank = _code_ids(pd.Series(cats.astype(str)))
-    used = (
-        np.bincount(
-            codes[codes >= 0] if remap is None else remap[codes[codes >= 0]], minlength=uniq.size
-        )
-        > 0
-    )
+    present = codes if codes.size == 0 or codes.min() >= 0 else codes[codes >= 0]
+    used = np.bincount(present if remap is None else remap[present], minlength=uniq.size) > 0
     if remap is None and used.all():
         return codes.astype(np.int32, copy=False), uniq, blank
     if remap is None:
@@ -429,6 +456,10 @@ def numeric_ratings(col: pd.Series, source: str = "ratings") -> np.ndarray:
     Text is parsed per distinct value with ``pd.to_numeric`` (so ``" 3"`` and ``"3.0"`` read
     as 3 exactly as a whole-column parse would), never a Python object per row.
     """
+    if _is_arrow(col) and _arrow_text(col) is None:
+        col = col.to_pandas()
+    if _arrow_text(col) is not None:
+        return _parse_distinct(col, source)
     dt = col.dtype
     kind = getattr(dt, "kind", "O")
     what = None
@@ -453,6 +484,11 @@ def numeric_ratings(col: pd.Series, source: str = "ratings") -> np.ndarray:
             row = int(np.flatnonzero(bad)[0])
             _refuse_rating(col.iloc[row], row, int(bad.sum()), source)
         return values
+    return _parse_distinct(col, source)
+
+
+def _parse_distinct(col, source: str) -> np.ndarray:
+    """Ratings of a text (or mixed) column, parsed once per distinct value."""
     codes, uniques = _distinct(col)
     parsed = pd.to_numeric(pd.Series(uniques), errors="coerce")
     if pd.api.types.is_complex_dtype(parsed.dtype):
@@ -477,25 +513,14 @@ def _numeric_ratings(col: pd.Series, source: str) -> pd.Series:
     return pd.Series(numeric_ratings(col, source), index=col.index, name=col.name)
 
 
-def _distinct(col: pd.Series) -> tuple[np.ndarray, pd.Series | np.ndarray]:
+def _distinct(col) -> tuple[np.ndarray, pd.Series]:
     """Codes (L,; -1 for missing) and distinct values of a column, by hashing."""
-    if isinstance(col.dtype, pd.CategoricalDtype):
-        return col.cat.codes.to_numpy(), pd.Series(col.cat.categories)
     arr = _arrow_text(col)
     if arr is not None:
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        enc = pc.dictionary_encode(arr)
-        chunks = enc.chunks if isinstance(enc, pa.ChunkedArray) else [enc]
-        first = chunks[0].dictionary.buffers()[1] if chunks else None
-        if first is not None and all(
-            c.dictionary.buffers()[1].address == first.address for c in chunks[1:]
-        ):
-            dictionary = max((c.dictionary for c in chunks), key=len)
-            indices = pa.chunked_array([c.indices for c in chunks], type=chunks[0].indices.type)
-            codes = pc.fill_null(indices, -1).to_numpy()
-            return codes, pd.Series(dictionary.to_pandas(), dtype=object)
+        idx, dictionary = _encode_arrow(arr)
+        return idx, pd.Series(dictionary.to_pandas(), dtype=object)
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        return col.cat.codes.to_numpy(), pd.Series(col.cat.categories)
     codes, uniques = pd.factorize(col, use_na_sentinel=True)
     return codes, pd.Series(np.asarray(uniques, dtype=object), dtype=object)
 
@@ -555,29 +580,53 @@ def infer_scale(
 def outlying_levels(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """(K,) bool: distinct values cut off from the bulk of the ratings by an outsized gap.
 
-    ``values`` sorted, ``counts`` ratings per value. Each gap splits the values in two; the
-    side with more ratings is the bulk (it needs two or more values to have a spread). A gap
-    wider than ``OUTLIER_GAP_RANGE`` x the bulk's range and ``OUTLIER_GAP_STEP`` x its median
-    spacing marks the other side as outlying (the widest such gap, relative to the range).
+    ``values`` sorted, ``counts`` ratings per value. The bulk starts as the narrowest run of
+    values holding half the ratings (with its nearer neighbour if that is one value) and grows
+    outwards over every gap that is at most ``OUTLIER_GAP_RANGE`` x its range or at most
+    ``OUTLIER_GAP_STEP`` x its mean spacing; values it cannot reach are outlying. Growing from
+    the middle, outliers on both sides, or several on one side, cannot hide each other.
     """
-    far = np.zeros(values.size, dtype=bool)
     k = values.size
+    far = np.zeros(k, dtype=bool)
     if k < 3:
         return far
+    with np.errstate(over="ignore", invalid="ignore"):  # 1e308 - -1e308 is inf: still far
+        return _grow_bulk(values, counts, far)
+
+
+def _grow_bulk(values: np.ndarray, counts: np.ndarray, far: np.ndarray) -> np.ndarray:
+    k = values.size
     gaps = np.diff(values)
-    n_low = np.cumsum(counts)[:-1]
-    low_bulk = n_low >= counts.sum() - n_low
-    j = np.arange(k - 1)
-    spread = np.where(low_bulk, values[j] - values[0], values[-1] - values[j + 1])
-    n_bulk = np.where(low_bulk, j + 1, k - 1 - j)
-    best, cut = 0.0, -1
-    for i in np.flatnonzero((n_bulk >= 2) & (gaps > OUTLIER_GAP_RANGE * spread)):
-        bulk = values[: i + 1] if low_bulk[i] else values[i + 1 :]
-        if gaps[i] > OUTLIER_GAP_STEP * np.median(np.diff(bulk)) and gaps[i] > best * spread[i]:
-            best, cut = gaps[i] / spread[i], int(i)
-    if cut >= 0:
-        far[cut + 1 :] = low_bulk[cut]
-        far[: cut + 1] = not low_bulk[cut]
+    cum = np.concatenate([[0], np.cumsum(counts)])
+    half = cum[-1] / 2
+    # for each start i, the first end j whose run i..j holds half the ratings; narrowest wins
+    ends = np.clip(np.searchsorted(cum, cum[:-1] + half, side="left") - 1, 0, k - 1)
+    width = np.where(cum[ends + 1] - cum[:-1] >= half, values[ends] - values, np.inf)
+    i = int(np.argmin(width))
+    j = int(ends[i])
+    if i == j:  # one value holds half the ratings: it has no spread yet
+        if j + 1 < k and (i == 0 or gaps[j] <= gaps[i - 1]):
+            j += 1
+        else:
+            i -= 1
+    while True:
+        up = np.arange(j, k - 1)  # gap up from value m, the run being i..m
+        spread = values[up] - values[i]
+        stop = (gaps[up] > OUTLIER_GAP_RANGE * spread) & (
+            gaps[up] > OUTLIER_GAP_STEP * spread / (up - i)
+        )
+        new_j = j + int(np.argmax(stop)) if stop.any() else k - 1
+        down = np.arange(i - 1, -1, -1)  # gap down from value m + 1, the run being m + 1..j
+        spread = values[j] - values[down + 1]
+        stop = (gaps[down] > OUTLIER_GAP_RANGE * spread) & (
+            gaps[down] > OUTLIER_GAP_STEP * spread / (j - down - 1)
+        )
+        new_i = i - int(np.argmax(stop)) if stop.any() else 0
+        if (new_i, new_j) == (i, j):
+            break
+        i, j = new_i, new_j
+    far[:i] = True
+    far[j + 1 :] = True
     return far
 
 
@@ -609,7 +658,8 @@ def _outlier_message(
         parts.append(f"{idx.size - 3} more value(s)")
     what = f"rating {parts[0]} lies" if idx.size == 1 else f"ratings {', '.join(parts)} lie"
     step = float(np.median(np.diff(near))) if near.size > 1 else float(np.median(np.diff(vals)))
-    example = f", e.g. --scale {fmt_scale(vals)}" if vals.size <= 12 else ""
+    plausible = vals.size <= 12 and np.abs(vals).max() <= 1e6
+    example = f", e.g. --scale {fmt_scale(vals)}" if plausible else ""
     return (
         f"{where}{what} far outside the other ratings ({near[0]:g} to {near[-1]:g}, typically "
         f"{step:g} apart), so the scale inferred from the values seen would be wrong; if they "

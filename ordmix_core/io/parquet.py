@@ -11,10 +11,12 @@ from typing import Any
 
 from ..errors import InputError
 from .sniff import ROW, check_header, short
+from .text import pa_text_type
 
 
-def read_parquet(data: bytes, label: str) -> Any:
-    """A ``pyarrow.Table`` whose every column is (large) string, nulls as ``""``."""
+def read_parquet(data: bytes, label: str, large: bool = True) -> Any:
+    """A ``pyarrow.Table`` whose every column is text (``large_string``, or ``string`` with
+    ``large=False``), nulls as ``""``."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
@@ -47,13 +49,14 @@ def read_parquet(data: bytes, label: str) -> Any:
             "has columns but no rows; export the ratings again with at least one row",
             source=label,
         )
+    text = pa_text_type(large)
     cols = []
     for nm, col in zip(names, table.columns, strict=True):
         try:
             if pa.types.is_dictionary(col.type):
                 col = col.cast(col.type.value_type)
-            if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
-                col = col.cast(pa.string())
+            if col.type != text:
+                col = col.cast(text)
             cols.append(pc.fill_null(col, ""))
         except Exception:
             raise InputError(

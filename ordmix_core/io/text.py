@@ -43,8 +43,9 @@ _DELIM_NAMES = {
 }
 
 
-def read_text(data: bytes, label: str, default: str) -> Any:
-    """Validate and parse delimited text; a ``pyarrow.Table`` of string columns."""
+def read_text(data: bytes, label: str, default: str, large: bool = True) -> Any:
+    """Validate and parse delimited text; a ``pyarrow.Table`` of string columns
+    (``large_string``, pandas' ``str``, or with ``large=False`` the smaller ``string``)."""
     nul = data.find(b"\x00")
     if nul >= 0:
         raise InputError(
@@ -57,10 +58,11 @@ def read_text(data: bytes, label: str, default: str) -> Any:
     except InputError:
         _refuse_invalid_utf8(data, label)  # a wrong encoding is the first thing to say
         raise
-    table = _fast(data, pos, delim, label)  # checks UTF-8 as it parses
+    text = pa_text_type(large)
+    table = _fast(data, pos, delim, label, text)  # checks UTF-8 as it parses
     if table is None:
         _refuse_invalid_utf8(data, label)
-        table = _precise(data[pos:], delim, label)
+        table = _precise(data[pos:], delim, label, text)
     return table
 
 
@@ -86,6 +88,13 @@ def _dialect(data: bytes, default: str, label: str) -> tuple[int, str]:
     if not m:
         delim = _choose_delimiter(data[pos : pos + _SNIFF_BYTES + 1], default, label)
     return pos, delim
+
+
+def pa_text_type(large: bool) -> Any:
+    """``large_string`` (what pandas' ``str`` holds: no copy into pandas) or ``string``."""
+    import pyarrow as pa
+
+    return pa.large_string() if large else pa.string()
 
 
 def _refuse_invalid_utf8(data: bytes, label: str) -> None:
@@ -187,7 +196,7 @@ def _names(header: list[str]) -> list[str]:
 # --------------------------------------------------------------------------- fast path
 
 
-def _fast(data: bytes, pos: int, delim: str, label: str) -> Any | None:
+def _fast(data: bytes, pos: int, delim: str, label: str, text: Any) -> Any | None:
     """The table when every data row is one line without quotes or blank lines, else None."""
     import pyarrow as pa
     import pyarrow.csv as pacsv
@@ -218,7 +227,7 @@ def _fast(data: bytes, pos: int, delim: str, label: str) -> Any | None:
                 delimiter=delim, quote_char=False, ignore_empty_lines=False
             ),
             convert_options=pacsv.ConvertOptions(
-                column_types={f: pa.string() for f in fields},
+                column_types={f: text for f in fields},
                 strings_can_be_null=False,
             ),
         )
@@ -271,7 +280,7 @@ def _long_message(row: int, name: str, length: int) -> str:
 # --------------------------------------------------------------------------- precise path
 
 
-def _precise(body: bytes, delim: str, label: str) -> Any:
+def _precise(body: bytes, delim: str, label: str, text: Any) -> Any:
     """Strict record-by-record validation, then pyarrow with quoting; shapes must agree."""
     import pyarrow as pa
     import pyarrow.csv as pacsv
@@ -284,7 +293,7 @@ def _precise(body: bytes, delim: str, label: str) -> Any:
             pa.BufferReader(body),
             parse_options=pacsv.ParseOptions(delimiter=delim, newlines_in_values=True),
             convert_options=pacsv.ConvertOptions(
-                column_types={h: pa.string() for h in header},
+                column_types={h: text for h in header},
                 strings_can_be_null=False,
                 quoted_strings_can_be_null=False,
             ),

@@ -83,7 +83,7 @@ def csv_safe(df: pd.DataFrame | pd.Series, columns: Sequence[str] | None = None)
     ``columns`` (default: every non-numeric column), to a text index and to text column
     labels; numeric columns are left alone. :func:`csv_unescape` undoes it.
     """
-    out = df.to_frame() if isinstance(df, pd.Series) else df.copy()
+    out = df.to_frame() if isinstance(df, pd.Series) else df.copy(deep=False)  # copy on write
     if columns is None:
         todo = [c for c in out.columns if not pd.api.types.is_numeric_dtype(out[c])]
     else:
@@ -146,12 +146,17 @@ def to_csv_bytes(df: pd.DataFrame | pd.Series, id_columns: Sequence[str] | None 
 def write_csv(
     df: pd.DataFrame | pd.Series, path: str | os.PathLike, id_columns: Sequence[str] | None = None
 ) -> Path:
-    """Write ``df`` as UTF-8 CSV with formula cells neutralised, atomically (temp + rename)."""
+    """Write ``df`` as UTF-8 CSV with formula cells neutralised, atomically (temp + rename).
+
+    The same bytes as :func:`to_csv_bytes`, streamed to the file (never the whole text in
+    memory: a 2-million-item ``items.csv`` is hundreds of MB).
+    """
     path = Path(path)
-    data = to_csv_bytes(df, id_columns)
+    safe, index = _frame_for_csv(df, id_columns)
     tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:12]}")
     try:
-        tmp.write_bytes(data)
+        with open(tmp, "w", encoding="utf-8", newline="") as f:
+            safe.to_csv(f, index=index, lineterminator="\n")
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
