@@ -22,28 +22,22 @@ def read_parquet(data: bytes, label: str, large: bool = True) -> Any:
     import pyarrow.parquet as pq
 
     try:
-        pf = pq.ParquetFile(pa.BufferReader(data))
-        names = [str(c) for c in pf.schema_arrow.names]
-    except UnicodeDecodeError:
+        table = pq.read_table(pa.BufferReader(data))
+    except Exception as e:
+        _refuse_duplicate_names(data, label)  # pyarrow calls them "damaged"
+        raise InputError(
+            f"could not be read as Parquet ({short(e)}); the file may be truncated or "
+            "damaged: export it again",
+            source=label,
+        ) from None
+    try:
+        names = [str(c) for c in table.column_names]
+    except Exception:
         raise InputError(
             "has column names that are not valid UTF-8; the file is damaged: export it again",
             source=label,
         ) from None
-    except Exception as e:
-        raise InputError(
-            f"could not be read as Parquet ({short(e)}); the file may be truncated or "
-            "damaged: export it again",
-            source=label,
-        ) from None
-    check_header(names, label)  # before reading: pyarrow calls duplicate names "damaged"
-    try:
-        table = pf.read()
-    except Exception as e:
-        raise InputError(
-            f"could not be read as Parquet ({short(e)}); the file may be truncated or "
-            "damaged: export it again",
-            source=label,
-        ) from None
+    check_header(names, label)
     if table.num_rows == 0:
         raise InputError(
             "has columns but no rows; export the ratings again with at least one row",
@@ -75,6 +69,18 @@ def read_parquet(data: bytes, label: str, large: bool = True) -> Any:
                 source=label,
             ) from None
     return pa.table(cols, names=names)
+
+
+def _refuse_duplicate_names(data: bytes, label: str) -> None:
+    """The duplicate-column message, if the schema (read alone) has two equal names."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        names = [str(c) for c in pq.ParquetFile(pa.BufferReader(data)).schema_arrow.names]
+    except Exception:
+        return
+    check_header(names, label)
 
 
 def _bad_utf8_row(col: Any) -> str:
