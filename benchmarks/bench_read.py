@@ -118,7 +118,9 @@ def measure_fit(path: str) -> dict:
         "--quiet",
     ]
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd)
+    # run from the CSV's folder: ``python -c`` puts the working directory first on sys.path,
+    # which must not shadow the ordmix_core that PYTHONPATH names
+    proc = subprocess.Popen(cmd, cwd=os.path.dirname(os.path.abspath(path)))
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
     return {

@@ -28,6 +28,7 @@ from ordmix_core.io import (
     atomic_output_dir,
     csv_safe,
     csv_unescape,
+    read_crowd,
     read_gold,
     read_ratings,
     read_table,
@@ -339,6 +340,18 @@ def test_read_table_is_text_and_read_ratings_is_coded():
         assert isinstance(df[c].dtype, pd.CategoricalDtype)
         assert list(df[c].cat.categories) == cats  # sorted distinct IDs, each stored once
     assert df["annotator"].tolist() == ["w2", "w1", "w2"]
+
+
+def test_read_crowd_is_prepare_of_read_ratings():
+    content = HDR.replace(b"\n", b",query\n") + b"w2,t1,3,q\nw1,t2,4,q\nw2,t2,5,r\n"
+    with pytest.raises(InputError, match=r"^c\.csv: row 4 .*instance 't2' has query 'r'"):
+        read_crowd(content, name="c.csv", granularity="query")
+    content = content.replace(b",r\n", b",q\n")
+    data = read_crowd(content, name="c.csv", scale="1,2,3,4,5", granularity="query")
+    ref = prepare(read_ratings(content, name="c.csv"), "1,2,3,4,5", "query")
+    for f in ("ann", "inst", "level", "cat_of_inst", "annotators", "instances", "categories"):
+        assert getattr(data, f).tolist() == getattr(ref, f).tolist()
+    assert data.scale.k == 5
 
 
 # --------------------------------------------------------------------------- both text paths

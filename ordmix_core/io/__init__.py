@@ -14,13 +14,14 @@ One module per concern:
 - :mod:`.text`: CSV/TSV encoding, dialect, strict validation and the fast pyarrow parse;
 - :mod:`.parquet`: Parquet files as text columns;
 - :mod:`.readers`: :func:`read_table`, :func:`read_ratings` (IDs coded: Categoricals of the
-  sorted distinct IDs), :func:`read_gold`; the column checks are ``ordmix_core.data``'s;
+  sorted distinct IDs), :func:`read_crowd` (straight to ``CrowdData``), :func:`read_gold`;
+  the column checks are ``ordmix_core.data``'s;
 - :mod:`.writing`: :func:`atomic_output_dir`, :func:`csv_safe`, :func:`write_csv`,
   :func:`to_csv_bytes`.
 """
 
 from ..data import GOLD_ALIASES
-from .readers import read_arrow, read_gold, read_ratings, read_table
+from .readers import read_arrow, read_crowd, read_gold, read_ratings, read_table
 from .sniff import ACCEPTED, MAX_UPLOAD_MB, PARQUET_EXTENSIONS, TEXT_EXTENSIONS, Source
 from .text import DELIMITERS, MAX_CELL_CHARS
 from .writing import (
@@ -48,6 +49,7 @@ __all__ = [
     "csv_safe",
     "csv_unescape",
     "read_arrow",
+    "read_crowd",
     "read_gold",
     "read_ratings",
     "read_table",
