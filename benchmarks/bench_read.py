@@ -3,8 +3,9 @@
     python benchmarks/bench_read.py write /tmp/r10m.csv --ratings 10000000
     python benchmarks/bench_read.py read /tmp/r10m.csv     # read_ratings + prepare(query)
     python benchmarks/bench_read.py fit /tmp/r10m.csv      # `ordmix fit`, 1 restart, 5 sweeps
+    python benchmarks/bench_read.py fit-crowd /tmp/r10m.csv  # that fit from io.read_crowd
     python benchmarks/bench_read.py upload --rows 1000000  # the dashboard's upload read path
-    python benchmarks/bench_read.py all /tmp/r10m.csv      # the three, one JSON line each
+    python benchmarks/bench_read.py all /tmp/r10m.csv      # all four, one JSON line each
 
 ``write`` draws ``synth.synth_arrays`` (5 levels, 5 ratings per item, L/500 annotators, 1,000
 queries, 30% spammers) and writes it as CSV with string IDs and a query column, rows shuffled:
@@ -12,9 +13,10 @@ queries, 30% spammers) and writes it as CSV with string IDs and a query column, 
 times ``io.read_ratings`` then ``data.prepare(..., granularity="query")`` (reading and coding:
 what the fit needs before its first sweep). ``fit`` runs ``ordmix fit ... --restarts 1
 --max-iter 5 --tol 0 --granularity query`` as a child process and reports its wall time and
-peak RSS. ``upload`` builds the 1,000,000-row frame of ``tests/test_app_data.py``'s upload
-test and times what the Data page does with it outside Streamlit: ``io.read_table`` on the
-bytes, then ``data.normalize_columns`` + ``data.prepare`` (``app.make_dataset``'s engine calls).
+peak RSS; ``fit-crowd`` the same fit from ``io.read_crowd`` (no output files). ``upload``
+builds the 1,000,000-row frame of ``tests/test_app_data.py``'s upload test and times what
+the Data page does with it outside Streamlit: ``io.read_table`` on the bytes, then
+``data.normalize_columns`` + ``data.prepare`` (``app.make_dataset``'s engine calls).
 Each measurement runs in its own process (``resource.getrusage``: peak RSS of that run only);
 ``ordmix_core`` is whatever ``PYTHONPATH`` points at, so the same script measures two trees.
 """
@@ -133,6 +135,30 @@ def measure_fit(path: str) -> dict:
     }
 
 
+def measure_fit_crowd(path: str) -> dict:
+    """The same fit from ``io.read_crowd`` (the frame dropped once coded), no output files."""
+    code = (
+        "import sys, warnings; warnings.simplefilter('ignore')\n"
+        "from ordmix_core.io import read_crowd\n"
+        "from ordmix_core.model import OrdinalMixture\n"
+        "data = read_crowd(sys.argv[1], granularity='query')\n"
+        "OrdinalMixture('query', n_restarts=1, max_iter=5, tol=0, random_state=0).fit(data)\n"
+    )
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, os.path.abspath(path)],
+        cwd=os.path.dirname(os.path.abspath(path)),
+    )
+    _, status, usage = os.wait4(proc.pid, 0)
+    return {
+        "what": "fit-crowd",
+        "load_avg": os.getloadavg()[0],
+        "exit": os.waitstatus_to_exitcode(status),
+        "wall_s": round(time.perf_counter() - t0, 2),
+        "peak_rss_mb": round(usage.ru_maxrss / 1024),
+    }
+
+
 def upload_bytes(n: int = 1_000_000) -> bytes:
     """The CSV of ``tests/test_app_data.py::test_million_row_upload_is_handled``."""
     import numpy as np
@@ -186,13 +212,13 @@ def _child(args: list[str]) -> dict:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("what", choices=["write", "read", "fit", "upload", "all"])
+    p.add_argument("what", choices=["write", "read", "fit", "fit-crowd", "upload", "all"])
     p.add_argument("path", nargs="?", help="the ratings CSV (written by `write`)")
     p.add_argument("--ratings", type=int, default=10_000_000, help="ratings to write")
     p.add_argument("--rows", type=int, default=1_000_000, help="rows of the upload test")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
-    if args.what in ("write", "read", "fit", "all") and not args.path:
+    if args.what in ("write", "read", "fit", "fit-crowd", "all") and not args.path:
         p.error(f"{args.what} needs the CSV path")
     if args.what == "write":
         res = write_ratings_csv(args.path, args.ratings, args.seed)
@@ -200,10 +226,12 @@ def main() -> None:
         res = measure_read(args.path)
     elif args.what == "fit":
         res = measure_fit(args.path)
+    elif args.what == "fit-crowd":
+        res = measure_fit_crowd(args.path)
     elif args.what == "upload":
         res = measure_upload(args.rows)
     else:
-        for what in ("read", "fit"):
+        for what in ("read", "fit", "fit-crowd"):
             print(json.dumps(_child([what, args.path])), flush=True)
         res = _child(["upload", "--rows", str(args.rows)])
     print(json.dumps(res), flush=True)

@@ -591,9 +591,26 @@ def test_gold_errors(content, expect):
 )
 def test_fuzz_random_bytes_only_input_error(data, name):
     try:
-        read_ratings(data, name=name)
+        df = read_ratings(data, name=name)
     except InputError:
-        pass
+        return
+    _assert_sane(df)
+
+
+def _assert_sane(df: pd.DataFrame, scale: str | None = None) -> None:
+    """What any accepted input must look like: the columns, coded non-blank text IDs in
+    sorted order, finite ratings (on the scale if one was given), the source remembered."""
+    assert list(df.columns)[:3] == ["annotator", "instance", "rating"] and len(df) > 0
+    assert set(df.columns) <= {"annotator", "instance", "rating", "query"}
+    for c in set(df.columns) - {"rating"}:
+        cats = list(df[c].cat.categories)
+        assert all(isinstance(x, str) and x.strip() for x in cats)
+        assert cats == sorted(set(cats)) and (df[c].cat.codes >= 0).all()
+    r = df["rating"].to_numpy()
+    assert r.dtype == float and np.isfinite(r).all()
+    if scale is not None:
+        assert set(r) <= {float(v) for v in scale.split(",")}
+    assert df.attrs["source"]
 
 
 _CSVISH = st.lists(
@@ -616,8 +633,7 @@ def test_fuzz_csvish_text_only_input_error(header, body, name, scale):
         df = read_ratings((header + body).encode("utf-8"), name=name, scale=scale)
     except InputError:
         return
-    assert list(df.columns)[:3] == ["annotator", "instance", "rating"]
-    assert np.isfinite(df["rating"].to_numpy()).all()
+    _assert_sane(df, scale)
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -633,9 +649,10 @@ def test_fuzz_damaged_parquet_only_input_error(flips):
     for i, v in flips:
         damaged[i] = v
     try:
-        read_ratings(bytes(damaged), name="d.parquet")
+        df = read_ratings(bytes(damaged), name="d.parquet")
     except InputError:
-        pass
+        return
+    _assert_sane(df)
 
 
 # --------------------------------------------------------------------------- big input
