@@ -564,10 +564,7 @@ def infer_scale(
     the message names them, with their first rows when ``rows`` (``ratings`` in file order),
     and the fix (delete them, or give the scale).
     """
-    codes, seen = pd.factorize(ratings)  # hash, then sort only the distinct values
-    vals, where = np.unique(seen, return_inverse=True)  # (-0.0 and 0.0 become one value)
-    level = where.astype(np.int32)[codes]
-    counts = np.bincount(level, minlength=vals.size)
+    vals, level, counts = _distinct_levels(ratings)
     far = outlying_levels(vals, counts)
     if far.any():  # before the scale's own checks: this message names rows and the fix
         raise InputError(
@@ -575,6 +572,29 @@ def infer_scale(
         )
     sc = Scale(vals)
     return sc, level
+
+
+def _distinct_levels(r: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sorted distinct values (K,), each rating's index among them (L,) int32, counts (K,).
+
+    Whole-number ratings in a short range (the usual 1..5, 0..100) are counted directly;
+    anything else is hashed, then only the distinct values are sorted.
+    """
+    if r.size:
+        lo, hi = float(r.min()), float(r.max())
+        if hi - lo < 1e6 and abs(lo) < 2**52 and abs(hi) < 2**52:
+            shifted = r - lo
+            idx = shifted.astype(np.int64)
+            if np.array_equal(idx, shifted):  # every rating a whole number
+                counts = np.bincount(idx)
+                present = np.flatnonzero(counts)
+                rank = np.zeros(counts.size, dtype=np.int32)
+                rank[present] = np.arange(present.size, dtype=np.int32)
+                return present + lo, rank[idx], counts[present]
+    codes, seen = pd.factorize(r)
+    vals, where = np.unique(seen, return_inverse=True)  # (-0.0 and 0.0 become one value)
+    level = where.astype(np.int32)[codes]
+    return vals, level, np.bincount(level, minlength=vals.size)
 
 
 def outlying_levels(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
