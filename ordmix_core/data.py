@@ -301,17 +301,26 @@ def _blank_text(arr) -> np.ndarray:
     return np.asarray(pc.fill_null(blank, True), dtype=bool)
 
 
+def _blank_values(text: pd.Series) -> np.ndarray:
+    """Per value of a text column: missing, or nothing but whitespace (``str.strip``)."""
+    arr = _arrow_text(text)
+    if arr is not None:
+        return _blank_text(arr)
+    return np.fromiter(
+        (not isinstance(x, str) or not x.strip() for x in text), dtype=bool, count=len(text)
+    )
+
+
 def _blank_rows(col: pd.Series) -> np.ndarray:
     """(L,) bool: the ID cell is missing or blank."""
     if isinstance(col.dtype, pd.CategoricalDtype):
-        cats = col.cat.categories.astype(str)
-        blank_cat = np.append(np.asarray(cats.str.strip() == "", dtype=bool), True)
+        cats = pd.Series(col.cat.categories.astype(str))
+        blank_cat = np.append(_blank_values(cats), True)
         return blank_cat[col.cat.codes.to_numpy()]  # code -1 (missing) takes the last entry
     arr = _arrow_text(col)
     if arr is not None:
         return _blank_text(arr)
-    text = col.astype(str)
-    return col.isna().to_numpy() | (text.str.strip() == "").to_numpy(dtype=bool, na_value=True)
+    return col.isna().to_numpy() | _blank_values(col.astype(str))
 
 
 def _refuse_empty_ids(bad: np.ndarray, name: str, source: str) -> None:

@@ -295,5 +295,6 @@ def test_blank_ids_are_refused_whatever_the_whitespace():
     for blank in ["", " ", "\u3000", "\x85 ", "\x1c"]:
         df = pd.DataFrame({"annotator": ["a", blank], "instance": ["x", "y"], "rating": [1, 2]})
         for frame in (df, df.astype({"annotator": "category"}), df.astype({"annotator": "str"})):
-            with pytest.raises(InputError, match=r"row 3 .*empty 'annotator' cell"):
-                prepare(frame)
+            for check in (prepare, normalize_columns):
+                with pytest.raises(InputError, match=r"row 3 .*empty 'annotator' cell"):
+                    check(frame)
