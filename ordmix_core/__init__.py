@@ -4,9 +4,18 @@ The ordinal-discrete-mixture model of Lakshminarayanan & Teh fitted by variation
 with the usual baselines beside it. Pure library: never imports streamlit.
 """
 
+from ._version import __version__
 from .data import CrowdData, Scale, prepare
-from .errors import InputError
-from .model import CollapseWarning, OrdinalMixture
+from .errors import CollapseWarning, ConvergenceWarning, InputError
+from .model import OrdinalMixture
 
-__all__ = ["CollapseWarning", "CrowdData", "InputError", "OrdinalMixture", "Scale", "prepare"]
-__version__ = "0.1.0"
+__all__ = [
+    "CollapseWarning",
+    "ConvergenceWarning",
+    "CrowdData",
+    "InputError",
+    "OrdinalMixture",
+    "Scale",
+    "__version__",
+    "prepare",
+]

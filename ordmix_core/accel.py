@@ -12,19 +12,32 @@ side runs ``group_terms`` and ``sq_norms`` on the groups it holds (the Dask engi
 the per-instance ones, its client the rest), the squared norms are summed per group,
 ``step_length`` turns the totals into ``a`` and ``extrapolate`` gives each group's proposal.
 ``squarem_proposal`` is the one-process composition of these pieces.
+
+``make_step`` is the rule both engines follow: every third sweep of a restart (once two swept
+states are kept) is tried again from the proposal; the engine supplies its sweeps
+(``Sweeps``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 from scipy.special import expit, logit
 
-from .vb import State
+from .problem import State
 
-#: the parameter groups, in the order their squared norms are summed
+if TYPE_CHECKING:
+    from .restarts import RestartRun, StepFn
+
+#: the parameter groups, in the order their squared norms are summed (a new variational
+#: parameter that SQUAREM should extrapolate is added here; ``ab`` is [alpha, beta])
 GROUPS = ("mu_m", "lam_m", "tau_shape", "tau_rate", "delta_shape", "delta_rate", "eps", "ab")
+#: the groups per instance (a partitioned engine keeps them with the instances' ratings)
+INSTANCE_GROUPS = ("mu_m", "lam_m")
+#: the groups per category (per instance too, at instance granularity)
+CATEGORY_GROUPS = ("delta_shape", "delta_rate")
 #: groups made unconstrained by a log (``ab`` is ``[alpha, beta]``); checked finite and > 0
 _POS = ("lam_m", "tau_shape", "tau_rate", "delta_shape", "delta_rate", "ab")
 #: largest step length tried; beyond it the proposal is mostly extrapolation noise
@@ -114,3 +127,51 @@ def squarem_proposal(s0: State, s1: State, s2: State, lo: float, hi: float) -> S
         out[g] = x
     alpha, beta = out.pop("ab")
     return State(**out, alpha=float(alpha), beta=float(beta))
+
+
+class Sweeps(Protocol):
+    """An engine's sweeps of one restart's state, as ``make_step`` uses them."""
+
+    def sweep(self, state: Any, spam: bool, history: tuple[Any, Any] | None) -> tuple:
+        """One sweep from ``state``: ``(new, F, extra)``. ``history`` ``(s0, s1)`` (``s1`` is
+        ``state``) when a proposal will follow, so the engine keeps what it needs for it."""
+
+    def propose(self, s0: Any, s1: Any, s2: Any, extra: Any) -> Any | None:
+        """SQUAREM's proposal from three consecutive states (``extra``: the last sweep's), or
+        None when there is no usable step."""
+
+    def sweep_proposal(self, proposal: Any, spam: bool, states: tuple) -> tuple:
+        """One sweep from the proposal: ``(candidate or None if not valid, F)``."""
+
+    def swept(self, state: Any) -> bool:
+        """True if ``state`` came from a sweep (not a start): it may enter the history."""
+
+    def truth_share(self, state: Any) -> float:
+        """Share of the ratings the truth component explains in ``state``."""
+
+
+def make_step(engine: Sweeps, accelerate: bool) -> StepFn:
+    """The ``step(run, spam)`` of ``restarts.race`` for both engines.
+
+    A plain sweep; with ``accelerate``, every third sweep (``len(trace) % 3 == 2``, once the
+    history holds two swept states) a sweep from SQUAREM's proposal follows and replaces the
+    plain one if its bound is finite and higher, so the trace never decreases.
+    """
+
+    def step(run: RestartRun, spam: bool) -> float:
+        s = run.state
+        due = accelerate and run.history is not None and len(run.trace) % 3 == 2
+        history = run.history if due else None
+        new, f, extra = engine.sweep(s, spam, history)
+        if history is not None:
+            prop = engine.propose(*history, new, extra)
+            if prop is not None:
+                cand, fc = engine.sweep_proposal(prop, spam, (*history, new))
+                if cand is not None and np.isfinite(fc) and fc > f:
+                    new, f = cand, fc
+        run.history = (s, new) if engine.swept(s) else None
+        run.state = new
+        run.truth_share = engine.truth_share(new)
+        return f
+
+    return step

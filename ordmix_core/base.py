@@ -6,7 +6,8 @@ returns ``self``; ``fit_predict(ratings)`` returns the per-instance estimates.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import inspect
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -46,11 +47,36 @@ class CrowdEstimator:
         raise NotImplementedError
 
     def get_params(self) -> dict:
-        import inspect
-
+        """Every parameter of ``__init__``'s signature (for a subclass declared with
+        ``extends_params``: its parent's, then its own) and its value."""
         sig = inspect.signature(type(self).__init__)
         return {k: getattr(self, k) for k in sig.parameters if k != "self"}
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
         return f"{type(self).__name__}({args})"
+
+
+def extends_params(parent_init: Callable) -> Callable[[Callable], Callable]:
+    """Declare a subclass ``__init__`` by its own parameters only.
+
+    Decorates ``__init__(self, *args, <own keyword-only parameters>, **params)`` that passes
+    ``args`` and ``params`` on to ``parent_init``; its signature (what ``help``, ``get_params``
+    and ``repr`` read) becomes the parent's parameters followed by its own, so a parameter is
+    declared once, in the class that owns it.
+    """
+
+    def decorate(init: Callable) -> Callable:
+        parent = list(inspect.signature(parent_init).parameters.values())
+        own = [
+            q
+            for q in list(inspect.signature(init).parameters.values())[1:]
+            if q.kind not in (q.VAR_POSITIONAL, q.VAR_KEYWORD)
+        ]
+        clash = {q.name for q in own} & {q.name for q in parent}
+        if clash or any(q.kind is not q.KEYWORD_ONLY for q in own):
+            raise TypeError(f"{init.__qualname__}: own parameters must be new and keyword-only")
+        init.__signature__ = inspect.Signature(parent + own)
+        return init
+
+    return decorate

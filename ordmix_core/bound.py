@@ -53,8 +53,20 @@ def instance_terms(mu_m: np.ndarray, lam_m: np.ndarray, mu: float, lam: float) -
 
 def gamma_terms(shape: np.ndarray, rate: np.ndarray, shape0: float, rate0: float) -> float:
     """Sum of E[log Gamma(t | shape0, rate0)] + H[Gamma(shape, rate)] over q's factors."""
-    e_t = shape / rate
-    e_logt = digamma(shape) - np.log(rate)
+    dig = digamma(shape)
+    return gamma_terms_from(shape, rate, shape / rate, dig - np.log(rate), dig, shape0, rate0)
+
+
+def gamma_terms_from(
+    shape: np.ndarray,
+    rate: np.ndarray,
+    e_t: np.ndarray,
+    e_logt: np.ndarray,
+    dig: np.ndarray,
+    shape0: float,
+    rate0: float,
+) -> float:
+    """``gamma_terms`` from moments already computed (``updates.gamma_stats``); (N,) or (C,)."""
     prior = shape0 * np.log(rate0) - gammaln(shape0) + (shape0 - 1.0) * e_logt - rate0 * e_t
-    entropy = shape - np.log(rate) + gammaln(shape) + (1.0 - shape) * digamma(shape)
+    entropy = shape - np.log(rate) + gammaln(shape) + (1.0 - shape) * dig
     return float(np.sum(prior + entropy))

@@ -1,235 +1,243 @@
-"""The ``ordmix`` command line: ``ordmix fit``, ``ordmix compare``, ``ordmix experiment``.
+"""The ordmix command line: ordmix fit, ordmix compare, ordmix experiment.
 
-A user's mistake prints one line ``ordmix: error: ...`` naming the file, row or column and the
-fix, exits 2 and writes nothing; Ctrl-C exits 130 and leaves earlier output intact.
+A user's mistake prints one line "ordmix: error: ..." naming the file, row, column or option
+and the fix, exits 2 and writes nothing; options, inputs and the output path are all checked
+before any compute. Ctrl-C exits 130 and leaves earlier output intact.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import re
+import socket
 import sys
-import time
-import warnings
+import textwrap
 from collections.abc import Sequence
-from pathlib import Path
 
-from . import __version__
+from . import __version__, options
+from .cli_common import Progress, collect_warnings, folder_name, print_warnings
 from .errors import InputError
+
+#: how long ``--scheduler`` may take to answer before the fit gives up (seconds)
+CONNECT_TIMEOUT = 5.0
+
+_argv: list[str] = []  # the arguments being parsed, for error hints
+
+
+class _Formatter(argparse.HelpFormatter):
+    """Help wrapped at spaces only, so method names such as odm-global stay whole."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return textwrap.fill(
+            " ".join(text.split()),
+            width,
+            initial_indent=indent,
+            subsequent_indent=indent,
+            break_on_hyphens=False,
+        )
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2, as for bad files
-        self.print_usage(sys.stderr)
-        raise SystemExit(f"ordmix: error: {message}")
+    """argparse with the house promise: one line ``ordmix: error: ...`` and exit 2."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        message = " ".join(message.split())
+        m = re.match(r"argument (--[\w-]+)(?:/[\w-]+)?: expected one argument", message)
+        if m:
+            flag = m.group(1)
+            nxt = _argv[_argv.index(flag) + 1] if flag in _argv[:-1] else None
+            if nxt is not None and nxt.startswith("-"):
+                message = (
+                    f"argument {flag}: expected a value, but {nxt!r} looks like an option; "
+                    f"if it is the value, write {flag}={nxt}"
+                )
+        print(f"ordmix: error: {message} (see '{self.prog} --help')", file=sys.stderr)
+        raise SystemExit(2)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="ordmix", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="ordmix", description=__doc__.split("\n\n")[0])
     parser.add_argument("--version", action="version", version=f"ordmix {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    fit = sub.add_parser("fit", help="fit the ordinal-discrete-mixture and write the results")
+    fit = sub.add_parser(
+        "fit",
+        help="fit the ordinal-discrete-mixture and write the results",
+        description="Fit the ordinal-discrete-mixture model to crowd ratings and write "
+        "items.csv, annotators.csv, categories.csv, restarts.csv, trace.csv and summary.json "
+        "into the output folder.",
+    )
     fit.add_argument("ratings", help="CSV, TSV or Parquet: annotator, instance, rating[, query]")
-    fit.add_argument("--out", required=True, help="output folder (replaced atomically)")
-    add_model_options(fit)
+    fit.add_argument(
+        "--out",
+        required=True,
+        metavar="DIR",
+        help="output folder: new, empty, or an earlier ordmix output (replaced as a whole, "
+        "only when the fit succeeds); a folder holding other files is refused",
+    )
+    options.add_fit_options(fit, "fit")
     fit.add_argument("--quiet", action="store_true", help="no progress on stderr")
     fit.add_argument(
         "--engine",
         choices=["memory", "dask"],
         default="memory",
-        help="memory (default) or dask: partitioned, out of core, on a Dask cluster",
+        help="memory, or dask: partitioned, out of core, on a Dask cluster (default: memory)",
     )
     fit.add_argument(
         "--scheduler",
         metavar="ADDRESS",
-        help="with --engine dask: join this dask.distributed scheduler (default: a local cluster)",
+        help="with --engine dask: join this dask.distributed scheduler, e.g. "
+        "tcp://host:8786 (default: start a local cluster)",
     )
     fit.set_defaults(func=cmd_fit)
 
-    try:  # the comparison commands (baselines, metrics, experiments)
-        from .cli_compare import add_subcommands
-    except ImportError:  # pragma: no cover - only while that module is absent
-        pass
-    else:
-        add_subcommands(sub, add_model_options)
+    from .cli_compare import add_subcommands
+    from .cli_next import add_subcommand as add_next
+
+    add_subcommands(sub)
+    add_next(sub)
     return parser
 
 
-def add_model_options(p: argparse.ArgumentParser, fit_only: bool = True) -> None:
-    """Options shared by every command that fits the model."""
-    p.add_argument(
-        "--granularity",
-        choices=["instance", "query", "global"],
-        default="instance",
-        help="category of instance difficulty (query needs a query column)",
-    )
-    p.add_argument("--scale", help="the ordinal scale, e.g. 1,2,3,4,5 (default: values seen)")
-    p.add_argument("--restarts", type=_positive_int, default=10, help="restarts (default 10)")
-    p.add_argument("--seed", type=int, default=None, help="random seed")
-    if not fit_only:
-        return
-    p.add_argument("--max-iter", type=_positive_int, default=1000, help="iteration cap per restart")
-    p.add_argument("--tol", type=float, default=0.1, help="stop when |change of bound| < tol")
-    p.add_argument("--no-spam", action="store_true", help="drop the spam component")
-    p.add_argument(
-        "--real-valued", action="store_true", help="real-valued likelihood, no ordinal mapping"
-    )
-    p.add_argument(
-        "--paper-updates", action="store_true", help="the paper's literal eq. (4) for q(y)"
-    )
-
-
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
-    return v
-
-
-class Progress:
-    """Progress on stderr: one line per restart start, then at most one update a second."""
-
-    def __init__(self, quiet: bool) -> None:
-        self.quiet = quiet
-        self.last = 0.0
-        self.restart = -1
-
-    def __call__(self, restart: int, iteration: int, bound: float) -> None:
-        if self.quiet:
-            return
-        now = time.monotonic()
-        if restart != self.restart or now - self.last >= 1.0:
-            self.restart, self.last = restart, now
-            print(
-                f"restart {restart} iteration {iteration} lower bound {bound:,.2f}",
-                file=sys.stderr,
-                flush=True,
-            )
-
-
 def model_kwargs(args: argparse.Namespace) -> dict:
-    """The estimator's parameters from the fit options (both engines take these)."""
-    return dict(
-        granularity=args.granularity,
-        scale=args.scale,
-        ordinal=not args.real_valued,
-        spam=not args.no_spam,
-        updates="paper" if args.paper_updates else "exact",
-        n_restarts=args.restarts,
-        max_iter=args.max_iter,
-        tol=args.tol,
-        random_state=args.seed,
-    )
+    """The estimator's parameters from the parsed flags (both engines take these)."""
+    return options.to_estimator_kwargs(args)
 
 
-def model_from_args(args: argparse.Namespace):
-    from .model import OrdinalMixture
+def check_fit_args(args: argparse.Namespace):
+    """Everything ``ordmix fit`` can check before reading the data: the model's parameters,
+    the input path, the output folder, the scheduler. Returns the unfitted estimator."""
+    from .outpaths import check_input_file, check_output_dir
 
-    return OrdinalMixture(**model_kwargs(args))
+    dask = args.engine == "dask"
+    if args.scheduler and not dask:
+        raise InputError("--scheduler needs --engine dask")
+    kw = model_kwargs(args)
+    if dask:
+        from .dask_engine import DaskOrdinalMixture
+
+        model = DaskOrdinalMixture(**kw, scheduler=args.scheduler or None)
+    else:
+        from .model import OrdinalMixture
+
+        model = OrdinalMixture(**kw)
+    options.validate_params(model)
+    check_input_file(args.ratings, allow_dir=dask)
+    check_output_dir(args.out, {"ratings": args.ratings})
+    if args.scheduler:
+        check_scheduler(args.scheduler)
+    return model
 
 
 def cmd_fit(args: argparse.Namespace) -> int:
-    from .io import atomic_output_dir, read_ratings
+    from .data import as_scale
+    from .io import read_ratings
+    from .outpaths import listing, safe_output_dir
+    from .outputs import write_fit_outputs
 
-    if not (args.tol >= 0):
-        raise InputError(f"--tol must be a number >= 0, not {args.tol}")
-    if getattr(args, "engine", "memory") == "dask":
-        return cmd_fit_dask(args)
-    if getattr(args, "scheduler", None):
-        raise InputError("--scheduler needs --engine dask")
-    ratings = read_ratings(args.ratings, scale=args.scale)
-    model = model_from_args(args)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        model.fit(ratings, callback=Progress(args.quiet))
-    for w in caught:
-        print(f"ordmix: warning: {w.message}", file=sys.stderr)
-    with atomic_output_dir(args.out) as tmp:
-        write_fit_outputs(model, tmp, settings=vars(args))
+    model = check_fit_args(args)
+    if args.engine == "dask":
+        return cmd_fit_dask(args, model)
+    with collect_warnings() as caught:
+        ratings = read_ratings(args.ratings, scale=args.scale)
+        # mu and the scale against the data's scale, before the fit
+        options.validate_params(model, as_scale(args.scale, ratings["rating"].to_numpy()))
+        progress = Progress(model.n_restarts, args.quiet)
+        try:
+            model.fit(ratings, callback=progress)
+        finally:
+            progress.close()
+        with safe_output_dir(args.out, {"ratings": args.ratings}) as tmp:
+            write_fit_outputs(model, tmp, settings=vars(args))
+            files = listing(tmp)
+    print_warnings(caught)
     if not args.quiet:
         print(
-            f"wrote {args.out}/items.csv, annotators.csv, trace.csv, summary.json "
-            f"({model.seconds_:.1f} s)",
+            f"ordmix: wrote {folder_name(args.out)}{', '.join(files)} ({model.seconds_:.1f} s)",
             file=sys.stderr,
         )
     return 0
 
 
-def cmd_fit_dask(args: argparse.Namespace) -> int:
+def cmd_fit_dask(args: argparse.Namespace, model) -> int:
     """``ordmix fit --engine dask``: the same fit and files from ``dask_engine``."""
-    from .dask_engine import DaskOrdinalMixture, write_outputs
-    from .io import atomic_output_dir
+    import dask
 
-    model = DaskOrdinalMixture(**model_kwargs(args), scheduler=args.scheduler or None)
+    from .dask_engine import write_outputs
+    from .outpaths import listing, safe_output_dir
+
     try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            model.fit(args.ratings, callback=Progress(args.quiet))
-        for w in caught:
-            if "ordmix_core" in (w.filename or ""):  # not the cluster's own warnings
-                print(f"ordmix: warning: {w.message}", file=sys.stderr)
-        with atomic_output_dir(args.out) as tmp:
-            write_outputs(model, tmp, settings=vars(args))
+        with (
+            collect_warnings() as caught,
+            dask.config.set({"distributed.comm.timeouts.connect": f"{CONNECT_TIMEOUT:g}s"}),
+        ):
+            progress = Progress(model.n_restarts, args.quiet)
+            try:
+                model.fit(args.ratings, callback=progress)
+            finally:
+                progress.close()
+            with safe_output_dir(args.out, {"ratings": args.ratings}) as tmp:
+                write_outputs(model, tmp, settings=vars(args))
+                files = listing(tmp)
     finally:
         model.close()
+    print_warnings(caught)
     if not args.quiet:
-        print(f"wrote {args.out} ({model.seconds_:.1f} s, Dask engine)", file=sys.stderr)
+        print(
+            f"ordmix: wrote {folder_name(args.out)}{', '.join(files)} "
+            f"({model.seconds_:.1f} s, Dask engine)",
+            file=sys.stderr,
+        )
     return 0
 
 
-def write_fit_outputs(model, folder: Path, settings: dict) -> None:
-    """items.csv, annotators.csv, categories.csv, restarts.csv, trace.csv, summary.json."""
-    from .io import write_csv
+def check_scheduler(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
+    """Refuse a ``--scheduler`` that is not an address or does not answer within ``timeout``.
 
-    items = model.items_.reset_index()
-    write_csv(items, folder / "items.csv", id_columns=["instance", "query", "category"])
-    ann = model.annotators_.reset_index()
-    ann = ann[["annotator", "n_ratings", "expertise", "reliability", "expertise_sd", "spam_share"]]
-    write_csv(ann, folder / "annotators.csv", id_columns=["annotator"])
-    write_csv(model.categories_.reset_index(), folder / "categories.csv", id_columns=["category"])
-    trace = model.trace_[["restart", "iteration", "lower_bound", "stage"]]
-    write_csv(trace, folder / "trace.csv", id_columns=[])
-    write_csv(model.restarts_.reset_index(), folder / "restarts.csv", id_columns=[])
-    summary = {
-        "ordmix_version": __version__,
-        "settings": {k: v for k, v in settings.items() if k != "func"},
-        "model": {k: v for k, v in model.get_params().items() if k != "random_state"},
-        "n_ratings": model.data_.n_ratings,
-        "n_instances": model.data_.n_instances,
-        "n_annotators": model.data_.n_annotators,
-        "n_categories": model.data_.n_categories,
-        "hyperparameters": model.hyperparams_,
-        "winning_restart": int(model.best_restart_),
-        "selection_reason": model.selection_reason_,
-        "lower_bound": model.lower_bound_,
-        "iterations": int(model.n_iter_),
-        "converged": bool(model.converged_),
-        "collapsed": bool(model.collapsed_),
-        "interrupted": bool(model.interrupted_),
-        "warnings": list(model.warnings_),
-        "seconds": round(model.seconds_, 3),
-    }
-    (folder / "summary.json").write_text(json.dumps(summary, indent=2, default=_json_default))
-
-
-def _json_default(o):
-    if hasattr(o, "tolist"):
-        return o.tolist()
-    if isinstance(o, Path):
-        return str(o)
-    return str(o)
+    Only TCP-based addresses (``tcp://``, ``tls://``, ``ws://``, ``wss://`` or ``host:port``)
+    are probed; others are left to Dask.
+    """
+    scheme, sep, rest = address.partition("://")
+    if not sep:
+        scheme, rest = "tcp", address
+    if scheme not in ("tcp", "tls", "ws", "wss"):
+        return
+    host, _, port = rest.rstrip("/").rpartition(":")
+    host = host.strip("[]")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise InputError(
+            f"--scheduler {address!r} is not an address like tcp://host:8786; give the "
+            "scheduler's address"
+        )
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as e:
+        why = e.strerror or str(e) or type(e).__name__
+        raise InputError(
+            f"--scheduler {address}: cannot connect ({why}, waited at most {timeout:g} s); "
+            "check the address and that the scheduler is running"
+        ) from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    """Run one command; returns the exit code (0 done, 2 a user's mistake, 130 Ctrl-C)."""
+    global _argv
+    _argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = build_parser().parse_args(_argv)
+    except SystemExit as e:  # --help, --version, or a bad option (already printed)
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
     try:
         return int(args.func(args) or 0)
     except InputError as e:
-        print(f"ordmix: error: {e}", file=sys.stderr)
+        print(f"ordmix: error: {' '.join(str(e).split())}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("ordmix: interrupted; no output written", file=sys.stderr)

@@ -3,52 +3,66 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from . import options
 from .base import CrowdEstimator
 from .baselines import BASELINES
-from .data import CrowdData, Scale, prepare
+from .data import GRANULARITIES, CrowdData, Scale, fmt_scale, prepare
 from .errors import InputError
-from .metrics import evaluate
+from .metrics import _gold_series, evaluate
 from .model import OrdinalMixture
 
 Seed = int | np.random.Generator | None
 
 
-def _odm(granularity: str, ordinal: bool = True, spam: bool = True):
-    def make(n_restarts: int, rng: Seed) -> CrowdEstimator:
-        return OrdinalMixture(
-            granularity, ordinal=ordinal, spam=spam, n_restarts=n_restarts, random_state=rng
-        )
-
-    return make
+class CompareNote(UserWarning):
+    """Something the comparison left out or could not score (a skipped method, unrated gold)."""
 
 
-def _baseline(cls: type[CrowdEstimator]):
-    def make(n_restarts: int, rng: Seed) -> CrowdEstimator:
-        return cls()
+@dataclass(frozen=True)
+class OdmMethod:
+    """An ``OrdinalMixture`` variant. ``granularity`` None: the one asked for, else global
+    (the paper's ablation, Figure 3, does not model instance difficulty)."""
 
-    return make
+    granularity: str | None = None
+    ordinal: bool = True
+    spam: bool = True
+
+    def make(self, params: Mapping[str, Any], rng: Seed, granularity: str | None = None):
+        kw = {**params, "ordinal": self.ordinal, "spam": self.spam, "random_state": rng}
+        kw["granularity"] = self.granularity or granularity or "global"
+        return OrdinalMixture(**kw)
 
 
-#: method name -> factory(n_restarts, random_state) -> unfitted estimator
-METHODS: dict[str, Callable[[int, Seed], CrowdEstimator]] = {
-    **{name: _baseline(cls) for name, cls in BASELINES.items()},
-    "odm-global": _odm("global"),
-    "odm-query": _odm("query"),
-    "odm-instance": _odm("instance"),
-    # the paper's ablation (Figure 3): instance difficulty not modelled (global)
-    "odm-ordinal-spam": _odm("global", ordinal=True, spam=True),
-    "odm-ordinal-nospam": _odm("global", ordinal=True, spam=False),
-    "odm-real-spam": _odm("global", ordinal=False, spam=True),
-    "odm-real-nospam": _odm("global", ordinal=False, spam=False),
+@dataclass(frozen=True)
+class BaselineMethod:
+    cls: type[CrowdEstimator]
+
+    def make(self, params: Mapping[str, Any], rng: Seed, granularity: str | None = None):
+        return self.cls()
+
+
+#: method name -> how to build it (``.make(model_params, random_state, granularity)``)
+METHODS: dict[str, OdmMethod | BaselineMethod] = {
+    **{name: BaselineMethod(cls) for name, cls in BASELINES.items()},
+    **{f"odm-{g}": OdmMethod(g) for g in ("global", "query", "instance")},
+    "odm-ordinal-spam": OdmMethod(None, ordinal=True, spam=True),
+    "odm-ordinal-nospam": OdmMethod(None, ordinal=True, spam=False),
+    "odm-real-spam": OdmMethod(None, ordinal=False, spam=True),
+    "odm-real-nospam": OdmMethod(None, ordinal=False, spam=False),
 }
 #: the default of ``ordmix compare``: the paper's Table 1 (the ablation variants on request)
 TABLE1 = [m for m in METHODS if not m.startswith(("odm-ordinal", "odm-real"))]
 ABLATION = ["odm-ordinal-spam", "odm-ordinal-nospam", "odm-real-spam", "odm-real-nospam"]
+#: model parameters a method fixes itself (the rest come from the caller)
+FIXED_BY_METHOD = ("granularity", "ordinal", "spam", "random_state", "scale")
 
 
 def parse_methods(methods: str | Sequence[str] | None, default: Sequence[str]) -> list[str]:
@@ -60,10 +74,57 @@ def parse_methods(methods: str | Sequence[str] | None, default: Sequence[str]) -
     bad = [m for m in names if m not in METHODS]
     if bad or not names:
         raise InputError(
-            f"unknown method(s) {', '.join(bad) or '(none given)'}; choose from "
+            f"unknown method(s) {', '.join(map(str, bad)) or '(none given)'}; choose from "
             f"{', '.join(METHODS)}"
         )
     return names
+
+
+def select_methods(
+    methods: str | Sequence[str] | None,
+    granularity: str | None,
+    has_query: bool,
+    default: Sequence[str] = TABLE1,
+) -> list[str]:
+    """The methods to run: those named (else ``default``), at ``granularity`` when given.
+
+    A ``granularity`` keeps, among the model's rows, only the one at that granularity (the
+    baselines always run) and sets the ablation variants' granularity. Without a query column
+    the default drops ``odm-query`` with a :class:`CompareNote`; a method the user named that
+    cannot run is an InputError.
+    """
+    explicit = methods is not None
+    names = parse_methods(methods, default)
+    if granularity is not None and granularity not in GRANULARITIES:
+        raise InputError(
+            f"granularity must be one of {', '.join(GRANULARITIES)}, not {granularity!r}"
+        )
+    keep = []
+    for name in names:
+        m = METHODS[name]
+        fixed = m.granularity if isinstance(m, OdmMethod) else None
+        if fixed and granularity and fixed != granularity:
+            if explicit:
+                raise InputError(
+                    f"method {name} fits at granularity {fixed}, but granularity {granularity} "
+                    "was asked for; drop one of the two"
+                )
+            continue
+        g = fixed or (granularity if isinstance(m, OdmMethod) else None)
+        if g == "query" and not has_query:
+            if explicit or granularity == "query":
+                raise InputError(
+                    f"method {name} needs a 'query' column in the ratings; drop it, add a query "
+                    "column, or choose granularity instance or global"
+                )
+            warnings.warn(
+                f"{name} skipped: the ratings have no query column", CompareNote, stacklevel=3
+            )
+            continue
+        keep.append(name)
+    if not keep:
+        raise InputError("no method left to run; name some with --methods")
+    return keep
 
 
 def compare_methods(
@@ -71,23 +132,29 @@ def compare_methods(
     gold: pd.Series | pd.DataFrame,
     methods: str | Sequence[str] | None = None,
     *,
-    n_restarts: int = 10,
+    n_restarts: int | None = None,
     random_state: Seed = None,
     scale: Scale | Sequence[float] | str | None = None,
+    granularity: str | None = None,
+    params: Mapping[str, Any] | None = None,
     callback: Callable[[str, int, int], None] | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Fit each method and score it on the gold items.
 
+    ``granularity``: see :func:`select_methods`. ``params``: further ``OrdinalMixture``
+    parameters for the model's rows (``max_iter``, ``tol``, ``phi``, ...; checked against
+    the options table); ``n_restarts`` None is the estimator's default.
+
     Returns ``(table, estimates)``: one row per method with ``method, mse, correlation, ndcg,
-    seconds`` (NDCG per query when the ratings have a query column), and the estimates as an
-    instance x method frame. ``callback(method, index, total)`` is called before each fit.
+    seconds, n_gold`` (NDCG per query when the ratings have a query column; ``n_gold`` the
+    gold items scored), and the estimates as an instance x method frame.
+    ``callback(method, index, total)`` is called before each fit. Gold items without ratings
+    are left out with a :class:`CompareNote`; gold outside the scale is an InputError.
     """
-    names = parse_methods(methods, TABLE1)
     data = ratings if isinstance(ratings, CrowdData) else prepare(ratings, scale, "instance")
-    if any(m == "odm-query" for m in names) and data.inst_query is None:
-        raise InputError(
-            "method odm-query needs a 'query' column in the ratings; drop it or add one"
-        )
+    names = select_methods(methods, granularity, data.inst_query is not None)
+    model_params = _model_params(params, n_restarts)
+    truth = _check_gold(gold, data)
     queries = (
         pd.Series(data.inst_query, index=pd.Index(data.instances, name="instance"))
         if data.inst_query is not None
@@ -98,11 +165,11 @@ def compare_methods(
     for i, name in enumerate(names):
         if callback is not None:
             callback(name, i, len(names))
-        model = METHODS[name](n_restarts, rng)
+        model = METHODS[name].make(model_params, rng, granularity)
         t0 = time.perf_counter()
         e = model.fit_predict(data)
         seconds = time.perf_counter() - t0
-        scores = evaluate(e, gold, queries)
+        scores = evaluate(e, truth, queries)
         rows.append(
             {
                 "method": name,
@@ -116,3 +183,48 @@ def compare_methods(
         rows, columns=["method", "mse", "correlation", "ndcg", "seconds", "n_gold"]
     )
     return table, pd.DataFrame(est)
+
+
+def _model_params(params: Mapping[str, Any] | None, n_restarts: int | None) -> dict[str, Any]:
+    kw = dict(params or {})
+    fixed = [k for k in kw if k in FIXED_BY_METHOD]
+    if fixed:
+        raise InputError(
+            f"{', '.join(fixed)} cannot be set for every method at once: each method fixes "
+            "it (the scale and seed have their own arguments)"
+        )
+    if n_restarts is not None:
+        kw["n_restarts"] = n_restarts
+    return options.check_kwargs(kw)
+
+
+def _check_gold(gold: pd.Series | pd.DataFrame, data: CrowdData) -> pd.Series:
+    """The gold items that have ratings; InputError if none has or a truth is off the scale."""
+    truth = _gold_series(gold).dropna()
+    rated = truth.index.isin(pd.Index(data.instances))
+    if not rated.any():
+        raise InputError(
+            "no gold item has ratings; check that the gold file's instance IDs are the ones in "
+            "the ratings (IDs are compared as strings)"
+        )
+    if not rated.all():
+        missing = truth.index[~rated]
+        eg = ", ".join(repr(str(x)) for x in missing[:3])
+        warnings.warn(
+            f"{len(missing)} of {len(truth)} gold item(s) have no ratings and are not scored "
+            f"(e.g. {eg})",
+            CompareNote,
+            stacklevel=3,
+        )
+        truth = truth[rated]
+    lo, hi = data.scale.thresholds[0], data.scale.thresholds[-1]
+    t = truth.to_numpy(dtype=float)
+    off = (t < lo) | (t > hi)
+    if off.any():
+        i = int(np.flatnonzero(off)[0])
+        raise InputError(
+            f"gold: instance {str(truth.index[i])!r} has truth {t[i]:g}, outside the rating "
+            f"scale {fmt_scale(data.scale.values)} ({int(off.sum())} such item(s)); fix the "
+            "gold file or give the scale with --scale"
+        )
+    return truth

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import InputError
+from .queries import instance_queries, query_clash
 
 #: accepted column names -> canonical name (crowd-kit's worker/task/label included)
 COLUMN_ALIASES = {
@@ -553,10 +554,13 @@ def _refuse_rating(raw: object, row: int, n_bad: int, source: str) -> None:
 
 
 def as_scale(scale: Scale | Sequence[float] | str | None, ratings: np.ndarray) -> Scale:
-    """Resolve a scale argument; ``None`` means the distinct values seen (checked for outlying
-    values: see :func:`infer_scale`)."""
+    """Resolve a scale argument; ``None`` means the distinct values seen, as they are.
+
+    The inferred scale is checked for outlying values by :func:`rating_levels` (which
+    ``prepare`` runs, naming the file and the rows), not here.
+    """
     if scale is None:
-        return infer_scale(np.asarray(ratings, dtype=float))[0]
+        return Scale(_distinct_levels(np.asarray(ratings, dtype=float))[0])
     if isinstance(scale, Scale):
         return scale
     if isinstance(scale, str):
@@ -833,19 +837,17 @@ def prepare(
     inst_query = None
     if "query" in coded:
         q, queries = coded["query"]
-        first = np.zeros(len(instances), dtype=np.int64)
-        first[inst[::-1]] = np.arange(len(inst))[::-1]  # first row of each instance
-        q_of_inst = q[first]
-        clash = q != q_of_inst[inst]
-        if clash.any():
-            row = int(np.flatnonzero(clash)[0])
+        per_rating = pd.Categorical.from_codes(
+            q, dtype=pd.CategoricalDtype(pd.Index(queries, dtype=object)), validate=False
+        )
+        inst_query, clash = instance_queries(inst, per_rating, len(instances))
+        if clash is not None:
             raise InputError(
-                f"row {row + 2} {_ROW}: instance {instances[inst[row]]!r} has query "
-                f"{queries[q[row]]!r} here but {queries[q_of_inst[inst[row]]]!r} earlier; "
-                "an instance belongs to one query",
+                query_clash(
+                    instances[inst[clash]], queries[q[clash]], inst_query[inst[clash]], clash
+                ),
                 source=source,
             )
-        inst_query = queries[q_of_inst]
     data = CrowdData(
         scale=sc,
         ann=ann,

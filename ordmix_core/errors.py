@@ -1,4 +1,8 @@
-"""The one exception a user's mistake raises: it carries a message a person can act on."""
+"""What a fit tells its user: the one exception for a user's mistake, and the warning classes.
+
+Warnings are chosen by class where they arise (``restarts.fit_warnings``), never by matching
+their text; both subclass ``UserWarning``, so filters on it keep working.
+"""
 
 from __future__ import annotations
 
@@ -12,3 +16,13 @@ class InputError(ValueError):
     def __init__(self, message: str, *, source: str | None = None) -> None:
         self.source = source
         super().__init__(f"{source}: {message}" if source else message)
+
+
+class ConvergenceWarning(UserWarning):
+    """The chosen restart did not meet the stopping rule: ``max_iter`` was reached, or the
+    fit was stopped (callback, Stop button) before every restart finished."""
+
+
+class CollapseWarning(UserWarning):
+    """The chosen fit attributes (nearly) every rating to spam: every restart collapsed, so the
+    estimates sit at the prior mean."""

@@ -2,13 +2,51 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from .compare import ABLATION, TABLE1, Seed, compare_methods, parse_methods
+from .compare import ABLATION, TABLE1, Seed, compare_methods, select_methods
 from .data import CrowdData, Scale, prepare
+from .errors import InputError
+
+#: resource bounds: fake ratings per instance (the paper goes to 9) and levels per run
+MAX_SPAM_LEVEL = 100
+MAX_LEVELS = 100
+
+
+def check_levels(levels: Iterable[Any] | str) -> list[int]:
+    """Spam levels from ``"0,1,2"`` or an iterable: whole numbers 0..MAX_SPAM_LEVEL.
+
+    InputError otherwise: each level adds that many ratings per instance, so a huge one would
+    allocate without bound.
+    """
+    items = (
+        [t.strip() for t in levels.split(",") if t.strip()]
+        if isinstance(levels, str)
+        else list(levels)
+    )
+    out = []
+    for x in items:
+        try:
+            v = int(x) if isinstance(x, str) else x
+        except ValueError:
+            v = None
+        if (
+            not isinstance(v, (int, np.integer))
+            or isinstance(v, bool)
+            or not (0 <= v <= MAX_SPAM_LEVEL)
+        ):
+            raise InputError(
+                f"spam levels must be whole numbers from 0 to {MAX_SPAM_LEVEL} (fake ratings "
+                f"per instance), like 0,1,2; not {str(x)[:40]!r}"
+            )
+        out.append(int(v))
+    if not out or len(out) > MAX_LEVELS:
+        raise InputError(f"give from 1 to {MAX_LEVELS} spam levels, like 0,1,2 (got {len(out)})")
+    return out
 
 
 def add_spam(data: CrowdData, per_instance: int, rng: np.random.Generator) -> pd.DataFrame:
@@ -56,17 +94,23 @@ def spam_experiment(
     levels: Iterable[int] = range(10),
     methods: str | Sequence[str] | None = None,
     *,
-    n_restarts: int = 10,
+    n_restarts: int | None = None,
     random_state: Seed = None,
     scale: Scale | Sequence[float] | str | None = None,
+    granularity: str | None = None,
+    params: Mapping[str, Any] | None = None,
     callback: Callable[[int, str], None] | None = None,
+    default: Sequence[str] = TABLE1,
 ) -> pd.DataFrame:
     """Figure 2: every method at each number of fake ratings per instance.
 
-    Returns a long frame ``spam_level, method, mse, correlation, ndcg, seconds``.
+    ``granularity``, ``params``: as :func:`~ordmix_core.compare.compare_methods`; ``default``:
+    the methods run when none are named. Returns a long frame ``spam_level, method, mse,
+    correlation, ndcg, seconds, n_gold``.
     """
-    names = parse_methods(methods, TABLE1)
+    levels = check_levels(levels)
     data = ratings if isinstance(ratings, CrowdData) else prepare(ratings, scale, "instance")
+    names = select_methods(methods, granularity, data.inst_query is not None, default)
     rng = np.random.default_rng(random_state)
     out = []
     for level in levels:
@@ -78,7 +122,14 @@ def spam_experiment(
                 callback(level, name)
 
         table, _ = compare_methods(
-            noisy_data, gold, names, n_restarts=n_restarts, random_state=rng, callback=report
+            noisy_data,
+            gold,
+            names,
+            n_restarts=n_restarts,
+            random_state=rng,
+            granularity=granularity,
+            params=params,
+            callback=report,
         )
         table.insert(0, "spam_level", int(level))
         out.append(table)
@@ -91,5 +142,6 @@ def ablation_experiment(
     levels: Iterable[int] = range(10),
     **kw,
 ) -> pd.DataFrame:
-    """Figure 3: the four variants (ordinal/real-valued x spam/no-spam) under the same spam."""
-    return spam_experiment(ratings, gold, levels, ABLATION, **kw)
+    """Figure 3: the four variants (ordinal/real-valued x spam/no-spam) under the same spam,
+    at ``granularity`` (default global, as the paper's figure)."""
+    return spam_experiment(ratings, gold, levels, None, default=ABLATION, **kw)

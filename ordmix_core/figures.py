@@ -12,10 +12,19 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from .report import best_methods
+
 #: z value of a two-sided 95% normal interval
 Z95 = 1.959963984540054
 METRIC_LABELS = {"mse": "MSE (lower is better)", "correlation": "Correlation", "ndcg": "NDCG"}
 _WINNER = "#d62728"
+#: one colour per method (plotly's default sequence)
+_LINES = [
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+    "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
+]  # fmt: skip
+#: one colour per restart: red is kept for the chosen one
+_PALETTE = [c for c in _LINES if c != _WINNER]
 _OTHER = "#9aa5b1"
 _TEMPLATE = "plotly_white"
 
@@ -25,43 +34,112 @@ def _layout(fig: go.Figure, title: str, **kw: object) -> go.Figure:
     return fig
 
 
+def _identity_line(fig: go.Figure, truth: np.ndarray) -> None:
+    """The dotted ``estimate = truth`` diagonal over the range of ``truth`` (if any)."""
+    if not truth.size:
+        return
+    lo, hi = float(np.nanmin(truth)), float(np.nanmax(truth))
+    fig.add_trace(
+        go.Scatter(
+            x=[lo, hi],
+            y=[lo, hi],
+            mode="lines",
+            name="estimate = truth",
+            line={"dash": "dot", "color": "#555"},
+            hoverinfo="skip",
+        )
+    )
+
+
 def _need(df: pd.DataFrame, cols: list[str], what: str) -> None:
     missing = [c for c in cols if c not in df.columns]
     if missing:
         raise ValueError(f"{what} needs column(s) {', '.join(missing)}")
 
 
+#: how each annotator flag is drawn: legend name and marker symbol (others: the flag itself)
+FLAG_STYLE = {
+    "ok": ("annotator", "circle"),
+    "spammer": ("flagged as spammer", "x"),
+    "unreliable": ("unreliable", "x"),
+    "undetermined": ("too few ratings to judge", "circle-open"),
+}
+
+
+def spread_overlaps(
+    x: np.ndarray, y: np.ndarray, x_span: float, y_span: float, grid: float = 0.02
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Spread points that share one spot into a small disc whose area grows with their number.
+
+    Points in the same cell of a ``grid`` (as a share of each axis' span) are laid out on a
+    sunflower spiral around their mean, radius ``0.004 * sqrt(n)`` of the span (at most 0.06);
+    deterministic, so a rerun draws the same picture. Returns new x, new y and, per point, its
+    cell and how many points shared it.
+    """
+    n = x.size
+    if n == 0:
+        return x.copy(), y.copy(), np.zeros(0, dtype=int), np.zeros(0, dtype=int)
+    cx = np.floor((x - x.min()) / (grid * x_span)).astype(np.int64)
+    cy = np.floor((y - y.min()) / (grid * y_span)).astype(np.int64)
+    _, cell, counts = np.unique(cx * (cy.max() + 1) + cy, return_inverse=True, return_counts=True)
+    cell = cell.reshape(-1)
+    nx, ny, size = x.astype(float).copy(), y.astype(float).copy(), counts[cell]
+    golden = np.pi * (3.0 - np.sqrt(5.0))
+    for c in np.flatnonzero(counts > 1):
+        idx = np.flatnonzero(cell == c)
+        k = np.arange(idx.size)
+        radius = min(0.004 * np.sqrt(idx.size), 0.06) * np.sqrt((k + 0.5) / idx.size)
+        nx[idx] = x[idx].mean() + radius * x_span * np.cos(k * golden)
+        ny[idx] = y[idx].mean() + radius * y_span * np.sin(k * golden)
+    return nx, ny, cell, size
+
+
 def annotator_scatter(
     annotators: pd.DataFrame, threshold: float | None = None, log_x: bool = True
 ) -> go.Figure:
-    """Expertise (x) vs reliability (y) per annotator, coloured by spam share.
+    """Expertise (x, log scale like the histogram) vs reliability (y), coloured by spam share.
 
     ``annotators``: the engine's ``annotators_`` (index annotator; columns n_ratings,
-    expertise, reliability, spam_share). Hover shows the annotator, counts and values;
-    annotators with ``spam_share >= threshold`` are drawn as crosses.
+    expertise, reliability, spam_share), optionally with a ``flag`` column (one trace per
+    flag, :data:`FLAG_STYLE`); without it, ``spam_share >= threshold`` is "flagged as
+    spammer". Annotators that sit on one spot (often many with a handful of ratings at the
+    prior) are spread into a disc sized by their number (:func:`spread_overlaps`); hover shows
+    each annotator's own values.
     """
     _need(annotators, ["n_ratings", "expertise", "reliability", "spam_share"], "the scatter")
     a = annotators
     names = a.index.astype(str).to_numpy()
     n = a["n_ratings"].to_numpy(dtype=float)
     size = 6.0 + 14.0 * np.sqrt(n / max(float(n.max()), 1.0)) if len(n) else n
-    flagged = (
-        a["spam_share"].to_numpy() >= threshold if threshold is not None else np.zeros(len(a), bool)
-    )
-    custom = np.column_stack(
-        [names, a["n_ratings"].to_numpy(), a["spam_share"].to_numpy(dtype=float)]
-    )
+    if "flag" in a.columns:
+        flag = a["flag"].astype(str).to_numpy()
+    elif threshold is not None:
+        flag = np.where(a["spam_share"].to_numpy() >= threshold, "spammer", "ok")
+    else:
+        flag = np.full(len(a), "ok")
+    expertise = a["expertise"].to_numpy(dtype=float)
+    reliability = a["reliability"].to_numpy(dtype=float)
+    ex = np.log10(np.maximum(expertise, 1e-12)) if log_x else expertise
+    x_span = max(float(np.ptp(ex)) if ex.size else 0.0, 1e-9)
+    px, py, cell, shared = spread_overlaps(ex, reliability, x_span, 1.0)
+    if log_x:
+        px = 10.0**px
+    custom = np.empty((len(a), 6), dtype=object)
+    custom[:, 0] = names
+    custom[:, 1] = a["n_ratings"].to_numpy()
+    custom[:, 2] = a["spam_share"].to_numpy(dtype=float)
+    custom[:, 3] = expertise
+    custom[:, 4] = reliability
+    custom[:, 5] = shared
     fig = go.Figure()
-    for mask, label, symbol in (
-        (~flagged, "annotator", "circle"),
-        (flagged, "flagged as spammer", "x"),
-    ):
-        if not mask.any():
-            continue
+    order = [f for f in FLAG_STYLE if f in set(flag)] + sorted(set(flag) - set(FLAG_STYLE))
+    for value in order:
+        mask = flag == value
+        label, symbol = FLAG_STYLE.get(value, (value, "diamond"))
         fig.add_trace(
             go.Scatter(
-                x=a["expertise"].to_numpy(dtype=float)[mask],
-                y=a["reliability"].to_numpy(dtype=float)[mask],
+                x=px[mask],
+                y=py[mask],
                 mode="markers",
                 name=label,
                 customdata=custom[mask],
@@ -77,16 +155,45 @@ def annotator_scatter(
                 },
                 hovertemplate=(
                     "<b>%{customdata[0]}</b><br>ratings: %{customdata[1]}<br>"
-                    "expertise: %{x:.3g}<br>reliability: %{y:.3f}<br>"
-                    "spam share: %{customdata[2]:.3f}<extra></extra>"
+                    "expertise: %{customdata[3]:.3g}<br>reliability: %{customdata[4]:.3f}<br>"
+                    "spam share: %{customdata[2]:.3f}<br>"
+                    "annotators at this spot: %{customdata[5]}<extra></extra>"
                 ),
             )
+        )
+    # say how many sit on each crowded spot (the disc alone does not give the number);
+    # neighbouring crowded cells count as one spot
+    spots: list[list[float]] = []  # x, y (axis units), count
+    crowded = np.unique(cell[shared >= max(10, 0.05 * len(a))])
+    for c in sorted(crowded, key=lambda c: -int((cell == c).sum())):
+        idx = np.flatnonzero(cell == c)
+        sx, sy = float(ex[idx].mean()), float(reliability[idx].mean())
+        near = [p for p in spots if abs(p[0] - sx) < 0.15 * x_span and abs(p[1] - sy) < 0.1]
+        if near:
+            near[0][2] += idx.size
+        else:
+            spots.append([sx, sy, idx.size])
+    for sx, sy, count in spots:
+        fig.add_annotation(
+            x=sx,
+            y=sy,
+            text=f"{int(count):,} annotators here",
+            showarrow=True,
+            arrowcolor="#333",
+            ax=0,
+            ay=-45 if sy < 0.5 else 45,
+            font={"color": "#333"},
+            bgcolor="rgba(255,255,255,0.8)",
         )
     fig.update_xaxes(title="expertise E[tau] (precision of honest ratings)")
     if log_x:
         fig.update_xaxes(type="log")
-    fig.update_yaxes(title="reliability epsilon (P(rating is honest))", range=[-0.05, 1.05])
-    return _layout(fig, "Annotators: expertise vs reliability", legend={"orientation": "h"})
+    fig.update_yaxes(title="reliability epsilon (P(rating is honest))", range=[-0.1, 1.1])
+    return _layout(
+        fig,
+        "Annotators: expertise vs reliability",
+        legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 1, "xanchor": "right"},
+    )
 
 
 def annotator_distributions(annotators: pd.DataFrame) -> go.Figure:
@@ -161,9 +268,10 @@ def bound_traces(
 ) -> go.Figure:
     """The lower bound per iteration for every restart; the chosen restart drawn thick and red.
 
-    ``trace``: the engine's ``trace_`` (restart, stage, iteration, lower_bound). Warm-up
-    (``nospam``) stages are dashed and precede the mixture on the x axis. ``restarts``: the
-    engine's ``restarts_``; collapsed restarts get "(collapsed)" in the legend.
+    ``trace``: the engine's ``trace_`` (restart, stage, iteration, lower_bound). One legend
+    entry per restart; its warm-up (``nospam``) stage is the dashed part of its line, before
+    the mixture on the x axis. ``restarts``: the engine's ``restarts_``; collapsed restarts get
+    "(collapsed)" in the legend.
     """
     _need(trace, ["restart", "stage", "iteration", "lower_bound"], "the bound traces")
     fig = go.Figure()
@@ -180,18 +288,20 @@ def bound_traces(
             + (" (chosen)" if win else "")
             + (" (collapsed)" if r in collapsed else "")
         )
-        for stage, part in grp.groupby("stage", sort=False):
+        color = _WINNER if win else _PALETTE[r % len(_PALETTE)]
+        for i, (stage, part) in enumerate(grp.groupby("stage", sort=False)):
             idx = part.index.to_numpy()
             fig.add_trace(
                 go.Scatter(
                     x=step[idx],
                     y=part["lower_bound"].to_numpy(dtype=float),
                     mode="lines",
-                    name=label if stage != "nospam" else f"{label}: no-spam warm-up",
+                    name=label,
                     legendgroup=f"r{r}",
+                    showlegend=i == 0,
                     line={
                         "width": 3.5 if win else 1.3,
-                        "color": _WINNER if win else None,
+                        "color": color,
                         "dash": "dash" if stage == "nospam" else "solid",
                     },
                     opacity=1.0 if win or best_restart is None else 0.7,
@@ -209,9 +319,9 @@ def bound_traces(
                 arrowcolor=_WINNER,
                 font={"color": _WINNER},
             )
-    fig.update_xaxes(title="iteration (warm-up, then mixture)")
+    fig.update_xaxes(title="iteration (dashed: no-spam warm-up; solid: mixture)")
     fig.update_yaxes(title="variational lower bound F")
-    return _layout(fig, "Lower bound per iteration, every restart")
+    return _layout(fig, "Lower bound per iteration, every restart", legend={"title": "restart"})
 
 
 def estimate_vs_truth(
@@ -250,45 +360,41 @@ def estimate_vs_truth(
                 + "</extra>",
             )
         )
-    if x.size:
-        lo, hi = float(np.nanmin(x)), float(np.nanmax(x))
-        fig.add_trace(
-            go.Scatter(
-                x=[lo, hi],
-                y=[lo, hi],
-                mode="lines",
-                name="estimate = truth",
-                line={"dash": "dot", "color": "#555"},
-                hoverinfo="skip",
-            )
-        )
+    _identity_line(fig, x)
     fig.update_xaxes(title="truth" + (" (jittered)" if jitter else ""))
     fig.update_yaxes(title="estimate")
     return _layout(fig, f"Estimate vs truth ({len(common)} items)")
 
 
 def metric_bars(table: pd.DataFrame) -> go.Figure:
-    """MSE / correlation / NDCG per method side by side (``table``: method + metric columns)."""
+    """MSE / correlation / NDCG per method side by side (``table``: method + metric columns).
+
+    The best method of each metric (:func:`report.best_methods`) is drawn red, the rest grey.
+    """
     _need(table, ["method"], "the metric bars")
     metrics = [m for m in METRIC_LABELS if m in table.columns]
+    best = best_methods(table)
     fig = make_subplots(
         rows=1, cols=max(len(metrics), 1), subplot_titles=[METRIC_LABELS[m] for m in metrics]
     )
+    names = table["method"].astype(str)
     for j, m in enumerate(metrics, 1):
         vals = table[m].to_numpy(dtype=float)
+        top = names.isin(best.get(m, [])).to_numpy()
         fig.add_trace(
             go.Bar(
-                x=table["method"].astype(str),
+                x=names,
                 y=vals,
                 name=m,
                 text=[f"{v:.3f}" for v in vals],
                 textposition="outside",
+                marker={"color": np.where(top, _WINNER, _OTHER).tolist()},
                 hovertemplate="%{x}: %{y:.4f}<extra>" + m + "</extra>",
             ),
             row=1,
             col=j,
         )
-    return _layout(fig, "Methods compared on the gold items", showlegend=False)
+    return _layout(fig, "Methods compared on the gold items (best in red)", showlegend=False)
 
 
 def spam_curves(results: pd.DataFrame) -> go.Figure:
@@ -301,10 +407,6 @@ def spam_curves(results: pd.DataFrame) -> go.Figure:
     fig = make_subplots(
         rows=1, cols=max(len(metrics), 1), subplot_titles=[METRIC_LABELS[m] for m in metrics]
     )
-    palette = [
-        "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
-        "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
-    ]  # fmt: skip
     for i, (method, grp) in enumerate(results.groupby("method", sort=False)):
         g = grp.groupby("spam_level", sort=True)[metrics].mean()
         for j, m in enumerate(metrics, 1):
@@ -316,13 +418,22 @@ def spam_curves(results: pd.DataFrame) -> go.Figure:
                     name=str(method),
                     legendgroup=str(method),
                     showlegend=j == 1,
-                    line={"color": palette[i % len(palette)]},
+                    line={"color": _LINES[i % len(_LINES)]},
                     hovertemplate=f"{method}<br>spam level %{{x}}<br>{m} %{{y:.4f}}<extra></extra>",
                 ),
                 row=1,
                 col=j,
             )
-        fig.update_xaxes(title="spam level")
+    levels = results["spam_level"].to_numpy(dtype=float)
+    span = float(levels.max() - levels.min()) if levels.size else 0.0
+    # whole numbers only: a level is a count of added random ratings per item
+    fig.update_xaxes(
+        title="spam level (random ratings added per item)",
+        tickmode="linear",
+        tick0=0,
+        dtick=max(1, int(np.ceil(span / 10))),
+        tickformat="d",
+    )
     return _layout(fig, "Spam experiment: quality as spammers are added")
 
 
@@ -347,18 +458,7 @@ def simulator_truth_vs_estimate(
             hovertemplate="%{text}<br>true z %{x:.3f}<br>estimate %{y:.3f}<extra></extra>",
         )
     )
-    if len(t):
-        lo, hi = float(t.min()), float(t.max())
-        fig.add_trace(
-            go.Scatter(
-                x=[lo, hi],
-                y=[lo, hi],
-                mode="lines",
-                name="estimate = truth",
-                line={"dash": "dot", "color": "#555"},
-                hoverinfo="skip",
-            )
-        )
+    _identity_line(fig, t.to_numpy(dtype=float))
     ok = e.notna().to_numpy()
     r = float(np.corrcoef(t.to_numpy()[ok], e.to_numpy()[ok])[0, 1]) if ok.sum() > 1 else np.nan
     fig.update_xaxes(title="true value z (simulated)")

@@ -7,6 +7,8 @@ The Dask engine calls the same functions on each partition's instances.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from .rand import keyed_normal, keyed_uniform
@@ -65,3 +67,34 @@ def init_categories(n_c: np.ndarray, phi: float, eta: float) -> tuple[np.ndarray
     """(delta_shape, delta_rate), each (C,), with E[delta] at the prior mean phi/eta."""
     shape = phi + 0.5 * n_c
     return shape, shape * eta / phi
+
+
+class Globals(NamedTuple):
+    """A restart's start of the factors that are not per instance (names as ``problem.State``'s):
+    q(tau) and eps (N,), q(delta) (C,) and the expertise prior Gamma(alpha, beta)."""
+
+    tau_shape: np.ndarray
+    tau_rate: np.ndarray
+    eps: np.ndarray
+    delta_shape: np.ndarray
+    delta_rate: np.ndarray
+    alpha: float
+    beta: float
+
+
+def init_globals(
+    n_n: np.ndarray,
+    ann_hashes: np.ndarray,
+    n_c: np.ndarray,
+    key: int,
+    restart: int,
+    step: float,
+    spam: bool,
+    random_eps: bool,
+    phi: float,
+    eta: float,
+) -> Globals:
+    """``init_annotators`` and ``init_categories`` (``n_c``: ratings per category, (C,)), and
+    the prior of tau at ``alpha = 1, beta = step^2`` (both engines start every restart so)."""
+    ann = init_annotators(n_n, ann_hashes, key, restart, step, spam, random_eps)
+    return Globals(*ann, *init_categories(n_c, phi, eta), 1.0, step**2)

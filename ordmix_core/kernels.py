@@ -1,4 +1,4 @@
-"""Fused per-rating kernels of the VB sweep, compiled with numba (``vb.sweep_fused`` drives them).
+"""Fused per-rating kernels of the VB sweep, compiled with numba (``phases.py`` drives them).
 
 One sweep is three passes over the ratings (the order of the coordinate updates needs them):
 
@@ -11,11 +11,17 @@ One sweep is three passes over the ratings (the order of the coordinate updates 
 3. ``pass_delta``: per category ``sum omega E[tau_new] S`` (q(delta) with the NEW E[tau]).
 
 Every pass splits the ratings into ``T`` fixed contiguous chunks (``T`` = rows of the partial-sum
-arrays, normally numba's thread count); each chunk sums into its own row, rows are added in
-order afterwards, so a given input and ``T`` give bit-identical results run to run.
+arrays, ``n_chunks``: a function of the data's sizes only, never of the thread count); each
+chunk sums into its own row, rows are added in order afterwards (``phases.add_rows``), so a
+given input gives bit-identical results whatever the number of threads. Each pass
+is one driver compiled twice (``_parallel_and_serial``): over the chunks in numba's threads
+(``pass_xy``) and on the calling thread (``pass_xy_serial``, for small inputs and for restarts
+run side by side); its arguments come grouped in tuples by what they index (ratings, levels,
+instances, annotators, categories, outputs, partial sums), unpacked at no cost in the chunk.
 
 The truncated-normal statistics follow ``tn.py`` branch for branch (mirroring to the lower
-tail, the narrow-interval and the far-tail branches) with closed forms that need one
+tail, the narrow-interval and the far-tail branches, at ``tn.py``'s thresholds, passed in as
+``TN_CONSTS``) with closed forms that need one
 ``erfcx``-type evaluation per interval end: ``Phi(x) = erfcx(-x/sqrt 2) exp(-x^2/2) / 2`` gives
 log Z, and ``phi(x)/Z`` follows from the same numbers, so each interval costs two table-driven
 ``erfcx`` (no exp inside), one exp and one log. ``erfcx`` is evaluated as in Faddeeva/scipy:
@@ -24,17 +30,23 @@ relative error < 2e-15), a continued fraction beyond 50.
 
 ``USE_JIT`` (False when numba is missing or ``ORDMIX_NO_JIT=1``) tells ``vb.sweep`` whether to
 use these kernels or the numpy reference. Without numba the functions below still run, as slow
-pure Python (for tests of the formulas only).
+pure Python (for tests of the formulas only). Compiled kernels are cached on disk where numba
+can write (``CACHE``, ``CACHE_WHERE``; see ``_choose_cache``), else compiled per process.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import stat
+import tempfile
+import types
 
 import numpy as np
 from numpy.polynomial import chebyshev as _cheb
 from scipy.special import erfcx as _erfcx_ref
+
+from . import tn
 
 try:  # pragma: no cover - exercised by the environment, not by a test
     import numba
@@ -56,13 +68,70 @@ except ImportError:  # pragma: no cover
 #: use the compiled kernels in ``vb.sweep`` (switch off with ORDMIX_NO_JIT=1 or by assignment)
 USE_JIT: bool = HAVE_NUMBA and os.environ.get("ORDMIX_NO_JIT", "") in ("", "0")
 
-_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+
+def _probe(x: float) -> float:  # pragma: no cover - never called, only decorated
+    return x
+
+
+def _cache_usable() -> bool:
+    """Whether numba finds a folder it can write for this module's compiled kernels."""
+    try:
+        njit(cache=True)(_probe)  # raises RuntimeError when no cache location is writable
+    except RuntimeError:
+        return False
+    return True
+
+
+def _private_cache_folder() -> str | None:
+    """``ordmix-numba-<uid>`` in the temp folder, if it is (or can be made) this user's own
+    and writable by no one else: kernels cached there are loaded as code."""
+    uid = os.getuid() if hasattr(os, "getuid") else None
+    if uid is None:
+        return None
+    path = os.path.join(tempfile.gettempdir(), f"ordmix-numba-{uid}")
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        st = os.lstat(path)
+    except OSError:
+        return None
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != uid or st.st_mode & 0o077:
+        return None
+    return path
+
+
+def _choose_cache() -> tuple[bool, str]:
+    """numba's on-disk cache where it works (next to this file, or numba's user cache), else a
+    private folder in the temp folder (as ``NUMBA_CACHE_DIR``), else none: the kernels are then
+    compiled in memory in every process. Importing ordmix (and ``ordmix --version``) must not
+    fail on a read-only install without a home folder."""
+    if not HAVE_NUMBA:
+        return False, "numba not installed"
+    if _cache_usable():
+        return True, "numba's default"
+    before = numba.config.CACHE_DIR
+    folder = _private_cache_folder()
+    if folder is not None:
+        numba.config.CACHE_DIR = folder
+        if _cache_usable():
+            return True, folder
+    numba.config.CACHE_DIR = before
+    return False, "none writable: compiled in memory per process"
+
+
+#: whether the compiled kernels are cached on disk, and where
+CACHE, CACHE_WHERE = _choose_cache()
+
+
+def _jit(**flags):
+    """``numba.njit`` with the on-disk cache when there is one (``CACHE``)."""
+    return njit(cache=CACHE, **flags)
+
+
+_HALF_LOG_2PI = tn._HALF_LOG_2PI  # a float: numba freezes it as a constant
 _INV_SQRT2 = 1.0 / math.sqrt(2.0)
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _INV_SQRT_PI = 1.0 / math.sqrt(math.pi)
-_FAR_TAIL = 500.0  # as tn._FAR_TAIL
-_NARROW = 1e-6  # as tn.py's narrow-interval threshold
 _ERF_SMALL = 1.19  # |a| below this and width below 1: Z from erf (no cancellation near 0)
 _ERFCX_DEG = 6
 
@@ -84,8 +153,13 @@ def _erfcx_table() -> np.ndarray:
 
 ERFCX_TABLE: np.ndarray = _erfcx_table()
 
+#: what ``tn_scalar`` needs besides the interval: the erfcx table and ``tn.py``'s branch
+#: thresholds (``FAR_TAIL``, ``NARROW``), passed as an argument: a global read from another
+#: module would be frozen into numba's on-disk cache and outlive a change of ``tn.py``
+TN_CONSTS: tuple[np.ndarray, float, float] = (ERFCX_TABLE, float(tn.FAR_TAIL), float(tn.NARROW))
 
-@njit(cache=True, inline="always")
+
+@_jit(inline="always")
 def erfcx_pos(x: float, tab: np.ndarray) -> float:
     """``erfcx(x) = exp(x^2) erfc(x)`` for ``x >= 0`` (table ``ERFCX_TABLE``)."""
     if x > 50.0:
@@ -100,7 +174,7 @@ def erfcx_pos(x: float, tab: np.ndarray) -> float:
     return c[0] + t * (c[1] + t * (c[2] + t * (c[3] + t * (c[4] + t * (c[5] + t * c[6])))))
 
 
-@njit(cache=True, inline="always")
+@_jit(inline="always")
 def log1p_fast(x: float) -> float:
     """``log(1 + x)`` to a few ulp for ``x > -1`` (Kahan's trick; faster than libm's log1p)."""
     u = 1.0 + x
@@ -109,14 +183,16 @@ def log1p_fast(x: float) -> float:
     return math.log(u) * (x / (u - 1.0))
 
 
-@njit(cache=True, inline="always")
+@_jit(inline="always")
 def tn_scalar(
-    lo: float, hi: float, mean: float, sq: float, tab: np.ndarray
+    lo: float, hi: float, mean: float, sq: float, tnc: tuple
 ) -> tuple[float, float, float, float]:
     """Truncated ``N(mean, 1/sq^2)`` on ``[lo, hi)``: ``(E[x] - mean, Var[x], log Z, E[s^2])``.
 
     ``s`` is the standardised variable; ``H[q(x)] = log(2 pi)/2 - log sq + log Z + E[s^2]/2``.
+    ``tnc``: ``TN_CONSTS``.
     """
+    tab, far_tail, narrow = tnc
     sd = 1.0 / sq
     a0 = (lo - mean) * sq
     b0 = (hi - mean) * sq
@@ -128,7 +204,7 @@ def tn_scalar(
     w = b - a
     mid = 0.5 * (a + b)
     vmax = min(1.0, w * w / 12.0)
-    if w < _NARROW:  # nearly a point: the density is flat across it
+    if w < narrow:  # nearly a point: the density is flat across it
         log_z = math.log(max(w, 1e-300)) - 0.5 * mid * mid - _HALF_LOG_2PI
         m = mid
         v = vmax
@@ -174,7 +250,7 @@ def tn_scalar(
         m = min(max(pa_m_pb, a), b)
         e2 = 1.0 + (a * pa - b * pb)
         v = min(max(e2 - m * m, 0.0), vmax)
-        if b < -_FAR_TAIL:  # e2 - m^2 cancels; the density is exponential with rate -b
+        if b < -far_tail:  # e2 - m^2 cancels; the density is exponential with rate -b
             rate = -b
             q = math.exp(-rate * w)
             v = min(1.0 / (rate * rate) - w * w * q / ((1.0 - q) * (1.0 - q)), vmax)
@@ -183,7 +259,7 @@ def tn_scalar(
     return d, v * sd * sd, log_z, e2
 
 
-@njit(cache=True, inline="always")
+@_jit(inline="always")
 def omega_scalar(t: float) -> tuple[float, float, float]:
     """``(sigmoid(t), sigmoid(-t), H_Bernoulli)`` of the logit ``t``, without cancellation."""
     u = abs(t)
@@ -196,9 +272,9 @@ def omega_scalar(t: float) -> tuple[float, float, float]:
     return small, inv, h
 
 
-@njit(cache=True, parallel=True)
+@_jit(parallel=True)
 def tn_stats_arrays(
-    lo: np.ndarray, hi: np.ndarray, mean: np.ndarray, prec: np.ndarray, tab: np.ndarray
+    lo: np.ndarray, hi: np.ndarray, mean: np.ndarray, prec: np.ndarray, tnc: tuple
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Vectorised ``tn_scalar`` with ``tn.tn_stats``'s outputs: ex, var, log_z, entropy; (L,)."""
     n = lo.size
@@ -208,7 +284,7 @@ def tn_stats_arrays(
     ent = np.empty(n)
     for i in prange(n):
         sq = math.sqrt(prec[i])
-        d, v, lz, e2 = tn_scalar(lo[i], hi[i], mean[i], sq, tab)
+        d, v, lz, e2 = tn_scalar(lo[i], hi[i], mean[i], sq, tnc)
         ex[i] = mean[i] + d
         var[i] = v
         log_z[i] = lz
@@ -216,40 +292,17 @@ def tn_stats_arrays(
     return ex, var, log_z, ent
 
 
-@njit(cache=True)
-def _xy_chunk(
-    t: int,
-    start: int,
-    stop: int,
-    ann: np.ndarray,
-    inst: np.ndarray,
-    cat: np.ndarray,
-    level: np.ndarray,
-    lo_k: np.ndarray,
-    hi_k: np.ndarray,
-    val_k: np.ndarray,
-    logpi_k: np.ndarray,
-    mu_m: np.ndarray,
-    inv_lam_m: np.ndarray,
-    e_tau: np.ndarray,
-    log_e_tau: np.ndarray,
-    a_n: np.ndarray,
-    e_delta: np.ndarray,
-    log_e_delta: np.ndarray,
-    b_c: np.ndarray,
-    ordinal: bool,
-    spam: bool,
-    exact: bool,
-    tab: np.ndarray,
-    ex_out: np.ndarray,
-    var_out: np.ndarray,
-    omega_out: np.ndarray,
-    acc_inst: np.ndarray,
-    acc_ann: np.ndarray,
-    acc_cat: np.ndarray,
-    acc_sc: np.ndarray,
-) -> None:
+@_jit()
+def _xy_chunk(t, start, stop, codes, levels, inst_f, ann_f, cat_f, flags, tnc, out, acc) -> None:
     """Pass 1 over ratings ``start:stop``, sums into row ``t`` (see ``pass_xy``)."""
+    ann, inst, cat, level = codes
+    lo_k, hi_k, val_k, logpi_k = levels
+    mu_m, inv_lam_m = inst_f
+    e_tau, log_e_tau, a_n = ann_f
+    e_delta, log_e_delta, b_c = cat_f
+    ordinal, spam, exact = flags
+    ex_out, var_out, omega_out = out
+    acc_inst, acc_ann, acc_cat, acc_sc = acc
     half_log_2pi = _HALF_LOG_2PI
     s_h = 0.0
     s_pi = 0.0
@@ -262,7 +315,7 @@ def _xy_chunk(
         rho = e_tau[n] * e_delta[c]
         mu = mu_m[m]
         if ordinal:
-            d, var, log_z, e2 = tn_scalar(lo_k[k], hi_k[k], mu, math.sqrt(rho), tab)
+            d, var, log_z, e2 = tn_scalar(lo_k[k], hi_k[k], mu, math.sqrt(rho), tnc)
             ex = mu + d
             ent = half_log_2pi - 0.5 * (log_e_tau[n] + log_e_delta[c]) + log_z + 0.5 * e2
             rho_s = e2  # rho * ((E x - mu)^2 + Var x)
@@ -299,181 +352,32 @@ def _xy_chunk(
     acc_sc[t, 2] = s_hb
 
 
-@njit(cache=True, parallel=True)
-def pass_xy(
-    ann: np.ndarray,
-    inst: np.ndarray,
-    cat: np.ndarray,
-    level: np.ndarray,
-    lo_k: np.ndarray,
-    hi_k: np.ndarray,
-    val_k: np.ndarray,
-    logpi_k: np.ndarray,
-    mu_m: np.ndarray,
-    inv_lam_m: np.ndarray,
-    e_tau: np.ndarray,
-    log_e_tau: np.ndarray,
-    a_n: np.ndarray,
-    e_delta: np.ndarray,
-    log_e_delta: np.ndarray,
-    b_c: np.ndarray,
-    ordinal: bool,
-    spam: bool,
-    exact: bool,
-    tab: np.ndarray,
-    ex_out: np.ndarray,
-    var_out: np.ndarray,
-    omega_out: np.ndarray,
-    acc_inst: np.ndarray,
-    acc_ann: np.ndarray,
-    acc_cat: np.ndarray,
-    acc_sc: np.ndarray,
-) -> None:
+def _pass_xy(codes, levels, inst_f, ann_f, cat_f, flags, tnc, out, acc) -> None:
     """Pass 1: q(x|y=1), q(y) and the sums for q(z), eps, the shapes, and the bound.
 
-    Ratings ``(L,)``: ann, inst, cat, level (codes). Levels ``(K,)``: lo_k, hi_k (thresholds),
-    val_k (values), logpi_k. Instances ``(M,)``: mu_m, inv_lam_m = 1/lambda_m. Annotators
-    ``(N,)``: e_tau, log_e_tau = log E[tau], a_n; categories ``(C,)``: e_delta, log_e_delta,
-    b_c, where the logit of omega is ``a_n + b_c - log pi + (log Z - rho/(2 lambda_m))`` for
-    the exact ordinal update, else ``a_n + b_c - log pi - log(2pi)/2 - rho S/2``.
-    Outputs ``(L,)``: ex_out = E[x], var_out = Var[x], omega_out. Partial sums, one row per
-    chunk: acc_inst ``(T, M, 2)`` [sum omega rho, sum omega rho E x], acc_ann ``(T, N)`` and
-    acc_cat ``(T, C)`` sum omega, acc_sc ``(T, 3)`` [sum omega H[q(x)], sum (1-omega) log pi,
-    sum H_Bernoulli(omega)].
+    ``codes`` (L,) x4: ann, inst, cat, level of each rating. ``levels`` (K,) x4: lo_k, hi_k
+    (thresholds), val_k (values), logpi_k. ``inst_f`` (M,) x2: mu_m, inv_lam_m = 1/lambda_m.
+    ``ann_f`` (N,) x3: e_tau, log_e_tau = log E[tau], a_n; ``cat_f`` (C,) x3: e_delta,
+    log_e_delta, b_c, where the logit of omega is ``a_n + b_c - log pi + (log Z -
+    rho/(2 lambda_m))`` for the exact ordinal update, else ``a_n + b_c - log pi - log(2pi)/2 -
+    rho S/2``. ``flags``: (ordinal, spam, exact). ``tnc``: ``TN_CONSTS``.
+    ``out`` (L,) x3: E[x], Var[x], omega. ``acc``: partial sums, one row per chunk: acc_inst
+    ``(T, M, 2)`` [sum omega rho, sum omega rho E x], acc_ann ``(T, N)`` and acc_cat ``(T, C)``
+    sum omega, acc_sc ``(T, 3)`` [sum omega H[q(x)], sum (1-omega) log pi, sum
+    H_Bernoulli(omega)].
     """
-    n_chunks = acc_inst.shape[0]
-    n_rat = ann.size
+    n_chunks = acc[0].shape[0]
+    n_rat = codes[0].size
     for t in prange(n_chunks):
-        _xy_chunk(
-            t,
-            t * n_rat // n_chunks,
-            (t + 1) * n_rat // n_chunks,
-            ann,
-            inst,
-            cat,
-            level,
-            lo_k,
-            hi_k,
-            val_k,
-            logpi_k,
-            mu_m,
-            inv_lam_m,
-            e_tau,
-            log_e_tau,
-            a_n,
-            e_delta,
-            log_e_delta,
-            b_c,
-            ordinal,
-            spam,
-            exact,
-            tab,
-            ex_out,
-            var_out,
-            omega_out,
-            acc_inst,
-            acc_ann,
-            acc_cat,
-            acc_sc,
-        )
+        start, stop = t * n_rat // n_chunks, (t + 1) * n_rat // n_chunks
+        _xy_chunk(t, start, stop, codes, levels, inst_f, ann_f, cat_f, flags, tnc, out, acc)
 
 
-@njit(cache=True, nogil=True)
-def pass_xy_serial(
-    ann: np.ndarray,
-    inst: np.ndarray,
-    cat: np.ndarray,
-    level: np.ndarray,
-    lo_k: np.ndarray,
-    hi_k: np.ndarray,
-    val_k: np.ndarray,
-    logpi_k: np.ndarray,
-    mu_m: np.ndarray,
-    inv_lam_m: np.ndarray,
-    e_tau: np.ndarray,
-    log_e_tau: np.ndarray,
-    a_n: np.ndarray,
-    e_delta: np.ndarray,
-    log_e_delta: np.ndarray,
-    b_c: np.ndarray,
-    ordinal: bool,
-    spam: bool,
-    exact: bool,
-    tab: np.ndarray,
-    ex_out: np.ndarray,
-    var_out: np.ndarray,
-    omega_out: np.ndarray,
-    acc_inst: np.ndarray,
-    acc_ann: np.ndarray,
-    acc_cat: np.ndarray,
-    acc_sc: np.ndarray,
-) -> None:
-    """Pass 1: q(x|y=1), q(y) and the sums for q(z), eps, the shapes, and the bound.
-
-    Ratings ``(L,)``: ann, inst, cat, level (codes). Levels ``(K,)``: lo_k, hi_k (thresholds),
-    val_k (values), logpi_k. Instances ``(M,)``: mu_m, inv_lam_m = 1/lambda_m. Annotators
-    ``(N,)``: e_tau, log_e_tau = log E[tau], a_n; categories ``(C,)``: e_delta, log_e_delta,
-    b_c, where the logit of omega is ``a_n + b_c - log pi + (log Z - rho/(2 lambda_m))`` for
-    the exact ordinal update, else ``a_n + b_c - log pi - log(2pi)/2 - rho S/2``.
-    Outputs ``(L,)``: ex_out = E[x], var_out = Var[x], omega_out. Partial sums, one row per
-    chunk: acc_inst ``(T, M, 2)`` [sum omega rho, sum omega rho E x], acc_ann ``(T, N)`` and
-    acc_cat ``(T, C)`` sum omega, acc_sc ``(T, 3)`` [sum omega H[q(x)], sum (1-omega) log pi,
-    sum H_Bernoulli(omega)].
-    """
-    n_chunks = acc_inst.shape[0]
-    n_rat = ann.size
-    for t in range(n_chunks):
-        _xy_chunk(
-            t,
-            t * n_rat // n_chunks,
-            (t + 1) * n_rat // n_chunks,
-            ann,
-            inst,
-            cat,
-            level,
-            lo_k,
-            hi_k,
-            val_k,
-            logpi_k,
-            mu_m,
-            inv_lam_m,
-            e_tau,
-            log_e_tau,
-            a_n,
-            e_delta,
-            log_e_delta,
-            b_c,
-            ordinal,
-            spam,
-            exact,
-            tab,
-            ex_out,
-            var_out,
-            omega_out,
-            acc_inst,
-            acc_ann,
-            acc_cat,
-            acc_sc,
-        )
-
-
-@njit(cache=True)
-def _tau_chunk(
-    t: int,
-    start: int,
-    stop: int,
-    ann: np.ndarray,
-    inst: np.ndarray,
-    cat: np.ndarray,
-    ex: np.ndarray,
-    var_ws: np.ndarray,
-    omega: np.ndarray,
-    mu_m: np.ndarray,
-    inv_lam_m: np.ndarray,
-    e_delta: np.ndarray,
-    acc_ann: np.ndarray,
-) -> None:
+@_jit()
+def _tau_chunk(t, start, stop, codes, ex, var_ws, omega, inst_f, e_delta, acc_ann) -> None:
     """Pass 2 over ratings ``start:stop`` into row ``t`` (see ``pass_tau``)."""
+    ann, inst, cat, _ = codes
+    mu_m, inv_lam_m = inst_f
     for i in range(start, stop):
         m = inst[i]
         d = ex[i] - mu_m[m]
@@ -482,104 +386,76 @@ def _tau_chunk(
         acc_ann[t, ann[i]] += ws * e_delta[cat[i]]
 
 
-@njit(cache=True, parallel=True)
-def pass_tau(
-    ann: np.ndarray,
-    inst: np.ndarray,
-    cat: np.ndarray,
-    ex: np.ndarray,
-    var_ws: np.ndarray,
-    omega: np.ndarray,
-    mu_m: np.ndarray,
-    inv_lam_m: np.ndarray,
-    e_delta: np.ndarray,
-    acc_ann: np.ndarray,
-) -> None:
-    """Pass 2: ``S_l`` with the new q(z); ``var_ws`` (L,) goes in as Var[x], out as omega S.
-
-    acc_ann ``(T, N)``: per chunk ``sum omega E[delta] S`` (e_delta (C,) the OLD E[delta]).
-    """
+def _pass_tau(codes, ex, var_ws, omega, inst_f, e_delta, acc_ann) -> None:
+    """Pass 2: ``S_l`` with the new q(z) ``inst_f`` (M,) x2; ``var_ws`` (L,) goes in as
+    Var[x], out as omega S. acc_ann ``(T, N)``: per chunk ``sum omega E[delta] S`` (e_delta
+    (C,) the OLD E[delta])."""
     n_chunks = acc_ann.shape[0]
-    n_rat = ann.size
+    n_rat = codes[0].size
     for t in prange(n_chunks):
-        _tau_chunk(
-            t, t * n_rat // n_chunks, (t + 1) * n_rat // n_chunks,
-            ann, inst, cat, ex, var_ws, omega, mu_m, inv_lam_m, e_delta, acc_ann,
-        )  # fmt: skip
+        start, stop = t * n_rat // n_chunks, (t + 1) * n_rat // n_chunks
+        _tau_chunk(t, start, stop, codes, ex, var_ws, omega, inst_f, e_delta, acc_ann)
 
 
-@njit(cache=True, nogil=True)
-def pass_tau_serial(
-    ann: np.ndarray,
-    inst: np.ndarray,
-    cat: np.ndarray,
-    ex: np.ndarray,
-    var_ws: np.ndarray,
-    omega: np.ndarray,
-    mu_m: np.ndarray,
-    inv_lam_m: np.ndarray,
-    e_delta: np.ndarray,
-    acc_ann: np.ndarray,
-) -> None:
-    """``pass_tau`` on one thread (same chunks, same result)."""
-    n_chunks = acc_ann.shape[0]
-    n_rat = ann.size
-    for t in range(n_chunks):
-        _tau_chunk(
-            t, t * n_rat // n_chunks, (t + 1) * n_rat // n_chunks,
-            ann, inst, cat, ex, var_ws, omega, mu_m, inv_lam_m, e_delta, acc_ann,
-        )  # fmt: skip
-
-
-@njit(cache=True)
-def _delta_chunk(
-    t: int,
-    start: int,
-    stop: int,
-    ann: np.ndarray,
-    cat: np.ndarray,
-    ws: np.ndarray,
-    e_tau: np.ndarray,
-    acc_cat: np.ndarray,
-) -> None:
+@_jit()
+def _delta_chunk(t, start, stop, codes, ws, e_tau, acc_cat) -> None:
     """Pass 3 over ratings ``start:stop`` into row ``t`` (see ``pass_delta``)."""
+    ann, _, cat, _ = codes
     for i in range(start, stop):
         acc_cat[t, cat[i]] += ws[i] * e_tau[ann[i]]
 
 
-@njit(cache=True, parallel=True)
-def pass_delta(
-    ann: np.ndarray, cat: np.ndarray, ws: np.ndarray, e_tau: np.ndarray, acc_cat: np.ndarray
-) -> None:
+def _pass_delta(codes, ws, e_tau, acc_cat) -> None:
     """Pass 3: acc_cat ``(T, C)`` per chunk ``sum omega E[tau] S`` (e_tau (N,) the NEW E[tau])."""
     n_chunks = acc_cat.shape[0]
-    n_rat = ann.size
+    n_rat = codes[0].size
     for t in prange(n_chunks):
-        _delta_chunk(
-            t, t * n_rat // n_chunks, (t + 1) * n_rat // n_chunks, ann, cat, ws, e_tau, acc_cat
-        )
+        start, stop = t * n_rat // n_chunks, (t + 1) * n_rat // n_chunks
+        _delta_chunk(t, start, stop, codes, ws, e_tau, acc_cat)
 
 
-@njit(cache=True, nogil=True)
-def pass_delta_serial(
-    ann: np.ndarray, cat: np.ndarray, ws: np.ndarray, e_tau: np.ndarray, acc_cat: np.ndarray
-) -> None:
-    """``pass_delta`` on one thread (same chunks, same result)."""
-    n_chunks = acc_cat.shape[0]
-    n_rat = ann.size
-    for t in range(n_chunks):
-        _delta_chunk(
-            t, t * n_rat // n_chunks, (t + 1) * n_rat // n_chunks, ann, cat, ws, e_tau, acc_cat
-        )
+def _parallel_and_serial(driver):
+    """One driver compiled twice: over chunks in numba's threads, and on the calling thread
+    (``prange`` runs as ``range`` there; ``nogil`` so restarts can run side by side). The
+    chunks are the same, so both give bit-identical results. The serial copy gets its own
+    name, so numba caches the two apart."""
+    serial = types.FunctionType(
+        driver.__code__, driver.__globals__, driver.__name__ + "_serial", driver.__defaults__
+    )
+    serial.__qualname__ = driver.__qualname__ + "_serial"
+    serial.__doc__ = driver.__doc__
+    return _jit(parallel=True)(driver), _jit(nogil=True)(serial)
+
+
+pass_xy, pass_xy_serial = _parallel_and_serial(_pass_xy)
+pass_tau, pass_tau_serial = _parallel_and_serial(_pass_tau)
+pass_delta, pass_delta_serial = _parallel_and_serial(_pass_delta)
 
 
 #: below this many ratings the passes run on one thread (a parallel launch costs more)
 PARALLEL_MIN_RATINGS = 200_000
 
 
-def n_chunks() -> int:
-    """Number of chunks (rows of partial sums) for the passes: numba's current thread count."""
-    return int(numba.get_num_threads()) if HAVE_NUMBA else 1
+#: at least this many ratings per chunk (a chunk's partial sums are zeroed and added per pass)
+CHUNK_RATINGS = 32_768
+#: at most this many chunks (load balance on up to 64 threads)
+MAX_CHUNKS = 64
+#: the partial sums hold at most this many floats per rating (memory stays O(L))
+CHUNK_FLOATS_PER_RATING = 2
+
+
+def n_chunks(n_ratings: int, width: int) -> int:
+    """Number of chunks (rows of partial sums) of the passes over ``n_ratings`` ratings whose
+    partial sums have ``width`` floats per chunk (``2M + N + C + 3`` for pass 1).
+
+    A function of the data's sizes only, never of the thread count or the machine, so the
+    summation order, and the fit, are the same on one thread or many:
+    ``min(MAX_CHUNKS, L // CHUNK_RATINGS, 2 L // width)``, at least 1. Memory of the partial
+    sums: ``T * width <= min(64 * width, 2 L)`` floats (no more than two per rating).
+    """
+    by_size = n_ratings // CHUNK_RATINGS
+    by_memory = CHUNK_FLOATS_PER_RATING * n_ratings // max(int(width), 1)
+    return max(1, min(MAX_CHUNKS, by_size, by_memory))
 
 
 def passes(n_ratings: int, n_chunks: int) -> tuple:
@@ -591,9 +467,7 @@ def passes(n_ratings: int, n_chunks: int) -> tuple:
 
 def tn_stats(lo: np.ndarray, hi: np.ndarray, mean: np.ndarray, prec: np.ndarray):
     """``tn.tn_stats`` computed by the fused kernel's formulas; returns a ``tn.TNStats``."""
-    from .tn import TNStats
-
     f = [np.ascontiguousarray(x, dtype=np.float64) for x in np.broadcast_arrays(lo, hi, mean, prec)]
-    ex, var, log_z, ent = tn_stats_arrays(*[x.ravel() for x in f], ERFCX_TABLE)
+    ex, var, log_z, ent = tn_stats_arrays(*[x.ravel() for x in f], TN_CONSTS)
     shape = f[0].shape
-    return TNStats(ex.reshape(shape), var.reshape(shape), log_z.reshape(shape), ent.reshape(shape))
+    return tn.TNStats(*(x.reshape(shape) for x in (ex, var, log_z, ent)))

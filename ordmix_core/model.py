@@ -1,15 +1,25 @@
-"""``OrdinalMixture``: the ordinal-discrete-mixture estimator (restarts, selection, results).
+"""``OrdinalMixture``: the ordinal-discrete-mixture estimator, and what both engines share.
 
-The math lives in ``tn.py``, ``updates.py``, ``bound.py`` and ``vb.py``; this class prepares
-the data, draws every restart's initialisation from one ``numpy.random.Generator``, runs
-them, picks the winner and exposes the results as pandas frames.
+The math lives in ``tn``, ``updates`` and ``bound``, the sweep in ``vb`` (compiled in
+``kernels``), the restart schedule in ``restarts`` and SQUAREM in ``accel``. This class
+declares the model's parameters (``__init__``: the one declaration; ``DaskOrdinalMixture``
+adds only its cluster's), and does for both engines what does not depend on where the
+ratings live: the fit's ``vb.Problem`` from the parameters (``_problem``), every restart's
+kind and key from one ``numpy.random.Generator`` (``_start``) and its start of the global
+factors (``init.init_globals``), one sweep with the SQUAREM rule (``accel.make_step``), the
+schedule (``_schedule``) and the learned attributes (``_store``, through ``outputs``). The
+in-memory engine adds only its sweep over all ratings (``_MemorySweeps``) and running
+restarts side by side in threads.
 
 Initialisation and selection (model-notes.md): on real data the highest-bound solution can be
-the useless all-spam one. So restart 0 first fits the model without the spam component (stage
-``nospam``) and warm-starts the mixture from it with ``eps = 0.99``; the other restarts start
-from per-item means plus noise. A restart whose share of ratings attributed to the truth
-component falls below ``collapse_threshold`` is *collapsed* and is chosen only if every restart
-collapsed (then with a warning). Among the rest the highest bound wins, as in the paper.
+the useless all-spam one. So with ``warm_start`` (and the spam component) every restart first
+fits the model without the spam component (stage ``nospam``) and then starts the mixture from
+that fit with ``eps = 0.99``; restart 0 starts its warm-up from the per-item means, restart
+r > 0 from the means and expertise plus noise keyed on the IDs and the restart's key
+(``init.py``). Without ``warm_start`` restarts r > 0 also draw eps at random. A restart whose
+share of ratings attributed to the truth component falls below ``collapse_threshold`` is
+*collapsed* and is chosen only if every restart collapsed (then with a ``CollapseWarning``).
+Among the rest the highest bound wins, as in the paper.
 """
 
 from __future__ import annotations
@@ -19,23 +29,27 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from . import accel, init, kernels, restarts, updates, vb
+from . import accel, init, kernels, options, outputs, restarts, vb
 from .base import CrowdEstimator
 from .data import CrowdData, Scale, prepare
-from .errors import InputError
+from .errors import CollapseWarning, ConvergenceWarning, InputError
 from .rand import id_hash
+
+__all__ = ["CollapseWarning", "ConvergenceWarning", "OrdinalMixture"]
 
 ProgressCallback = Callable[[int, int, float], "bool | None"]
 
+#: what an engine gives ``_store`` from the winning state: ``items_``, ``categories_``, the
+#: sum of omega per annotator (N,) and ``omega_`` (per rating, or None)
+Learned = tuple[Any, Any, np.ndarray, "np.ndarray | None"]
 
-class CollapseWarning(UserWarning):
-    """The chosen fit attributes (nearly) every rating to spam."""
 
-
+@options.register_estimator
 class OrdinalMixture(CrowdEstimator):
     """Lakshminarayanan & Teh's ordinal-discrete-mixture model fitted by variational Bayes.
 
@@ -120,29 +134,14 @@ class OrdinalMixture(CrowdEstimator):
         return self.granularity
 
     # ------------------------------------------------------------------ checks
-    def _check_params(self, k: int) -> np.ndarray:
-        if self.updates not in ("exact", "paper"):
-            raise InputError(f"updates must be 'exact' or 'paper', not {self.updates!r}")
-        for name in ("n_restarts", "max_iter"):
-            v = getattr(self, name)
-            if not isinstance(v, (int, np.integer)) or v < 1:
-                raise InputError(f"{name} must be a whole number >= 1, not {v!r}")
-        for name in ("phi", "eta", "lam"):
-            v = getattr(self, name)
-            if not (np.isfinite(v) and v > 0):
-                raise InputError(f"{name} must be a positive number, not {v!r}")
-        if not (np.isfinite(self.tol) and self.tol >= 0):
-            raise InputError(f"tol must be a number >= 0, not {self.tol!r}")
-        if self.pi is None:
-            pi = np.full(k, 1.0 / k)
-        else:
-            pi = np.asarray(self.pi, dtype=float)
-            if pi.shape != (k,) or np.any(pi <= 0) or not np.all(np.isfinite(pi)):
-                raise InputError(
-                    f"pi must be {k} positive numbers (one per level), not {self.pi!r}"
-                )
-            pi = pi / pi.sum()
-        return pi
+    def _check_params(self, k: int, scale: Scale | None = None) -> np.ndarray:
+        """Check every parameter against the options table (InputError naming the first bad
+        one); ``scale``: the fit's scale, when known. Returns the spam distribution (K,)."""
+        self._validate(scale)
+        return options.spam_distribution(self.pi, k)
+
+    def _validate(self, scale: Scale | None = None) -> None:
+        options.validate_params(self, scale)
 
     # ------------------------------------------------------------------ fit
     def fit(
@@ -155,62 +154,41 @@ class OrdinalMixture(CrowdEstimator):
         as it was before ``fit``.
         """
         t0 = time.perf_counter()
+        self._validate()  # before the data is read: a bad scale= is named as such
         data = prepare(ratings, self.scale, granularity=self.granularity)
-        pi = self._check_params(data.scale.k)
-        mu = data.scale.center if self.mu is None else float(self.mu)
-        problem = vb.Problem.from_data(
-            data,
-            mu=mu,
-            lam=self.lam,
-            phi=self.phi,
-            eta=self.eta,
-            pi=pi,
-            ordinal=self.ordinal,
-            spam=self.spam,
-            exact=self.updates == "exact",
+        p, pi = self._problem(
+            data.scale, np.bincount(data.ann, minlength=data.n_annotators), data.n_categories
         )
+        p = p.with_ratings(data.ann, data.inst, data.cat, data.level, data.n_instances)
         rng = np.random.default_rng(self.random_state)
-        inits = [self._initial_state(data, problem, r, rng) for r in range(self.n_restarts)]
-        runs = [restarts.RestartRun(r, kind, st) for r, (kind, st) in enumerate(inits)]
+        runs = [
+            restarts.RestartRun(r, *self._initial_state(data, p, r, rng))
+            for r in range(self.n_restarts)
+        ]
         with np.errstate(over="ignore", under="ignore"):
-            interrupted = self._race(problem, runs, callback)
-        results = restarts.race_results(runs)
-        if not results:
-            raise InputError("the fit was stopped before the first restart finished an iteration")
-        self._store(data, problem, pi, results, interrupted, time.perf_counter() - t0)
+            interrupted = self._race(p, runs, callback)
+
+        def learned(s: vb.State) -> Learned:
+            n_m = np.bincount(data.inst, minlength=data.n_instances)
+            cat_names = data.categories[data.cat_of_inst]
+            items = outputs.items_frame(
+                data.instances, s.mu_m, s.lam_m, n_m, data.inst_query, cat_names
+            )
+            n_c = np.bincount(data.cat, minlength=data.n_categories)
+            cats = outputs.categories_frame(data.categories, s.delta_shape, s.delta_rate, n_c)
+            w_ann = np.bincount(data.ann, weights=s.omega, minlength=data.n_annotators)
+            return items, cats, w_ann, s.omega
+
+        warn = self._store(data, p, pi, data.annotators, runs, interrupted, t0, learned)
+        _emit(warn)
         return self
 
     def _race(
         self, p: vb.Problem, runs: list[restarts.RestartRun], callback: ProgressCallback | None
     ) -> bool:
-        """The shared restart schedule (``restarts.race``) with this engine's sweep.
-
-        Restarts of a round run in ``n_jobs`` threads; with ``accelerate`` every third sweep
-        starts from a SQUAREM proposal and is kept only if its bound beats the plain sweep
-        (``accel.py``). Returns True if stopped.
-        """
-        lo, hi = p.thresholds[0], p.thresholds[-1]
-        problems = {True: p, False: p.with_spam(False)}
-
-        def step(run: restarts.RestartRun, spam: bool) -> float:
-            q = problems[spam]
-            new, f = vb.sweep(q, run.state)
-            if self.accelerate and run.history is not None and len(run.trace) % 3 == 2:
-                prop = accel.squarem_proposal(*run.history, new, lo, hi)
-                if prop is not None:
-                    cand, fc = vb.sweep(q, prop)
-                    if np.isfinite(fc) and fc > f:
-                        new, f = cand, fc
-            run.history = (run.state, new) if run.state.omega is not None else None
-            run.state = new
-            run.truth_share = float(np.mean(new.omega)) if new.omega.size else 1.0
-            return f
-
-        eps0 = {run.restart: run.state.eps.copy() for run in runs}
-
-        def start_mixture(run: restarts.RestartRun) -> None:
-            run.state.eps = eps0[run.restart].copy()
-
+        """The shared schedule (``_schedule``) with this engine's sweep; restarts of a round
+        run in ``n_jobs`` threads. Returns True if stopped."""
+        step = accel.make_step(_MemorySweeps(p), self.accelerate)
         jobs = self._n_jobs(p, len(runs))
         with ThreadPoolExecutor(jobs, thread_name_prefix="ordmix") as pool:
 
@@ -223,30 +201,7 @@ class OrdinalMixture(CrowdEstimator):
                     if err is not None:
                         raise err
 
-            return self._schedule(runs, step, start_mixture, callback, map_runs)
-
-    def _schedule(
-        self,
-        runs: list[restarts.RestartRun],
-        step: restarts.StepFn,
-        start_mixture: Callable[[restarts.RestartRun], None],
-        callback: ProgressCallback | None,
-        map_runs: restarts.MapRuns = restarts.map_sequential,
-    ) -> bool:
-        """``restarts.race`` with this estimator's settings (both engines call it)."""
-        return restarts.race(
-            runs,
-            step,
-            start_mixture,
-            spam=self.spam,
-            max_iter=self.max_iter,
-            tol=self.tol,
-            prune=self.prune_restarts,
-            prune_start=self.prune_start,
-            collapse_threshold=self.collapse_threshold,
-            callback=callback,
-            map_runs=map_runs,
-        )
+            return self._schedule(runs, step, callback, map_runs)
 
     def _n_jobs(self, p: vb.Problem, n_runs: int) -> int:
         """Threads for restarts: the cores, unless the kernel itself is already parallel."""
@@ -259,103 +214,139 @@ class OrdinalMixture(CrowdEstimator):
     def _initial_state(
         self, data: CrowdData, p: vb.Problem, restart: int, rng: np.random.Generator
     ) -> tuple[str, vb.State]:
-        """Restart 0: per-item means (the warm-up then refines it); others: means plus noise.
+        """``(kind, state)``: the restart's start (``_start``) over the whole data.
 
         The noise is keyed on IDs and on a key drawn from ``rng`` (``init.py``), so it does not
         depend on row order or on how the data is partitioned.
         """
-        key = restarts.restart_key(rng)
-        kind = restarts.restart_kind(restart, self.warm_start, self.spam)
-        n_m, n_n = data.counts()
+        kind, key = self._start(restart, rng)
         step = data.scale.step
+        n_m = np.bincount(data.inst, minlength=data.n_instances)
         sum_m = np.bincount(data.inst, weights=data.values, minlength=data.n_instances)
         mu_m, lam_m = init.init_instances(
             sum_m, n_m, id_hash(data.instances), key, restart, p.mu, p.lam,
             data.scale.thresholds, step,
         )  # fmt: skip
-        tau_shape, tau_rate, eps = init.init_annotators(
-            n_n, id_hash(data.annotators), key, restart, step, self.spam, kind == "random"
-        )
-        delta_shape, delta_rate = init.init_categories(
-            np.bincount(data.cat, minlength=data.n_categories), p.phi, p.eta
-        )
-        state = vb.State(
-            mu_m=mu_m,
-            lam_m=lam_m,
-            tau_shape=tau_shape,
-            tau_rate=tau_rate,
-            delta_shape=delta_shape,
-            delta_rate=delta_rate,
-            eps=eps,
-            alpha=1.0,
-            beta=step**2,
-        )
-        return kind, state
+        g = self._global_start(
+            p, id_hash(data.annotators), np.bincount(data.cat, minlength=data.n_categories),
+            kind, key, restart, step,
+        )  # fmt: skip
+        return kind, vb.State(mu_m=mu_m, lam_m=lam_m, **g._asdict())
 
-    # ------------------------------------------------------------------ results
+    # ------------------------------------------------------------------ both engines
+    def _problem(
+        self, scale: Scale, n_per_ann: np.ndarray, n_categories: int
+    ) -> tuple[vb.Problem, np.ndarray]:
+        """The fit's ``vb.Problem`` without ratings, from this estimator's parameters (the one
+        place they become the model's constants), and the spam distribution ``pi`` (K,).
+
+        ``n_per_ann`` (N,): ratings per annotator; ``n_categories``: global categories (0 when
+        they are local to the Dask engine's blocks).
+        """
+        pi = self._check_params(scale.k, scale)
+        problem = vb.Problem.create(
+            scale,
+            pi=pi,
+            mu=scale.center if self.mu is None else float(self.mu),
+            lam=self.lam,
+            phi=self.phi,
+            eta=self.eta,
+            ordinal=self.ordinal,
+            spam=self.spam,
+            exact=self.updates == "exact",
+            n_per_ann=n_per_ann,
+            n_categories=n_categories,
+        )
+        return problem, pi
+
+    def _start(self, restart: int, rng: np.random.Generator) -> tuple[str, int]:
+        """``(kind, key)`` of a restart (``restarts.restart_kind``); called in restart order,
+        one key drawn from the fit's Generator each."""
+        key = restarts.restart_key(rng)
+        return restarts.restart_kind(restart, self.warm_start, self.spam), key
+
+    def _global_start(
+        self,
+        p: vb.Problem,
+        ann_hashes: np.ndarray,
+        n_c: np.ndarray,
+        kind: str,
+        key: int,
+        restart: int,
+        step: float,
+    ) -> init.Globals:
+        """The restart's start of q(tau), eps, q(delta) (``n_c`` ratings per category, (C,);
+        empty when categories are the Dask blocks') and the prior of tau."""
+        return init.init_globals(
+            p.n_per_ann, ann_hashes, n_c, key, restart, step, self.spam, kind == "random",
+            p.phi, p.eta,
+        )  # fmt: skip
+
+    def _schedule(
+        self,
+        runs: list[restarts.RestartRun],
+        step: restarts.StepFn,
+        callback: ProgressCallback | None,
+        map_runs: restarts.MapRuns = restarts.map_sequential,
+    ) -> bool:
+        """``restarts.race`` with this estimator's settings (both engines call it)."""
+        return restarts.race(
+            runs,
+            step,
+            restarts.mixture_starter(runs),
+            spam=self.spam,
+            max_iter=self.max_iter,
+            tol=self.tol,
+            prune=self.prune_restarts,
+            prune_start=self.prune_start,
+            collapse_threshold=self.collapse_threshold,
+            callback=callback,
+            map_runs=map_runs,
+        )
+
     def _store(
         self,
-        data: CrowdData,
+        data: Any,
         p: vb.Problem,
         pi: np.ndarray,
-        results: list[restarts.RestartRun],
+        annotators: np.ndarray,
+        runs: list[restarts.RestartRun],
         interrupted: bool,
-        seconds: float,
-    ) -> None:
+        t0: float,
+        learned: Callable[[Any], Learned],
+    ) -> list[restarts.FitWarning]:
+        """Choose the winning restart and set every learned attribute (both engines).
+
+        ``data``: what ``data_`` holds (``CrowdData``, or the Dask engine's sizes);
+        ``annotators`` (N,): their IDs; ``learned(state)`` gives from the winner's state what
+        only the engine can (``Learned``). The state is read by ``vb.State``'s names (q(tau),
+        eps, alpha, beta). Returns the warnings for ``fit`` to issue.
+        """
+        results = restarts.race_results(runs)
+        if not results:
+            raise InputError("the fit was stopped before the first restart finished an iteration")
         best, reason, collapsed = restarts.select(results, self.spam, self.collapse_threshold)
         s = best.state
+        items, categories, w_ann, omega = learned(s)
         warn = restarts.fit_warnings(best, collapsed, interrupted, self.max_iter, self.tol)
-        for w in warn:
-            warnings.warn(w, CollapseWarning if "collapsed" in w else UserWarning, stacklevel=3)
-
-        n_m, n_n = data.counts()
-        e_tau, e_logtau = updates.gamma_moments(s.tau_shape, s.tau_rate)
-        e_delta, _ = updates.gamma_moments(s.delta_shape, s.delta_rate)
-        inst_idx = pd.Index(data.instances, name="instance")
-        sd = 1.0 / np.sqrt(s.lam_m)
+        sc = data.scale
         self.data_ = data
-        self.scale_ = data.scale
-        self.estimates_ = pd.Series(s.mu_m, index=inst_idx, name="estimate")
-        self.sd_ = pd.Series(sd, index=inst_idx, name="sd")
-        items = pd.DataFrame({"estimate": s.mu_m, "sd": sd, "n_ratings": n_m}, index=inst_idx)
-        if data.inst_query is not None:
-            items["query"] = data.inst_query
-        items["category"] = data.categories[data.cat_of_inst]
+        self.scale_ = sc
         self.items_ = items
-        omega = s.omega
-        spam_share = 1.0 - np.bincount(
-            data.ann, weights=omega, minlength=data.n_annotators
-        ) / np.maximum(n_n, 1)
-        self.annotators_ = pd.DataFrame(
-            {
-                "n_ratings": n_n,
-                "expertise": e_tau,
-                "expertise_sd": np.sqrt(s.tau_shape) / s.tau_rate,
-                "reliability": s.eps if self.spam else np.ones(data.n_annotators),
-                "spam_share": spam_share,
-            },
-            index=pd.Index(data.annotators, name="annotator"),
+        self.estimates_ = items["estimate"]
+        self.sd_ = items["sd"]
+        self.annotators_ = outputs.annotators_frame(
+            annotators,
+            p.n_per_ann,
+            s.tau_shape,
+            s.tau_rate,
+            s.eps if self.spam else np.ones(p.n_annotators),
+            w_ann,
         )
-        self.categories_ = pd.DataFrame(
-            {
-                "difficulty": e_delta,
-                "n_ratings": np.bincount(data.cat, minlength=data.n_categories),
-            },
-            index=pd.Index(data.categories, name="category"),
-        )
+        self.categories_ = categories
         self.omega_ = omega
         self.alpha_, self.beta_ = float(s.alpha), float(s.beta)
-        self.hyperparams_ = {
-            "alpha": self.alpha_,
-            "beta": self.beta_,
-            "phi": float(p.phi),
-            "eta": float(p.eta),
-            "mu": float(p.mu),
-            "lambda": float(p.lam),
-            "pi": [float(x) for x in pi],
-            "scale": [float(v) for v in data.scale.values],
-            "thresholds": [float(v) for v in data.scale.thresholds],
-        }
+        self.hyperparams_ = outputs.hyperparams(s.alpha, s.beta, p, pi, sc.values, sc.thresholds)
         self.trace_ = restarts.trace_frame(results, self.spam)
         self.restarts_ = restarts.restarts_frame(results, self.spam, self.collapse_threshold)
         self.best_restart_ = best.restart
@@ -365,5 +356,40 @@ class OrdinalMixture(CrowdEstimator):
         self.n_iter_ = len(best.trace)
         self.collapsed_ = collapsed
         self.interrupted_ = interrupted
-        self.warnings_ = warn
-        self.seconds_ = seconds
+        self.warnings_ = [w.message for w in warn]
+        self.seconds_ = time.perf_counter() - t0
+        return warn
+
+
+class _MemorySweeps:
+    """The in-memory engine's sweeps for ``accel.make_step``: ``vb.sweep`` over all ratings,
+    SQUAREM's proposal from whole states."""
+
+    def __init__(self, p: vb.Problem) -> None:
+        self.problems = {True: p, False: p.with_spam(False)}
+        self.lo, self.hi = p.thresholds[0], p.thresholds[-1]
+
+    def sweep(self, state: vb.State, spam: bool, history: tuple | None) -> tuple:
+        new, f = vb.sweep(self.problems[spam], state)
+        return new, f, None
+
+    def propose(self, s0: vb.State, s1: vb.State, s2: vb.State, extra: None) -> vb.State | None:
+        return accel.squarem_proposal(s0, s1, s2, self.lo, self.hi)
+
+    def sweep_proposal(self, proposal: vb.State, spam: bool, states: tuple) -> tuple:
+        return vb.sweep(self.problems[spam], proposal)
+
+    @staticmethod
+    def swept(state: vb.State) -> bool:
+        return state.omega is not None
+
+    @staticmethod
+    def truth_share(state: vb.State) -> float:
+        return float(np.mean(state.omega)) if state.omega.size else 1.0
+
+
+def _emit(warn: list[restarts.FitWarning]) -> None:
+    """Issue a fit's warnings with their classes, attributed to the line that called ``fit``
+    (this is called from ``fit`` itself)."""
+    for w in warn:
+        warnings.warn(w.message, w.category, stacklevel=3)

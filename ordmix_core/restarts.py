@@ -12,13 +12,23 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 
-from .vb import Stop  # the one stop signal of both the single run and the schedule
+from .errors import CollapseWarning, ConvergenceWarning
 
-__all__ = ["RestartRun", "Stop", "advance", "race", "race_results", "select"]
+__all__ = [
+    "FitWarning",
+    "RestartRun",
+    "Stop",
+    "advance",
+    "fit_warnings",
+    "race",
+    "race_results",
+    "select",
+]
 
 
 @dataclass
@@ -26,7 +36,7 @@ class RestartRun:
     """One restart's progress; ``state`` is whatever the engine keeps for it.
 
     ``truth_share``: mean omega of the last sweep (the share of ratings the truth explains);
-    ``history``: free for the engine (the in-memory one keeps its last states for SQUAREM).
+    ``history``: the last two states, kept by ``accel.make_step`` for SQUAREM.
     """
 
     restart: int
@@ -54,6 +64,21 @@ def restart_kind(restart: int, warm_start: bool, spam: bool) -> str:
 def restart_key(rng: np.random.Generator) -> int:
     """The key of the next restart's random start (one draw per restart, in restart order)."""
     return int(rng.integers(0, 2**63 - 1))
+
+
+def mixture_starter(runs: list[RestartRun]) -> Callable[[RestartRun], None]:
+    """``start_mixture`` for ``race``: after its warm-up a restart's mixture starts from its
+    own initial eps (kept now, before any sweep), whatever the warm-up did to it."""
+    eps0 = {run.restart: run.state.eps.copy() for run in runs}
+
+    def start_mixture(run: RestartRun) -> None:
+        run.state.eps = eps0[run.restart].copy()
+
+    return start_mixture
+
+
+class Stop(Exception):
+    """The fit is to stop: the progress callback said so (or another restart's did)."""
 
 
 #: ``step(run, spam)``: one sweep of ``run`` (with the spam component or not); updates
@@ -215,24 +240,42 @@ def select(
     return best, reason, not ok
 
 
+class FitWarning(NamedTuple):
+    """A warning about the chosen restart: its class (``errors.py``) and its message."""
+
+    category: type[Warning]
+    message: str
+
+
 def fit_warnings(
     best: RestartRun, collapsed: bool, interrupted: bool, max_iter: int, tol: float
-) -> list[str]:
+) -> list[FitWarning]:
     """What a user should hear about the chosen restart (collapse, stop, no convergence)."""
     warn = []
     if collapsed:
         warn.append(
-            "the fit collapsed: almost every rating is explained as spam, so the estimates "
-            "sit at the prior mean. Compare with the no-spam model (spam=False, --no-spam) "
-            "and check the data."
+            FitWarning(
+                CollapseWarning,
+                "the fit collapsed: almost every rating is explained as spam, so the estimates "
+                "sit at the prior mean. Compare with the no-spam model (spam=False, --no-spam) "
+                "and check the data.",
+            )
         )
     if interrupted:
-        warn.append("the fit was stopped before every restart finished; best restart so far kept")
+        warn.append(
+            FitWarning(
+                ConvergenceWarning,
+                "the fit was stopped before every restart finished; best restart so far kept",
+            )
+        )
     if not best.converged and not interrupted:
         last = abs(best.trace[-1] - best.trace[-2]) if len(best.trace) > 1 else float("nan")
         warn.append(
-            f"the chosen restart did not converge within max_iter={max_iter} "
-            f"(last change of the bound {last:.3g}, tol {tol:g})"
+            FitWarning(
+                ConvergenceWarning,
+                f"the chosen restart did not converge within max_iter={max_iter} "
+                f"(last change of the bound {last:.3g}, tol {tol:g})",
+            )
         )
     return warn
 

@@ -12,9 +12,19 @@ import numpy as np
 from scipy.special import log_ndtr
 
 _HALF_LOG_2PI = 0.5 * np.log(2.0 * np.pi)
-#: beyond this many sds the exponential-tail variance (relative error ~6/b^2) is more precise
-#: than e2 - m^2 (relative error ~1e-16 b^6); both are below 4e-4 at the crossover
-_FAR_TAIL = 130.0
+
+# The branch thresholds, read by both implementations (this one and ``kernels.tn_scalar``) so
+# that the fused sweep follows the reference branch for branch.
+#: an interval narrower than this (in sds) is a point: the density is flat across it
+NARROW = 1e-6
+#: beyond this many sds (the interval's end nearest the mean) Var[x] comes from the
+#: exponential tail (relative error ~6/b^2), not from e2 - m^2, which cancels. Measured
+#: against mpmath (60 digits): this module's e2 - m^2 loses ~1e-16 b^6 (1e-4 at b = 130,
+#: 2e-3 at 160) and crosses the exponential's error near b = 140; the kernel's (erfcx-based)
+#: loses only ~1e-16 b^4 and would cross near 600, but one threshold keeps the two sweeps
+#: equal; the kernel's worst relative error of Var[x] is then 3.5e-4 (at b = 130) instead
+#: of 2.4e-5, on intervals more than 130 sds out, whose Var[x] is below 6e-5 of 1/prec.
+FAR_TAIL = 130.0
 
 
 class TNStats(NamedTuple):
@@ -52,7 +62,7 @@ def tn_stats(lo: np.ndarray, hi: np.ndarray, mean: np.ndarray, prec: np.ndarray)
     b = np.where(flip, -a0, b0)
     width = b - a
     mid = 0.5 * (a + b)
-    narrow = width < 1e-6  # nearly a point: the density is flat across it
+    narrow = width < NARROW  # nearly a point: the density is flat across it
     log_z = np.where(
         narrow,
         np.log(np.maximum(width, 1e-300)) - 0.5 * mid * mid - _HALF_LOG_2PI,
@@ -67,7 +77,7 @@ def tn_stats(lo: np.ndarray, hi: np.ndarray, mean: np.ndarray, prec: np.ndarray)
     vmax = np.minimum(1.0, width * width / 12.0)
     v = np.where(narrow, vmax, np.clip(e2 - m * m, 0.0, vmax))
     # far in the tail e2 - m^2 cancels; there the density is exponential with rate -b
-    far = (b < -_FAR_TAIL) & ~narrow
+    far = (b < -FAR_TAIL) & ~narrow
     if np.any(far):
         rate = -b[far]
         w = width[far]

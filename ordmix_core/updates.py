@@ -20,7 +20,14 @@ TAU_RATE_FLOOR = 1e-3
 
 def gamma_moments(shape: np.ndarray, rate: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``E[t]`` and ``E[log t]`` of Gamma(shape, rate) (rate parametrisation); shapes as input."""
-    return shape / rate, digamma(shape) - np.log(rate)
+    e_t, e_logt, _ = gamma_stats(shape, rate)
+    return e_t, e_logt
+
+
+def gamma_stats(shape: np.ndarray, rate: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``E[t]``, ``E[log t]`` and ``digamma(shape)`` of Gamma(shape, rate); each as input."""
+    dig = digamma(shape)
+    return shape / rate, dig - np.log(rate), dig
 
 
 def expected_sq(ex: np.ndarray, var: np.ndarray, mu_l: np.ndarray, lam_l: np.ndarray) -> np.ndarray:
@@ -69,8 +76,21 @@ def update_z(
     n_instances: int,
 ) -> tuple[np.ndarray, np.ndarray]:
     """q(z_m) = N(mu_m, 1/lambda_m), ``w_l = omega_l E[tau_n] E[delta_c]``; returns (M,), (M,)."""
-    lam_m = lam + np.bincount(inst, weights=w_l, minlength=n_instances)
-    mu_m = (mu * lam + np.bincount(inst, weights=w_l * ex, minlength=n_instances)) / lam_m
+    return z_from_sums(
+        np.bincount(inst, weights=w_l, minlength=n_instances),
+        np.bincount(inst, weights=w_l * ex, minlength=n_instances),
+        mu,
+        lam,
+    )
+
+
+def z_from_sums(
+    sum_w: np.ndarray, sum_wx: np.ndarray, mu: float, lam: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(mu_m, lambda_m)`` of q(z) from per-instance ``sum w`` and ``sum w E[x]``, each (M,)
+    (the fused sweep accumulates them in its pass over the ratings)."""
+    lam_m = lam + sum_w
+    mu_m = (mu * lam + sum_wx) / lam_m
     return mu_m, lam_m
 
 
@@ -87,15 +107,30 @@ def update_gamma_factor(
 
     ``shape = shape0 + 0.5 sum omega``, ``rate = rate0 + 0.5 sum omega other S``; (size,) each.
     """
-    shape = shape0 + 0.5 * np.bincount(group, weights=omega, minlength=size)
-    rate = rate0 + 0.5 * np.bincount(group, weights=omega * other_l * s_l, minlength=size)
-    return shape, rate
+    return gamma_from_sums(
+        np.bincount(group, weights=omega, minlength=size),
+        np.bincount(group, weights=omega * other_l * s_l, minlength=size),
+        shape0,
+        rate0,
+    )
+
+
+def gamma_from_sums(
+    sum_w: np.ndarray, sum_ws: np.ndarray, shape0: float, rate0: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(shape0 + sum_w / 2, rate0 + sum_ws / 2)``: the Gamma posterior from the sums of omega
+    and of omega E[other] S per group."""
+    return shape0 + 0.5 * sum_w, rate0 + 0.5 * sum_ws
 
 
 def update_eps(ann: np.ndarray, omega: np.ndarray, n_ratings_n: np.ndarray) -> np.ndarray:
     """Eq. (5): eps_n = mean of omega over n's ratings, kept inside [EPS_FLOOR, 1 - EPS_FLOOR]."""
-    eps = np.bincount(ann, weights=omega, minlength=n_ratings_n.size) / np.maximum(n_ratings_n, 1)
-    return np.clip(eps, EPS_FLOOR, 1.0 - EPS_FLOOR)
+    return eps_from_sums(np.bincount(ann, weights=omega, minlength=n_ratings_n.size), n_ratings_n)
+
+
+def eps_from_sums(sum_omega: np.ndarray, n_ratings_n: np.ndarray) -> np.ndarray:
+    """Eq. (5) from the sum of omega per annotator (N,)."""
+    return np.clip(sum_omega / np.maximum(n_ratings_n, 1), EPS_FLOOR, 1.0 - EPS_FLOOR)
 
 
 def gamma_prior_mle(

@@ -2,20 +2,19 @@
 
 import streamlit as st
 
-from app import csv_download, fit_caption, page_setup, require_fit
 from ordmix_core import figures
+from ordmix_core.fitjob import SPAM_SHARE_THRESHOLD, annotator_flags
+from pages._ui import csv_download, fit_caption, page_setup, require_fit
 
 page_setup()
 st.title("Annotators")
 res = require_fit()
 fit_caption(res)
-ann = res.model.annotators_
-
 threshold = st.slider(
     "Flag an annotator as a spammer when this share of their ratings is spam (or more)",
     min_value=0.0,
     max_value=1.0,
-    value=0.5,
+    value=SPAM_SHARE_THRESHOLD,
     step=0.05,
     key="ann_threshold",
     help="Spam share: the posterior probability, averaged over the annotator's ratings, that a "
@@ -23,11 +22,17 @@ threshold = st.slider(
 )
 if not res.params.spam:
     st.info("This fit has no spam component, so no annotator can be flagged; refit with it on.")
+ann = res.model.annotators_.assign(flag=annotator_flags(res.model.annotators_, threshold))
 
-st.plotly_chart(figures.annotator_scatter(ann, threshold), key="ann_scatter")
+st.plotly_chart(figures.annotator_scatter(ann), key="ann_scatter")
+st.caption(
+    "Expertise is on a log scale, as in the histogram below. Annotators that share one spot "
+    "(often many with only a few ratings, whose estimates stay at the prior) are spread into a "
+    "disc that grows with their number; hover shows each one's own values."
+)
 st.plotly_chart(figures.annotator_distributions(ann), key="ann_distributions")
 
-flagged = ann[ann["spam_share"] >= threshold].sort_values("spam_share", ascending=False)
+flagged = ann[ann["flag"] != "ok"].sort_values("spam_share", ascending=False)
 share = flagged["n_ratings"].sum() / max(ann["n_ratings"].sum(), 1)
 st.subheader(f"Flagged: {len(flagged):,} of {len(ann):,} annotators")
 st.caption(f"They gave {share:.1%} of all ratings.")

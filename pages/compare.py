@@ -3,11 +3,12 @@
 import pandas as pd
 import streamlit as st
 
-from app import csv_download, kept, page_setup, require_dataset, session, show_error
 from ordmix_core import figures
 from ordmix_core.compare import METHODS, TABLE1, compare_methods
 from ordmix_core.errors import InputError
 from ordmix_core.experiments import spam_experiment
+from ordmix_core.report import best_at, comparison_words
+from pages._ui import csv_download, kept, page_setup, require_dataset, session, show_error
 
 
 @st.cache_data(show_spinner=False, max_entries=4)
@@ -82,23 +83,24 @@ if ds.gold is None:
     )
     st.stop()
 
-n_gold = int(ds.gold.index.isin(ds.ratings["instance"]).sum())
+n_gold = int(ds.gold.index.isin(ds.data.instances).sum())
 st.caption(
     f"Data: **{ds.name}**, {n_gold:,} rated gold items. Every method is scored the same way: "
     "MSE, Pearson correlation and NDCG (per query when there is a query column)."
 )
 available = [m for m in METHODS if m != "odm-query" or ds.has_query]
 default = [m for m in TABLE1 if m in available]
-c1, c2, c3 = st.columns([3, 1, 1])
 methods = kept(
-    c1.multiselect,
+    st.multiselect,
     "Methods",
     key="cmp_methods",
     default=default,
     options=available,
+    wrap=True,  # every chosen method stays visible (in a column the chips would scroll)
     help="odm-* are the ordinal-discrete-mixture at global / query / instance granularity "
     "and its ablation variants; the rest are the baselines.",
 )
+c2, c3, _ = st.columns([1, 1, 3])
 n_restarts = kept(
     c2.number_input,
     "Restarts (odm)",
@@ -128,15 +130,21 @@ with tab_cmp:
     saved = s.get("cmp_result")
     if saved is not None and saved[0] == ds.name:
         table, estimates = saved[1]
+        st.markdown("\n".join(f"- {line}" for line in comparison_words(table)))
         st.dataframe(
-            table,
+            table.assign(best_at=best_at(table)),
             key="cmp_table",
             hide_index=True,
             column_config={
                 c: st.column_config.NumberColumn(format="%.4f")
                 for c in ("mse", "correlation", "ndcg")
             }
-            | {"seconds": st.column_config.NumberColumn(format="%.1f")},
+            | {
+                "seconds": st.column_config.NumberColumn(format="%.1f"),
+                "best_at": st.column_config.TextColumn(
+                    "best at", help="The metrics at which this method is the best of those run"
+                ),
+            },
         )
         st.plotly_chart(figures.metric_bars(table), key="cmp_bars")
         st.plotly_chart(figures.estimate_vs_truth(estimates, ds.gold), key="cmp_scatter")

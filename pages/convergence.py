@@ -2,8 +2,9 @@
 
 import streamlit as st
 
-from app import fit_caption, page_setup, require_fit
 from ordmix_core import figures
+from ordmix_core.fitjob import selection_explanation
+from pages._ui import fit_caption, page_setup, require_fit
 
 page_setup()
 st.title("Convergence")
@@ -25,7 +26,7 @@ for w in m.warnings_:
     st.warning(w)
 if m.interrupted_:
     st.info("The fit was stopped: only the restarts run before the stop are shown.")
-st.info(f"Selection: {m.selection_reason_}.")
+st.info(f"Selection: {selection_explanation(m)}.")
 
 k = st.columns(4)
 k[0].metric("Chosen restart", m.best_restart_)
@@ -34,6 +35,11 @@ k[2].metric("Iterations (chosen)", m.n_iter_)
 k[3].metric("Lower bound (chosen)", f"{m.lower_bound_:,.2f}")
 
 st.plotly_chart(figures.bound_traces(m.trace_, m.best_restart_, m.restarts_), key="conv_traces")
+st.caption(
+    "The lower bound is the score the fit climbs: a guaranteed floor under how well the model "
+    "explains the ratings, so higher is better, and a restart has converged when it stops "
+    "rising. One line per restart; its dashed start is the no-spam warm-up."
+)
 st.subheader("Restarts")
 table = m.restarts_.reset_index()
 table.insert(1, "chosen", table["restart"] == m.best_restart_)

@@ -1,25 +1,37 @@
-"""Data: pick a demo set or upload ratings, map the columns, confirm the scale, check the report."""
+"""Data: pick a demo set or upload ratings, map the columns, confirm the scale, check the report.
+
+A new data set is taken with a rerun, so the sidebar (drawn before this page) shows it and
+no old fit at once. The mapping widgets are keyed on the upload, so they never carry one
+file's choices over to the next.
+"""
 
 import pandas as pd
 import streamlit as st
 
-from app import (
+from ordmix_core.data import fmt_scale
+from ordmix_core.errors import InputError
+from ordmix_core.io import ACCEPTED, MAX_UPLOAD_MB
+from ordmix_core.report import Dataset, guess_column, make_dataset, validation_report
+from pages._ui import (
     DEMOS,
-    guess_column,
     load_demo,
-    make_dataset,
     page_setup,
     read_upload,
     read_upload_gold,
     session,
     show_error,
-    validation_report,
 )
-from ordmix_core.data import fmt_scale
-from ordmix_core.errors import InputError
-from ordmix_core.io import ACCEPTED, MAX_UPLOAD_MB
 
 NONE = "(none)"
+
+
+def use(ds: Dataset, message: str) -> None:
+    """Make ``ds`` the data set and rerun: the sidebar is drawn before this page."""
+    state = session()
+    state.dataset = ds
+    state.set("data_flash", message)
+    st.rerun()
+
 
 page_setup()
 st.title("Data")
@@ -37,10 +49,11 @@ if source == "Demo data set":
     label = st.selectbox("Demo data set", list(DEMOS), key="data_demo")
     if st.button("Load demo", key="data_load_demo", type="primary"):
         try:
-            s.dataset = load_demo(label)
-            st.success(f"Loaded {label}.")
+            ds = load_demo(label)
         except InputError as err:
             show_error(err, keep_msg)
+        else:
+            use(ds, f"Loaded {label}.")
 else:
     st.caption(
         f"CSV, TSV or Parquet ({ACCEPTED}), up to {MAX_UPLOAD_MB} MB. One row per rating; "
@@ -62,6 +75,7 @@ else:
         except InputError as err:
             show_error(err, keep_msg)
             st.stop()
+        upload_id = up.file_id  # a new upload gets fresh mapping widgets
         cols = [str(c) for c in table.columns]
         st.write(f"**{up.name}**: {len(table):,} rows, columns {', '.join(cols)}")
         st.dataframe(table.head(5), key="data_preview", hide_index=True)
@@ -79,13 +93,13 @@ else:
                 f"{canon} column" + (" (optional)" if optional else ""),
                 options,
                 index=idx,
-                key=f"data_map_{canon}",
+                key=f"data_map_{canon}:{upload_id}",
                 help=f"Which column holds the {canon}"
                 + (" (needed for query granularity)" if canon == "query" else ""),
             )
         scale_text = st.text_input(
             "Rating scale (comma-separated levels; empty = the distinct ratings seen)",
-            key="data_scale_upload",
+            key=f"data_scale_upload:{upload_id}",
             help="The ordered levels v_1 < ... < v_K, e.g. 1,2,3,4,5. Give it when some level "
             "is never used in the file.",
         )
@@ -114,20 +128,21 @@ else:
                     if gold_up is not None
                     else None
                 )
-                s.dataset = make_dataset(up.name, renamed, gold, scale_text.strip() or None)
-                st.success(f"Loaded {up.name}.")
+                ds = make_dataset(up.name, renamed, gold, scale_text.strip() or None)
             except InputError as err:
                 show_error(err, keep_msg)
+            else:
+                use(ds, f"Loaded {up.name}.")
 
 ds = s.dataset
 if ds is None:
     st.info("No data loaded.")
     st.stop()
 
-st.header(f"Loaded: {ds.name}")
 if s.get("data_flash"):
     st.success(s.get("data_flash"))
     s.set("data_flash", None)
+st.header(f"Loaded: {ds.name}")
 with st.expander("Rating scale", expanded=False):
     st.write(f"Current scale: **{fmt_scale(ds.scale.values)}** ({ds.scale.k} levels).")
     new_scale = st.text_input(
@@ -137,11 +152,11 @@ with st.expander("Rating scale", expanded=False):
     )
     if st.button("Apply scale", key="data_apply_scale"):
         try:
-            s.dataset = make_dataset(ds.name, ds.ratings, ds.gold, new_scale)
-            s.set("data_flash", f"Scale set to {fmt_scale(s.dataset.scale.values)}; refit.")
-            st.rerun()  # redraw the scale box for the new scale
+            rescaled = make_dataset(ds.name, ds.ratings, ds.gold, new_scale)
         except InputError as err:
             show_error(err, "The scale was not changed.")
+        else:
+            use(rescaled, f"Scale set to {fmt_scale(rescaled.scale.values)}; refit.")
 
 rep = validation_report(ds)
 st.subheader("Validation report")

@@ -1,36 +1,70 @@
-"""Fit: the model's settings (paper defaults), Run with live progress, Stop."""
+"""Fit: the basic settings, the priors under "Advanced", Run with live progress, Stop.
+
+:func:`fit_params` is the one place where this page's widget values become the estimator's
+settings.
+"""
 
 import time
+from typing import Any
 
 import streamlit as st
 
-from app import FitParams, fit_caption, kept, page_setup, require_dataset, session
 from ordmix_core.data import fmt_scale
+from ordmix_core.errors import InputError
+from ordmix_core.fitjob import FitParams, fit_summary
+from pages._ui import fit_caption, kept, page_setup, require_dataset, session, show_error
 
 DEFAULTS = FitParams()
+
+
+def fit_params(values: dict[str, Any]) -> FitParams:
+    """The widget values (by setting name) as the estimator's settings; InputError if unusable."""
+    mu_text = str(values["mu"]).strip()
+    try:
+        mu = float(mu_text) if mu_text else None
+    except ValueError:
+        raise InputError(
+            f"mu {mu_text!r} is not a number; leave it empty for the mean of the scale"
+        ) from None
+    return FitParams(
+        granularity=values["granularity"],
+        ordinal=bool(values["ordinal"]),
+        spam=bool(values["spam"]),
+        updates="exact" if values["exact"] else "paper",
+        n_restarts=int(values["n_restarts"]),
+        max_iter=int(values["max_iter"]),
+        tol=float(values["tol"]),
+        phi=float(values["phi"]),
+        eta=float(values["eta"]),
+        lam=float(values["lam"]),
+        mu=mu,
+        random_state=int(values["seed"]),
+    )
+
 
 page_setup()
 st.title("Fit the ordinal-discrete-mixture")
 s = session()
 ds = require_dataset()
 st.caption(
-    f"Data: **{ds.name}** - {len(ds.ratings):,} ratings on the scale {fmt_scale(ds.scale.values)}."
+    f"Data: **{ds.name}** - {ds.n_ratings:,} ratings on the scale {fmt_scale(ds.scale.values)}."
 )
 
 grans = ["query", "instance", "global"] if ds.has_query else ["instance", "global"]
+values: dict[str, Any] = {}
 
 with st.container(border=True):
     c1, c2, c3, c4 = st.columns(4)
-    granularity = kept(
+    values["granularity"] = kept(
         c1.selectbox,
         "Granularity of difficulty",
         key="fit_granularity",
         default=grans[0],
         options=grans,
-        help="Which items share a difficulty delta: each instance, each query (the paper's "
+        help="Which items share one difficulty: each instance, each query (the paper's "
         "choice for TREC) or one for all.",
     )
-    n_restarts = kept(
+    values["n_restarts"] = kept(
         c2.number_input,
         "Restarts",
         key="fit_restarts",
@@ -41,7 +75,7 @@ with st.container(border=True):
         help="Independent starts; the one with the highest lower bound that did not collapse "
         "wins. Paper: 10.",
     )
-    max_iter = kept(
+    values["max_iter"] = kept(
         c3.number_input,
         "Max iterations",
         key="fit_max_iter",
@@ -51,7 +85,7 @@ with st.container(border=True):
         step=50,
         help="Cap on sweeps per restart (and per warm-up). Default 1000.",
     )
-    tol = kept(
+    values["tol"] = kept(
         c4.number_input,
         "Tolerance",
         key="fit_tol",
@@ -61,46 +95,8 @@ with st.container(border=True):
         format="%.4f",
         help="Stop a restart when the lower bound changes by less than this. Paper: 0.1.",
     )
-    c1, c2, c3, c4 = st.columns(4)
-    phi = kept(
-        c1.number_input,
-        "phi",
-        key="fit_phi",
-        default=DEFAULTS.phi,
-        min_value=1e-6,
-        step=1.0,
-        help="Shape of the Gamma(phi, eta) prior on the inverse difficulty delta (prior mean "
-        "phi/eta); fixed, for identifiability. Paper: 10.",
-    )
-    eta = kept(
-        c2.number_input,
-        "eta",
-        key="fit_eta",
-        default=DEFAULTS.eta,
-        min_value=1e-6,
-        step=0.5,
-        help="Rate of the Gamma(phi, eta) prior on the inverse difficulty delta (prior mean "
-        "phi/eta). Paper: 5.",
-    )
-    lam = kept(
-        c3.number_input,
-        "lambda",
-        key="fit_lam",
-        default=DEFAULTS.lam,
-        min_value=1e-6,
-        step=0.05,
-        format="%.3f",
-        help="Precision of the N(mu, 1/lambda) prior on each item's true value. Paper: 0.1.",
-    )
-    mu_text = kept(
-        c4.text_input,
-        "mu",
-        key="fit_mu",
-        default="",
-        help="Prior mean of the true values; empty = the mean of the scale (the paper's choice).",
-    )
-    c1, c2, c3, c4 = st.columns(4)
-    ordinal = kept(
+    c1, c2, c3, _ = st.columns(4)
+    values["ordinal"] = kept(
         c1.toggle,
         "Ordinal likelihood",
         key="fit_ordinal",
@@ -108,52 +104,80 @@ with st.container(border=True):
         help="On: ratings are thresholded latent values (the paper's model). Off: the "
         "real-valued variant, rating = latent value.",
     )
-    spam = kept(
+    values["spam"] = kept(
         c2.toggle,
         "Spam component",
         key="fit_spam",
         default=DEFAULTS.spam,
         help="On: each rating is honest or spam (uniform over the levels); off: no spam model.",
     )
-    exact = kept(
-        c3.toggle,
+    values["seed"] = kept(
+        c3.number_input,
+        "Seed",
+        key="fit_seed",
+        default=DEFAULTS.random_state,
+        min_value=0,
+        step=1,
+        help="Random seed of the restarts' starting points: same seed, same result.",
+    )
+
+with st.expander("Advanced: priors and update rule (the paper's values work for most data)"):
+    c1, c2, c3, c4 = st.columns(4)
+    values["phi"] = kept(
+        c1.number_input,
+        "phi",
+        key="fit_phi",
+        default=DEFAULTS.phi,
+        min_value=1e-6,
+        step=1.0,
+        help="How strongly the model assumes items are of average difficulty: with eta, the "
+        "prior guess of each category's difficulty (phi/eta = 2 by default); larger phi holds "
+        "difficulties closer to that guess. Paper: 10.",
+    )
+    values["eta"] = kept(
+        c2.number_input,
+        "eta",
+        key="fit_eta",
+        default=DEFAULTS.eta,
+        min_value=1e-6,
+        step=0.5,
+        help="The other half of the difficulty prior: the typical inverse difficulty is "
+        "phi/eta, so a larger eta makes items look harder. Paper: 5.",
+    )
+    values["lam"] = kept(
+        c3.number_input,
+        "lambda",
+        key="fit_lam",
+        default=DEFAULTS.lam,
+        min_value=1e-6,
+        step=0.05,
+        format="%.3f",
+        help="How firmly an item's true value is pulled towards mu before any rating: the "
+        "prior's spread is 1/sqrt(lambda) (3.16 levels at the paper's 0.1). Larger values "
+        "pull estimates of sparsely rated items harder towards mu.",
+    )
+    values["mu"] = kept(
+        c4.text_input,
+        "mu",
+        key="fit_mu",
+        default="",
+        help="Where an item's true value sits before any rating is seen; empty = the middle "
+        "of the scale (the paper's choice).",
+    )
+    values["exact"] = kept(
+        st.toggle,
         "Exact updates",
         key="fit_exact",
         default=DEFAULTS.updates == "exact",
-        help="On: exact coordinate ascent (the bound never decreases). Off: the paper's literal "
-        "update (eq. 4).",
-    )
-    seed = kept(
-        c4.number_input,
-        "Seed",
-        key="fit_seed",
-        default=DEFAULTS.seed,
-        min_value=0,
-        step=1,
-        help="Random seed of the restarts' initialisations: same seed, same result.",
+        help="On: every step provably improves the fit (the lower bound never goes down). "
+        "Off: the paper's literal update (its eq. 4), kept to reproduce the paper.",
     )
 
-mu = None
-if mu_text.strip():
-    try:
-        mu = float(mu_text)
-    except ValueError:
-        st.error(f"mu {mu_text!r} is not a number; leave it empty for the mean of the scale.")
-        st.stop()
-params = FitParams(
-    granularity=granularity,
-    ordinal=ordinal,
-    spam=spam,
-    updates="exact" if exact else "paper",
-    n_restarts=int(n_restarts),
-    max_iter=int(max_iter),
-    tol=float(tol),
-    phi=float(phi),
-    eta=float(eta),
-    lam=float(lam),
-    mu=mu,
-    seed=int(seed),
-)
+try:
+    params = fit_params(values)
+except InputError as err:
+    show_error(err)
+    st.stop()
 
 job = s.job
 running = job is not None and job.running
@@ -201,8 +225,8 @@ if res is not None:
     k[3].metric("Seconds", f"{m.seconds_:.1f}")
     for w in m.warnings_:
         st.warning(w)
-    st.info(f"Selection: {m.selection_reason_}.")
-    st.caption(f"Settings: {res.params}")
+    st.info("\n".join(f"- {line}" for line in fit_summary(m)), icon=":material/summarize:")
+    st.caption(f"Settings: {res.params.describe()}.")
     cols = st.columns(3)
     cols[0].page_link("pages/items.py", label="Items", icon=":material/format_list_numbered:")
     cols[1].page_link("pages/annotators.py", label="Annotators", icon=":material/groups:")

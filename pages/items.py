@@ -2,9 +2,9 @@
 
 import streamlit as st
 
-from app import csv_download, fit_caption, page_setup, require_fit, session
 from ordmix_core import figures
 from ordmix_core.figures import Z95
+from pages._ui import csv_download, fit_caption, page_setup, require_fit, session
 
 page_setup()
 st.title("Items")

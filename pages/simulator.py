@@ -4,11 +4,12 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import kept, make_dataset, page_setup, session
 from ordmix_core import figures
 from ordmix_core.data import Scale
 from ordmix_core.model import OrdinalMixture
+from ordmix_core.report import make_dataset
 from ordmix_core.simulate import SimulatedCrowd, simulate_crowd
+from pages._ui import kept, page_setup, session
 
 
 @st.cache_data(show_spinner="Drawing the crowd ...", max_entries=8)

@@ -8,6 +8,7 @@ import pandas as pd
 from test_app_main import ROOT, assert_clean, charts, demo_and_fit, fit_current, new_app, texts
 
 import ordmix_core.io as oio
+from ordmix_core.model import OrdinalMixture
 
 SPAMMERS = set(
     pd.read_csv(ROOT / "demo_data" / "simulated-spammers.csv").query("spammer == 1").annotator
@@ -33,13 +34,23 @@ def test_scatter_with_hover_and_the_spammer_list():
     assert len(crosses[0]["customdata"]) == len(SPAMMERS)
 
 
-def test_threshold_slider_changes_the_list():
+def test_threshold_slider_flags_exactly_the_annotators_over_it():
+    """The list at each threshold equals one computed from an independent library fit."""
+    ratings = oio.read_ratings(ROOT / "demo_data" / "simulated-ratings.csv")
+    share = (
+        OrdinalMixture("query", n_restarts=2, random_state=0).fit(ratings).annotators_["spam_share"]
+    )
     at = demo_and_fit()
     at.switch_page("pages/annotators.py").run()
-    at.slider(key="ann_threshold").set_value(0.0).run()
-    assert len(at.dataframe[0].value) == 30
-    at.slider(key="ann_threshold").set_value(1.0).run()
-    assert len(at.dataframe[0].value) < len(SPAMMERS)
+    for threshold in (0.0, 0.25, 0.5, 0.75, 0.95, 1.0):
+        at.slider(key="ann_threshold").set_value(threshold).run()
+        assert_clean(at)
+        expected = set(share.index[share >= threshold])
+        listed = at.dataframe[0].value
+        assert set(listed["annotator"]) == expected, threshold
+        assert (listed["flag"] == "spammer").all()
+        assert any(f"Flagged: {len(expected)} of 30" in h for h in texts(at.subheader))
+    assert len(set(share.index[share >= 0.0])) == 30
 
 
 def test_flagged_csv_is_safe_against_formula_injection(monkeypatch):

@@ -18,6 +18,17 @@ def test_compare_methods_and_spam_experiment_on_the_simulated_demo():
     assert (table["n_gold"] == 300).all()
     best = table.set_index("method")["mse"]
     assert best["odm-query"] < best["mean"]  # the model beats the plain mean on its own data
+    # the best method of each metric is marked in the table and named in words
+    words = " ".join(texts(at.markdown))
+    by = table.set_index("method")
+    for metric, name, lower in (("mse", "MSE", True), ("correlation", "correlation", False),
+                                ("ndcg", "NDCG", False)):  # fmt: skip
+        winner = by[metric].idxmin() if lower else by[metric].idxmax()
+        assert name in by.loc[winner, "best_at"].split(", "), metric
+        assert f"Best {name}: {winner}" in words, metric
+        line = words.split(f"Best {name}:")[1].split("Best ")[0]
+        assert ("A baseline wins here" in line) == (not winner.startswith("odm")), metric
+    assert table.loc[table["method"] == "odm-query", "best_at"].str.contains("MSE").all()
     figs = charts(at)
     assert {"cmp_bars", "cmp_scatter"} <= set(figs)
     assert {t["name"] for t in figs["cmp_scatter"]["data"]} >= {"mean", "odm-query"}
@@ -29,6 +40,7 @@ def test_compare_methods_and_spam_experiment_on_the_simulated_demo():
     assert {t["name"] for t in curves["data"]} == {"mean", "majority", "odm-query"}
     spam = at.dataframe[1].value
     assert sorted(spam["spam_level"].unique()) == [0, 1]
+    assert curves["layout"]["xaxis"]["dtick"] == 1  # whole spam levels, no 0.5 ticks
 
 
 def test_without_gold_the_page_says_what_it_needs():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 
 import pandas as pd
-from test_app_main import assert_clean, load_simulated_demo, new_app, texts
+from test_app_main import assert_clean, fit_current, load_simulated_demo, new_app, texts
 
 GOOD = (
     b"worker_id,doc,score,topic\n"
@@ -31,6 +31,19 @@ def metrics(at) -> dict[str, str]:
     return {m.label: m.value for m in at.metric}
 
 
+def keyed(widgets, prefix: str):
+    """The widget whose key is ``prefix:<upload id>`` (mapping widgets are keyed per upload)."""
+    (w,) = [w for w in widgets if w.key.startswith(prefix + ":")]
+    return w
+
+
+def mapping(at) -> dict[str, str | None]:
+    return {c: keyed(at.selectbox, f"data_map_{c}").value for c in MAPPED}
+
+
+MAPPED = ("annotator", "instance", "rating", "query")
+
+
 def test_pick_the_simulated_demo_shows_its_report():
     at = load_simulated_demo(new_app())
     assert any("Loaded Simulated crowd" in s for s in texts(at.success))
@@ -51,10 +64,10 @@ def test_upload_with_column_mapping_and_gold():
     at = upload(at, GOOD, gold=gold)
     assert_clean(at)
     # names that are not aliases: mapped by hand
-    at.selectbox(key="data_map_annotator").set_value("worker_id")
-    at.selectbox(key="data_map_instance").set_value("doc")
-    at.selectbox(key="data_map_rating").set_value("score")
-    at.selectbox(key="data_map_query").set_value("topic")
+    keyed(at.selectbox, "data_map_annotator").set_value("worker_id")
+    keyed(at.selectbox, "data_map_instance").set_value("doc")
+    keyed(at.selectbox, "data_map_rating").set_value("score")
+    keyed(at.selectbox, "data_map_query").set_value("topic")
     at.button(key="data_use_upload").click().run()
     assert_clean(at)
     assert not at.error, texts(at.error)
@@ -87,11 +100,49 @@ def test_excel_file_and_off_scale_rating_get_clear_errors():
 
     at = new_app()
     at = upload(at, b"annotator,instance,rating\nw1,i1,1\nw2,i1,7\n")
-    at.text_input(key="data_scale_upload").set_value("1,2,3")
+    keyed(at.text_input, "data_scale_upload").set_value("1,2,3")
     at.button(key="data_use_upload").click().run()
     assert_clean(at)
     assert any("not on the scale" in e for e in texts(at.error)), texts(at.error)
     assert metrics(at)["Ratings"] == "91,783"  # TREC still loaded
+
+
+def test_a_new_upload_gets_its_own_column_mapping():
+    """A valid file after one that could not be mapped is mapped from its own columns."""
+    at = upload(new_app(), b"a,b,c\nw1,i1,3\nw2,i1,4\n", "unmapped.csv")
+    assert mapping(at) == {"annotator": None, "instance": None, "rating": None, "query": "(none)"}
+    at.button(key="data_use_upload").click().run()
+    assert any("choose the annotator, instance, rating column(s)" in e for e in texts(at.error))
+    at = upload(at, GOOD.replace(b"worker_id,doc,score,topic", b"worker,task,label,query"))
+    assert_clean(at)
+    assert mapping(at) == {"annotator": "worker", "instance": "task", "rating": "label",
+                           "query": "query"}  # fmt: skip
+    at.button(key="data_use_upload").click().run()
+    assert not at.error, texts(at.error)
+    assert metrics(at)["Ratings"] == "7"
+    # a third file, the mapping chosen by hand for the second is not carried over either
+    keyed(at.selectbox, "data_map_query").set_value("(none)").run()
+    at = upload(at, b"annotator,item,rating\nw1,i1,3\nw2,i1,4\n", "third.csv")
+    assert mapping(at) == {"annotator": "annotator", "instance": "item", "rating": "rating",
+                           "query": "(none)"}  # fmt: skip
+
+
+def test_sidebar_shows_the_new_data_and_no_old_fit_at_once():
+    at = load_simulated_demo(new_app())
+    at = fit_current(at, restarts=1)
+    assert any(c.startswith("Fit: restart") for c in texts(at.sidebar.caption))
+    at.switch_page("pages/data.py").run()
+    at = upload(at, GOOD.replace(b"worker_id,doc,score,topic", b"worker,task,label,query"))
+    at.button(key="data_use_upload").click().run()
+    assert_clean(at)
+    side = texts(at.sidebar.caption)
+    assert any(c.startswith("Data: ratings.csv - 7 ratings") for c in side), side
+    assert not any(c.startswith("Fit:") for c in side), side
+    assert "No fit yet." in side
+    assert any("Loaded ratings.csv" in m for m in texts(at.success))
+    at.radio(key="data_source").set_value("Demo data set").run()
+    at.button(key="data_load_demo").click().run()
+    assert any(c.startswith("Data: TREC 2010") for c in texts(at.sidebar.caption))
 
 
 def test_parquet_upload():

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from test_app_main import (
-    app_module,
     assert_clean,
     demo_and_fit,
     fit_current,
     load_simulated_demo,
     new_app,
     texts,
+    ui,
 )
+from test_fitjob import stopping_job
+
+from ordmix_core.fitjob import FitJob, FitParams
 
 
 def metrics(at) -> dict[str, str]:
@@ -28,6 +31,37 @@ def test_run_fit_on_the_demo_shows_the_result():
     assert len(res.model.restarts_) == 2
     assert res.params.granularity == "query"  # the demo has queries: the paper's choice
     assert res.model.items_.shape[0] == 300
+
+
+def test_result_is_said_in_plain_words():
+    at = demo_and_fit(restarts=2)
+    assert_clean(at)
+    res = at.session_state["ordmix"]["fit"]
+    page = " ".join(texts(at.caption) + texts(at.info) + texts(at.markdown))
+    assert "FitParams" not in page and "random_state" not in page
+    assert any(c.startswith("Settings: query granularity, 2 restart(s)") for c in texts(at.caption))
+    summary = " ".join(texts(at.info))
+    ann = res.model.annotators_
+    assert f"{int((ann['spam_share'] >= 0.5).sum())} of 30 annotators look like spammers" in summary
+    assert "of 300 items are undetermined" in summary
+    assert f"Chosen: restart {res.model.best_restart_}" in summary
+    assert "Converged:" in summary
+
+
+def test_hyperparameters_sit_in_the_advanced_expander():
+    at = load_simulated_demo(new_app())
+    at.switch_page("pages/fit.py").run()
+    (advanced,) = at.expander
+    assert advanced.label.startswith("Advanced")
+    inside = {
+        w.key for kind in ("number_input", "text_input", "toggle") for w in advanced.get(kind)
+    }
+    assert inside == {"fit_phi", "fit_eta", "fit_lam", "fit_mu", "fit_exact"}
+    outside = {w.key for w in at.number_input} - inside
+    assert outside == {"fit_restarts", "fit_max_iter", "fit_tol", "fit_seed"}
+    assert all(
+        w.help for kind in ("number_input", "text_input", "toggle") for w in advanced.get(kind)
+    )
 
 
 def test_defaults_are_the_papers():
@@ -97,65 +131,58 @@ def test_no_query_column_offers_instance_and_global_only():
 
 
 # --------------------------------------------------------------------------- Stop
+# the job's own Stop semantics are tested in test_fitjob.py; here: the session and the pages
 
 
 def _session_with_demo():
-    app = app_module()
-    s = app.Session({})
-    s.dataset = app.load_demo(app.SIMULATED_DEMO)
-    return app, s
+    ui_ = ui()
+    s = ui_.Session({})
+    s.dataset = ui_.load_demo(ui_.SIMULATED_DEMO)
+    return s
 
 
-def _stopping_job(app, s, stop_at_restart: int, n_restarts: int = 3):
-    """A job whose Stop is pressed at iteration 3 of restart ``stop_at_restart`` (run inline)."""
-    job = app.FitJob(dataset=s.dataset, params=app.FitParams(n_restarts=n_restarts))
-    plain = job.callback
-
-    def callback(restart, iteration, bound):
-        if restart == stop_at_restart and iteration == 3:
-            job.stop.set()
-        return plain(restart, iteration, bound)
-
-    job.callback = callback
+def _stopping_job(s, stop_at_restart: int, n_restarts: int = 3, at_iteration: int = 3) -> FitJob:
+    """The session's job, stopped at ``at_iteration`` of ``stop_at_restart`` (run inline)."""
+    job = stopping_job(s.dataset, stop_at_restart, n_restarts, at_iteration, run=False)
     s._d["job"] = job
     job.run()
     return job
 
 
 def test_stop_keeps_the_best_restart_so_far():
-    app, s = _session_with_demo()
-    job = _stopping_job(app, s, stop_at_restart=1)
+    s = _session_with_demo()
+    job = _stopping_job(s, stop_at_restart=1)
     msg = s.collect()
     assert "kept the best restart found so far" in msg
     assert s.fit is not None and s.fit.stopped
-    assert s.fit.model.interrupted_
+    assert s.fit.model is job.model and s.fit.model.interrupted_
     # restarts run side by side in threads, so restart 2 may have begun; none finished
     assert not s.fit.model.restarts_["converged"].any()
-    assert job.done.is_set() and not job.running
+    assert s.collect() is None  # collected once
 
 
 def test_stop_at_the_first_iteration_keeps_the_warm_up_fit():
-    app, s = _session_with_demo()
-    job = app.FitJob(dataset=s.dataset, params=app.FitParams(n_restarts=2))
+    """Documented: Stop keeps the best restart so far once any restart finished a sweep; the
+    engine reports only after a sweep, so a Stop before the first report keeps the warm-up."""
+    s = _session_with_demo()
+    job = FitJob(dataset=s.dataset, params=FitParams(n_restarts=2))
     job.stop.set()
     s._d["job"] = job
     job.run()
     msg = s.collect()
-    if job.model is None:  # an engine that keeps nothing from a warm-up
-        assert msg.startswith("Stopped before any restart finished an iteration")
-        assert s.fit is None
-    else:
-        assert "kept the best restart found so far" in msg
-        assert s.fit.stopped and s.fit.model.interrupted_
+    assert job.model is not None
+    assert "kept the best restart found so far" in msg
+    assert s.fit.stopped and s.fit.model.interrupted_
+    assert (s.fit.model.restarts_["n_iter"] == 0).all()  # only the warm-up had run
 
 
 def test_a_failed_fit_keeps_the_previous_result_and_says_so():
-    app, s = _session_with_demo()
-    _stopping_job(app, s, stop_at_restart=99, n_restarts=1)  # a full fit first
+    s = _session_with_demo()
+    _stopping_job(s, stop_at_restart=99, n_restarts=1)  # a full fit first
     s.collect()
     previous = s.fit
     assert previous is not None and not previous.stopped
-    job = app.FitJob(dataset=s.dataset, params=app.FitParams(n_restarts=1, phi=-1.0))
+    job = FitJob(dataset=s.dataset, params=FitParams(n_restarts=1, phi=-1.0))
     s._d["job"] = job
     job.run()
     msg = s.collect()
@@ -166,39 +193,24 @@ def test_a_failed_fit_keeps_the_previous_result_and_says_so():
 
 def test_fit_page_says_which_result_a_stop_kept():
     at = load_simulated_demo(new_app())
-    app = app_module()
-    state = at.session_state["ordmix"]
-    s = app.Session({app._KEY: state})
-    _stopping_job(app, s, stop_at_restart=1)
+    s = ui().Session({ui().KEY: at.session_state["ordmix"]})
+    job = _stopping_job(s, stop_at_restart=0, at_iteration=10)  # the warm-up takes 7
+    assert job.model.restarts_.loc[job.model.best_restart_, "n_iter"] > 0
     at.switch_page("pages/fit.py").run()
     assert_clean(at)
     assert any("kept the best restart found so far" in w for w in texts(at.warning))
+    summary = " ".join(texts(at.info))
+    assert "the fit was stopped: restart" in summary
+    assert "dropped early" not in summary and "finished restart(s)" not in summary
+    assert "provisional" in summary
     at.switch_page("pages/convergence.py").run()
     assert any("stopped" in i for i in texts(at.info))
-
-
-def test_progress_text_names_restart_iteration_and_bound():
-    app, s = _session_with_demo()
-    job = app.FitJob(dataset=s.dataset, params=app.FitParams(n_restarts=4))
-    assert job.callback(0, 5, -1234.5) is True
-    assert "restart 1/4 - iteration 5 - lower bound -1,234.50" in job.status()
-    job.callback(1, 1, -1000.0)
-    assert "restart 2/4 (2 of 4 started) - iteration 1" in job.status()
-    before = job.fraction()
-    assert 0 < before < 0.25
-    job.callback(0, 80, -990.0)  # restarts run side by side and in rounds
-    assert "restart 1/4 (2 of 4 started) - iteration 80" in job.status()
-    assert before < job.fraction() < 0.5
-    job.callback(0, 3, -995.0)  # a later stage restarts its count: the bar never goes back
-    assert job.fraction() >= before
-    job.stop.set()
-    assert job.callback(1, 2, -999.0) is False
-    assert "stopping" in job.status()
+    assert not any("dropped early" in i for i in texts(at.info))
 
 
 def test_fit_runs_in_a_thread_so_the_page_can_poll():
-    app, s = _session_with_demo()
-    job = s.start_fit(app.FitParams(n_restarts=2))
+    s = _session_with_demo()
+    job = s.start_fit(FitParams(n_restarts=2))
     assert job.done.wait(60)
     assert "Fit finished" in s.collect()
     assert s.fit.model is job.model

@@ -14,7 +14,7 @@ from streamlit.testing.v1 import AppTest
 ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "app.py"
 if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))  # so tests can `import app` like the pages do
+    sys.path.insert(0, str(ROOT))  # as streamlit does: pages import `pages._ui` from here
 
 TIMEOUT = 60
 
@@ -38,7 +38,7 @@ def load_simulated_demo(at: AppTest) -> AppTest:
     """Load the small simulated demo set through the Data page."""
     at.switch_page("pages/data.py").run()
     at.radio(key="data_source").set_value("Demo data set")
-    at.selectbox(key="data_demo").set_value(app_module().SIMULATED_DEMO)
+    at.selectbox(key="data_demo").set_value(ui().SIMULATED_DEMO)
     at.button(key="data_load_demo").click().run()
     assert_clean(at)
     return at
@@ -73,10 +73,18 @@ def charts(at: AppTest) -> dict[str, dict]:
     return out
 
 
-def app_module():
+def ui():
+    """The pages' helper package (``pages/_ui``), as the pages import it."""
+    import pages._ui
+
+    return pages._ui
+
+
+def navigation() -> list[tuple[str, str, str]]:
+    """app.py's PAGES, read without running the app."""
     import app
 
-    return app
+    return app.PAGES
 
 
 # --------------------------------------------------------------------------- tests
@@ -110,10 +118,34 @@ def test_every_page_is_reachable_and_says_what_it_needs_before_a_fit():
 
 
 def test_pages_folder_holds_only_the_navigation_pages():
-    app = app_module()
-    listed = {Path(p).name for p, _, _ in app.PAGES}
-    on_disk = {p.name for p in (ROOT / "pages").glob("*") if p.name != "__pycache__"}
-    assert on_disk == listed
+    listed = {Path(p).name for p, _, _ in navigation()}
+    scripts = {p.name for p in (ROOT / "pages").glob("*.py")}
+    assert scripts == listed
+    # besides the pages, only the helper package, which streamlit never lists as a page
+    others = {p.name for p in (ROOT / "pages").iterdir() if p.suffix != ".py"}
+    assert others - {"__pycache__"} == {"_ui"}
+    assert (ROOT / "pages" / "_ui" / "__init__.py").exists()
+
+
+def _imports(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            names.add(node.module or "")
+    return names
+
+
+def test_no_page_imports_app_and_app_only_navigates():
+    helpers = sorted((ROOT / "pages").rglob("*.py"))
+    assert helpers
+    for path in helpers:
+        assert not any(n.split(".")[0] == "app" for n in _imports(path)), path
+    # the entry page: set up and navigate; no self-import, no helpers of its own
+    assert _imports(APP) == {"__future__", "streamlit", "pages._ui"}
+    tree = ast.parse(APP.read_text())
+    assert [n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)] == ["main"]
 
 
 def test_upload_limit_matches_io():
@@ -133,7 +165,7 @@ def test_every_widget_has_a_key():
         "text_input", "toggle", "radio", "checkbox", "plotly_chart", "dataframe",
     }  # fmt: skip
     missing = []
-    for path in [APP, *sorted((ROOT / "pages").glob("*.py"))]:
+    for path in [APP, *sorted((ROOT / "pages").rglob("*.py"))]:
         for node in ast.walk(ast.parse(path.read_text())):
             if not isinstance(node, ast.Call):
                 continue

@@ -1,9 +1,23 @@
+import io
 import json
+import os
+import subprocess
+import sys
+import time
+import warnings
 
+import numpy as np
 import pandas as pd
 import pytest
+from _cli_helpers import run_cli
 
+from ordmix_core.baselines import BASELINES
 from ordmix_core.cli import main
+from ordmix_core.cli_common import Progress
+from ordmix_core.compare import METHODS
+from ordmix_core.model import OrdinalMixture
+from ordmix_core.options import options_for
+from ordmix_core.outpaths import FIT_FILES
 from ordmix_core.simulate import simulate_crowd
 
 
@@ -114,7 +128,8 @@ def test_compare_and_experiment(files, tmp_path):
         == 0
     )
     t = pd.read_csv(table)
-    assert t.columns.tolist() == ["method", "mse", "correlation", "ndcg", "seconds"]
+    assert t.columns.tolist() == ["method", "mse", "correlation", "ndcg", "seconds", "n_gold"]
+    assert (t["n_gold"] == 150).all()
     assert t["method"].tolist() == ["mean", "odm-global"]
     out = tmp_path / "exp"
     assert (
@@ -140,6 +155,7 @@ def test_compare_and_experiment(files, tmp_path):
         "mse.html",
         "correlation.html",
         "ndcg.html",
+        "summary.json",
     }
     assert (
         main(
@@ -156,3 +172,334 @@ def test_compare_and_experiment(files, tmp_path):
         )
         == 2
     )
+
+
+# --------------------------------------------------------------------------- the CLI contract
+BAD_ARGS = [
+    (["--restarts", "0"], "argument --restarts: must be a whole number from 1 to 1,000, not 0"),
+    (["--max-iter", "0"], "argument --max-iter: must be a whole number from 1 to 100,000, not 0"),
+    (["--seed", "1.5"], "argument --seed: must be a whole number >= 0, not '1.5'"),
+    (["--seed", "-5"], "argument --seed: must be a whole number >= 0, not '-5'"),
+    (["--bogus"], "unrecognized arguments: --bogus"),
+    (
+        ["--granularity", "bogus"],
+        "argument --granularity: must be one of instance, query, global, not 'bogus'",
+    ),
+    (
+        ["--scale", "-2,-1,0,1,2"],
+        "argument --scale: expected a value, but '-2,-1,0,1,2' looks like an option; if it is "
+        "the value, write --scale=-2,-1,0,1,2",
+    ),
+    (["--scale", "a,b"], "argument --scale: must be increasing finite numbers such as"),
+    (["--scale", "3,2,1"], "argument --scale: must be increasing finite numbers"),
+    (
+        ["--restarts", "99999999999999999999"],
+        "argument --restarts: must be a whole number from 1 to 1,000, not 99999999999999999999",
+    ),
+    (["--max-iter", "1e9"], "argument --max-iter: must be a whole number from 1 to 100,000"),
+    (["--tol", "nan"], "argument --tol: must be a number >= 0, not nan"),
+    (["--tol", "-1"], "argument --tol: must be a number >= 0, not -1.0"),
+    (["--phi", "0"], "argument --phi: must be a positive number up to 1e+06, not 0.0"),
+    (["--mu", "1e308"], "argument --mu: must be a number from -1e+150 to 1e+150"),
+    (["--restarts"], "argument --restarts: expected one argument"),
+]
+
+
+@pytest.mark.parametrize("command", ["fit", "compare"])
+@pytest.mark.parametrize(("extra", "message"), BAD_ARGS, ids=[" ".join(a) for a, _ in BAD_ARGS])
+def test_bad_option_one_line_exit_2(files, tmp_path, command, extra, message):
+    if command == "fit":
+        argv = ["fit", files / "r.csv", "--out", tmp_path / "out", *extra]
+    else:
+        argv = ["compare", files / "r.csv", "--gold", files / "gold.csv"]
+        argv += ["--out", tmp_path / "t.csv", *extra]
+    rc, err, out = run_cli(argv)
+    assert rc == 2 and out == ""
+    assert len(err) == 1 and err[0].startswith("ordmix: error: "), err
+    assert message in err[0]
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        ([], "the following arguments are required: command"),
+        (["fit"], "the following arguments are required: ratings, --out"),
+        (["frobnicate"], "argument command: invalid choice: 'frobnicate'"),
+        (
+            [
+                "experiment",
+                "spam",
+                "r.csv",
+                "--gold",
+                "g.csv",
+                "--out",
+                "o",
+                "--levels",
+                "1000000000000",
+            ],
+            "argument --levels: spam levels must be whole numbers from 0 to 100",
+        ),
+        (
+            ["experiment", "spam", "r.csv", "--gold", "g.csv", "--out", "o", "--levels", "-1"],
+            "argument --levels: spam levels must be whole numbers from 0 to 100 (fake ratings per "
+            "instance), like 0,1,2; not '-1'",
+        ),
+        (
+            ["experiment", "spam", "r.csv", "--gold", "g.csv", "--out", "o", "--levels", "x"],
+            "argument --levels: spam levels must be whole numbers",
+        ),
+        (
+            ["experiment", "spam", "r.csv", "--gold", "g.csv", "--out", "o", "--levels", ","],
+            "argument --levels: give from 1 to 100 spam levels",
+        ),
+        (
+            ["experiment", "spam", "r.csv", "--gold", "g.csv", "--out", "o", "--real-valued"],
+            "unrecognized arguments: --real-valued",
+        ),
+    ],
+)
+def test_usage_errors_one_line_exit_2(argv, message):
+    rc, err, out = run_cli(argv)
+    assert rc == 2 and out == ""
+    assert len(err) == 1 and err[0].startswith("ordmix: error: ") and message in err[0], err
+
+
+def test_usage_error_subprocess_one_line_exit_2(tmp_path):
+    res = subprocess.run(
+        [sys.executable, "-m", "ordmix_core.cli", "fit", "x.csv", "--out", "o", "--restarts", "0"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr.splitlines() == [
+        "ordmix: error: argument --restarts: must be a whole number from 1 to 1,000, not 0 "
+        "(see 'ordmix fit --help')"
+    ]
+
+
+def test_negative_scale_with_equals_works(tmp_path):
+    r = tmp_path / "r.csv"
+    r.write_text("annotator,instance,rating\na,i,-2\nb,i,-1\na,j,2\nb,j,1\nc,j,2\nc,i,0\n")
+    rc, err, _ = run_cli(["fit", r, "--out", tmp_path / "o", "--scale=-2,-1,0,1,2", "--quiet"])
+    assert rc == 0, err
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert summary["hyperparameters"]["scale"] == [-2, -1, 0, 1, 2]
+
+
+def test_help_shows_defaults_and_no_markup(capsys):
+    for command in ("fit", "compare", "experiment"):
+        assert main([command, "--help"]) == 0
+        text = capsys.readouterr().out
+        assert "`" not in text
+        for o in options_for(command):
+            assert o.flag in text
+        assert "(default: 10)" in text and "(default: 0)" in text  # restarts, seed
+        assert "(default: 1000)" in text and "(default: 0.1)" in text  # max-iter, tol
+        assert "each stage of a restart" in text  # what --max-iter caps
+    assert main(["compare", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    for name in METHODS:
+        assert name in text
+    assert main(["--help"]) == 0 and "`" not in capsys.readouterr().out
+
+
+def test_ratings_of_1e308_one_line(tmp_path):
+    r = tmp_path / "big.csv"
+    r.write_text("annotator,instance,rating\na,i1,1\nb,i1,2\na,i2,1e308\nb,i2,-1e308\n")
+    rc, err, _ = run_cli(["fit", r, "--out", tmp_path / "o"])
+    assert rc == 2 and len(err) == 1 and "ordmix: error: " in err[0], err
+    assert "must span at most 1e+150" in err[0]
+    assert not (tmp_path / "o").exists()
+
+
+def test_scheduler_that_does_not_answer_fails_fast(files, tmp_path):
+    pytest.importorskip("distributed")
+    t0 = time.monotonic()
+    rc, err, _ = run_cli(
+        ["fit", files / "r.csv", "--out", tmp_path / "o", "--engine", "dask"]
+        + ["--scheduler", "tcp://127.0.0.1:1"]
+    )
+    assert time.monotonic() - t0 < 15
+    assert rc == 2 and len(err) == 1, err
+    assert err[0].startswith("ordmix: error: --scheduler tcp://127.0.0.1:1: cannot connect")
+    rc, err, _ = run_cli(
+        ["fit", files / "r.csv", "--out", tmp_path / "o", "--engine", "dask"]
+        + ["--scheduler", "no-port-here"]
+    )
+    assert rc == 2 and "is not an address like tcp://host:8786" in err[0]
+    rc, err, _ = run_cli(
+        ["fit", files / "r.csv", "--out", tmp_path / "o", "--scheduler", "tcp://h:1"]
+    )
+    assert rc == 2 and err == ["ordmix: error: --scheduler needs --engine dask"]
+
+
+def test_progress_is_a_bar_on_a_terminal_and_a_line_per_restart_otherwise():
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    tty, log = Tty(), io.StringIO()
+    bar, lines = Progress(3, stream=tty), Progress(3, stream=log)
+    for restart, it in [(0, 1), (1, 1), (0, 2), (2, 1), (1, 2), (2, 2), (2, 3)]:
+        bar(restart, it, -100.0 * it)
+        lines(restart, it, -100.0 * it)
+    bar.close()
+    assert "\n" not in tty.getvalue() and tty.getvalue().count("\r") >= 3
+    assert "restart 3 of 3" in tty.getvalue()
+    assert log.getvalue().splitlines() == [
+        "ordmix: restart 0 started (1 of 3)",
+        "ordmix: restart 1 started (2 of 3)",
+        "ordmix: restart 2 started (3 of 3)",
+    ]
+    quiet = io.StringIO()
+    Progress(3, quiet=True, stream=quiet)(0, 1, -1.0)
+    assert quiet.getvalue() == ""
+
+
+def test_fit_progress_and_closing_line(files, tmp_path):
+    rc, err, _ = run_cli(["fit", files / "r.csv", "--out", tmp_path / "o", "--restarts", "4"])
+    assert rc == 0
+    assert len([e for e in err if " started (" in e]) == 4
+    assert err[-1].startswith(
+        f"ordmix: wrote {tmp_path / 'o'}/items.csv, annotators.csv, categories.csv, "
+        "restarts.csv, trace.csv, summary.json ("
+    )
+    assert sorted(os.listdir(tmp_path / "o")) == sorted(FIT_FILES)
+
+
+# --------------------------------------------------------------------------- each flag's effect
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    d = tmp_path_factory.mktemp("flags")
+    crowd = simulate_crowd(60, 8, 4, spammer_share=0.3, random_state=11)
+    crowd.ratings.to_csv(d / "r.csv", index=False)
+    return d, crowd.ratings
+
+
+def cli_fit(small, name, *flags):
+    d, _ = small
+    out = d / name
+    rc, err, _ = run_cli(["fit", d / "r.csv", "--out", out, "--quiet", *flags])
+    assert rc == 0, err
+    items = pd.read_csv(out / "items.csv", dtype={"instance": str}).set_index("instance")
+    return items, json.loads((out / "summary.json").read_text()), out
+
+
+@pytest.fixture(scope="module")
+def default_fit(small):
+    return cli_fit(small, "default", "--restarts", "2")
+
+
+FLAG_CASES = [
+    ([], {}),
+    (["--real-valued"], {"ordinal": False}),
+    (["--paper-updates"], {"updates": "paper"}),
+    (["--no-spam"], {"spam": False}),
+    (["--granularity", "global"], {"granularity": "global"}),
+    (["--granularity", "query"], {"granularity": "query"}),
+    (["--scale", "0,1,2,3,4,5,6"], {"scale": "0,1,2,3,4,5,6"}),
+    (["--tol", "20"], {"tol": 20.0}),
+    (["--max-iter", "2"], {"max_iter": 2}),
+    (["--seed", "7"], {"random_state": 7}),
+    (["--phi", "1"], {"phi": 1.0}),
+    (["--eta", "50"], {"eta": 50.0}),
+    (["--lambda", "3"], {"lam": 3.0}),
+    (["--mu", "1.5"], {"mu": 1.5}),
+]
+
+
+@pytest.mark.parametrize(
+    ("flags", "kw"), FLAG_CASES, ids=[" ".join(f) or "default" for f, _ in FLAG_CASES]
+)
+def test_flag_gives_the_library_fit_with_that_parameter(small, default_fit, flags, kw):
+    _, ratings = small
+    items, summary, out = cli_fit(small, "flag", "--restarts", "2", *flags)
+    with warnings.catch_warnings():  # --max-iter 2 warns; the CLI's warning is tested apart
+        warnings.simplefilter("ignore")
+        lib = OrdinalMixture(**{"n_restarts": 2, "random_state": 0, **kw}).fit(ratings)
+    est = lib.estimates_.rename(index=str)
+    np.testing.assert_allclose(items["estimate"].loc[est.index], est, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(items["sd"].loc[est.index], lib.sd_.to_numpy(), rtol=1e-9)
+    assert summary["lower_bound"] == pytest.approx(lib.lower_bound_, rel=1e-12)
+    for k, v in kw.items():
+        if k != "random_state":
+            assert summary["model"][k] == v
+    if flags:  # the flag changed the fit: its estimates, or its restarts' path (the seed)
+        trace = pd.read_csv(out / "trace.csv")
+        default_trace = pd.read_csv(default_fit[2] / "trace.csv")
+        assert not np.allclose(items["estimate"], default_fit[0]["estimate"], rtol=1e-6) or not (
+            trace.shape == default_trace.shape
+            and np.allclose(trace["lower_bound"], default_trace["lower_bound"], rtol=1e-9)
+        )
+
+
+def test_restarts_and_granularity_flags_in_the_files(small):
+    _, summary, out = cli_fit(small, "r3", "--restarts", "3", "--granularity", "global")
+    assert len(pd.read_csv(out / "restarts.csv")) == 3
+    assert set(pd.read_csv(out / "trace.csv")["restart"]) <= {0, 1, 2}
+    assert len(pd.read_csv(out / "categories.csv")) == 1
+    _, _, out = cli_fit(small, "r1", "--restarts", "1", "--granularity", "query")
+    assert len(pd.read_csv(out / "restarts.csv")) == 1
+    assert len(pd.read_csv(out / "categories.csv")) == small[1]["query"].nunique() > 1
+    _, summary, _ = cli_fit(small, "mi", "--restarts", "1", "--max-iter", "2", "--tol", "0")
+    assert summary["iterations"] <= 2 and summary["converged"] is False
+
+
+def test_seed_zero_by_default_two_runs_agree(small, default_fit):
+    again, summary, _ = cli_fit(small, "again", "--restarts", "2", "--seed", "0")
+    pd.testing.assert_frame_equal(again, default_fit[0])
+    assert summary["settings"]["random_state"] == 0
+
+
+# --------------------------------------------------------------------------- compare
+def test_compare_granularity_chooses_the_model_rows(files, tmp_path):
+    base = ["compare", files / "r.csv", "--gold", files / "gold.csv", "--restarts", "1"]
+    rc, err, _ = run_cli([*base, "--out", tmp_path / "a.csv", "--methods", "mean,odm-instance"])
+    assert rc == 0
+    rc, err, _ = run_cli([*base, "--out", tmp_path / "t.csv", "--granularity", "instance"])
+    assert rc == 0, err
+    t = pd.read_csv(tmp_path / "t.csv")
+    assert t["method"].tolist() == [*BASELINES, "odm-instance"]
+    a = pd.read_csv(tmp_path / "a.csv").set_index("method")
+    # the same model row as when named: the first odm fit draws first from the seed
+    assert t.set_index("method").loc["odm-instance", "mse"] == a.loc["odm-instance", "mse"]
+    rc, err, _ = run_cli(
+        [*base, "--out", tmp_path / "x.csv", "--granularity", "instance", "--methods", "odm-global"]
+    )
+    assert rc == 2 and "method odm-global fits at granularity global" in err[0]
+
+
+def test_compare_by_default_on_data_without_query_column(files, tmp_path):
+    r = pd.read_csv(files / "r.csv").drop(columns="query")
+    r.to_csv(tmp_path / "r.csv", index=False)
+    gold = pd.read_csv(files / "gold.csv")
+    extra = pd.DataFrame({gold.columns[0]: ["never-rated-1", "never-rated-2"], "truth": [1, 2]})
+    pd.concat([gold, extra]).to_csv(tmp_path / "g.csv", index=False)
+    argv = ["compare", tmp_path / "r.csv", "--gold", tmp_path / "g.csv", "--restarts", "1"]
+    rc, err, _ = run_cli([*argv, "--out", tmp_path / "t.csv"])
+    assert rc == 0, err
+    assert "ordmix: note: odm-query skipped: the ratings have no query column" in err
+    assert (
+        "ordmix: note: 2 of 152 gold item(s) have no ratings and are not scored "
+        "(e.g. 'never-rated-1', 'never-rated-2')" in err
+    )
+    t = pd.read_csv(tmp_path / "t.csv")
+    assert "odm-query" not in set(t["method"]) and "odm-instance" in set(t["method"])
+    assert (t["n_gold"] == 150).all()
+    rc, err, _ = run_cli([*argv, "--out", tmp_path / "q.csv", "--methods", "odm-query"])
+    assert rc == 2 and len(err) == 1 and "method odm-query needs a 'query' column" in err[0]
+
+
+def test_compare_gold_outside_the_scale_refused(files, tmp_path):
+    gold = pd.read_csv(files / "gold.csv")
+    gold.iloc[3, 1] = 2000
+    gold.to_csv(tmp_path / "g.csv", index=False)
+    rc, err, _ = run_cli(
+        ["compare", files / "r.csv", "--gold", tmp_path / "g.csv", "--out", tmp_path / "t.csv"]
+    )
+    assert rc == 2 and len(err) == 1, err
+    assert f"instance '{gold.iloc[3, 0]}' has truth 2000, outside the rating scale" in err[0]
+    assert not (tmp_path / "t.csv").exists()

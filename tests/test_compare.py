@@ -35,3 +35,61 @@ def test_odm_query_needs_query(crowd):
         compare_methods(crowd.ratings.drop(columns="query"), crowd.gold, "odm-query")
     t, _ = compare_methods(crowd.ratings.drop(columns="query"), crowd.gold, "mean")
     assert isinstance(t, pd.DataFrame) and len(t) == 1
+
+
+def test_granularity_chooses_the_model_rows(crowd):
+    from ordmix_core.compare import CompareNote, select_methods
+
+    assert select_methods(None, None, True) == TABLE1
+    assert select_methods(None, "instance", True) == [
+        m for m in TABLE1 if not m.startswith("odm-")
+    ] + ["odm-instance"]
+    assert select_methods(None, "query", True)[-1] == "odm-query"
+    with pytest.warns(CompareNote, match="odm-query skipped: the ratings have no query column"):
+        names = select_methods(None, None, False)
+    assert "odm-query" not in names and "odm-instance" in names
+    with pytest.raises(InputError, match="method odm-global fits at granularity global"):
+        select_methods("odm-global", "instance", True)
+    with pytest.raises(InputError, match="needs a 'query' column"):
+        select_methods(None, "query", False)
+    with pytest.raises(InputError, match="granularity must be one of"):
+        select_methods(None, "bogus", True)
+    # the ablation variants fit at the granularity asked for, global by default
+    assert METHODS["odm-real-spam"].make({}, 0).granularity == "global"
+    m = METHODS["odm-real-spam"].make({"tol": 0.5}, 0, "instance")
+    assert (m.granularity, m.ordinal, m.spam, m.tol) == ("instance", False, True, 0.5)
+    t, _ = compare_methods(
+        crowd.ratings, crowd.gold, None, n_restarts=1, random_state=0, granularity="global"
+    )
+    assert t["method"].tolist() == [m for m in TABLE1 if not m.startswith("odm-")] + ["odm-global"]
+
+
+def test_model_params_reach_the_model_rows(crowd):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        short, _ = compare_methods(
+            crowd.ratings, crowd.gold, "odm-instance", random_state=0, params={"max_iter": 1}
+        )
+        full, _ = compare_methods(crowd.ratings, crowd.gold, "odm-instance", random_state=0)
+    assert short["mse"][0] != full["mse"][0]
+    with pytest.raises(InputError, match="max_iter must be a whole number"):
+        compare_methods(crowd.ratings, crowd.gold, "mean", params={"max_iter": 0})
+    with pytest.raises(InputError, match="spam cannot be set for every method"):
+        compare_methods(crowd.ratings, crowd.gold, "mean", params={"spam": False})
+
+
+def test_gold_without_ratings_noted_and_n_gold_counts_the_scored(crowd):
+    from ordmix_core.compare import CompareNote
+
+    gold = pd.concat([crowd.gold, pd.Series([3.0, 2.0], index=["ghost-1", "ghost-2"])])
+    with pytest.warns(CompareNote, match=r"2 of 302 gold item\(s\) have no ratings"):
+        t, _ = compare_methods(crowd.ratings, gold, "mean")
+    assert t["n_gold"].tolist() == [300]
+    with pytest.raises(InputError, match="no gold item has ratings"):
+        compare_methods(crowd.ratings, gold[["ghost-1", "ghost-2"]], "mean")
+    off = crowd.gold.copy()
+    off.iloc[0] = -3
+    with pytest.raises(InputError, match=r"has truth -3, outside the rating scale 1,2,3,4,5"):
+        compare_methods(crowd.ratings, off, "mean")

@@ -38,3 +38,19 @@ def test_ablation_runs_the_four_variants():
     assert sorted(res["method"]) == sorted(
         ["odm-ordinal-spam", "odm-ordinal-nospam", "odm-real-spam", "odm-real-nospam"]
     )
+
+
+def test_levels_are_bounded():
+    import pytest
+
+    from ordmix_core import InputError
+    from ordmix_core.experiments import MAX_SPAM_LEVEL, check_levels
+
+    assert check_levels("0, 2,5") == [0, 2, 5] and check_levels(range(3)) == [0, 1, 2]
+    for bad in ("1000000000000", "-1", "x", "", [1.5], [True], [MAX_SPAM_LEVEL + 1]):
+        with pytest.raises(InputError, match="spam levels"):
+            check_levels(bad)
+    assert check_levels([MAX_SPAM_LEVEL]) == [MAX_SPAM_LEVEL]
+    crowd = simulate_crowd(30, 5, 3, random_state=4)
+    with pytest.raises(InputError, match="whole numbers from 0 to 100"):
+        spam_experiment(crowd.ratings, crowd.gold, [10**12], ["mean"])

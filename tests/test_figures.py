@@ -50,6 +50,57 @@ def test_annotator_scatter_hover_and_flagged(fitted):
     assert [t.name for t in figures.annotator_scatter(m.annotators_).data] == ["annotator"]
 
 
+def test_annotators_on_one_spot_are_spread_and_counted():
+    rng = np.random.default_rng(0)
+    n = 50
+    ann = pd.DataFrame(
+        {
+            "n_ratings": np.r_[np.full(n, 3), rng.integers(20, 200, 5)],
+            "expertise": np.r_[np.full(n, 1.78), [0.5, 1.0, 5.0, 20.0, 60.0]],
+            "reliability": np.r_[np.full(n, 0.0), [1.0, 0.9, 0.8, 0.5, 0.2]],
+            "spam_share": np.r_[np.full(n, 1.0), [0.0, 0.1, 0.2, 0.5, 0.8]],
+        },
+        index=[f"a{i:02d}" for i in range(n + 5)],
+    )
+    fig = figures.annotator_scatter(ann, threshold=0.5)
+    x = np.concatenate([_arr(t.x) for t in fig.data]).astype(float)
+    y = np.concatenate([_arr(t.y) for t in fig.data]).astype(float)
+    custom = np.concatenate([t.customdata for t in fig.data])
+    assert len({(a, b) for a, b in zip(x, y, strict=True)}) == n + 5  # no two on one spot
+    pile = custom[:, 0] < f"a{n:02d}"
+    # spread in a small disc around the shared spot, on the log axis (log10 of the span)
+    span = np.log10(60.0) - np.log10(0.5)
+    assert np.abs(np.log10(x[pile]) - np.log10(1.78)).max() <= 0.06 * span + 1e-9
+    assert np.abs(y[pile]).max() <= 0.06 + 1e-9 and np.abs(y[pile]).max() > 0.01
+    # the lone annotators stay where they are; hover shows everyone's own values
+    assert np.allclose(np.sort(x[~pile]), [0.5, 1.0, 5.0, 20.0, 60.0])
+    by_name = {row[0]: row for row in custom}
+    assert by_name["a00"][3] == 1.78 and by_name["a00"][4] == 0.0 and by_name["a00"][5] == n
+    assert "customdata[3]" in fig.data[0].hovertemplate
+    assert [a.text for a in fig.layout.annotations] == [f"{n} annotators here"]
+    assert fig.layout.xaxis.type == "log"
+
+
+def test_annotator_scatter_draws_a_flag_column_when_given():
+    ann = pd.DataFrame(
+        {
+            "n_ratings": [3, 50, 80, 4],
+            "expertise": [1.0, 2.0, 3.0, 1.5],
+            "reliability": [0.5, 0.9, 0.1, 0.6],
+            "spam_share": [0.5, 0.1, 0.9, 0.4],
+            "flag": ["undetermined", "ok", "unreliable", "undetermined"],
+        },
+        index=["a", "b", "c", "d"],
+    )
+    fig = figures.annotator_scatter(ann, threshold=0.0)  # the flag column wins
+    names = {t.name: set(t.customdata[:, 0]) for t in fig.data}
+    assert names == {
+        "annotator": {"b"},
+        "unreliable": {"c"},
+        "too few ratings to judge": {"a", "d"},
+    }
+
+
 def test_annotator_scatter_needs_the_columns():
     with pytest.raises(ValueError, match="spam_share"):
         figures.annotator_scatter(pd.DataFrame({"expertise": [1.0]}))
@@ -89,6 +140,13 @@ def test_bound_traces_mark_the_winner(fitted):
     assert len(dashed) == (m.trace_["stage"] == "nospam").groupby(m.trace_["restart"]).any().sum()
     n_points = sum(len(_arr(t.y)) for t in fig.data)
     assert n_points == len(m.trace_)
+    # one legend entry per restart, each restart's stages in one colour
+    assert sum(t.showlegend is not False for t in fig.data) == m.trace_["restart"].nunique()
+    colours = {}
+    for t in fig.data:
+        colours.setdefault(t.legendgroup, set()).add(t.line.color)
+    assert all(len(c) == 1 for c in colours.values())
+    assert len({c.pop() for c in colours.values()}) == len(colours)
 
 
 def test_estimate_vs_truth_and_metric_bars():
@@ -107,6 +165,9 @@ def test_estimate_vs_truth_and_metric_bars():
     bars = figures.metric_bars(table)
     assert [t.name for t in bars.data] == ["mse", "correlation", "ndcg"]
     assert list(bars.data[0].text) == ["0.100", "0.500"]
+    # the best of each metric in red: lowest MSE, highest correlation and NDCG
+    red, grey = figures._WINNER, figures._OTHER
+    assert [list(t.marker.color) for t in bars.data] == [[red, grey], [red, grey], [red, grey]]
 
 
 def test_spam_curves_one_line_per_method_and_metric():
@@ -128,6 +189,12 @@ def test_spam_curves_one_line_per_method_and_metric():
         first.name == "a" and list(_arr(first.x)) == [0, 1, 2] and list(_arr(first.y)) == [0, 1, 2]
     )
     assert sum(t.showlegend for t in fig.data) == 2
+    # spam levels are counts: whole-number ticks only
+    for axis in ("xaxis", "xaxis2", "xaxis3"):
+        ax = fig.layout[axis]
+        assert ax.tickmode == "linear" and ax.tick0 == 0 and ax.dtick == 1, axis
+    wide = pd.DataFrame(rows * 1).assign(spam_level=lambda d: d["spam_level"] * 15)
+    assert figures.spam_curves(wide).layout.xaxis.dtick == 3  # 0..30: every third level
 
 
 def test_simulator_figures(fitted):

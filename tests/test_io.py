@@ -25,7 +25,6 @@ from ordmix_core.io import (
     FORMULA_PREFIXES,
     MAX_CELL_CHARS,
     MAX_UPLOAD_MB,
-    atomic_output_dir,
     csv_safe,
     csv_unescape,
     read_crowd,
@@ -35,6 +34,7 @@ from ordmix_core.io import (
     to_csv_bytes,
     write_csv,
 )
+from ordmix_core.outpaths import atomic_output_dir
 
 HDR = b"annotator,instance,rating\n"
 

@@ -181,3 +181,60 @@ def test_far_tail_matches_exponential_asymptotics(side: float) -> None:
     # entropy 1 - log(rate): a difference of two ~b^2/2 terms, so only ~eps b^2 absolute
     b2 = (np.abs(end - mean) ** 2) * prec
     assert np.all(np.abs(got.entropy - (1.0 - np.log(rate))) <= 1e-3 + 4e-16 * b2)
+
+
+@pytest.mark.skipif(not kernels.HAVE_NUMBA, reason="numba not installed")
+@pytest.mark.parametrize("temp_usable", [True, False])
+def test_import_and_version_without_a_writable_cache(tmp_path, temp_usable: bool) -> None:
+    """A read-only install without a home folder: numba cannot cache next to the package nor
+    in the user's cache. Importing still works (issue 13): the kernels are cached in a private
+    folder of the temp folder, or, when that is not possible either, compiled in memory.
+
+    (Folders are blocked by a regular file standing where a folder must be made, which stops
+    root too, unlike permissions.)
+    """
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pkg = tmp_path / "site"
+    src = Path(kernels.__file__).resolve().parent
+    shutil.copytree(src, pkg / "ordmix_core", ignore=shutil.ignore_patterns("__pycache__"))
+    (pkg / "ordmix_core" / "__pycache__").write_text("not a folder")
+    blocked = tmp_path / "blocked"
+    blocked.write_text("not a folder")
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    private = temp / f"ordmix-numba-{os.getuid()}"
+    if not temp_usable:
+        private.write_text("not a folder")
+    env = {k: v for k, v in os.environ.items() if k not in ("HOME", "NUMBA_CACHE_DIR")}
+    env.update(
+        PYTHONPATH=str(pkg), PYTHONDONTWRITEBYTECODE="1", TMPDIR=str(temp),
+        XDG_CACHE_HOME=str(blocked / "cache"),
+    )  # fmt: skip
+    version = subprocess.run(
+        [sys.executable, "-m", "ordmix_core.cli", "--version"],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert version.returncode == 0, version.stderr
+    assert version.stdout.startswith("ordmix ")
+    where = str(pkg)
+    code = (
+        f"from ordmix_core import kernels; assert kernels.__file__.startswith({where!r}); "
+        "print(kernels.CACHE, kernels.CACHE_WHERE); print(kernels.omega_scalar(0.0)[0])"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    cache_line, value = run.stdout.splitlines()
+    assert float(value) == 0.5  # a compiled kernel runs
+    if temp_usable:
+        assert cache_line == f"True {private}"
+        assert any(private.rglob("*.nbi"))  # and its compiled code was kept there
+    else:
+        assert cache_line.startswith("False ")

@@ -70,3 +70,29 @@ def test_any_interval_gives_finite_moments_inside(lo, width, mean, log_prec):
     assert lo - 1e-9 * (1 + abs(lo)) <= s.ex[0] <= hi + 1e-9 * (1 + abs(hi))
     # standardising a 1e-9 wide interval far from the mean costs ~1e-5 relative precision
     assert 0 <= s.var[0] <= (hi - lo) ** 2 / 12 * (1 + 1e-4)
+
+
+def test_far_tail_threshold_is_where_the_exponential_becomes_more_accurate(monkeypatch):
+    """``FAR_TAIL``: below it e2 - m^2 gives Var[x] more precisely than the exponential tail,
+    above it less (measured against mpmath; a unit-width interval, the worst case)."""
+    mp = pytest.importorskip("mpmath")
+    from ordmix_core import tn
+
+    mp.mp.dps = 60
+
+    def var_error(b: float, far: float) -> float:
+        a = mp.mpf(b) - 1
+        z = (mp.erfc(-mp.mpf(b) / mp.sqrt(2)) - mp.erfc(-a / mp.sqrt(2))) / 2
+        pa, pb = mp.npdf(a) / z, mp.npdf(b) / z
+        truth = 1 + a * pa - b * pb - (pa - pb) ** 2
+        monkeypatch.setattr(tn, "FAR_TAIL", far)
+        with np.errstate(all="ignore"):
+            got = tn.tn_stats(np.array([b - 1.0]), np.array([b]), np.zeros(1), np.ones(1)).var[0]
+        return abs(got - float(truth)) / float(truth)
+
+    far = tn.FAR_TAIL
+    generic, exponential = np.inf, 0.0  # a threshold that never / always takes the tail branch
+    for b in (-0.7 * far, -0.9 * far):
+        assert var_error(b, generic) < var_error(b, exponential)
+    for b in (-1.3 * far, -2.0 * far):
+        assert var_error(b, exponential) < var_error(b, generic)

@@ -226,3 +226,22 @@ def test_extreme_inputs_fused_equals_numpy(case: str) -> None:
                 assert fb == pytest.approx(fa, rel=1e-9)
                 for name in ("mu_m", "lam_m", "tau_rate", "delta_rate", "eps"):
                     np.testing.assert_allclose(getattr(b, name), getattr(a, name), rtol=1e-9)
+
+
+def test_run_stops_when_the_callback_says_so(crowds) -> None:
+    data = prepare(crowds[1], granularity="global")
+    p = make_problem(data)
+    s = initial_state(data, p)
+    seen = []
+    with pytest.raises(vb.Stop) as err:
+        vb.run(p, s, 1000, 0.0, callback=lambda it, f: seen.append((it, f)) or it < 3)
+    assert [it for it, _ in seen] == [1, 2, 3]
+    assert err.value.trace == [f for _, f in seen]
+    # the state after the third sweep: three sweeps by hand give it
+    for _ in range(3):
+        s, f = vb.sweep(p, s)
+    assert f == err.value.trace[-1]
+    np.testing.assert_array_equal(err.value.state.mu_m, s.mu_m)
+    # without a callback the cap ends it: not converged at tol 0
+    _, trace, converged = vb.run(p, initial_state(data, p), 4, 0.0)
+    assert len(trace) == 4 and not converged

@@ -5,17 +5,17 @@ A block holds every rating of its instances (the ratings are hash-partitioned on
 and their sums are reduced across blocks by the client. Blocks live in a per-process registry
 (``_REGISTRY``, keyed ``fit_id/index``) rather than in Dask's memory manager, so they are
 never spilled or moved; every task on a block is pinned to its worker. The math is
-``vb``'s phase functions, the same ones the in-memory sweep runs on its one block.
+``phases.py``'s functions, the same ones the in-memory sweep runs on its one block.
 
 Each restart keeps its block-local factors (q(z), and q(delta) at instance granularity) in
 numbered *slots*, one per state: the client names the slot a sweep starts from and the one it
 writes, and which slots to keep (``keep``): the current state and, for SQUAREM, the one before
 it, the plain sweep's result and the candidate swept from the proposal. Nothing per rating
-outlives a sweep (``vb.Work`` is rewritten by every phase 1), so rejecting a candidate is only
+outlives a sweep (``phases.Work`` is rewritten by every phase 1), so rejecting a candidate is only
 a matter of which slot the client keeps.
 
 Memory per rating of a block: 16 bytes of codes (annotator, instance, category, level) and
-24 bytes of per-sweep buffers (``vb.Work``); per instance and restart 16 bytes (q(z)) per
+24 bytes of per-sweep buffers (``phases.Work``); per instance and restart 16 bytes (q(z)) per
 slot, plus 16 per slot for q(delta) at instance granularity: 2 slots between sweeps, up to 4
 during an accelerated sweep (as many states as the in-memory engine holds then).
 """
@@ -27,9 +27,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .. import accel, init, kernels, vb
+from .. import accel, init, kernels, outputs, phases
 from ..data import _numeric_ratings
 from ..errors import InputError
+from ..problem import Problem
+from ..queries import instance_queries, query_clash
 from ..rand import id_hash
 
 _REGISTRY: dict[str, Block] = {}
@@ -102,7 +104,7 @@ class Block:
     rating_vals: np.ndarray  # (V,) distinct rating values of the block
     rating_code: np.ndarray  # (L,) int32 codes into rating_vals
     query_of_inst: np.ndarray | None  # (M,) object
-    problem: vb.Problem | None = None
+    problem: Problem | None = None
     local_categories: bool = False
     cat_name_of_inst: np.ndarray | None = None  # (M,) object: category name of each instance
     inst_hash: np.ndarray | None = None
@@ -110,14 +112,14 @@ class Block:
     n_m: np.ndarray | None = None
     n_threads: int = 1
     states: dict[int, dict[int, Local]] = field(default_factory=dict)  # restart -> slots
-    work: vb.Work | None = None
+    work: phases.Work | None = None
 
     @property
     def groups(self) -> tuple[str, ...]:
         """The SQUAREM parameter groups (``accel.GROUPS``) this block holds."""
         if self.local_categories:
-            return ("mu_m", "lam_m", "delta_shape", "delta_rate")
-        return ("mu_m", "lam_m")
+            return accel.INSTANCE_GROUPS + accel.CATEGORY_GROUPS
+        return accel.INSTANCE_GROUPS
 
 
 def _worker_address() -> str:
@@ -142,18 +144,10 @@ def load_block(fit_id: str, index: int, df: pd.DataFrame, label: str) -> dict:
     query_of_inst, query_min = None, None
     if "query" in df.columns:
         q = df["query"].array
-        first = np.zeros(len(inst_ids), dtype=np.int64)
-        first[inst[::-1]] = np.arange(n)[::-1]
-        query_of_inst = np.asarray(q[first], dtype=object)
-        clash = np.asarray(q != pd.array(query_of_inst[inst], dtype=q.dtype))
-        if clash.any():
-            row = int(np.flatnonzero(clash)[0])
+        query_of_inst, row = instance_queries(inst, q, len(inst_ids))
+        if row is not None:  # no row number: the block is a shuffled partition
             m = inst[row]
-            raise InputError(
-                f"instance {inst_ids[m]!r} has query {q[row]!r} in one row but "
-                f"{query_of_inst[m]!r} in another; an instance belongs to one query",
-                source=label,
-            )
+            raise InputError(query_clash(inst_ids[m], q[row], query_of_inst[m]), source=label)
         qs = pd.Series(inst_ids, index=query_of_inst)
         query_min = qs.groupby(level=0, sort=False).min()
     del df
@@ -196,9 +190,9 @@ def combine_summaries(*parts: dict) -> dict:
 
 @dataclass
 class Setup:
-    """What every block needs to build its ``vb.Problem`` (broadcast once)."""
+    """What every block needs to build its ``Problem`` (broadcast once)."""
 
-    problem: vb.Problem  # the global problem: no ratings, n_per_ann (N,), n_categories
+    problem: Problem  # the global problem: no ratings, n_per_ann (N,), n_categories
     annotators: np.ndarray  # (N,) object, sorted
     categories: np.ndarray | None  # (C,) object, query granularity; None otherwise
     granularity: str
@@ -228,26 +222,7 @@ def finalize_block(fit_id: str, index: int, setup: Setup) -> np.ndarray:
         n_cat, local = setup.categories.size, False
         b.cat_name_of_inst = b.query_of_inst
     cat = cat_of_inst[b.inst]
-    b.problem = vb.Problem(
-        ann=ann,
-        inst=b.inst,
-        cat_l=np.ascontiguousarray(cat),
-        level=level,
-        thresholds=g.thresholds,
-        values=g.values,
-        log_pi=g.log_pi,
-        n_per_ann=g.n_per_ann,
-        n_instances=m,
-        n_categories=n_cat,
-        mu=g.mu,
-        lam=g.lam,
-        phi=g.phi,
-        eta=g.eta,
-        ordinal=g.ordinal,
-        spam=g.spam,
-        exact=g.exact,
-        tau_rate_floor=g.tau_rate_floor,
-    )
+    b.problem = g.with_ratings(ann, b.inst, cat, level, m, n_cat)
     b.local_categories = local
     b.n_threads = setup.n_threads
     b.inst_hash = id_hash(b.inst_ids)
@@ -287,15 +262,17 @@ def init_block(fit_id: str, index: int, restart: int, key: int, step: float) -> 
 
 
 def _threads(b: Block) -> int:
+    """Sets the block's numba threads; returns its chunks (``phases.chunks_of``: the block's
+    sizes only, so its sums do not depend on the worker's threads)."""
     if kernels.HAVE_NUMBA:
         kernels.numba.set_num_threads(min(b.n_threads, kernels.numba.config.NUMBA_NUM_THREADS))
-    return kernels.n_chunks()
+    return phases.chunks_of(b.problem)
 
 
 @dataclass
 class Factors:
-    """Broadcast to phase 1: ``vb.annotator_factors`` (N,) x3 and, for global categories,
-    ``vb.category_factors`` (C,) x3."""
+    """Broadcast to phase 1: ``phases.annotator_factors`` (N,) x3 and, for global categories,
+    ``phases.category_factors`` (C,) x3."""
 
     ann: tuple[np.ndarray, np.ndarray, np.ndarray]
     cat: tuple[np.ndarray, np.ndarray, np.ndarray] | None
@@ -372,18 +349,18 @@ def phase_xy_tau(
         return {"w_ann": np.zeros(n), "r_ann": np.zeros(n), "w_cat": w_cat, "f": 0.0, "bad": 1.0}
     t = _threads(b)
     if b.work is None:
-        b.work = vb.Work.empty(p.n_ratings)
+        b.work = phases.Work.empty(p.n_ratings)
     cat_f = fac.cat
     if b.local_categories:
-        cat_f = vb.category_factors(p, start.delta_shape, start.delta_rate)
-    xy = vb.phase_xy(p, start.mu_m, start.lam_m, fac.ann, cat_f, b.work, t)
-    r_ann = vb.phase_tau(p, b.work, xy.mu_m, xy.lam_m, cat_f[0], t)
+        cat_f = phases.category_factors(p, start.delta_shape, start.delta_rate)
+    xy = phases.phase_xy(p, start.mu_m, start.lam_m, fac.ann, cat_f, b.work, t)
+    r_ann = phases.phase_tau(p, b.work, xy.mu_m, xy.lam_m, cat_f[0], t)
     slots[dst] = Local(xy.mu_m, xy.lam_m, w_cat=xy.w_cat if b.local_categories else None)
     return {
         "w_ann": xy.w_ann,
         "r_ann": r_ann,
         "w_cat": None if b.local_categories else xy.w_cat,
-        "f": vb.block_terms(p, xy),
+        "f": phases.block_terms(p, xy),
         "bad": 0.0,
     }
 
@@ -413,11 +390,11 @@ def phase_delta(
     p = b.problem
     slots = b.states[restart]
     loc = slots[dst]
-    d_cat = vb.phase_delta(p, b.work, e_tau.value, _threads(b))
+    d_cat = phases.phase_delta(p, b.work, e_tau.value, _threads(b))
     out = {"d_cat": d_cat, "f": 0.0}
     if b.local_categories:
-        loc.delta_shape, loc.delta_rate = vb.update_delta(p, loc.w_cat, d_cat)
-        f = vb.category_terms(p, loc.w_cat, d_cat, loc.delta_shape, loc.delta_rate)
+        loc.delta_shape, loc.delta_rate = phases.update_delta(p, loc.w_cat, d_cat)
+        f = phases.category_terms(p, loc.w_cat, d_cat, loc.delta_shape, loc.delta_rate)
         loc.w_cat = None
         out = {"d_cat": None, "f": f}
     if norms is not None:
@@ -451,19 +428,13 @@ def block_results(
     ``OrdinalMixture.items_`` / ``categories_``."""
     b = _REGISTRY[f"{fit_id}/{index}"]
     loc = b.states[restart][slot]
-    idx = pd.Index(b.inst_ids, name="instance", dtype=object)
-    items = pd.DataFrame(
-        {"estimate": loc.mu_m, "sd": 1.0 / np.sqrt(loc.lam_m), "n_ratings": b.n_m}, index=idx
+    ids = pd.Index(b.inst_ids, dtype=object)
+    items = outputs.items_frame(
+        ids, loc.mu_m, loc.lam_m, b.n_m, b.query_of_inst, b.cat_name_of_inst
     )
-    if b.query_of_inst is not None:
-        items["query"] = b.query_of_inst
-    items["category"] = b.cat_name_of_inst
     cats = None
     if b.local_categories:
-        cats = pd.DataFrame(
-            {"difficulty": loc.delta_shape / loc.delta_rate, "n_ratings": b.n_m},
-            index=pd.Index(b.inst_ids, name="category", dtype=object),
-        )
+        cats = outputs.categories_frame(ids, loc.delta_shape, loc.delta_rate, b.n_m)
     return items, cats
 
 

@@ -10,16 +10,19 @@ Flow of a fit (nothing gathers the ratings onto one process):
    counts, the scale and the query order; these are broadcast and every block switches to
    global annotator / category codes (``pd.factorize(..., sort=True)`` order, as
    ``data.prepare``), so random starts (``init.py``, keyed on IDs) equal the in-memory ones.
-3. Each sweep of a restart: blocks run ``vb.phase_xy`` + ``vb.phase_tau`` (q(z) is local),
+3. Each sweep of a restart: blocks run ``phases.phase_xy`` + ``phases.phase_tau`` (q(z) is local),
    the per-annotator / per-category sums are tree-reduced, q(tau) is updated and E[tau]
-   broadcast; blocks run ``vb.phase_delta``, sums reduced; q(delta) (or locally, at instance
-   granularity), eps, alpha, beta and F follow from ``vb``'s global steps. Per sweep and
+   broadcast; blocks run ``phases.phase_delta``, sums reduced; q(delta) (or locally, at instance
+   granularity), eps, alpha, beta and F follow from ``phases``' global steps. Per sweep and
    partition, 2 x (N + C) + a few floats travel each way.
-4. Restarts follow ``restarts.race`` / ``restarts.select``, the schedule of ``OrdinalMixture``
-   (warm-up no-spam stage, successive halving, collapse-aware choice), keys drawn from one
-   Generator; restarts run in turn (``n_jobs`` is accepted and ignored: the blocks' per-rating
-   buffers serve one sweep at a time).
-5. SQUAREM (``accelerate``, as ``OrdinalMixture``: every third sweep, ``accel.py``'s math
+4. Everything else is ``OrdinalMixture``'s, inherited: its parameters, the problem
+   (``_problem``), every restart's kind, key and start of the global factors (``_start``,
+   ``_global_start``; the blocks start their instances with the same ``init.py`` functions),
+   the schedule (``_schedule``: warm-up no-spam stage, successive halving, collapse-aware
+   choice), the SQUAREM rule (``accel.make_step``) and the learned attributes (``_store``).
+   Restarts run in turn (``n_jobs`` is accepted and ignored: the blocks' per-rating buffers
+   serve one sweep at a time).
+5. SQUAREM (``accelerate``, ``accel.make_step``'s rule with ``_Sweeps``; ``accel.py``'s math
    split by parameter group): the plain sweep's phase 3 also returns each block's share of
    the squared norms of ``r`` and ``v`` over its per-instance groups (mu_m, lam_m and, at
    instance granularity, q(delta)); the client adds its own groups' (q(tau), global q(delta),
@@ -41,19 +44,20 @@ import operator
 import os
 import time
 import uuid
-import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from .. import accel, init, restarts, updates, vb
+from .. import accel, outputs, phases, restarts
+from ..base import extends_params
 from ..data import COLUMN_ALIASES, CrowdData, Scale, as_scale, normalize_columns
 from ..errors import InputError
 from ..io import PARQUET_EXTENSIONS, TEXT_EXTENSIONS
-from ..model import CollapseWarning, OrdinalMixture
+from ..model import Learned, OrdinalMixture, _emit
+from ..problem import Problem, State
 from ..rand import id_hash
 from . import blocks
 
@@ -79,36 +83,31 @@ class DaskData:
 
 
 @dataclass
-class _Global:
-    """A restart's state as the client holds it: the global factors, annotators (N,) and
-    categories (C,; empty at instance granularity), and the blocks' slot with the rest."""
+class _Global(State):
+    """A restart's state as the client holds it: ``State`` without its per-instance part
+    (``mu_m``, ``lam_m`` are None: they stay on the blocks, in slot ``slot``, with local
+    q(delta) at instance granularity, where ``delta_*`` here are empty) and without ``omega``
+    (per rating, on the blocks)."""
 
-    restart: int
-    tau_shape: np.ndarray
-    tau_rate: np.ndarray
-    eps: np.ndarray
-    alpha: float
-    beta: float
-    delta_shape: np.ndarray
-    delta_rate: np.ndarray
-    w_ann: np.ndarray  # sum omega per annotator, last sweep
+    restart: int = 0
+    w_ann: np.ndarray | None = None  # sum omega per annotator, last sweep
     slot: int = 0  # the blocks' slot of this state's q(z) (and local q(delta))
     swept: bool = False  # made by a sweep (the in-memory State's ``omega is not None``)
 
 
-#: the SQUAREM groups the client holds (the blocks hold mu_m, lam_m and local q(delta))
-CLIENT_GROUPS = ("tau_shape", "tau_rate", "delta_shape", "delta_rate", "eps", "ab")
+#: the SQUAREM groups the client holds (the blocks hold the per-instance ones)
+CLIENT_GROUPS = tuple(g for g in accel.GROUPS if g not in accel.INSTANCE_GROUPS)
 
 
 class DaskOrdinalMixture(OrdinalMixture):
     """``OrdinalMixture`` fitted on a Dask cluster; the same parameters plus the cluster's.
 
-    Model parameters: as :class:`ordmix_core.model.OrdinalMixture` (same defaults, same
-    meaning), SQUAREM ``accelerate`` included, so the same seed gives the same fit. ``n_jobs``
-    is accepted for the same signature and ignored: restarts run in turn here (each sweep
+    Model parameters: those of :class:`ordmix_core.model.OrdinalMixture` (same defaults,
+    same meaning, same positions), SQUAREM ``accelerate`` included, so the same seed gives
+    the same fit. ``n_jobs`` is accepted and ignored: restarts run in turn here (each sweep
     already uses every worker).
 
-    Cluster parameters:
+    Cluster parameters (keyword only):
         scheduler: ``None`` starts a ``LocalCluster`` of ``n_workers`` processes with one
             thread each and ``memory_limit`` per worker; an address (``tcp://host:8786``) or
             a ``distributed.Client`` joins an existing cluster.
@@ -130,58 +129,19 @@ class DaskOrdinalMixture(OrdinalMixture):
 
     name = "odm-dask"
 
+    @extends_params(OrdinalMixture.__init__)
     def __init__(
         self,
-        granularity: str = "instance",
-        scale: Scale | Sequence[float] | str | None = None,
-        *,
-        ordinal: bool = True,
-        spam: bool = True,
-        updates: str = "exact",
-        n_restarts: int = 10,
-        max_iter: int = 1000,
-        tol: float = 0.1,
-        phi: float = 10.0,
-        eta: float = 5.0,
-        lam: float = 0.1,
-        mu: float | None = None,
-        pi: Sequence[float] | None = None,
-        warm_start: bool = True,
-        collapse_threshold: float = 0.05,
-        prune_restarts: bool = True,
-        prune_start: int = 5,
-        accelerate: bool = True,
-        n_jobs: int | None = None,
-        random_state: int | np.random.Generator | None = None,
+        *args,
         scheduler: str | object | None = None,
         n_workers: int = 2,
         memory_limit: str | int | None = "2GiB",
         n_partitions: int | None = None,
         blocksize: str | int = "64MiB",
         max_local_items: int = 2_000_000,
+        **model_params,
     ) -> None:
-        super().__init__(
-            granularity,
-            scale,
-            ordinal=ordinal,
-            spam=spam,
-            updates=updates,
-            n_restarts=n_restarts,
-            max_iter=max_iter,
-            tol=tol,
-            phi=phi,
-            eta=eta,
-            lam=lam,
-            mu=mu,
-            pi=pi,
-            warm_start=warm_start,
-            collapse_threshold=collapse_threshold,
-            prune_restarts=prune_restarts,
-            prune_start=prune_start,
-            accelerate=accelerate,
-            n_jobs=n_jobs,
-            random_state=random_state,
-        )
+        super().__init__(*args, **model_params)
         self.scheduler = scheduler
         self.n_workers = n_workers
         self.memory_limit = memory_limit
@@ -212,10 +172,7 @@ class DaskOrdinalMixture(OrdinalMixture):
         """Close the cluster this estimator started (if any); Dask results become unusable."""
         client = getattr(self, "_client", None)
         if client is not None and getattr(self, "_owned", False):
-            cluster = client.cluster
-            client.close()
-            if cluster is not None:
-                cluster.close()
+            _shut_down(client)
         self._client = None
 
     # ------------------------------------------------------------------ fit
@@ -230,7 +187,7 @@ class DaskOrdinalMixture(OrdinalMixture):
         ``callback(restart, iteration, F)`` after every sweep, as ``OrdinalMixture.fit``;
         returning False stops the fit and keeps the best restart so far.
         """
-        if self.updates not in ("exact", "paper"):
+        if self.updates not in ("exact", "paper"):  # before a cluster is started for nothing
             raise InputError(f"updates must be 'exact' or 'paper', not {self.updates!r}")
         t0 = time.perf_counter()
         self.close()
@@ -239,7 +196,8 @@ class DaskOrdinalMixture(OrdinalMixture):
         keep = False
         try:
             with np.errstate(over="ignore", under="ignore"):
-                keep = self._fit(client, fit_id, ratings, callback, t0)
+                warn = self._fit(_Blocks(client, fit_id), ratings, callback, t0)
+            keep = not isinstance(self.items_, pd.DataFrame)
         finally:
             try:
                 client.run(blocks.release, fit_id)
@@ -248,15 +206,14 @@ class DaskOrdinalMixture(OrdinalMixture):
             if keep:  # the Dask results live on this client's cluster
                 self._client, self._owned = client, owned
             elif owned:
-                cluster = client.cluster
-                client.close()
-                if cluster is not None:
-                    cluster.close()
+                _shut_down(client)
+        _emit(warn)
         return self
 
-    def _fit(self, client, fit_id: str, ratings, callback, t0: float) -> bool:
+    def _fit(self, bl: _Blocks, ratings, callback, t0: float) -> list[restarts.FitWarning]:
         from distributed import wait
 
+        client = bl.client
         ddf, label = read_source(ratings, self.blocksize)
         n_workers = max(len(client.scheduler_info()["workers"]), 1)
         n_parts = self.n_partitions or max(ddf.npartitions, 2 * n_workers)
@@ -273,7 +230,7 @@ class DaskOrdinalMixture(OrdinalMixture):
         import dask
 
         loads = [
-            dask.delayed(blocks.load_block, pure=False)(fit_id, i, part, label)
+            dask.delayed(blocks.load_block, pure=False)(bl.fit_id, i, part, label)
             for i, part in enumerate(parts)
         ]
         try:
@@ -287,13 +244,12 @@ class DaskOrdinalMixture(OrdinalMixture):
         except Exception as e:  # noqa: BLE001 - a reader's error is a bad file
             raise InputError(f"cannot be read ({_short(e)}); check the file", source=label) from e
         who = client.who_has(futs)
-        workers = [who[f.key][0] for f in futs]
-        summary = _tree_reduce(client, futs, blocks.combine_summaries)
+        bl.workers = [who[f.key][0] for f in futs]
+        summary = bl.reduce(futs, blocks.combine_summaries)
         del futs, loads, parts
 
-        # global codes, scale, prior
+        # global codes, scale, problem
         sc = as_scale(self.scale, summary["values"])
-        pi = self._check_params(sc.k)
         annotators = np.asarray(summary["ann"].index, dtype=object)
         n_per_ann = summary["ann"].to_numpy(dtype=np.int64)
         categories = None
@@ -310,47 +266,10 @@ class DaskOrdinalMixture(OrdinalMixture):
             )
         local_cats = self.granularity == "instance"
         n_cat = 0 if local_cats else (1 if categories is None else categories.size)
-        mu = sc.center if self.mu is None else float(self.mu)
-        empty = np.zeros(0, dtype=np.int32)
-        gp = vb.Problem(
-            ann=empty,
-            inst=empty,
-            cat_l=empty,
-            level=empty,
-            thresholds=np.asarray(sc.thresholds, dtype=float),
-            values=np.asarray(sc.values, dtype=float),
-            log_pi=np.log(np.asarray(pi, dtype=float)),
-            n_per_ann=n_per_ann,
-            n_instances=0,
-            n_categories=n_cat,
-            mu=mu,
-            lam=float(self.lam),
-            phi=float(self.phi),
-            eta=float(self.eta),
-            ordinal=self.ordinal,
-            spam=self.spam,
-            exact=self.updates == "exact",
-            tau_rate_floor=updates.TAU_RATE_FLOOR * sc.step**2,
-        )
+        gp, pi = self._problem(sc, n_per_ann, n_cat)
         setup = blocks.Setup(gp, annotators, categories, self.granularity, sc.step, label)
         setup_f = client.scatter(setup, broadcast=True, hash=False)
-        idx = list(range(len(workers)))
-
-        def on_blocks(fn, *args) -> list:
-            return [
-                client.submit(
-                    fn,
-                    fit_id,
-                    i,
-                    *args,
-                    workers=[workers[i]],
-                    allow_other_workers=False,
-                    pure=False,
-                )  # fmt: skip
-                for i in idx
-            ]
-
-        n_c = _tree_reduce(client, on_blocks(blocks.finalize_block, setup_f), _add_arrays)
+        n_c = bl.reduce(bl.run(blocks.finalize_block, setup_f), _add_arrays)
         n_c = np.rint(n_c).astype(np.int64)
         del setup_f
         n_ratings = int(summary["n_ratings"])
@@ -361,242 +280,229 @@ class DaskOrdinalMixture(OrdinalMixture):
             annotators.size,
             int(summary["n_instances"]) if local_cats else n_cat,
             self.granularity,
-            len(workers),
+            len(bl.workers),
         )
 
-        # restarts: keys in restart order from one Generator, starts per block (init.py)
+        # restarts: keys in restart order from one Generator; the blocks start q(z) themselves
         rng = np.random.default_rng(self.random_state)
-        runs = []
-        eps0 = {}
         ann_hash = id_hash(annotators)
+        runs = []
         for r in range(self.n_restarts):
-            key = restarts.restart_key(rng)
-            kind = restarts.restart_kind(r, self.warm_start, self.spam)
-            tau_shape, tau_rate, eps = init.init_annotators(
-                n_per_ann, ann_hash, key, r, sc.step, self.spam, kind == "random"
-            )
-            d_shape, d_rate = init.init_categories(n_c, gp.phi, gp.eta)
-            eps0[r] = eps.copy()
-            g = _Global(
-                r, tau_shape, tau_rate, eps, 1.0, sc.step**2, d_shape, d_rate,
-                n_per_ann.astype(float),
-            )  # fmt: skip
-            wait(on_blocks(blocks.init_block, r, key, sc.step))
-            runs.append(restarts.RestartRun(r, kind, g))
+            kind, key = self._start(r, rng)
+            g = self._global_start(gp, ann_hash, n_c, kind, key, r, sc.step)
+            wait(bl.run(blocks.init_block, r, key, sc.step))
+            w_ann = n_per_ann.astype(float)
+            state = _Global(None, None, **g._asdict(), restart=r, w_ann=w_ann)
+            runs.append(restarts.RestartRun(r, kind, state))
 
-        def send(value):
-            box = blocks.Box(value) if not isinstance(value, blocks.Factors) else value
-            size = sum(getattr(a, "nbytes", 0) for a in _arrays(value))
-            return client.scatter(box, broadcast=True, hash=False) if size > _SCATTER_BYTES else box
+        sweeps = _Sweeps(bl, gp, local_cats, n_ratings, self.n_restarts, self.accelerate)
+        interrupted = self._schedule(runs, accel.make_step(sweeps, self.accelerate), callback)
 
-        next_slot = {r: 1 for r in range(self.n_restarts)}  # slot 0: the start
-
-        def sweep(
-            g: _Global, spam: bool, keep: tuple, src=None, norms=None, keep_after=None
-        ) -> tuple[_Global | None, float, np.ndarray | None]:
-            """One sweep of ``g``'s restart from ``g`` (or from the proposal ``src``, whose
-            global factors ``g`` then holds) into a new slot; ``(new, F, norms)``, ``new`` None
-            when the proposal is not valid on some block. ``keep``: slots the blocks keep
-            (besides the new one); ``keep_after``: those still kept after phase 3."""
-            p = gp.with_spam(spam)
-            dst = next_slot[g.restart]
-            next_slot[g.restart] += 1
-            fac = blocks.Factors(
-                vb.annotator_factors(p, g.tau_shape, g.tau_rate, g.eps),
-                None if local_cats else vb.category_factors(p, g.delta_shape, g.delta_rate),
-            )
-            s1 = _tree_reduce(
-                client,
-                on_blocks(
-                    blocks.phase_xy_tau, g.restart, spam, send(fac),
-                    g.slot if src is None else src, dst, keep,
-                ),
-            )  # fmt: skip
-            if s1["bad"] > 0:
-                return None, -np.inf, None
-            tau_shape, tau_rate = vb.update_tau(s1["w_ann"], s1["r_ann"], g.alpha, g.beta)
-            after = (*(keep if keep_after is None else keep_after), dst)
-            s3 = _tree_reduce(
-                client,
-                on_blocks(
-                    blocks.phase_delta, g.restart, send(tau_shape / tau_rate), dst, after, norms
-                ),
-            )
-            f = s1["f"] + s3["f"]
-            delta_shape, delta_rate = g.delta_shape, g.delta_rate
-            if not local_cats:
-                delta_shape, delta_rate = vb.update_delta(p, s1["w_cat"], s3["d_cat"])
-                f += vb.category_terms(p, s1["w_cat"], s3["d_cat"], delta_shape, delta_rate)
-            eps, alpha, beta, f_ann = vb.annotator_step(p, s1["w_ann"], tau_shape, tau_rate, g.eps)
-            new = _Global(
-                g.restart, tau_shape, tau_rate, eps, alpha, beta, delta_shape, delta_rate,
-                s1["w_ann"], slot=dst, swept=True,
-            )  # fmt: skip
-            return new, float(f_ann + f), s3.get("norms")
-
-        lo, hi = float(gp.thresholds[0]), float(gp.thresholds[-1])
-
-        def proposal(s0: _Global, s1: _Global, s2: _Global, norms: np.ndarray):
-            """``accel.squarem_proposal`` split: the client's groups here, the blocks' as a
-            ``blocks.Proposal``; ``(globals, proposal)`` or None (no usable or valid step)."""
-            terms = {
-                g: accel.group_terms(g, *(accel.group_value(s, g) for s in (s0, s1, s2)))
-                for g in CLIENT_GROUPS
-            }
-            r2, v2 = norms[0].tolist(), norms[1].tolist()
-            for g, (_, r, v) in terms.items():
-                i = accel.GROUPS.index(g)
-                gr, gv = accel.sq_norms(r, v)
-                r2[i] += gr
-                v2[i] += gv
-            a = accel.step_length(r2, v2)
-            if a is None:
-                return None
-            out = {}
-            for g, t in terms.items():
-                x = accel.extrapolate(g, *t, a, lo, hi)
-                if x is None:
-                    return None
-                out[g] = x
-            alpha, beta = out.pop("ab")
-            glob = _Global(s2.restart, **out, alpha=float(alpha), beta=float(beta), w_ann=s2.w_ann)
-            return glob, blocks.Proposal(s0.slot, s1.slot, s2.slot, a, lo, hi)
-
-        def step(run: restarts.RestartRun, spam: bool) -> float:
-            """``OrdinalMixture``'s step: a sweep, every third one tried again from SQUAREM's
-            proposal and kept if its bound is higher."""
-            g: _Global = run.state
-            hist = run.history
-            acc = self.accelerate and hist is not None and len(run.trace) % 3 == 2
-            if acc:
-                h0, h1 = hist
-                new, f, norms = sweep(g, spam, (h0.slot, h1.slot, g.slot), norms=(h0.slot, h1.slot))
-                prop = proposal(h0, h1, new, norms)
-                if prop is not None:
-                    keep = (h1.slot, new.slot)  # the candidate's s0 is not needed after it
-                    cand, fc, _ = sweep(
-                        prop[0], spam, (h0.slot, h1.slot, new.slot), src=prop[1], keep_after=keep
-                    )
-                    if cand is not None and np.isfinite(fc) and fc > f:
-                        new, f = cand, fc
+        def learned(g: _Global) -> Learned:
+            parts = bl.run(blocks.block_results, g.restart, g.slot)
+            if self.data_.n_instances > self.max_local_items:
+                items, cats = self._dask_frames(bl, parts, local_cats, summary)
             else:
-                # the blocks keep g only while a later step may extrapolate from it
-                new, f, _ = sweep(g, spam, (g.slot,), keep_after=(g.slot,) * self.accelerate)
-            run.history = (g, new) if g.swept else None
-            run.state = new
-            run.truth_share = float(new.w_ann.sum()) / max(n_ratings, 1)
-            return f
+                got = client.gather(parts)
+                items = pd.concat([it for it, _ in got]).sort_index(kind="stable")
+                cats = None
+                if local_cats:
+                    cats = pd.concat([c for _, c in got]).sort_index(kind="stable")
+            if cats is None:
+                names = np.array(["all"], dtype=object) if categories is None else categories
+                cats = outputs.categories_frame(names, g.delta_shape, g.delta_rate, n_c)
+            return items, cats, g.w_ann, None
 
-        def start_mixture(run: restarts.RestartRun) -> None:
-            run.state.eps = eps0[run.restart].copy()
+        return self._store(self.data_, gp, pi, annotators, runs, interrupted, t0, learned)
 
-        interrupted = self._schedule(runs, step, start_mixture, callback)
-        results = restarts.race_results(runs)
-        if not results:
-            raise InputError("the fit was stopped before the first restart finished an iteration")
-        return self._store(
-            client, on_blocks, gp, pi, annotators, categories, n_c, results, interrupted, t0
-        )
+    def _dask_frames(self, bl: _Blocks, parts: list, local_cats: bool, summary: dict) -> tuple:
+        """``items_`` (and local ``categories_``) as Dask DataFrames of the blocks' results,
+        computed before the blocks are released; the futures are kept on the estimator."""
+        import dask.dataframe as dd
+        from distributed import wait
 
-    # ------------------------------------------------------------------ results
-    def _store(
-        self, client, on_blocks, p, pi, annotators, categories, n_c, results, interrupted, t0
-    ) -> bool:
-        """Set the learned attributes (as ``OrdinalMixture._store``); True if Dask frames."""
-        best, reason, collapsed = restarts.select(results, self.spam, self.collapse_threshold)
-        g: _Global = best.state
-        warn = restarts.fit_warnings(best, collapsed, interrupted, self.max_iter, self.tol)
-        for w in warn:
-            warnings.warn(w, CollapseWarning if "collapsed" in w else UserWarning, stacklevel=3)
+        client = bl.client
+        item_f = [client.submit(operator.itemgetter(0), f) for f in parts]
+        has_query = summary["query_min"] is not None
+        items = dd.from_delayed(item_f, meta=_items_meta(has_query), verify_meta=False)
+        cats, cat_f = None, []
+        if local_cats:
+            cat_f = [client.submit(operator.itemgetter(1), f) for f in parts]
+            cats = dd.from_delayed(cat_f, meta=_cats_meta(), verify_meta=False)
+        self._futures = item_f + cat_f
+        wait(self._futures)
+        return items, cats
 
-        parts = on_blocks(blocks.block_results, best.restart, g.slot)
-        local_cats = self.granularity == "instance"
-        dask_frames = self.data_.n_instances > self.max_local_items
-        if dask_frames:
-            import dask.dataframe as dd
 
-            item_f = [client.submit(operator.itemgetter(0), f) for f in parts]
-            items = dd.from_delayed(item_f, meta=_items_meta(self, categories), verify_meta=False)
-            cats = None
-            if local_cats:
-                cat_f = [client.submit(operator.itemgetter(1), f) for f in parts]
-                cats = dd.from_delayed(cat_f, meta=_cats_meta(), verify_meta=False)
-            self._futures = item_f + (cat_f if local_cats else [])
-            from distributed import wait
+class _Blocks:
+    """The fit's blocks on the cluster: tasks pinned to each block's worker, broadcasts and
+    tree reductions of their results."""
 
-            wait(self._futures)  # before the blocks are released
-        else:
-            got = client.gather(parts)
-            items = pd.concat([it for it, _ in got]).sort_index(kind="stable")
-            cats = pd.concat([c for _, c in got]).sort_index(kind="stable") if local_cats else None
-        if cats is None:
-            names = np.array(["all"], dtype=object) if categories is None else categories
-            cats = pd.DataFrame(
-                {"difficulty": g.delta_shape / g.delta_rate, "n_ratings": n_c},
-                index=pd.Index(names, name="category"),
+    def __init__(self, client, fit_id: str) -> None:
+        self.client = client
+        self.fit_id = fit_id
+        self.workers: list = []  # block i lives on workers[i]
+
+    def run(self, fn: Callable, *args) -> list:
+        """``fn(fit_id, i, *args)`` on every block ``i``, on its worker; the futures."""
+        return [
+            self.client.submit(
+                fn, self.fit_id, i, *args, workers=[w], allow_other_workers=False, pure=False
             )
+            for i, w in enumerate(self.workers)
+        ]
 
-        n_n = p.n_per_ann
-        self.scale_ = self.data_.scale
-        self.items_ = items
-        self.estimates_ = items["estimate"]
-        self.sd_ = items["sd"]
-        self.annotators_ = pd.DataFrame(
-            {
-                "n_ratings": n_n,
-                "expertise": g.tau_shape / g.tau_rate,
-                "expertise_sd": np.sqrt(g.tau_shape) / g.tau_rate,
-                "reliability": g.eps if self.spam else np.ones(n_n.size),
-                "spam_share": 1.0 - g.w_ann / np.maximum(n_n, 1),
-            },
-            index=pd.Index(annotators, name="annotator"),
+    def send(self, value):
+        """``value`` for every block: boxed (``blocks.Factors`` as is), scattered once when big."""
+        box = value if isinstance(value, blocks.Factors) else blocks.Box(value)
+        size = sum(getattr(a, "nbytes", 0) for a in _arrays(value))
+        if size > _SCATTER_BYTES:
+            return self.client.scatter(box, broadcast=True, hash=False)
+        return box
+
+    def reduce(self, futs: list, combine: Callable = blocks.add_sums):
+        """``_tree_reduce`` of the futures' results."""
+        return _tree_reduce(self.client, futs, combine)
+
+
+class _Sweeps:
+    """The Dask engine's sweeps for ``accel.make_step`` (see the module docstring, 3 and 5):
+    each sweep is two rounds over the blocks, the client updating the global factors between
+    and after them; a state's per-instance factors stay on the blocks in numbered slots."""
+
+    def __init__(
+        self,
+        bl: _Blocks,
+        gp: Problem,
+        local_cats: bool,
+        n_ratings: int,
+        n_restarts: int,
+        accelerate: bool,
+    ) -> None:
+        self.bl = bl
+        self.gp = gp
+        self.local_cats = local_cats
+        self.n_ratings = n_ratings
+        self.accelerate = accelerate
+        self.next_slot = {r: 1 for r in range(n_restarts)}  # slot 0: the start
+        self.lo, self.hi = float(gp.thresholds[0]), float(gp.thresholds[-1])
+
+    def _sweep(
+        self, g: _Global, spam: bool, keep: tuple, src=None, norms=None, keep_after=None
+    ) -> tuple[_Global | None, float, np.ndarray | None]:
+        """One sweep of ``g``'s restart from ``g`` (or from the proposal ``src``, whose
+        global factors ``g`` then holds) into a new slot; ``(new, F, norms)``, ``new`` None
+        when the proposal is not valid on some block. ``keep``: slots the blocks keep
+        (besides the new one); ``keep_after``: those still kept after phase 3."""
+        bl, p, local_cats = self.bl, self.gp.with_spam(spam), self.local_cats
+        dst = self.next_slot[g.restart]
+        self.next_slot[g.restart] += 1
+        fac = blocks.Factors(
+            phases.annotator_factors(p, g.tau_shape, g.tau_rate, g.eps),
+            None if local_cats else phases.category_factors(p, g.delta_shape, g.delta_rate),
         )
-        self.categories_ = cats
-        self.omega_ = None
-        self.alpha_, self.beta_ = float(g.alpha), float(g.beta)
-        sc = self.data_.scale
-        self.hyperparams_ = {
-            "alpha": self.alpha_,
-            "beta": self.beta_,
-            "phi": float(p.phi),
-            "eta": float(p.eta),
-            "mu": float(p.mu),
-            "lambda": float(p.lam),
-            "pi": [float(x) for x in pi],
-            "scale": [float(v) for v in sc.values],
-            "thresholds": [float(v) for v in sc.thresholds],
+        s1 = bl.reduce(
+            bl.run(
+                blocks.phase_xy_tau, g.restart, spam, bl.send(fac),
+                g.slot if src is None else src, dst, keep,
+            )
+        )  # fmt: skip
+        if s1["bad"] > 0:
+            return None, -np.inf, None
+        tau_shape, tau_rate = phases.update_tau(s1["w_ann"], s1["r_ann"], g.alpha, g.beta)
+        after = (*(keep if keep_after is None else keep_after), dst)
+        s3 = bl.reduce(
+            bl.run(blocks.phase_delta, g.restart, bl.send(tau_shape / tau_rate), dst, after, norms)
+        )
+        f = s1["f"] + s3["f"]
+        delta_shape, delta_rate = g.delta_shape, g.delta_rate
+        if not local_cats:
+            delta_shape, delta_rate = phases.update_delta(p, s1["w_cat"], s3["d_cat"])
+            f += phases.category_terms(p, s1["w_cat"], s3["d_cat"], delta_shape, delta_rate)
+        eps, alpha, beta, f_ann = phases.annotator_step(p, s1["w_ann"], tau_shape, tau_rate, g.eps)
+        new = _Global(
+            None, None, tau_shape, tau_rate, delta_shape, delta_rate, eps, alpha, beta,
+            restart=g.restart, w_ann=s1["w_ann"], slot=dst, swept=True,
+        )  # fmt: skip
+        return new, float(f_ann + f), s3.get("norms")
+
+    def sweep(self, g: _Global, spam: bool, history: tuple | None) -> tuple:
+        if history is not None:  # keep s0, s1 (= g) for the proposal and take their norms
+            h0, h1 = history
+            return self._sweep(g, spam, (h0.slot, h1.slot, g.slot), norms=(h0.slot, h1.slot))
+        # the blocks keep g only while a later step may extrapolate from it
+        return self._sweep(g, spam, (g.slot,), keep_after=(g.slot,) * self.accelerate)
+
+    def propose(self, s0: _Global, s1: _Global, s2: _Global, norms: np.ndarray):
+        """``accel.squarem_proposal`` split: the client's groups here, the blocks' as a
+        ``blocks.Proposal``; ``(globals, proposal)`` or None (no usable or valid step)."""
+        terms = {
+            g: accel.group_terms(g, *(accel.group_value(s, g) for s in (s0, s1, s2)))
+            for g in CLIENT_GROUPS
         }
-        self.trace_ = restarts.trace_frame(results, self.spam)
-        self.restarts_ = restarts.restarts_frame(results, self.spam, self.collapse_threshold)
-        self.best_restart_ = best.restart
-        self.selection_reason_ = reason
-        self.lower_bound_ = best.lower_bound
-        self.converged_ = bool(best.converged)
-        self.n_iter_ = len(best.trace)
-        self.collapsed_ = collapsed
-        self.interrupted_ = interrupted
-        self.warnings_ = warn
-        self.seconds_ = time.perf_counter() - t0
-        return dask_frames
+        r2, v2 = norms[0].tolist(), norms[1].tolist()
+        for g, (_, r, v) in terms.items():
+            i = accel.GROUPS.index(g)
+            gr, gv = accel.sq_norms(r, v)
+            r2[i] += gr
+            v2[i] += gv
+        a = accel.step_length(r2, v2)
+        if a is None:
+            return None
+        out = {}
+        for g, t in terms.items():
+            x = accel.extrapolate(g, *t, a, self.lo, self.hi)
+            if x is None:
+                return None
+            out[g] = x
+        alpha, beta = out.pop("ab")
+        glob = _Global(
+            None, None, **out, alpha=float(alpha), beta=float(beta), restart=s2.restart,
+            w_ann=s2.w_ann,
+        )  # fmt: skip
+        return glob, blocks.Proposal(s0.slot, s1.slot, s2.slot, a, self.lo, self.hi)
+
+    def sweep_proposal(self, proposal: tuple, spam: bool, states: tuple) -> tuple:
+        glob, prop = proposal
+        h0, h1, new = states
+        keep = (h1.slot, new.slot)  # the candidate's s0 is not needed after it
+        cand, fc, _ = self._sweep(
+            glob, spam, (h0.slot, h1.slot, new.slot), src=prop, keep_after=keep
+        )
+        return cand, fc
+
+    @staticmethod
+    def swept(g: _Global) -> bool:
+        return g.swept
+
+    def truth_share(self, g: _Global) -> float:
+        return float(g.w_ann.sum()) / max(self.n_ratings, 1)
 
 
 # --------------------------------------------------------------------------- helpers
 
 
-def _items_meta(est, categories) -> pd.DataFrame:
-    cols = {"estimate": float, "sd": float, "n_ratings": np.int64}
-    meta = pd.DataFrame({c: pd.Series(dtype=t) for c, t in cols.items()})
-    if est.granularity == "query" or categories is not None:
-        meta["query"] = pd.Series(dtype=object)
-    meta["category"] = pd.Series(dtype=object)
-    meta.index = pd.Index([], dtype=object, name="instance")
-    return meta
+def _shut_down(client) -> None:
+    """Close a client and the cluster it started."""
+    cluster = client.cluster
+    client.close()
+    if cluster is not None:
+        cluster.close()
+
+
+def _items_meta(has_query: bool) -> pd.DataFrame:
+    """The empty ``items_`` frame (Dask's meta): ``outputs.items_frame``'s columns."""
+    empty = np.zeros(0)
+    ids = pd.Index([], dtype=object)
+    query = ids.to_numpy() if has_query else None
+    return outputs.items_frame(ids, empty, empty, empty.astype(np.int64), query, ids.to_numpy())
 
 
 def _cats_meta() -> pd.DataFrame:
-    meta = pd.DataFrame({"difficulty": pd.Series(dtype=float), "n_ratings": pd.Series(dtype="i8")})
-    meta.index = pd.Index([], dtype=object, name="category")
-    return meta
+    """The empty ``categories_`` frame (Dask's meta) with ``outputs.categories_frame``'s
+    columns."""
+    empty = np.zeros(0)
+    return outputs.categories_frame(pd.Index([], dtype=object), empty, empty, np.zeros(0, "i8"))
 
 
 def _arrays(value) -> list:
@@ -710,42 +616,23 @@ def read_source(ratings, blocksize: str | int) -> tuple:
 
 
 def write_outputs(model: DaskOrdinalMixture, folder: Path, settings: dict) -> None:
-    """The files ``ordmix fit`` writes (``cli.write_fit_outputs``); when ``items_`` is a Dask
-    DataFrame, ``items/part-*.csv`` (and ``categories/part-*.csv``) instead of one file each,
-    written by the workers (the output folder must be on a filesystem they share)."""
-    import dask
+    """The files ``ordmix fit`` writes (``outputs.write_fit_outputs``); when ``items_`` is a
+    Dask DataFrame, ``items/part-*.csv`` (and ``categories/part-*.csv``) instead of one file
+    each, written by the workers (the output folder must be on a filesystem they share)."""
 
-    from ..cli import write_fit_outputs
+    def write_parts(table: outputs.Table, frame, where: Path) -> None:
+        import dask
 
-    if isinstance(model.items_, pd.DataFrame):
-        write_fit_outputs(model, folder, settings)
-        return
+        tasks = [
+            dask.delayed(_write_part)(part, str(where / f"part-{i:05d}.csv"), table)
+            for i, part in enumerate(frame.to_delayed())
+        ]
+        model._client.compute(tasks, sync=True)
 
-    class _Small:  # the model with empty frames where the Dask ones are
-        def __getattr__(self, name):
-            return getattr(model, name)
-
-    small = _Small()
-    small.items_ = model.items_._meta
-    local_cats = not isinstance(model.categories_, pd.DataFrame)
-    if local_cats:
-        small.categories_ = model.categories_._meta
-    write_fit_outputs(small, folder, settings)
-    os.remove(folder / "items.csv")
-    todo = [("items", model.items_, ["instance", "query", "category"])]
-    if local_cats:
-        os.remove(folder / "categories.csv")
-        todo.append(("categories", model.categories_, ["category"]))
-    tasks = []
-    for name, frame, ids in todo:
-        (folder / name).mkdir()
-        for i, part in enumerate(frame.to_delayed()):
-            path = folder / name / f"part-{i:05d}.csv"
-            tasks.append(dask.delayed(_write_part)(part, str(path), ids))
-    model._client.compute(tasks, sync=True)
+    outputs.write_fit_outputs(model, folder, settings, write_parts=write_parts)
 
 
-def _write_part(df: pd.DataFrame, path: str, ids: list[str]) -> None:
+def _write_part(df: pd.DataFrame, path: str, table: outputs.Table) -> None:
     from ..io import write_csv
 
-    write_csv(df.reset_index(), path, ids)
+    write_csv(table.rows(df), path, list(table.id_columns))

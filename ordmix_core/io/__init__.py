@@ -4,8 +4,8 @@ Everything a user uploads or names on the command line comes through these reade
 are only ever *parsed as data* (CSV/TSV text or Parquet; no pickle, no eval), every column is
 read as text (IDs such as ``"007"`` keep their leading zeros) and anything unusable is refused
 with one :class:`~ordmix_core.errors.InputError` naming the file, the row or column, and the
-fix. Results are written through :func:`atomic_output_dir` (an interrupted run never leaves
-half an output) and :func:`csv_safe` (no spreadsheet formulas smuggled in through IDs).
+fix. Tables are written through :func:`write_csv` / :func:`csv_safe` (no spreadsheet formulas
+smuggled in through IDs); whole output folders through ``ordmix_core.outpaths``.
 
 One module per concern:
 
@@ -16,7 +16,7 @@ One module per concern:
 - :mod:`.readers`: :func:`read_table`, :func:`read_ratings` (IDs coded: Categoricals of the
   sorted distinct IDs), :func:`read_crowd` (straight to ``CrowdData``), :func:`read_gold`;
   the column checks are ``ordmix_core.data``'s;
-- :mod:`.writing`: :func:`atomic_output_dir`, :func:`csv_safe`, :func:`write_csv`,
+- :mod:`.writing`: :func:`csv_safe`, :func:`csv_unescape`, :func:`write_csv`,
   :func:`to_csv_bytes`.
 """
 
@@ -27,7 +27,6 @@ from .text import DELIMITERS, MAX_CELL_CHARS
 from .writing import (
     ESCAPED,
     FORMULA_PREFIXES,
-    atomic_output_dir,
     csv_safe,
     csv_unescape,
     to_csv_bytes,
@@ -45,7 +44,6 @@ __all__ = [
     "PARQUET_EXTENSIONS",
     "TEXT_EXTENSIONS",
     "Source",
-    "atomic_output_dir",
     "csv_safe",
     "csv_unescape",
     "read_arrow",

@@ -1,6 +1,6 @@
-"""Writing results: whole output folders atomically, CSVs without spreadsheet formulas.
+"""Writing tables: CSVs without spreadsheet formulas, each file atomically (temp + rename).
 
-``atomic_output_dir`` stays here until the lead merges its move to ``outpaths.py``.
+Whole output folders are ``ordmix_core.outpaths.atomic_output_dir``'s.
 
 Formula protection is injective: a text cell is prefixed with ``'`` when, after any leading
 ``'``, it starts with ``= + - @``, tab or carriage return. So ``=1+1`` is written ``'=1+1`` and
@@ -13,65 +13,19 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from ..errors import InputError
-
 #: cells a spreadsheet would execute start with one of these
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 #: what gets a leading ``'``: a formula prefix after any number of ``'`` (so escaping is
 #: injective: a cell that already starts with ``'`` before a prefix gets one more)
 ESCAPED = re.compile("'*[" + re.escape("".join(FORMULA_PREFIXES)) + "]")
-
-
-@contextlib.contextmanager
-def atomic_output_dir(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary sibling folder that replaces ``path`` only if the block succeeds.
-
-    On any exception (KeyboardInterrupt included) the temporary folder is deleted and
-    ``path`` is untouched. On success an existing ``path`` is renamed aside, the new folder
-    renamed in, then the old one deleted: at every moment a complete output exists (between
-    the two renames, under ``.<name>.old-*`` next to it).
-    """
-    path = Path(path)
-    if path.exists() and not path.is_dir():
-        raise InputError(
-            "exists and is a file, not a folder; choose another output folder", source=str(path)
-        )
-    parent = path.parent
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-        tmp = parent / f".{path.name}.tmp-{uuid.uuid4().hex[:12]}"
-        tmp.mkdir()
-    except OSError as e:
-        raise InputError(
-            f"cannot create the output folder ({e.strerror or e})", source=str(path)
-        ) from None
-    try:
-        yield tmp
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    old = None
-    try:
-        if path.exists():
-            old = parent / f".{path.name}.old-{uuid.uuid4().hex[:12]}"
-            os.replace(path, old)
-        os.replace(tmp, path)
-    except BaseException:
-        if old is not None and old.exists() and not path.exists():
-            os.replace(old, path)
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
 
 
 def csv_safe(df: pd.DataFrame | pd.Series, columns: Sequence[str] | None = None) -> pd.DataFrame:

@@ -1,0 +1,301 @@
+"""The dashboard's fit, without streamlit: settings, a background job, and a plain summary.
+
+:class:`FitJob` runs :class:`~ordmix_core.model.OrdinalMixture` on a data set's prepared
+ratings in a worker thread; its progress callback records each restart's iteration and obeys
+Stop, so a page can poll it and a Stop keeps the best restart found so far.
+:func:`fit_summary` and :func:`selection_explanation` say in plain words what a fit found.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .errors import InputError
+from .model import OrdinalMixture
+from .report import Dataset
+
+#: an annotator "looks like a spammer" when at least this share of their ratings is spam
+SPAM_SHARE_THRESHOLD = 0.5
+#: an item is "undetermined" when its posterior sd is still this share of the prior's sd
+UNDETERMINED_SD_SHARE = 0.9
+
+
+@dataclass(frozen=True)
+class FitParams:
+    """The Fit page's settings, named as :class:`OrdinalMixture`'s parameters (its defaults)."""
+
+    granularity: str = "query"
+    ordinal: bool = True
+    spam: bool = True
+    updates: str = "exact"
+    n_restarts: int = 10
+    max_iter: int = 1000
+    tol: float = 0.1
+    phi: float = 10.0
+    eta: float = 5.0
+    lam: float = 0.1
+    mu: float | None = None
+    random_state: int = 0
+
+    def engine_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for :class:`OrdinalMixture`."""
+        return asdict(self)
+
+    def describe(self) -> str:
+        """The settings in words, for the result box (not a Python repr)."""
+        mu = "the mean of the scale" if self.mu is None else f"{self.mu:g}"
+        return (
+            f"{self.granularity} granularity, {self.n_restarts} restart(s), at most "
+            f"{self.max_iter} iterations each, tolerance {self.tol:g}; "
+            + ("ordinal" if self.ordinal else "real-valued")
+            + " likelihood, "
+            + ("with" if self.spam else "without")
+            + f" the spam component, {self.updates} updates; priors phi {self.phi:g}, "
+            f"eta {self.eta:g}, lambda {self.lam:g}, mu {mu}; seed {self.random_state}"
+        )
+
+
+@dataclass
+class FitResult:
+    """A finished fit and what it was fitted on."""
+
+    model: OrdinalMixture
+    params: FitParams
+    dataset: str
+    stopped: bool = False  # the user pressed Stop: the best restart so far was kept
+
+
+@dataclass
+class FitJob:
+    """A fit running in a worker thread; the callback reports progress and obeys Stop.
+
+    The worker touches nothing but this object; a page polls :meth:`fraction` /
+    :meth:`status` and takes the result with :meth:`outcome` once :attr:`done` is set.
+    """
+
+    dataset: Dataset
+    params: FitParams
+    stop: threading.Event = field(default_factory=threading.Event)
+    done: threading.Event = field(default_factory=threading.Event)
+    restart: int = 0  # the restart that reported last
+    iteration: int = 0
+    bound: float = float("nan")
+    iters: dict[int, int] = field(default_factory=dict)  # latest iteration of each restart
+    started: float = field(default_factory=time.perf_counter)
+    finished: float | None = None
+    model: OrdinalMixture | None = None
+    error: str | None = None
+    collected: bool = False
+    peak: float = 0.0  # the bar never goes back
+
+    #: sweeps a restart typically needs (warm-up and mixture), for the progress estimate
+    TYPICAL_ITERATIONS = 40
+
+    def callback(self, restart: int, iteration: int, bound: float) -> bool:
+        """The engine's progress callback: record, and return False once Stop was pressed.
+
+        Restarts may run side by side and in rounds, so progress is kept per restart.
+        """
+        self.restart, self.iteration, self.bound = restart, iteration, bound
+        self.iters[restart] = iteration
+        return not self.stop.is_set()
+
+    def run(self) -> None:
+        """Fit (in the worker thread); errors become :attr:`error`, never an exception.
+
+        The engine gets the data set's prepared ratings, so nothing is validated again.
+        """
+        try:
+            model = OrdinalMixture(scale=self.dataset.scale, **self.params.engine_kwargs())
+            self.model = model.fit(self.dataset.data, callback=self.callback)
+        except InputError as err:
+            self.error = str(err)
+        except Exception as err:  # noqa: BLE001 - shown to the user instead of a traceback
+            self.error = f"the fit failed unexpectedly ({type(err).__name__}: {err})"
+        finally:
+            self.finished = time.perf_counter()
+            self.done.set()
+
+    def start(self) -> FitJob:
+        threading.Thread(target=self.run, name="ordmix-fit", daemon=True).start()
+        return self
+
+    @property
+    def running(self) -> bool:
+        return not self.done.is_set()
+
+    @property
+    def seconds(self) -> float:
+        return (self.finished or time.perf_counter()) - self.started
+
+    def fraction(self) -> float:
+        """Progress in [0, 1]: each restart's iterations against a typical restart's."""
+        if self.done.is_set():
+            return 1.0
+        t = self.TYPICAL_ITERATIONS
+        part = sum(i / (i + t) for i in self.iters.values()) / self.params.n_restarts
+        self.peak = max(self.peak, min(part, 0.999))
+        return float(self.peak)
+
+    def status(self) -> str:
+        """One line: restart, iteration, current bound, elapsed time."""
+        if self.done.is_set():
+            return f"finished in {self.seconds:.1f} s"
+        bound = "..." if np.isnan(self.bound) else f"{self.bound:,.2f}"
+        stopping = " - stopping ..." if self.stop.is_set() else ""
+        n = self.params.n_restarts
+        started = f" ({len(self.iters)} of {n} started)" if 1 < len(self.iters) < n else ""
+        return (
+            f"restart {self.restart + 1}/{n}{started} - iteration {self.iteration} "
+            f"- lower bound {bound} - {self.seconds:.0f} s{stopping}"
+        )
+
+    def outcome(self, has_previous: bool) -> tuple[FitResult | None, str]:
+        """A finished job's result (None if it kept nothing) and the message for the user.
+
+        Stop keeps the best restart so far once any restart finished a sweep (the engine
+        reports only after a sweep, so a stopped fit always has one); a failed fit keeps
+        nothing, and the page keeps its previous result (``has_previous``).
+        """
+        if self.running:
+            raise RuntimeError("the fit is still running")
+        m = self.model
+        if m is not None:
+            stopped = bool(m.interrupted_)
+            if stopped:
+                msg = (
+                    f"Stopped after {self.seconds:.1f} s: kept the best restart found so far "
+                    f"(restart {m.best_restart_} of the {len(m.restarts_)} started)."
+                )
+            else:
+                msg = f"Fit finished in {self.seconds:.1f} s."
+            return FitResult(m, self.params, self.dataset.name, stopped=stopped), msg
+        keep = "the previous result is kept" if has_previous else "there is no previous result"
+        what = (
+            "Stopped before any restart finished an iteration"
+            if self.stop.is_set()
+            else f"The fit failed: {self.error}"
+        )
+        return None, f"{what}; {keep}."
+
+
+# --------------------------------------------------------------------------- in words
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n:,} {what}" + ("" if n == 1 else "s")
+
+
+def annotator_flags(annotators: pd.DataFrame, threshold: float = SPAM_SHARE_THRESHOLD) -> pd.Series:
+    """Each annotator's flag: ``spammer`` when at least ``threshold`` of their ratings is
+    explained as spam, else ``ok``.
+
+    The one place the Annotators page and :func:`fit_summary` take flags from, so that
+    evidence-aware flags (unreliable / ok / undetermined) replace it in one step.
+    """
+    spam = annotators["spam_share"].to_numpy() >= threshold
+    return pd.Series(np.where(spam, "spammer", "ok"), index=annotators.index, name="flag")
+
+
+def undetermined_items(model: OrdinalMixture) -> pd.Series:
+    """True for items whose posterior sd is still near the prior's: the ratings said little."""
+    prior_sd = 1.0 / np.sqrt(model.hyperparams_["lambda"])
+    return model.items_["sd"] >= UNDETERMINED_SD_SHARE * prior_sd
+
+
+def selection_explanation(model: OrdinalMixture) -> str:
+    """Why this restart was chosen, in words.
+
+    A finished fit: the engine's own reason. A stopped one is described from ``restarts_``
+    and ``interrupted_``: which restart was kept and in what state, and what became of the
+    others (finished, still running at the stop, pruned earlier, not yet in the mixture).
+    """
+    if not model.interrupted_:
+        return model.selection_reason_
+    r = model.restarts_
+    row = r.loc[model.best_restart_]
+    mixing = (r["n_iter"] > 0).to_numpy()
+    pruned = r["dropped"].to_numpy(bool)
+    finished = ~pruned & (r["converged"].to_numpy(bool) | (r["n_iter"] >= model.max_iter))
+    running = mixing & ~pruned & ~finished
+    if row["n_iter"] == 0:
+        warm = model.trace_[model.trace_["restart"] == model.best_restart_]["lower_bound"]
+        bound = f" (lower bound {warm.iloc[-1]:,.1f})" if len(warm) else ""
+        kept = (
+            "the fit was stopped before any restart reached the mixture stage: the no-spam "
+            f"warm-up fit of restart {model.best_restart_}{bound} is kept"
+        )
+    else:
+        candidates = int((~pruned).sum()) or len(r)
+        state = "converged" if row["converged"] else "had not converged"
+        kept = (
+            f"the fit was stopped: restart {model.best_restart_} is kept, the highest lower "
+            f"bound at the stop ({row['lower_bound']:,.1f}) among {_count(candidates, 'restart')} "
+            f"still in the race; it ran {_count(int(row['n_iter']), 'iteration')} and {state}"
+        )
+    n_running = int(running.sum())
+    parts = [
+        (int(finished.sum()), "finished"),
+        (n_running, "was still running" if n_running == 1 else "were still running"),
+        (int(pruned.sum()), "had been pruned earlier by successive halving"),
+        (
+            model.n_restarts - int(mixing.sum()),
+            "had not reached the mixture stage (still in the warm-up, or not started)",
+        ),
+    ]
+    others = ", ".join(f"{n} {what}" for n, what in parts if n)
+    return f"{kept}. Of the {model.n_restarts} restarts: {others}"
+
+
+def fit_summary(model: OrdinalMixture) -> list[str]:
+    """What the fit says about the data and about itself, one plain sentence each."""
+    ann, items = model.annotators_, model.items_
+    lines = []
+    warm_up_only = model.interrupted_ and model.restarts_.loc[model.best_restart_, "n_iter"] == 0
+    if warm_up_only:
+        lines.append(
+            "The kept fit is the no-spam warm-up (stopped before the mixture), so it cannot "
+            "judge spammers yet; run the fit to the end for that."
+        )
+    elif model.spam:
+        flagged = annotator_flags(ann) == "spammer"
+        share = ann.loc[flagged, "n_ratings"].sum() / max(int(ann["n_ratings"].sum()), 1)
+        lines.append(
+            f"{int(flagged.sum()):,} of {_count(len(ann), 'annotator')} look like spammers "
+            f"(at least {SPAM_SHARE_THRESHOLD:.0%} of their ratings explained as spam); "
+            f"they gave {share:.1%} of the ratings."
+        )
+    else:
+        lines.append("Without the spam component no annotator is judged a spammer.")
+    undetermined = undetermined_items(model)
+    prior_sd = 1.0 / np.sqrt(model.hyperparams_["lambda"])
+    lines.append(
+        f"{int(undetermined.sum()):,} of {_count(len(items), 'item')} are undetermined: their "
+        f"ratings barely moved them from the prior (sd at least {UNDETERMINED_SD_SHARE:.0%} of "
+        f"the prior's {prior_sd:.2f})."
+    )
+    lines.append(f"Chosen: {selection_explanation(model)}.")
+    if model.interrupted_ and not model.converged_:
+        lines.append("Not converged: the fit was stopped, so treat the estimates as provisional.")
+    elif model.converged_:
+        lines.append(
+            f"Converged: the chosen restart's lower bound settled (changed by less than "
+            f"{model.tol:g}) after {_count(model.n_iter_, 'iteration')}."
+        )
+    else:
+        lines.append(
+            f"Not converged: the chosen restart reached the cap of {model.max_iter} iterations; "
+            "raise Max iterations or the tolerance."
+        )
+    if model.collapsed_:
+        lines.append(
+            "Collapsed: every restart explains almost all ratings as spam; compare with the "
+            "model without spam."
+        )
+    return lines

@@ -1,0 +1,44 @@
+"""The pages' shared helpers (a package, so Streamlit does not list it as a page).
+
+Pages run with the app's folder on ``sys.path`` and import ``from pages._ui import ...``;
+the Streamlit-free parts (data set, report, fit job) live in ``ordmix_core``.
+"""
+
+from .layout import (
+    DEFAULT_DEMO,
+    DEMOS,
+    SIMULATED_DEMO,
+    csv_download,
+    fit_caption,
+    load_demo,
+    page_setup,
+    read_upload,
+    read_upload_gold,
+    require_dataset,
+    require_fit,
+    setup,
+    show_error,
+    sidebar_status,
+)
+from .state import KEY, Session, kept, session
+
+__all__ = [
+    "DEFAULT_DEMO",
+    "DEMOS",
+    "KEY",
+    "SIMULATED_DEMO",
+    "Session",
+    "csv_download",
+    "fit_caption",
+    "kept",
+    "load_demo",
+    "page_setup",
+    "read_upload",
+    "read_upload_gold",
+    "require_dataset",
+    "require_fit",
+    "session",
+    "setup",
+    "show_error",
+    "sidebar_status",
+]

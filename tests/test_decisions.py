@@ -1,0 +1,387 @@
+"""decisions.py: each quantity against an independent computation, properties for any input,
+and the flags on the demo data (TREC and the simulated crowd with known spammers)."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from scipy import integrate, optimize, stats
+from scipy.special import betaln
+
+from ordmix_core import decisions as D
+from ordmix_core.errors import InputError
+from ordmix_core.model import OrdinalMixture
+
+ROOT = Path(__file__).resolve().parents[1]
+THRESHOLDS = np.array([0.5, 1.5, 2.5, 3.5])
+
+
+# --------------------------------------------------------------------------- items
+def test_level_probabilities_match_scipy_norm():
+    rng = np.random.default_rng(1)
+    mean = rng.uniform(-1, 5, 50)
+    sd = rng.uniform(0.01, 4, 50)
+    p = D.level_probabilities(mean, sd, THRESHOLDS)
+    edges = [-np.inf, 1.5, 2.5, np.inf]
+    for k in range(3):
+        want = stats.norm.cdf(edges[k + 1], mean, sd) - stats.norm.cdf(edges[k], mean, sd)
+        np.testing.assert_allclose(p[:, k], want, atol=1e-12)
+
+
+def test_credible_interval_is_the_clipped_normal_interval():
+    mean = np.array([2.0, 1.0, 3.4, 2.0])
+    sd = np.array([0.2, 0.5, 0.1, 3.16])
+    lo, hi = D.credible_interval(mean, sd, 0.9, 0.5, 3.5)
+    np.testing.assert_allclose(lo, np.clip(stats.norm.ppf(0.05, mean, sd), 0.5, 3.5))
+    np.testing.assert_allclose(hi, np.clip(stats.norm.ppf(0.95, mean, sd), 0.5, 3.5))
+    assert (lo[3], hi[3]) == (0.5, 3.5)  # the prior's interval is the whole scale
+
+
+def test_expected_gain_matches_quadrature_and_is_a_martingale():
+    mean, sd, rho, share = 1.8, 0.4, 3.0, 0.7
+    prec_after = 1 / sd**2 + rho
+    spread = np.sqrt(sd**2 - 1 / prec_after)
+
+    def after(m):
+        return D.level_probabilities(np.array([m]), np.array([prec_after**-0.5]), THRESHOLDS)[0]
+
+    dens = stats.norm(mean, spread).pdf
+    lim = (mean - 12 * spread, mean + 12 * spread)
+    e_max = integrate.quad(lambda m: after(m).max() * dens(m), *lim, points=[1.5, 2.5])[0]
+    now = D.level_probabilities(np.array([mean]), np.array([sd]), THRESHOLDS)[0]
+    # each level's probability is a martingale: its expectation after the rating is today's
+    for k in range(3):
+        e_k = integrate.quad(lambda m, k=k: after(m)[k] * dens(m), *lim, points=[1.5, 2.5])[0]
+        assert e_k == pytest.approx(now[k], abs=1e-7)
+    gain = D.expected_gain(np.array([mean]), np.array([sd]), THRESHOLDS, np.array([rho]), share)
+    assert gain[0] == pytest.approx(share * (e_max - now.max()), abs=2e-4)
+    assert gain[0] > 0.01
+
+
+def test_expected_gain_small_for_settled_items():
+    mean = np.array([2.0, 2.0, 1.5])
+    sd = np.array([0.05, 0.5, 0.002])  # settled; open; settled exactly on a threshold
+    g = D.expected_gain(mean, sd, THRESHOLDS, np.full(3, 3.0), 1.0)
+    assert g[1] > 10 * max(g[0], g[2])
+
+
+def _frames(mean, sd, lam=0.1):
+    items = pd.DataFrame(
+        {"estimate": mean, "sd": sd, "category": "c"},
+        index=pd.Index([f"i{k}" for k in range(len(mean))], name="instance"),
+    )
+    cats = pd.DataFrame({"difficulty": [2.0]}, index=pd.Index(["c"], name="category"))
+    hp = {"thresholds": THRESHOLDS, "scale": [1, 2, 3], "lambda": lam, "alpha": 2, "beta": 1}
+    return items, cats, hp
+
+
+def test_item_decisions_label_flag_and_columns():
+    sd = np.array([0.1, 0.3, 10**0.5, 0.3])
+    items, cats, hp = _frames([1.0, 2.4, 2.0, 1.45], sd)
+    out = D.item_decisions_from_frames(items, cats, hp, truth_share=0.8)
+    assert list(out.columns) == [
+        "label", "p_wrong", "p_level_1", "p_level_2", "p_level_3", "lower_90", "upper_90",
+        "rating_info", "truth_weight", "expected_gain", "flag",
+    ]  # fmt: skip
+    assert out["flag"].tolist() == ["confident", "uncertain", "undetermined", "uncertain"]
+    assert out["label"].tolist()[:2] == [1.0, 2.0]
+    assert np.isnan(out["label"].iloc[2])  # the prior alone gives no label
+    assert out["label"].iloc[3] == 1.0
+    np.testing.assert_allclose(out["p_wrong"], 1 - out.filter(like="p_level_").max(axis=1))
+    np.testing.assert_allclose(out["rating_info"], 1 - 0.1 * sd**2, atol=1e-12)
+
+
+def test_item_decisions_bad_settings_are_input_errors():
+    items, cats, hp = _frames([2.0], [0.3])
+    with pytest.raises(InputError, match="confidence"):
+        D.item_decisions_from_frames(items, cats, hp, 1.0, confidence=0.3)
+    with pytest.raises(InputError, match="interval"):
+        D.item_decisions_from_frames(items, cats, hp, 1.0, interval=1.0)
+    items["category"] = "other"
+    with pytest.raises(InputError, match="category 'other'"):
+        D.item_decisions_from_frames(items, cats, hp, 1.0)
+
+
+@given(
+    mean=st.lists(st.floats(-50, 50), min_size=1, max_size=20),
+    log_sd=st.floats(-6, 3),
+    values=st.lists(st.floats(-10, 10), min_size=1, max_size=6, unique=True),
+)
+@settings(max_examples=80, deadline=None)
+def test_probabilities_sum_to_one_and_intervals_stay_on_the_scale(mean, log_sd, values):
+    from ordmix_core.data import Scale
+
+    values = sorted(values)
+    if len(values) > 1 and np.min(np.diff(values)) < 1e-3:
+        return
+    t = Scale(np.array(values)).thresholds
+    mean = np.array(mean)
+    sd = np.full(mean.size, np.exp(log_sd))
+    p = D.level_probabilities(mean, sd, t)
+    assert np.all(p >= 0)
+    np.testing.assert_allclose(p.sum(axis=1), 1.0, atol=1e-12)
+    lo, hi = D.credible_interval(mean, sd, 0.9, t[0], t[-1])
+    assert np.all((t[0] <= lo) & (lo <= hi) & (hi <= t[-1]))
+    gain = D.expected_gain(mean, sd, t, np.full(mean.size, 2.0), 0.5)
+    assert np.all((gain >= 0) & (gain <= 1))
+
+
+# --------------------------------------------------------------------------- annotators
+def _mixture_posterior(log_r, a0=1.0, b0=1.0):
+    """The exact posterior as a Beta mixture: prod (1-e+e r) = sum_k e_k(r) e^k (1-e)^(n-k)."""
+    coef = np.array([1.0])
+    for r in np.exp(log_r):
+        coef = np.convolve(coef, [1.0, r])  # coefficient k: elementary symmetric poly e_k
+    n = len(log_r)
+    k = np.arange(n + 1)
+    log_w = np.log(np.maximum(coef, 1e-300)) + betaln(a0 + k, b0 + n - k)
+    w = np.exp(log_w - log_w.max())
+    w /= w.sum()
+    dists = [stats.beta(a0 + kk, b0 + n - kk) for kk in k]
+    return w, dists
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_reliability_posterior_matches_the_exact_beta_mixture(seed):
+    rng = np.random.default_rng(seed)
+    prior = [(1.0, 1.0), (0.5, 0.5), (2.0, 3.0)][seed % 3]
+    sizes = rng.integers(1, 12, size=4)
+    ann = np.repeat(np.arange(4), sizes)
+    log_r = rng.normal(0, 1.5, ann.size)
+    post = D.reliability_posterior(ann, log_r, 4, threshold=0.4, interval=0.8, prior=prior)
+    for n in range(4):
+        w, dists = _mixture_posterior(log_r[ann == n], *prior)
+
+        def cdf(x, w=w, dists=dists):
+            return sum(wk * d.cdf(x) for wk, d in zip(w, dists, strict=True))
+
+        assert post["p_below"][n] == pytest.approx(cdf(0.4), abs=1e-5)
+        assert post["mean"][n] == pytest.approx(
+            sum(wk * d.mean() for wk, d in zip(w, dists, strict=True)), abs=1e-4
+        )
+        for col, q in (("lower", 0.1), ("upper", 0.9)):
+            want = optimize.brentq(lambda x, q=q: cdf(x) - q, 1e-12, 1 - 1e-12)
+            assert post[col][n] == pytest.approx(want, abs=1e-4)
+
+
+def test_decisive_evidence_gives_the_beta_posterior():
+    ann = np.repeat([0, 1, 2], [3, 7, 40])
+    log_r = np.r_[np.full(3, -50.0), np.full(7, 50.0), np.full(40, -50.0)]
+    post = D.reliability_posterior(ann, log_r, 3, threshold=0.5, prior=(1, 1))
+    # all-spam evidence: Beta(1, 1 + n); all-truth evidence: Beta(1 + n, 1)
+    assert post["p_below"][0] == pytest.approx(stats.beta.cdf(0.5, 1, 4), abs=1e-5)
+    assert post["p_below"][1] == pytest.approx(stats.beta.cdf(0.5, 8, 1), abs=1e-5)
+    assert post["p_below"][2] == pytest.approx(stats.beta.cdf(0.5, 1, 41), abs=1e-5)
+    assert post["upper"][2] == pytest.approx(stats.beta.ppf(0.95, 1, 41), rel=1e-3)
+
+
+def test_no_evidence_leaves_the_prior():
+    post = D.reliability_posterior(np.zeros(500, int), np.zeros(500), 1, prior=(2, 5))
+    assert post["p_below"][0] == pytest.approx(stats.beta.cdf(0.5, 2, 5), abs=1e-5)
+
+
+def test_fewest_ratings_to_flag():
+    assert D.fewest_ratings_to_flag() == 3  # 1 - 0.5**4 = 0.9375 >= 0.9; 1 - 0.5**3 < 0.9
+    assert D.fewest_ratings_to_flag(confidence=0.95) == 4
+    assert stats.beta.cdf(0.5, 1, 1 + 2) < 0.9 <= stats.beta.cdf(0.5, 1, 1 + 3)
+
+
+@given(
+    sizes=st.lists(st.integers(1, 30), min_size=1, max_size=6),
+    data=st.data(),
+    threshold=st.floats(0.05, 0.95),
+)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_reliability_posterior_properties(sizes, data, threshold):
+    n = len(sizes)
+    ann = np.repeat(np.arange(n), sizes)
+    log_r = np.array(data.draw(st.lists(st.floats(-60, 60), min_size=ann.size, max_size=ann.size)))
+    post = D.reliability_posterior(ann, log_r, n, threshold=threshold)
+    p = post["p_below"].to_numpy()
+    assert np.all((p >= 0) & (p <= 1))
+    assert np.all((0 <= post["lower"]) & (post["lower"] <= post["mean"]))
+    assert np.all((post["mean"] <= post["upper"]) & (post["upper"] <= 1))
+    # never more certain than all-spam / all-truth evidence from the same number of ratings
+    k = np.array(sizes)
+    assert np.all(p <= stats.beta.cdf(threshold, 1, 1 + k) + 1e-6)
+    assert np.all(1 - p <= stats.beta.sf(threshold, 1 + k, 1) + 1e-6)
+    # more evidence of truth in one rating lowers P(reliability < threshold)
+    up = log_r.copy()
+    up[0] = min(up[0] + 3, 60)
+    assert D.reliability_posterior(ann, up, n, threshold=threshold)["p_below"][0] <= p[0] + 1e-6
+
+
+def test_leave_one_out_and_rating_evidence_against_direct_computation():
+    inst = np.array([0, 0, 0, 1])
+    omega = np.array([0.9, 0.2, 1.0, 0.7])
+    rho = np.array([3.0, 2.0, 4.0, 1.5])
+    ex = np.array([1.2, 2.9, 1.1, 3.0])
+    mean, prec = D.leave_one_out(inst, omega, rho, ex, 2.0, 0.1, 2)
+    for j in range(4):
+        others = (inst == inst[j]) & (np.arange(4) != j)
+        w = omega[others] * rho[others]
+        assert prec[j] == pytest.approx(0.1 + w.sum())
+        assert mean[j] == pytest.approx((0.1 * 2.0 + (w * ex[others]).sum()) / (0.1 + w.sum()))
+    level = np.array([0, 2, 0, 2])
+    pi = np.array([0.2, 0.5, 0.3])
+    log_r = D.rating_evidence(level, mean, prec, rho, THRESHOLDS, pi)
+    pred = stats.norm(mean, np.sqrt(1 / prec + 1 / rho))
+    p_level = pred.cdf(THRESHOLDS[level + 1]) - pred.cdf(THRESHOLDS[level])
+    p_scale = pred.cdf(THRESHOLDS[-1]) - pred.cdf(THRESHOLDS[0])
+    np.testing.assert_allclose(log_r, np.log(p_level / p_scale / pi[level]), rtol=1e-10)
+
+
+def test_bad_flag_settings_are_input_errors():
+    with pytest.raises(InputError, match="threshold"):
+        D.check_flag_settings(threshold=1.0)
+    with pytest.raises(InputError, match="confidence"):
+        D.check_flag_settings(confidence=0.5)
+    with pytest.raises(InputError, match="prior"):
+        D.reliability_posterior(np.zeros(1, int), np.zeros(1), 1, prior=(0, 1))
+
+
+# --------------------------------------------------------------------------- fitted models
+def _fit(ratings, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return OrdinalMixture(random_state=0, **kw).fit(ratings)
+
+
+@st.composite
+def crowds(draw):
+    n_items = draw(st.integers(2, 8))
+    n_ann = draw(st.integers(1, 5))
+    k = draw(st.integers(2, 5))
+    n = draw(st.integers(n_items, 40))
+    rows = draw(
+        st.lists(
+            st.tuples(st.integers(0, n_ann - 1), st.integers(0, n_items - 1), st.integers(1, k)),
+            min_size=n,
+            max_size=n,
+        )
+    )
+    df = pd.DataFrame(rows, columns=["annotator", "instance", "rating"])
+    return df.astype({"annotator": str, "instance": str}), k
+
+
+@given(crowds(), st.booleans())
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_decisions_for_any_fit(crowd, spam):
+    ratings, k = crowd
+    m = _fit(ratings, scale=list(range(1, k + 1)), n_restarts=1, max_iter=30, spam=spam)
+    t = m.scale_.thresholds
+    items = D.item_decisions(m)
+    p = items.filter(like="p_level_").to_numpy()
+    np.testing.assert_allclose(p.sum(axis=1), 1.0, atol=1e-12)
+    assert np.all((t[0] <= items["lower_90"]) & (items["lower_90"] <= items["upper_90"]))
+    assert np.all(items["upper_90"] <= t[-1])
+    assert set(items["flag"]) <= set(D.ITEM_FLAGS)
+    und = (items["flag"] == "undetermined").to_numpy()
+    assert np.array_equal(np.isnan(items["label"].to_numpy()), und)
+    assert np.all(np.isin(items["label"][~und], m.scale_.values))
+    np.testing.assert_allclose(
+        items["truth_weight"], np.bincount(m.data_.inst, weights=m.omega_), rtol=1e-12
+    )
+    flags = D.annotator_flags(m)
+    pu = flags["p_unreliable"].to_numpy()
+    assert np.all((pu >= 0) & (pu <= 1))
+    n = m.annotators_["n_ratings"].to_numpy()
+    unrel = (flags["flag"] == "unreliable").to_numpy()
+    ok = (flags["flag"] == "ok").to_numpy()
+    assert np.array_equal(unrel, pu >= 0.9) and np.array_equal(ok, pu <= 0.1)
+    assert np.all(stats.beta.cdf(0.5, 1, 1 + n[unrel]) >= 0.9)
+    assert np.all(stats.beta.sf(0.5, 1 + n[ok], 1) >= 0.9)
+
+
+@pytest.fixture(scope="module")
+def trec():
+    ratings = pd.read_csv(ROOT / "demo_data" / "trec-rf10-ratings.csv", dtype=str)
+    m = _fit(ratings, n_restarts=2)
+    return m, m.items_.join(D.item_decisions(m)), m.annotators_.join(D.annotator_flags(m))
+
+
+@pytest.mark.slow
+def test_trec_flags_need_enough_ratings(trec):
+    m, _, ann = trec
+    assert set(ann["flag"]) == set(D.ANNOTATOR_FLAGS)
+    n = ann["n_ratings"].to_numpy()
+    unrel = (ann["flag"] == "unreliable").to_numpy()
+    ok = (ann["flag"] == "ok").to_numpy()
+    # every flag is reachable with that many ratings at the stated confidence
+    assert np.all(stats.beta.cdf(0.5, 1, 1 + n[unrel]) >= ann["flag_confidence"][unrel])
+    assert np.all(stats.beta.sf(0.5, 1 + n[ok], 1) >= 0.9)
+    assert n[unrel].min() >= D.fewest_ratings_to_flag()
+    assert np.all(ann["p_unreliable"][unrel] >= 0.9)
+    # few ratings with a low point estimate: too few to judge, not unreliable
+    few_low = (ann["n_ratings"] <= 3) & (ann["reliability"] < 0.5)
+    assert few_low.sum() >= 3
+    assert (ann.loc[few_low, "flag"] == "undetermined").all()
+    # the 0.5 rule on the point estimate flags many more than the evidence does
+    assert unrel.sum() < 0.5 * (ann["reliability"] < 0.5).sum()
+    assert ((ann["flag"] == "undetermined") & (ann["n_ratings"] <= 5)).sum() > 100
+
+
+@pytest.mark.slow
+def test_trec_undetermined_items_are_marked(trec):
+    m, items, _ = trec
+    und = items["flag"] == "undetermined"
+    assert und.sum() > 100
+    assert items.loc[und, "label"].isna().all() and items.loc[~und, "label"].notna().all()
+    # their ratings carry no truth weight and their sd is the prior's 1/sqrt(lambda)
+    assert (items.loc[und, "truth_weight"] < 0.5).all()
+    assert (items.loc[~und, "truth_weight"] >= 0.5).all()
+    prior_sd = m.hyperparams_["lambda"] ** -0.5
+    assert np.all(items.loc[und, "sd"] > prior_sd / np.sqrt(2))
+    assert (items.loc[und, "lower_90"] == 0.5).all() and (items.loc[und, "upper_90"] == 3.5).all()
+
+
+@pytest.mark.slow
+def test_trec_next_batch_and_review(trec):
+    m, items, ann = trec
+    batch = D.next_batch(items, 40)
+    assert list(batch.columns) == [
+        "rank", "instance", "query", "label", "p_wrong", "expected_gain", "n_ratings", "flag"
+    ]  # fmt: skip
+    assert len(batch) == 40 and batch["rank"].tolist() == list(range(1, 41))
+    assert batch["expected_gain"].is_monotonic_decreasing
+    assert batch["expected_gain"].iloc[-1] >= items["expected_gain"].nlargest(40).iloc[-1]
+    by_p = D.next_batch(items, 40, by="p_wrong")
+    assert by_p["p_wrong"].is_monotonic_decreasing
+    review = D.annotators_to_review(ann)
+    assert len(review) == (ann["flag"] == "unreliable").sum()
+    assert (review["flag"] == "unreliable").all()
+    assert review["p_unreliable"].is_monotonic_decreasing
+
+
+def test_simulated_spammers_are_the_unreliable_ones():
+    ratings = pd.read_csv(ROOT / "demo_data" / "simulated-ratings.csv", dtype=str)
+    spam = pd.read_csv(ROOT / "demo_data" / "simulated-spammers.csv", dtype={"annotator": str})
+    m = _fit(ratings, n_restarts=2)
+    flags = D.annotator_flags(m).join(spam.set_index("annotator")["spammer"])
+    assert (flags.loc[flags["spammer"] == 1, "flag"] == "unreliable").all()
+    assert (flags.loc[flags["spammer"] == 0, "flag"] == "ok").all()
+
+
+def test_annotator_flags_need_per_rating_results():
+    class Fake:
+        omega_ = None
+        data_ = None
+
+    with pytest.raises(InputError, match="Dask"):
+        D.annotator_flags(Fake())
+
+
+def test_next_batch_input_errors():
+    items = pd.DataFrame({"label": [1.0], "p_wrong": [0.1]}, index=pd.Index(["a"], name="instance"))
+    with pytest.raises(InputError, match="expected_gain"):
+        D.next_batch(items, 5)
+    with pytest.raises(InputError, match="batch size"):
+        D.next_batch(items, 0)
+    with pytest.raises(InputError, match="rank the batch"):
+        D.next_batch(items, 5, by="gain")

@@ -1,0 +1,220 @@
+"""fitjob: the dashboard's background fit, its Stop semantics and its plain-words summary.
+
+No streamlit: the job runs inline (``job.run()``) or in its thread.
+"""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import ordmix_core.io as oio
+from ordmix_core.fitjob import (
+    SPAM_SHARE_THRESHOLD,
+    FitJob,
+    FitParams,
+    fit_summary,
+    selection_explanation,
+)
+from ordmix_core.model import OrdinalMixture
+from ordmix_core.report import make_dataset
+
+DEMO = Path(__file__).resolve().parents[1] / "demo_data"
+SPAMMERS = set(
+    pd.read_csv(DEMO / "simulated-spammers.csv").query("spammer == 1").annotator.astype(str)
+)
+
+
+@pytest.fixture(scope="module")
+def demo():
+    ratings = oio.read_ratings(DEMO / "simulated-ratings.csv")
+    return make_dataset("simulated", ratings, oio.read_gold(DEMO / "simulated-gold.csv"))
+
+
+def stopping_job(
+    ds, stop_at_restart: int, n_restarts: int = 3, at_iteration: int = 3, run: bool = True
+) -> FitJob:
+    """A job whose Stop is pressed at ``at_iteration`` of ``stop_at_restart``; run inline
+    unless ``run`` is False (a caller that registers the job first)."""
+    job = FitJob(dataset=ds, params=FitParams(n_restarts=n_restarts))
+    plain = job.callback
+
+    def callback(restart, iteration, bound):
+        if restart == stop_at_restart and iteration == at_iteration:
+            job.stop.set()
+        return plain(restart, iteration, bound)
+
+    job.callback = callback
+    if run:
+        job.run()
+    return job
+
+
+def test_params_are_the_estimators_with_its_defaults():
+    """Named as the estimator's parameters, with its defaults except two the page chooses."""
+    signature = inspect.signature(OrdinalMixture.__init__).parameters
+    kwargs = FitParams().engine_kwargs()
+    own = {"granularity": "query", "random_state": 0}  # the paper's TREC choice; seed 0
+    for name, value in kwargs.items():
+        assert value == own.get(name, signature[name].default), name
+    text = FitParams(mu=2.5, spam=False).describe()
+    assert "FitParams" not in text and "=" not in text
+    assert "without the spam component" in text and "mu 2.5" in text
+
+
+def test_a_finished_fit_equals_the_library_fit(demo):
+    job = FitJob(dataset=demo, params=FitParams(n_restarts=2))
+    job.run()
+    result, msg = job.outcome(has_previous=False)
+    assert msg.startswith("Fit finished in") and not result.stopped
+    ref = OrdinalMixture("query", n_restarts=2, random_state=0).fit(demo.ratings)
+    np.testing.assert_allclose(result.model.estimates_, ref.estimates_, rtol=1e-10)
+    assert result.model.lower_bound_ == pytest.approx(ref.lower_bound_, rel=1e-12)
+
+
+def test_stop_keeps_the_best_restart_so_far(demo):
+    job = stopping_job(demo, stop_at_restart=1)
+    result, msg = job.outcome(has_previous=False)
+    assert "kept the best restart found so far" in msg
+    assert result is not None and result.stopped and result.model.interrupted_
+    # restarts run side by side in threads, so restart 2 may have begun; none finished
+    assert not result.model.restarts_["converged"].any()
+    assert job.done.is_set() and not job.running
+
+
+def test_stop_before_the_first_report_keeps_the_warm_up_fit(demo):
+    """Documented: Stop keeps the best restart so far once any restart finished a sweep, and
+    the engine reports only after a sweep, so even a Stop pressed before the run keeps one."""
+    job = FitJob(dataset=demo, params=FitParams(n_restarts=2))
+    job.stop.set()
+    job.run()
+    result, msg = job.outcome(has_previous=False)
+    assert job.error is None and job.model is not None
+    assert "kept the best restart found so far" in msg
+    assert result.stopped and result.model.interrupted_
+    r = result.model.restarts_
+    assert (r["n_iter"] == 0).all() and (r["warmup_iter"] == 1).all()
+    text = selection_explanation(result.model)
+    assert "stopped before any restart reached the mixture stage" in text
+    assert "-inf" not in text
+    assert "cannot judge spammers yet" in fit_summary(result.model)[0]
+    assert text.endswith(
+        "Of the 2 restarts: 2 had not reached the mixture stage (still in the "
+        "warm-up, or not started)"
+    )
+
+
+def test_a_failed_fit_keeps_nothing_and_says_so(demo):
+    job = FitJob(dataset=demo, params=FitParams(n_restarts=1, phi=-1.0))
+    job.run()
+    result, msg = job.outcome(has_previous=True)
+    assert result is None
+    assert msg.startswith("The fit failed: phi must be a positive number")
+    assert msg.endswith("the previous result is kept.")
+    assert job.outcome(has_previous=False)[1].endswith("there is no previous result.")
+
+
+def test_progress_text_names_restart_iteration_and_bound(demo):
+    job = FitJob(dataset=demo, params=FitParams(n_restarts=4))
+    assert job.callback(0, 5, -1234.5) is True
+    assert "restart 1/4 - iteration 5 - lower bound -1,234.50" in job.status()
+    job.callback(1, 1, -1000.0)
+    assert "restart 2/4 (2 of 4 started) - iteration 1" in job.status()
+    before = job.fraction()
+    assert 0 < before < 0.25
+    job.callback(0, 80, -990.0)  # restarts run side by side and in rounds
+    assert "restart 1/4 (2 of 4 started) - iteration 80" in job.status()
+    assert before < job.fraction() < 0.5
+    job.callback(0, 3, -995.0)  # a later stage restarts its count: the bar never goes back
+    assert job.fraction() >= before
+    job.stop.set()
+    assert job.callback(1, 2, -999.0) is False
+    assert "stopping" in job.status()
+    with pytest.raises(RuntimeError, match="still running"):
+        job.outcome(has_previous=False)
+
+
+def test_the_job_runs_in_a_thread(demo):
+    job = FitJob(dataset=demo, params=FitParams(n_restarts=2)).start()
+    assert job.done.wait(60)
+    assert job.outcome(has_previous=False)[1].startswith("Fit finished")
+
+
+# --------------------------------------------------------------------------- in words
+
+
+def _fake(restarts: pd.DataFrame, best: int, n_restarts: int, max_iter: int = 20):
+    return SimpleNamespace(
+        interrupted_=True,
+        restarts_=restarts.set_index("restart"),
+        best_restart_=best,
+        n_restarts=n_restarts,
+        max_iter=max_iter,
+        selection_reason_="restart 0 ... were dropped early because their bound was behind",
+    )
+
+
+def test_a_stop_is_explained_from_the_restarts_table():
+    table = pd.DataFrame(
+        {
+            "restart": [0, 1, 2, 3, 4],
+            "lower_bound": [-100.0, -120.0, -130.0, -95.5, -101.0],
+            "n_iter": [12, 5, 5, 7, 20],
+            "converged": [True, False, False, False, False],
+            "dropped": [False, True, True, False, False],
+        }
+    )
+    text = selection_explanation(_fake(table, best=3, n_restarts=6))
+    assert "dropped early" not in text and "behind" not in text
+    assert text.startswith("the fit was stopped: restart 3 is kept, the highest lower bound at")
+    assert "(-95.5) among 3 restarts still in the race" in text  # 0, 3, 4: not pruned
+    assert "it ran 7 iterations and had not converged" in text
+    # 0 converged and 4 hit max_iter: finished; 3 running; 1, 2 pruned; 5 never in the mixture
+    assert text.endswith(
+        "Of the 6 restarts: 2 finished, 1 was still running, 2 had been pruned earlier by "
+        "successive halving, 1 had not reached the mixture stage (still in the warm-up, or not "
+        "started)"
+    )
+
+
+def test_a_finished_fit_keeps_the_engines_reason():
+    fake = _fake(pd.DataFrame({"restart": [0]}), best=0, n_restarts=1)
+    fake.interrupted_ = False
+    assert selection_explanation(fake) == fake.selection_reason_
+
+
+def test_stopped_fit_on_the_demo_is_explained_without_the_engines_wording(demo):
+    job = stopping_job(demo, stop_at_restart=0, n_restarts=4, at_iteration=12)
+    m = job.model
+    text = selection_explanation(m)
+    assert "dropped early" not in text and "finished restart(s)" not in text
+    assert f"restart {m.best_restart_} is kept" in text
+    assert "Of the 4 restarts" in text
+
+
+def test_summary_counts_spammers_and_undetermined_items(demo):
+    job = FitJob(dataset=demo, params=FitParams(n_restarts=2))
+    job.run()
+    m = job.model
+    lines = fit_summary(m)
+    text = " ".join(lines)
+    assert "FitParams" not in text
+    # the simulated demo's 9 spammers are the annotators the fit flags at one half
+    assert SPAM_SHARE_THRESHOLD == 0.5
+    flagged = set(m.annotators_.index[m.annotators_["spam_share"] >= 0.5])
+    assert flagged == SPAMMERS
+    assert lines[0].startswith(f"{len(SPAMMERS)} of 30 annotators look like spammers")
+    n_ratings = pd.read_csv(DEMO / "simulated-ratings.csv", dtype=str)
+    share = n_ratings["annotator"].isin(SPAMMERS).mean()
+    assert f"they gave {share:.1%} of the ratings" in lines[0]
+    undetermined = int((m.items_["sd"] >= 0.9 / np.sqrt(0.1)).sum())
+    assert lines[1].startswith(f"{undetermined:,} of 300 items are undetermined")
+    assert any(
+        line.startswith("Chosen: restart") and "highest lower bound" in line for line in lines
+    )
+    assert any(line.startswith("Converged:") for line in lines)

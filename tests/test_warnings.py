@@ -1,0 +1,61 @@
+"""Warnings are classes: a collapsed fit gives ``CollapseWarning``, an unfinished one
+``ConvergenceWarning``; the class is chosen where the warning arises, not from its text."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+from ordmix_core import CollapseWarning, ConvergenceWarning, OrdinalMixture
+from ordmix_core.model import CollapseWarning as ModelCollapseWarning
+from ordmix_core.restarts import RestartRun, fit_warnings
+from ordmix_core.simulate import simulate_crowd
+
+
+def _run(converged: bool) -> RestartRun:
+    return RestartRun(0, "data", None, trace=[-12.0, -10.0], converged=converged, done=True)
+
+
+def test_fit_warnings_carry_their_class():
+    assert ModelCollapseWarning is CollapseWarning  # still importable where it was
+    assert issubclass(CollapseWarning, UserWarning) and issubclass(ConvergenceWarning, UserWarning)
+    assert fit_warnings(_run(True), False, False, 100, 0.1) == []
+    (w,) = fit_warnings(_run(True), True, False, 100, 0.1)
+    assert w.category is CollapseWarning
+    (w,) = fit_warnings(_run(False), False, False, 100, 0.1)
+    assert w.category is ConvergenceWarning and "max_iter=100" in w.message
+    (w,) = fit_warnings(_run(False), False, True, 100, 0.1)
+    assert w.category is ConvergenceWarning and "stopped" in w.message
+
+
+@pytest.fixture(scope="module")
+def ratings():
+    return simulate_crowd(n_items=60, n_annotators=8, spammer_share=0.3, random_state=4).ratings
+
+
+def test_fit_that_hits_max_iter_warns_convergence(ratings):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        m = OrdinalMixture(n_restarts=1, max_iter=2, random_state=0).fit(ratings)
+    assert not m.converged_
+    assert [w.category for w in caught] == [ConvergenceWarning]
+    assert [str(w.message) for w in caught] == m.warnings_
+    assert caught[0].filename == __file__  # attributed to the caller of fit
+
+
+def test_stopped_fit_warns_convergence(ratings):
+    with pytest.warns(ConvergenceWarning, match="stopped"):
+        m = OrdinalMixture(n_restarts=2, random_state=0).fit(ratings, callback=lambda *a: False)
+    assert m.interrupted_
+
+
+def test_collapsed_fit_warns_collapse():
+    """A crowd of spammers only: every restart explains (nearly) every rating as spam."""
+    spam_only = simulate_crowd(n_items=60, n_annotators=8, spammer_share=1.0, random_state=4)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        m = OrdinalMixture(n_restarts=2, random_state=0).fit(spam_only.ratings)
+    assert m.collapsed_
+    assert [w.category for w in caught] == [CollapseWarning]
+    assert str(caught[0].message) == m.warnings_[0]
