@@ -6,6 +6,7 @@ docs/reliability.md records.
 
 from __future__ import annotations
 
+import csv
 import gzip
 import io
 import os
@@ -18,11 +19,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ordmix_core.data import prepare
 from ordmix_core.errors import InputError
 from ordmix_core.io import (
     FORMULA_PREFIXES,
+    MAX_CELL_CHARS,
     MAX_UPLOAD_MB,
     csv_safe,
+    csv_unescape,
+    read_crowd,
     read_gold,
     read_ratings,
     read_table,
@@ -182,6 +187,95 @@ MALFORMED: list[tuple[str, str, bytes, str | None, list[str]]] = [
 ]
 
 
+def _dup_rating_parquet() -> bytes:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    t = pa.Table.from_arrays(
+        [pa.array(["w1"]), pa.array(["t1"]), pa.array([3]), pa.array([4])],
+        names=["annotator", "instance", "rating", "rating"],
+    )
+    buf = io.BytesIO()
+    pq.write_table(t, buf)
+    return buf.getvalue()
+
+
+_LIKERT = b"".join(b"w%d,t%d,%d\n" % (i, i // 2, i % 5 + 1) for i in range(9))
+_LONG = "x" * 200_000
+
+#: issue 13's misleading messages and silent garbage, reader side: (what, file name, content,
+#: substrings of the message). Raised by ``read_ratings`` or, for what needs every rating
+#: (an inferred scale, queries), by ``prepare`` on its result (``ordmix fit`` runs both).
+ROUND_TWO: list[tuple[str, str, bytes, list[str]]] = [
+    (
+        "one rating 55 among 1..5 (scale inferred)",
+        "typo.csv",
+        HDR + _LIKERT + b"w9,t9,55\n",
+        ["row 11", "rating 55 lies far outside the other ratings (1 to 5", "--scale"],
+    ),
+    (
+        "a 'no answer' code 99 among 1..5 (scale inferred)",
+        "code.csv",
+        HDR + _LIKERT + b"w9,t9,99\nw9,t8,99\n",
+        ["row 11", "rating 99 (also on row 12) lies far outside", "--scale"],
+    ),
+    (
+        "99999999999999999999 among 1..5 (scale inferred)",
+        "huge.csv",
+        HDR + _LIKERT + b"w9,t9,99999999999999999999\n",
+        ["row 11", "rating 1e+20 lies far outside", "--scale"],
+    ),
+    (
+        "1e308 and -1e308 among 1..5 (scale inferred)",
+        "inf.csv",
+        HDR + _LIKERT + b"w9,t9,1e308\nw9,t8,-1e308\n",
+        ["row 11", "ratings -1e+308 (row 12), 1e+308 (row 11) lie far outside"],
+    ),
+    (
+        "a 200,000-character ID",
+        "long.csv",
+        HDR + b"w1," + _LONG.encode() + b",3\n",
+        ["row 2", "'instance' is 200,000 characters long", "longer than 131,072"],
+    ),
+    (
+        "a 200,000-character quoted ID",
+        "longq.csv",
+        HDR + b'w1,"' + _LONG.encode() + b'",3\n',
+        ["row 2", "'instance' is 200,000 characters long", "longer than 131,072"],
+    ),
+    (
+        "UTF-16LE text without a byte-order mark",
+        "utf16le.csv",
+        (HDR + b"w1,t1,3\n").decode().encode("utf-16-le"),
+        ["UTF-16 encoded text (little-endian, without a byte-order mark)", "save it as UTF-8"],
+    ),
+    (
+        "UTF-16BE text without a byte-order mark",
+        "utf16be.csv",
+        (HDR + b"w1,t1,3\n").decode().encode("utf-16-be"),
+        ["UTF-16 encoded text (big-endian, without a byte-order mark)"],
+    ),
+    (
+        "zero-width space in a header name",
+        "zw.csv",
+        "\u200bannotator,instance,rating\nw1,t1,3\n".encode(),
+        ["found: '\\u200bannotator', instance, rating", "U+200B (ZERO WIDTH SPACE)"],
+    ),
+    (
+        "Parquet file with two rating columns",
+        "dup.parquet",
+        _dup_rating_parquet(),
+        ["column name 'rating' appears more than once (columns 3 and 4)"],
+    ),
+    (
+        "an instance in two queries",
+        "queries.csv",
+        b"annotator,instance,rating,query\nw1,t1,1,q1\nw2,t2,2,q1\nw3,t1,3,q2\n",
+        ["row 4", "instance 't1' has query 'q2' here but 'q1' earlier"],
+    ),
+]
+
+
 def _message(content: bytes, name: str, scale: str | None) -> str:
     with pytest.raises(InputError) as err:
         read_ratings(content, name=name, scale=scale)
@@ -195,6 +289,117 @@ def test_malformed_upload_is_refused_precisely(what, name, content, scale, expec
     for part in expect:
         assert part in msg, f"{part!r} not in {msg!r}"
     assert "\n" not in msg  # the CLI prints it on one line
+
+
+def _round_two_message(content: bytes, name: str) -> str:
+    with pytest.raises(InputError) as err:
+        prepare(read_ratings(content, name=name))
+    return str(err.value)
+
+
+@pytest.mark.parametrize("what,name,content,expect", ROUND_TWO, ids=[c[0] for c in ROUND_TWO])
+def test_round_two_cases_get_a_precise_message(what, name, content, expect):
+    msg = _round_two_message(content, name)
+    assert msg.startswith(f"{name}: "), msg
+    for part in expect:
+        assert part in msg, f"{part!r} not in {msg!r}"
+    assert "\n" not in msg
+
+
+def test_long_values_only_past_the_limit_and_unclosed_quotes_still_named():
+    ok = "y" * MAX_CELL_CHARS
+    for row in (b"w1," + ok.encode() + b",3\n", b'w1,"' + ok.encode() + b'",3\n'):
+        assert read_table(HDR + row, name="r.csv")["instance"].tolist() == [ok]
+    tail = b"".join(b"w%d,t%d,3\n" % (i, i) for i in range(20_000))  # > the limit after it
+    with pytest.raises(InputError, match=r"row 3 .*never closed"):
+        read_ratings(HDR + b'w1,t1,3\nw2,"t2,4\n' + tail, name="q.csv")
+
+
+@pytest.mark.parametrize(
+    "bad", [b"\xed\xa0\x80", b"\xc0\xaf", b"\xf4\x90\x80\x80", b"\xe9"], ids=str
+)
+@pytest.mark.parametrize("quoted", [False, True], ids=["fast", "precise"])
+def test_invalid_utf8_is_refused_on_both_paths(bad, quoted):
+    q = b'"' if quoted else b""
+    content = HDR + b"w1,t1,3\n" + q + b"w" + bad + q + b",t2,4\n"
+    offset = len(HDR) + 8 + len(q) + 1
+    with pytest.raises(InputError) as err:
+        read_table(content, name="u.csv")
+    assert f"is not UTF-8 text: byte 0x{bad[0]:02X} at byte offset {offset} (line 3)" in str(
+        err.value
+    )
+
+
+def test_read_table_is_text_and_read_ratings_is_coded():
+    content = HDR.replace(b"\n", b",query\n") + b"w2,t1,3,q\nw1,t2,4,q\nw2,t2,5,q\n"
+    table = read_table(content, name="r.csv")
+    assert all(str(t) == "str" for t in table.dtypes)
+    df = read_ratings(content, name="r.csv")
+    assert df.attrs["source"] == "r.csv" and df["rating"].dtype == float
+    for c, cats in (("annotator", ["w1", "w2"]), ("instance", ["t1", "t2"]), ("query", ["q"])):
+        assert isinstance(df[c].dtype, pd.CategoricalDtype)
+        assert list(df[c].cat.categories) == cats  # sorted distinct IDs, each stored once
+    assert df["annotator"].tolist() == ["w2", "w1", "w2"]
+
+
+def test_read_crowd_is_prepare_of_read_ratings():
+    content = HDR.replace(b"\n", b",query\n") + b"w2,t1,3,q\nw1,t2,4,q\nw2,t2,5,r\n"
+    with pytest.raises(InputError, match=r"^c\.csv: row 4 .*instance 't2' has query 'r'"):
+        read_crowd(content, name="c.csv", granularity="query")
+    content = content.replace(b",r\n", b",q\n")
+    data = read_crowd(content, name="c.csv", scale="1,2,3,4,5", granularity="query")
+    ref = prepare(read_ratings(content, name="c.csv"), "1,2,3,4,5", "query")
+    for f in ("ann", "inst", "level", "cat_of_inst", "annotators", "instances", "categories"):
+        assert getattr(data, f).tolist() == getattr(ref, f).tolist()
+    assert data.scale.k == 5
+
+
+# --------------------------------------------------------------------------- both text paths
+
+_CELL = st.text(
+    alphabet=st.sampled_from(list('ab ,;"\n\r\t=-é工😀\x85\u3000') + ["0", "7"]), max_size=6
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.tuples(_CELL, _CELL, _CELL), min_size=1, max_size=12),
+    st.sampled_from(["\n", "\r\n", "\r"]),
+)
+def test_any_table_written_by_pythons_csv_reads_back_exactly(rows, newline):
+    """Quoted or not, every table a CSV writer produces is read cell for cell (the fast path
+    when no cell needs quotes, the precise one otherwise)."""
+    if all(c == "" for c in rows[-1]):  # a last row of empty cells is written as a bare ",,"
+        rows = [*rows, ("x", "y", "z")]
+    if any("\r" in c or "\n" in c for r in rows for c in r):
+        newline = "\r\n"  # the writer quotes only the line terminator's characters
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator=newline)
+    w.writerow(["annotator", "instance", "rating"])
+    w.writerows(rows)
+    table = read_table(buf.getvalue().encode(), name="r.csv")
+    assert [tuple(r) for r in table.itertuples(index=False)] == [tuple(r) for r in rows]
+
+
+_GARBAGE = st.lists(
+    st.sampled_from(list('ab0 ,"\n\r=é') + ["w1,t1,3\n", ",,\n", '""', '"\n']), max_size=60
+).map("".join)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_GARBAGE)
+def test_accepted_garbage_is_what_strict_csv_reads(body):
+    """Whatever the reader accepts is exactly what Python's strict csv module reads from the
+    same text: header and rows, cell for cell (trailing blank lines dropped)."""
+    text = "annotator,instance,rating\n" + body
+    try:
+        table = read_table(text.encode(), name="g.csv")
+    except InputError:
+        return
+    ref = list(csv.reader(io.StringIO(text, newline=""), strict=True))
+    while ref and ref[-1] == []:
+        ref.pop()
+    assert [list(table.columns)] + [list(r) for r in table.itertuples(index=False)] == ref
 
 
 @pytest.mark.parametrize("what,name,content,scale,expect", MALFORMED[:12], ids=str)
@@ -271,7 +476,9 @@ def test_parquet_round_trip(tmp_path):
     p = tmp_path / "r.parquet"
     df.to_parquet(p, index=False)
     out = read_ratings(p)
-    pd.testing.assert_frame_equal(out, df, check_dtype=False)
+    assert out.attrs["source"] == str(p)
+    ids = {"annotator": str, "instance": str, "query": str}  # IDs come back coded (Categorical)
+    pd.testing.assert_frame_equal(out.astype(ids), df, check_dtype=False)
 
 
 def test_parquet_numbers_and_nulls_become_strings():
@@ -384,9 +591,26 @@ def test_gold_errors(content, expect):
 )
 def test_fuzz_random_bytes_only_input_error(data, name):
     try:
-        read_ratings(data, name=name)
+        df = read_ratings(data, name=name)
     except InputError:
-        pass
+        return
+    _assert_sane(df)
+
+
+def _assert_sane(df: pd.DataFrame, scale: str | None = None) -> None:
+    """What any accepted input must look like: the columns, coded non-blank text IDs in
+    sorted order, finite ratings (on the scale if one was given), the source remembered."""
+    assert list(df.columns)[:3] == ["annotator", "instance", "rating"] and len(df) > 0
+    assert set(df.columns) <= {"annotator", "instance", "rating", "query"}
+    for c in set(df.columns) - {"rating"}:
+        cats = list(df[c].cat.categories)
+        assert all(isinstance(x, str) and x.strip() for x in cats)
+        assert cats == sorted(set(cats)) and (df[c].cat.codes >= 0).all()
+    r = df["rating"].to_numpy()
+    assert r.dtype == float and np.isfinite(r).all()
+    if scale is not None:
+        assert set(r) <= {float(v) for v in scale.split(",")}
+    assert df.attrs["source"]
 
 
 _CSVISH = st.lists(
@@ -409,8 +633,7 @@ def test_fuzz_csvish_text_only_input_error(header, body, name, scale):
         df = read_ratings((header + body).encode("utf-8"), name=name, scale=scale)
     except InputError:
         return
-    assert list(df.columns)[:3] == ["annotator", "instance", "rating"]
-    assert np.isfinite(df["rating"].to_numpy()).all()
+    _assert_sane(df, scale)
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -426,9 +649,10 @@ def test_fuzz_damaged_parquet_only_input_error(flips):
     for i, v in flips:
         damaged[i] = v
     try:
-        read_ratings(bytes(damaged), name="d.parquet")
+        df = read_ratings(bytes(damaged), name="d.parquet")
     except InputError:
-        pass
+        return
+    _assert_sane(df)
 
 
 # --------------------------------------------------------------------------- big input
@@ -557,7 +781,7 @@ def test_csv_safe_neutralises_each_prefix(prefix):
 def test_csv_safe_leaves_normal_ids_and_numbers_alone():
     df = pd.DataFrame(
         {
-            "annotator": ["w1", "007", "a=b", "x-1", "'=quoted"],
+            "annotator": ["w1", "007", "a=b", "x-1", "'quoted"],
             "estimate": [-1.5, 2.0, 3.0, -4.0, 5.0],
             "n": [-1, 2, 3, 4, 5],
         }
@@ -575,6 +799,17 @@ def test_csv_safe_index_and_labels():
     assert list(wide.columns) == ["'@SUM(A1)", "ok"]
 
 
+def test_csv_safe_never_merges_two_ids():
+    """``=1+1`` and ``'=1+1`` are different instances: written differently, read back apart."""
+    ids = ["=1+1", "'=1+1", "''=1+1", "'x", "x"]
+    df = pd.DataFrame({"instance": ids, "e": range(5)})
+    out = csv_safe(df, ["instance"])["instance"].tolist()
+    assert out == ["'=1+1", "''=1+1", "'''=1+1", "'x", "x"]
+    assert [csv_unescape(v) for v in out] == ids
+    back = pd.read_csv(io.BytesIO(to_csv_bytes(df, ["instance"])), dtype=str)
+    assert back["instance"].tolist() == out
+
+
 @settings(max_examples=100, deadline=None)
 @given(st.lists(st.text(max_size=8), min_size=1, max_size=20))
 def test_csv_safe_property(ids):
@@ -582,7 +817,9 @@ def test_csv_safe_property(ids):
     once = csv_safe(df, ["instance"])
     assert not any(v.startswith(FORMULA_PREFIXES) for v in once["instance"])
     assert [v[1:] if v != o else v for v, o in zip(once["instance"], ids, strict=True)] == ids
-    pd.testing.assert_frame_equal(csv_safe(once, ["instance"]), once)
+    # injective: distinct IDs stay distinct, and each cell says which ID it stands for
+    assert once["instance"].nunique() == len(set(ids))
+    assert [csv_unescape(v) for v in once["instance"]] == ids
 
 
 def test_write_csv_and_bytes(tmp_path):
@@ -613,5 +850,20 @@ def _doc_table() -> str:
     return "\n".join(rows)
 
 
+def _round_two_table() -> str:
+    rows = ["| input | file | message |", "|---|---|---|"]
+    for what, name, content, _ in ROUND_TWO:
+        try:
+            prepare(read_ratings(content, name=name))
+            msg = "(accepted)"
+        except InputError as e:
+            msg = str(e)
+        msg = msg.replace("|", "\\|")
+        rows.append(f"| {what} | `{name}` | `{msg}` |")
+    return "\n".join(rows)
+
+
 if __name__ == "__main__":
     print(_doc_table())
+    print()
+    print(_round_two_table())

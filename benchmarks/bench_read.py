@@ -1,0 +1,241 @@
+"""Reading and coding a big ratings file: the CLI's read path, a whole small fit, an upload.
+
+    python benchmarks/bench_read.py write /tmp/r10m.csv --ratings 10000000
+    python benchmarks/bench_read.py read /tmp/r10m.csv     # read_ratings + prepare(query)
+    python benchmarks/bench_read.py fit /tmp/r10m.csv      # `ordmix fit`, 1 restart, 5 sweeps
+    python benchmarks/bench_read.py fit-crowd /tmp/r10m.csv  # that fit from io.read_crowd
+    python benchmarks/bench_read.py upload --rows 1000000  # the dashboard's upload read path
+    python benchmarks/bench_read.py all /tmp/r10m.csv      # all four, one JSON line each
+
+``write`` draws ``synth.synth_arrays`` (5 levels, 5 ratings per item, L/500 annotators, 1,000
+queries, 30% spammers) and writes it as CSV with string IDs and a query column, rows shuffled:
+``a01234,item0123456,3,q0042`` (about 27 bytes a rating: 10M ratings = 270 MB). ``read``
+times ``io.read_ratings`` then ``data.prepare(..., granularity="query")`` (reading and coding:
+what the fit needs before its first sweep). ``fit`` runs ``ordmix fit ... --restarts 1
+--max-iter 5 --tol 0 --granularity query`` as a child process and reports its wall time and
+peak RSS; ``fit-crowd`` the same fit from ``io.read_crowd`` (no output files). ``upload``
+builds the 1,000,000-row frame of ``tests/test_app_data.py``'s upload test and times what
+the Data page does with it outside Streamlit: ``io.read_table`` on the bytes, then
+``data.normalize_columns`` + ``data.prepare`` (``app.make_dataset``'s engine calls).
+Each measurement runs in its own process (``resource.getrusage``: peak RSS of that run only);
+``ordmix_core`` is whatever ``PYTHONPATH`` points at, so the same script measures two trees.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+
+def write_ratings_csv(path: str, n_ratings: int, seed: int = 0) -> dict:
+    """The synth crowd as one CSV with string IDs and a query column, rows shuffled."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.csv as pacsv
+    from synth import synth_arrays
+
+    a = synth_arrays(n_ratings, seed=seed)
+    order = np.random.default_rng(seed + 1).permutation(n_ratings)
+
+    def ids(prefix: str, codes, width: int) -> pa.Array:
+        text = pc.utf8_lpad(pc.cast(pa.array(codes), pa.string()), width, "0")
+        return pc.binary_join_element_wise(prefix, text, "")
+
+    inst = a["inst"][order]
+    table = pa.table(
+        {
+            "annotator": ids("a", a["ann"][order], 5),
+            "instance": ids("item", inst, 7),
+            "rating": pa.array(a["level"][order] + 1, pa.int8()),
+            "query": ids("q", a["query_of_inst"][inst], 4),
+        }
+    )
+    pacsv.write_csv(table, path, pacsv.WriteOptions(include_header=True, quoting_style="none"))
+    return {
+        "path": path,
+        "n_ratings": n_ratings,
+        "n_instances": int(a["inst"].max()) + 1,
+        "n_annotators": int(a["ann"].max()) + 1,
+        "mb": round(os.path.getsize(path) / 1e6, 1),
+    }
+
+
+def _peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def measure_read(path: str, granularity: str = "query") -> dict:
+    from ordmix_core.data import prepare
+    from ordmix_core.io import read_ratings
+
+    t0, c0 = time.perf_counter(), time.process_time()
+    df = read_ratings(path)
+    t1 = time.perf_counter()
+    data = prepare(df, granularity=granularity)
+    t2, c2 = time.perf_counter(), time.process_time()
+    return {
+        "what": "read",
+        "read_s": round(t1 - t0, 2),
+        "prepare_s": round(t2 - t1, 2),
+        "read_and_code_s": round(t2 - t0, 2),
+        "cpu_s": round(c2 - c0, 2),
+        "load_avg": os.getloadavg()[0],
+        "peak_rss_mb": round(_peak_mb()),
+        "n_ratings": data.n_ratings,
+        "n_instances": data.n_instances,
+        "n_annotators": data.n_annotators,
+        "n_categories": data.n_categories,
+    }
+
+
+def measure_fit(path: str) -> dict:
+    with_out = os.path.join(os.path.dirname(os.path.abspath(path)), "bench_read_fit_out")
+    cmd = [
+        sys.executable,
+        "-c",
+        "import sys; from ordmix_core.cli import main; sys.exit(main())",
+        "fit",
+        path,
+        "--out",
+        with_out,
+        "--restarts",
+        "1",
+        "--max-iter",
+        "5",
+        "--tol",
+        "0",
+        "--granularity",
+        "query",
+        "--seed",
+        "0",
+        "--quiet",
+    ]
+    t0 = time.perf_counter()
+    # run from the CSV's folder: ``python -c`` puts the working directory first on sys.path,
+    # which must not shadow the ordmix_core that PYTHONPATH names
+    proc = subprocess.Popen(cmd, cwd=os.path.dirname(os.path.abspath(path)))
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    return {
+        "what": "fit",
+        "load_avg": os.getloadavg()[0],
+        "exit": os.waitstatus_to_exitcode(status),
+        "wall_s": round(wall, 2),
+        "peak_rss_mb": round(usage.ru_maxrss / 1024),
+        "command": " ".join(cmd[3:]),
+    }
+
+
+def measure_fit_crowd(path: str) -> dict:
+    """The same fit from ``io.read_crowd`` (the frame dropped once coded), no output files."""
+    code = (
+        "import sys, warnings; warnings.simplefilter('ignore')\n"
+        "from ordmix_core.io import read_crowd\n"
+        "from ordmix_core.model import OrdinalMixture\n"
+        "data = read_crowd(sys.argv[1], granularity='query')\n"
+        "OrdinalMixture('query', n_restarts=1, max_iter=5, tol=0, random_state=0).fit(data)\n"
+    )
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, os.path.abspath(path)],
+        cwd=os.path.dirname(os.path.abspath(path)),
+    )
+    _, status, usage = os.wait4(proc.pid, 0)
+    return {
+        "what": "fit-crowd",
+        "load_avg": os.getloadavg()[0],
+        "exit": os.waitstatus_to_exitcode(status),
+        "wall_s": round(time.perf_counter() - t0, 2),
+        "peak_rss_mb": round(usage.ru_maxrss / 1024),
+    }
+
+
+def upload_bytes(n: int = 1_000_000) -> bytes:
+    """The CSV of ``tests/test_app_data.py::test_million_row_upload_is_handled``."""
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame(
+        {
+            "annotator": np.char.add("w", rng.integers(0, 2000, n).astype(str)),
+            "instance": np.char.add("i", rng.integers(0, 200_000, n).astype(str)),
+            "rating": rng.integers(1, 6, n),
+        }
+    )
+    return df.to_csv(index=False).encode()
+
+
+def measure_upload(n: int) -> dict:
+    from ordmix_core.data import normalize_columns, prepare
+    from ordmix_core.io import read_table
+
+    content = upload_bytes(n)
+    t0, c0 = time.perf_counter(), time.process_time()
+    table = read_table(content, "big.csv")
+    t1 = time.perf_counter()
+    renamed = table[["annotator", "instance", "rating"]]  # the page's column mapping
+    df = normalize_columns(renamed, source="big.csv")
+    data = prepare(df, None, granularity="instance", source="big.csv")
+    t2, c2 = time.perf_counter(), time.process_time()
+    return {
+        "what": "upload",
+        "rows": n,
+        "read_table_s": round(t1 - t0, 2),
+        "normalize_prepare_s": round(t2 - t1, 2),
+        "total_s": round(t2 - t0, 2),
+        "cpu_s": round(c2 - c0, 2),
+        "load_avg": os.getloadavg()[0],
+        "peak_rss_mb": round(_peak_mb()),
+        "n_instances": data.n_instances,
+    }
+
+
+def _child(args: list[str]) -> dict:
+    out = subprocess.run(
+        [sys.executable, os.path.abspath(__file__), *args],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("what", choices=["write", "read", "fit", "fit-crowd", "upload", "all"])
+    p.add_argument("path", nargs="?", help="the ratings CSV (written by `write`)")
+    p.add_argument("--ratings", type=int, default=10_000_000, help="ratings to write")
+    p.add_argument("--rows", type=int, default=1_000_000, help="rows of the upload test")
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args()
+    if args.what in ("write", "read", "fit", "fit-crowd", "all") and not args.path:
+        p.error(f"{args.what} needs the CSV path")
+    if args.what == "write":
+        res = write_ratings_csv(args.path, args.ratings, args.seed)
+    elif args.what == "read":
+        res = measure_read(args.path)
+    elif args.what == "fit":
+        res = measure_fit(args.path)
+    elif args.what == "fit-crowd":
+        res = measure_fit_crowd(args.path)
+    elif args.what == "upload":
+        res = measure_upload(args.rows)
+    else:
+        for what in ("read", "fit", "fit-crowd"):
+            print(json.dumps(_child([what, args.path])), flush=True)
+        res = _child(["upload", "--rows", str(args.rows)])
+    print(json.dumps(res), flush=True)
+
+
+if __name__ == "__main__":
+    main()

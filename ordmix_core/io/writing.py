@@ -1,0 +1,119 @@
+"""Writing tables: CSVs without spreadsheet formulas, each file atomically (temp + rename).
+
+Whole output folders are ``ordmix_core.outpaths.atomic_output_dir``'s.
+
+Formula protection is injective: a text cell is prefixed with ``'`` when, after any leading
+``'``, it starts with ``= + - @``, tab or carriage return. So ``=1+1`` is written ``'=1+1`` and
+``'=1+1`` is written ``''=1+1``: two distinct IDs never become the same cell, and
+:func:`csv_unescape` (drop one leading ``'`` from such a cell) gives the ID back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+#: cells a spreadsheet would execute start with one of these
+FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+#: what gets a leading ``'``: a formula prefix after any number of ``'`` (so escaping is
+#: injective: a cell that already starts with ``'`` before a prefix gets one more)
+ESCAPED = re.compile("'*[" + re.escape("".join(FORMULA_PREFIXES)) + "]")
+
+
+def csv_safe(df: pd.DataFrame | pd.Series, columns: Sequence[str] | None = None) -> pd.DataFrame:
+    """Copy of ``df`` with spreadsheet-formula cells neutralised by a leading ``'``.
+
+    Text cells starting with ``= + - @``, tab or carriage return would be executed by Excel /
+    LibreOffice on opening the CSV; they, and cells where such a character follows leading
+    ``'`` (so that no two IDs are written alike), get one more ``'`` in front. Applies to
+    ``columns`` (default: every non-numeric column), to a text index and to text column
+    labels; numeric columns are left alone. :func:`csv_unescape` undoes it.
+    """
+    out = df.to_frame() if isinstance(df, pd.Series) else df.copy(deep=False)  # copy on write
+    if columns is None:
+        todo = [c for c in out.columns if not pd.api.types.is_numeric_dtype(out[c])]
+    else:
+        todo = [c for c in columns if c in out.columns]
+    for c in todo:
+        if not pd.api.types.is_numeric_dtype(out[c]):
+            out[c] = _neutralise(out[c])
+    if isinstance(out.index, pd.MultiIndex):
+        out.index = pd.MultiIndex.from_arrays(
+            [_neutralise(out.index.get_level_values(i)) for i in range(out.index.nlevels)],
+            names=out.index.names,
+        )
+    elif not pd.api.types.is_numeric_dtype(out.index):
+        out.index = pd.Index(_neutralise(out.index), name=out.index.name)
+    out.columns = [_neutralise_one(c) for c in out.columns]
+    return out
+
+
+def csv_unescape(text: str) -> str:
+    """The value a :func:`csv_safe` cell stands for (one leading ``'`` dropped if added)."""
+    return text[1:] if text.startswith("'") and ESCAPED.match(text, 1) else text
+
+
+def _neutralise_one(x: Any) -> Any:
+    return "'" + x if isinstance(x, str) and ESCAPED.match(x) else x
+
+
+def _neutralise(values: pd.Series | pd.Index) -> Any:
+    arr = np.asarray(values, dtype=object)
+    is_str = np.fromiter((isinstance(x, str) for x in arr), bool, len(arr))
+    if not is_str.any():
+        return values
+    s = pd.Series(arr)
+    text = s.where(is_str, "").astype(str)
+    danger = is_str & text.str.match(ESCAPED.pattern).to_numpy(dtype=bool, na_value=False)
+    if not danger.any():
+        return values
+    arr = arr.copy()
+    arr[danger] = np.char.add("'", arr[danger].astype(str)).astype(object)
+    if isinstance(values, pd.Series):
+        return pd.Series(arr, index=values.index, name=values.name)
+    return arr
+
+
+def _frame_for_csv(df: pd.DataFrame | pd.Series, id_columns: Sequence[str] | None) -> tuple:
+    safe = csv_safe(df, id_columns)
+    default_index = isinstance(safe.index, pd.RangeIndex) and safe.index.name is None
+    return safe, not default_index
+
+
+def to_csv_bytes(df: pd.DataFrame | pd.Series, id_columns: Sequence[str] | None = None) -> bytes:
+    """UTF-8 CSV of ``df`` (formula cells neutralised) for the dashboard's download buttons.
+
+    A meaningful index (named, or not a plain 0..n-1 range) is written as the first column.
+    """
+    safe, index = _frame_for_csv(df, id_columns)
+    return safe.to_csv(index=index, lineterminator="\n").encode("utf-8")
+
+
+def write_csv(
+    df: pd.DataFrame | pd.Series, path: str | os.PathLike, id_columns: Sequence[str] | None = None
+) -> Path:
+    """Write ``df`` as UTF-8 CSV with formula cells neutralised, atomically (temp + rename).
+
+    The same bytes as :func:`to_csv_bytes`, streamed to the file (never the whole text in
+    memory: a 2-million-item ``items.csv`` is hundreds of MB).
+    """
+    path = Path(path)
+    safe, index = _frame_for_csv(df, id_columns)
+    tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:12]}")
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="") as f:
+            safe.to_csv(f, index=index, lineterminator="\n")
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    return path
