@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from _bound_reference import Crowd, Hyper, Q, bound_terms, lower_bound, monte_carlo_bound
+from _sweeps import Sweep, record_sweeps
 from scipy import stats
 from scipy.special import digamma
 
@@ -78,27 +79,9 @@ VARIANTS = [
 IDS = [v.id for v in VARIANTS]
 
 
-class Sweep(NamedTuple):
-    """One call of the engine's sweep: problem, state before, state after, the F it reported."""
-
-    problem: vb.Problem
-    before: vb.State
-    after: vb.State
-    bound: float
-
-
 def record_fit(monkeypatch, variant: Variant, **kw) -> tuple[OrdinalMixture, list[Sweep]]:
     """Fit with every call of ``vb.sweep`` recorded (states copied as they were)."""
-    calls: list[Sweep] = []
-    inner = vb.sweep
-
-    def recording(p, s):
-        before = s.copy()
-        new, f = inner(p, s)
-        calls.append(Sweep(p, before, new.copy(), f))
-        return new, f
-
-    monkeypatch.setattr(vb, "sweep", recording)
+    calls = record_sweeps(monkeypatch)
     params = {} if variant.defaults else PARAMS
     model = OrdinalMixture(
         variant.granularity,
@@ -113,7 +96,7 @@ def record_fit(monkeypatch, variant: Variant, **kw) -> tuple[OrdinalMixture, lis
         **params,
         **kw,
     ).fit(RATINGS)
-    monkeypatch.setattr(vb, "sweep", inner)
+    monkeypatch.undo()
     assert calls, "the fit did not call ordmix_core.vb.sweep: point record_fit at the new sweep"
     return model, calls
 
