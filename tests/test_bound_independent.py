@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from _bound_reference import Crowd, Hyper, Q, bound_terms, lower_bound, monte_carlo_bound
-from _sweeps import Sweep, record_sweeps
+from _sweeps import Sweep, record_sweeps, to_reference
 from scipy import stats
 from scipy.special import digamma
 
@@ -101,65 +101,13 @@ def record_fit(monkeypatch, variant: Variant, **kw) -> tuple[OrdinalMixture, lis
     return model, calls
 
 
-def _positions(engine_names, ref_names) -> np.ndarray:
-    where = {name: i for i, name in enumerate(engine_names)}
-    return np.array([where[name] for name in ref_names])
-
-
-def _gamma_mean(shape: np.ndarray, rate: np.ndarray) -> np.ndarray:
-    return np.array(
-        [stats.gamma(a, scale=1.0 / b).mean() for a, b in zip(shape, rate, strict=True)]
-    )
-
-
 def reference_inputs(
     model: OrdinalMixture, variant: Variant, sweep: Sweep, x_from: str = "before"
 ) -> tuple[Crowd, Q, Hyper]:
-    """The reference's crowd, q and hyperparameters for the F reported by ``sweep``.
-
-    q(x_l|y=1) from ``sweep.before`` (``x_from='after'`` gives the wrong reading, for the test
-    that tells them apart); everything else from ``sweep.after``; the fixed hyperparameters
-    from what the test asked for, not from the engine.
-    """
-    crowd = Crowd.from_frame(RATINGS, SCALE, variant.granularity)
-    data = model.data_
-    # the engine's codes name the same annotator, instance and category on every row
-    p = sweep.problem
-    assert list(data.annotators[p.ann]) == list(crowd.annotators[crowd.ann])
-    assert list(data.instances[p.inst]) == list(crowd.instances[crowd.inst])
-    assert list(data.categories[p.cat_l]) == list(crowd.categories[crowd.cat])
-    pa = _positions(data.annotators, crowd.annotators)
-    pm = _positions(data.instances, crowd.instances)
-    pc = _positions(data.categories, crowd.categories)
-    a, x = sweep.after, getattr(sweep, x_from)
-    rho = (_gamma_mean(x.tau_shape, x.tau_rate)[p.ann]
-           * _gamma_mean(x.delta_shape, x.delta_rate)[p.cat_l])  # fmt: skip
-    q = Q(
-        mu_m=a.mu_m[pm],
-        lam_m=a.lam_m[pm],
-        tau_shape=a.tau_shape[pa],
-        tau_rate=a.tau_rate[pa],
-        delta_shape=a.delta_shape[pc],
-        delta_rate=a.delta_rate[pc],
-        omega=np.asarray(a.omega, dtype=float),
-        x_mean=x.mu_m[p.inst],
-        x_prec=rho,
-    )
+    """The reference's inputs for ``sweep`` with the fixed hyperparameters the test asked for."""
     fixed = DEFAULTS if variant.defaults else PARAMS
-    pi = np.asarray(fixed["pi"], dtype=float)
-    h = Hyper(
-        eps=a.eps[pa],
-        alpha=float(a.alpha),
-        beta=float(a.beta),
-        phi=fixed["phi"],
-        eta=fixed["eta"],
-        mu=fixed["mu"],
-        lam=fixed["lam"],
-        pi=pi / pi.sum(),
-        ordinal=variant.ordinal,
-        spam=bool(p.spam),  # the no-spam warm-up of a spam fit is the no-spam model
-    )
-    return crowd, q, h
+    crowd = Crowd.from_frame(RATINGS, SCALE, variant.granularity)
+    return (crowd, *to_reference(crowd, model.data_, sweep, fixed, variant.ordinal, x_from))
 
 
 def assert_bound_matches(model, variant, sweep: Sweep, what: str) -> float:

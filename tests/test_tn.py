@@ -137,6 +137,7 @@ def _check_against_mpmath(lo: float, hi: float, mean: float, prec: float) -> Non
     for name in ("ex", "var", "log_z", "entropy"):
         got = float(getattr(s, name)[0])
         assert abs(got - truth[name]) <= tol[name], (name, got, truth[name], tol[name])
+    assert lo <= s.ex[0] <= hi and 0.0 <= s.var[0] <= (hi - lo) ** 2 / 12 * (1 + 1e-4)
 
 
 @settings(max_examples=300, deadline=None)
@@ -190,3 +191,52 @@ def test_very_far_tail_offset_and_entropy(dist):
     s = tn_stats(np.array([lo]), np.array([hi]), np.array([mean]), np.array([prec]))
     assert abs(s.ex[0] - truth["ex"]) <= 1e-6 * truth["offset"] + 8 * _EPS * abs(mean)
     assert s.entropy[0] == pytest.approx(truth["entropy"], abs=1e-6)
+
+
+@pytest.mark.parametrize("a", [0.0, -3.0, 2.0, 40.0, -200.0, 350.0])
+@pytest.mark.parametrize("width", [1e-12, 1e-9, 1e-7, 9e-7])
+def test_nearly_a_point_matches_mpmath(a, width):
+    """Below 1e-6 sds tn.py treats the density as flat across the interval: E[x] its middle,
+    Var width^2 / 12, log Z log(width phi(middle)). Checked to far better than the old range
+    checks: E[x] to the flat approximation's a * width / 12 of the width (plus the rounding of
+    the ends), the rest to 1e-8."""
+    lo, hi = a, a + width
+    truth = _mp_truth(lo, hi, 0.0, 1.0)
+    s = tn_stats(np.array([lo]), np.array([hi]), np.array([0.0]), np.array([1.0]))
+    flat = (1e-9 + abs(a) * width / 6) * (hi - lo)  # the density's slope across the interval
+    assert abs(s.ex[0] - truth["ex"]) <= flat + 8 * _EPS * abs(lo)
+    assert s.var[0] == pytest.approx(truth["var"], rel=1e-8)
+    assert s.log_z[0] == pytest.approx(truth["log_z"], abs=1e-8)
+    assert s.entropy[0] == pytest.approx(truth["entropy"], abs=1e-8)
+
+
+@pytest.mark.parametrize("b", [140.0, 200.0, 350.0])
+@pytest.mark.parametrize("x", [1e-4, 5e-3, 9e-3, 0.011, 0.3, 1.0, 3.0, 30.0])
+def test_far_tail_variance_for_every_width(b, x):
+    """Beyond 130 sds the variance is that of an exponential with rate b truncated to the
+    interval (x = b * width): its series below x = 0.01, the closed form above. Relative error
+    of that approximation ~0.1 min(x, 10)^2 / b^2 (measured), checked with a 20x margin."""
+    lo, hi = b, b + x / b
+    truth = _mp_truth(lo, hi, 0.0, 1.0)
+    s = tn_stats(np.array([lo]), np.array([hi]), np.array([0.0]), np.array([1.0]))
+    assert s.var[0] == pytest.approx(truth["var"], rel=2e-9 + 2 * min(x, 10.0) ** 2 / b**2)
+    _check_against_mpmath(lo, hi, 0.0, 1.0)
+
+
+@pytest.mark.parametrize("b", [1e4, 1e5])
+@pytest.mark.parametrize("width", [1e-5, 1e-3, 1.0])
+def test_beyond_any_precision_still_inside_the_interval(b, width):
+    """However far out, E[x] stays in the interval and 0 <= Var <= width^2 / 12, so S_l and
+    the bound stay finite (the values themselves are the xfail above)."""
+    lo, hi = np.array([b]), np.array([b + width])
+    for mean in (0.0, 2 * b + width):  # either side
+        s = tn_stats(lo, hi, np.array([mean]), np.array([1.0]))
+        assert lo[0] <= s.ex[0] <= hi[0]
+        assert 0.0 <= s.var[0] <= (hi[0] - lo[0]) ** 2 / 12
+        assert all(np.isfinite(v[0]) for v in s)
+
+
+def test_cancelling_variance_is_clipped_at_zero():
+    """91.5 sds out on a 0.001-sd interval e2 - m^2 cancels to below zero in doubles."""
+    s = tn_stats(np.array([91.5]), np.array([91.501]), np.array([0.0]), np.array([1.0]))
+    assert 0.0 <= s.var[0] <= 1e-6 / 12
