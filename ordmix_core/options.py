@@ -215,7 +215,7 @@ class ScaleKind(_Kind):
     none: str | None = "the distinct ratings seen"
 
     def describe(self) -> str:
-        return "increasing finite numbers such as 1,2,3,4,5"
+        return "finite numbers, strictly increasing without repeats, such as 1,2,3,4,5"
 
     def check(self, value: Any) -> Any:
         if value is None:

@@ -97,9 +97,9 @@ BAD_PARAMS = [
     ({"collapse_threshold": 2}, "collapse_threshold must be a number from 0 to 1"),
     ({"pi": "abc"}, "pi must be positive finite numbers"),
     ({"pi": [1, -1, 1]}, "pi must be positive finite numbers"),
-    ({"scale": 5}, "scale must be increasing finite numbers"),
-    ({"scale": [3, 2, 1]}, "scale must be increasing finite numbers"),
-    ({"scale": "1,2,1e308,-1e308"}, "scale must be increasing"),
+    ({"scale": 5}, "scale must be finite numbers, strictly increasing without repeats"),
+    ({"scale": [3, 2, 1]}, "scale must be finite numbers, strictly increasing without repeats"),
+    ({"scale": "1,2,1e308,-1e308"}, "scale must be finite numbers, strictly increasing"),
     ({"scale": [-1e308, 0, 1e308]}, "must span at most 1e+150"),
 ]
 
