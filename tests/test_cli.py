@@ -190,8 +190,8 @@ BAD_ARGS = [
         "argument --scale: expected a value, but '-2,-1,0,1,2' looks like an option; if it is "
         "the value, write --scale=-2,-1,0,1,2",
     ),
-    (["--scale", "a,b"], "argument --scale: must be finite numbers, strictly increasing without repeats, such as"),
-    (["--scale", "3,2,1"], "argument --scale: must be finite numbers, strictly increasing without repeats"),
+    (["--scale", "a,b"], "argument --scale: must be finite numbers, strictly increasing"),
+    (["--scale", "3,2,1"], "argument --scale: must be finite numbers, strictly increasing"),
     (
         ["--restarts", "99999999999999999999"],
         "argument --restarts: must be a whole number from 1 to 1,000, not 99999999999999999999",
