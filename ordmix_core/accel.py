@@ -126,7 +126,22 @@ def squarem_proposal(s0: State, s1: State, s2: State, lo: float, hi: float) -> S
             return None
         out[g] = x
     alpha, beta = out.pop("ab")
-    return State(**out, alpha=float(alpha), beta=float(beta))
+    return State(**out, alpha=float(alpha), beta=float(beta), **carried(s2))
+
+
+#: State fields SQUAREM does not extrapolate: the proposal takes them from the latest state
+#: (the annotator bias, lambda_b, a learned spam distribution; the sweep from the proposal
+#: updates them as usual)
+CARRIED = ("bias_mean", "bias_prec", "lam_b", "pi", "dir_a", "kappa")
+
+
+def carried(s: object) -> dict:
+    """``CARRIED`` fields of ``s`` (copied arrays), for a proposal built from ``s``."""
+    out = {}
+    for k in CARRIED:
+        v = getattr(s, k, None)
+        out[k] = v.copy() if isinstance(v, np.ndarray) else v
+    return out
 
 
 class Sweeps(Protocol):
