@@ -435,7 +435,7 @@ class OrdinalMixture(CrowdEstimator):
         self.selection_reason_ = reason
         self.lower_bound_ = best.lower_bound
         self.converged_ = bool(best.converged)
-        self.n_iter_ = len(best.trace)
+        self.n_iter_ = len(best.stage_trace) + len(best.trace)
         self.collapsed_ = collapsed
         self.interrupted_ = interrupted
         self.warnings_ = [w.message for w in warn]

@@ -402,8 +402,9 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "max_iter",
         Whole(1, MAX_ITER),
-        "cap on sweeps in each stage of a restart (the no-spam warm-up and the mixture); a "
-        "restart that reaches it stops unconverged, with a warning",
+        "cap on sweeps in each stage of a restart (the no-spam warm-up, the extended model's "
+        "mixture with uniform spam, and the mixture); a restart that reaches it stops "
+        "unconverged, with a warning",
         "Max sweeps per stage",
         group="basic",
         widget="int",
@@ -470,6 +471,7 @@ OPTIONS: tuple[Option, ...] = (
         group="basic",
         widget="select",
         flag="--model",
+        in_compare=False,
     ),
     Option(
         "bias",
@@ -480,6 +482,7 @@ OPTIONS: tuple[Option, ...] = (
         widget="none",
         flag="--bias",
         metavar="on|off",
+        in_compare=False,
     ),
     Option(
         "spam_dist",
@@ -491,6 +494,7 @@ OPTIONS: tuple[Option, ...] = (
         widget="none",
         flag="--spam-dist",
         metavar="uniform|global|annotator",
+        in_compare=False,
     ),
     Option(
         "updates",

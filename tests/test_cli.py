@@ -56,10 +56,15 @@ def test_fit_writes_every_output(files, capsys):
     assert list(ann.columns[:4]) == ["annotator", "n_ratings", "expertise", "reliability"]
     trace = pd.read_csv(out / "trace.csv")
     assert list(trace.columns[:3]) == ["restart", "iteration", "lower_bound"]
-    assert set(trace["stage"]) == {"nospam", "mixture"}
+    # the default (extended) model: warm-up, mixture with uniform spam, mixture with pi learned
+    assert set(trace["stage"]) == {"nospam", "uniform", "mixture"}
     summary = json.loads((out / "summary.json").read_text())
     assert summary["winning_restart"] in (0, 1) and "converged" in summary
     assert summary["hyperparameters"]["phi"] == 10.0
+    choice = summary["model_choice"]
+    assert choice["model"] == "extended" and choice["stages"] == ["nospam", "uniform", "mixture"]
+    assert choice["lambda_b"] > 0 and len(choice["pi"]) == 5
+    assert {"bias", "bias_sd"} <= set(ann.columns)
     assert "restart" in capsys.readouterr().err  # progress on stderr
 
 
@@ -444,8 +449,11 @@ def test_restarts_and_granularity_flags_in_the_files(small):
     _, _, out = cli_fit(small, "r1", "--restarts", "1", "--granularity", "query")
     assert len(pd.read_csv(out / "restarts.csv")) == 1
     assert len(pd.read_csv(out / "categories.csv")) == small[1]["query"].nunique() > 1
-    _, summary, _ = cli_fit(small, "mi", "--restarts", "1", "--max-iter", "2", "--tol", "0")
-    assert summary["iterations"] <= 2 and summary["converged"] is False
+    _, summary, out = cli_fit(small, "mi", "--restarts", "1", "--max-iter", "2", "--tol", "0")
+    # max_iter caps each stage: the default model's mixture has two (uniform, then learned pi)
+    per_stage = pd.read_csv(out / "trace.csv").groupby("stage").size()
+    assert set(per_stage.index) == {"nospam", "uniform", "mixture"} and per_stage.max() <= 2
+    assert summary["iterations"] <= 4 and summary["converged"] is False
 
 
 def test_seed_zero_by_default_two_runs_agree(small, default_fit):

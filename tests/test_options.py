@@ -213,14 +213,19 @@ def test_flags_come_from_the_table():
         "random_state",
         "ordinal",
         "spam",
+        "model",
+        "bias",
+        "spam_dist",
         "updates",
         "phi",
         "eta",
         "lam",
         "mu",
     }
-    # each method of compare fixes these itself
-    assert fit - {o.name for o in options_for("compare")} == {"ordinal", "spam"}
+    # each method of compare fixes these itself (its rows name the model: odm, odm-paper-*)
+    assert fit - {o.name for o in options_for("compare")} == {
+        "ordinal", "spam", "model", "bias", "spam_dist",
+    }  # fmt: skip
     p = argparse.ArgumentParser()
     add_fit_options(p, "fit")
     args = p.parse_args([])
@@ -232,7 +237,9 @@ def test_flags_come_from_the_table():
 
 def test_dashboard_metadata():
     basic = [o.name for o in dashboard_options("basic")]
-    assert basic == ["granularity", "scale", "n_restarts", "max_iter", "tol", "random_state"]
+    assert basic == [
+        "granularity", "scale", "n_restarts", "max_iter", "tol", "random_state", "model",
+    ]  # fmt: skip
     adv = [o.name for o in dashboard_options("advanced")]
     assert adv == ["ordinal", "spam", "updates", "phi", "eta", "lam", "mu"]
     for o in dashboard_options():

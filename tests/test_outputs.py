@@ -41,6 +41,7 @@ def test_tables_put_ids_first_in_a_fixed_order(model) -> None:
     ann = outputs.annotators_table(model)
     assert list(ann.columns) == [
         "annotator", "n_ratings", "expertise", "reliability", "expertise_sd", "spam_share",
+        "bias", "bias_sd",
     ]  # fmt: skip
     trace = outputs.table(model, "trace")  # no named index: nothing added
     assert list(trace.columns) == ["restart", "iteration", "lower_bound", "stage"]
