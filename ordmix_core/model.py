@@ -448,7 +448,7 @@ class _MemorySweeps:
     SQUAREM's proposal from whole states."""
 
     def __init__(self, p: vb.Problem) -> None:
-        self.problems = {True: p, False: p.with_spam(False), "uniform": p.with_stage("uniform")}
+        self.problems = {key: p.at(key) for key in (True, False, "uniform")}
         self.lo, self.hi = p.thresholds[0], p.thresholds[-1]
 
     def sweep(self, state: vb.State, spam: bool, history: tuple | None) -> tuple:

@@ -119,7 +119,8 @@ def hyperparams(
     ``problem.Problem``), the spam distribution ``pi`` (K,) and the scale; with the
     extensions (``state``: the winner's ``problem.State``): ``lambda_b`` (precision of the
     bias prior; None without the bias), the learned ``pi`` (global, or the Dirichlet's mean)
-    and ``kappa`` (per-annotator spam distributions), ``pi_fixed`` the fixed one."""
+    and ``kappa`` (per-annotator spam distributions), ``pi_fixed`` the fixed one (keys
+    present only when the model has them)."""
     learned = state is not None and p.spam_dist != "uniform" and state.pi is not None
     out = {
         "alpha": float(alpha),
@@ -131,9 +132,9 @@ def hyperparams(
         "pi": [float(x) for x in (state.pi if learned else pi)],
         "scale": [float(v) for v in values],
         "thresholds": [float(v) for v in thresholds],
-        "lambda_b": float(state.lam_b) if (state is not None and p.bias) else None,
-        "spam_dist": p.spam_dist,
     }
+    if state is not None and p.bias:
+        out["lambda_b"] = float(state.lam_b)
     if learned:
         out["pi_fixed"] = [float(x) for x in pi]
     if learned and p.spam_dist == "annotator":

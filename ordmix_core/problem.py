@@ -188,6 +188,15 @@ class Problem:
     def with_spam(self, spam: bool) -> Problem:
         return replace(self, spam=spam)
 
+    def at(self, key: object) -> Problem:
+        """The problem of a schedule step's key (``restarts.race`` passes ``spam``, or a
+        stage name): True the mixture, False the no-spam warm-up, else ``with_stage(key)``."""
+        if key is True:
+            return self
+        if key is False:
+            return replace(self, spam=False)
+        return self.with_stage(str(key))
+
     def with_stage(self, stage: str) -> Problem:
         """The problem of a stage of the schedule: ``nospam`` (the warm-up), ``uniform`` (the
         mixture with the spam distribution held at ``log_pi``) or ``mixture`` (as created)."""
