@@ -178,6 +178,17 @@ def gamma_prior_mle(
     return alpha, beta
 
 
+def inverse_digamma_array(y: np.ndarray, iters: int = 8) -> np.ndarray:
+    """``inverse_digamma`` elementwise on an array (the same start and Newton steps)."""
+    y = np.asarray(y, dtype=float)
+    x = np.where(
+        y >= -2.22, np.exp(np.minimum(y, 700.0)) + 0.5, -1.0 / (np.minimum(y, -2.22) - digamma(1.0))
+    )
+    for _ in range(iters):
+        x = x - (digamma(x) - y) / polygamma(1, x)
+    return x
+
+
 def inverse_digamma(y: float, iters: int = 8) -> float:
     """x with digamma(x) = y (Minka's initialisation and Newton iterations)."""
     x = np.exp(y) + 0.5 if y >= -2.22 else -1.0 / (y - digamma(1.0))
@@ -262,7 +273,7 @@ def _dirichlet_pi(meanlog: np.ndarray, kappa: float) -> np.ndarray:
     """argmax over the simplex of ``sum_k (kappa pi_k) m_k - lgamma(kappa pi_k)`` (exact):
     ``digamma(kappa pi_k) = m_k + c`` with ``c`` such that ``sum pi = 1`` (bisection)."""
     lo, hi = -60.0, 60.0
-    inv = np.vectorize(inverse_digamma)
+    inv = inverse_digamma_array
     for _ in range(50):
         c = 0.5 * (lo + hi)
         if inv(meanlog + c).sum() > kappa:
