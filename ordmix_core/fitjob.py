@@ -33,6 +33,7 @@ class FitParams:
     granularity: str = "query"
     ordinal: bool = True
     spam: bool = True
+    model: str = "extended"
     updates: str = "exact"
     n_restarts: int = 10
     max_iter: int = 1000
@@ -42,10 +43,13 @@ class FitParams:
     lam: float = 0.1
     mu: float | None = None
     random_state: int = 0
+    use_gold: bool = False  # fit with the data set's gold items known (not an engine parameter)
 
     def engine_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments for :class:`OrdinalMixture`."""
-        return asdict(self)
+        """Keyword arguments for :class:`OrdinalMixture` (``use_gold`` is ``fit``'s)."""
+        kw = asdict(self)
+        kw.pop("use_gold")
+        return kw
 
     def describe(self) -> str:
         """The settings in words, for the result box (not a Python repr)."""
@@ -56,7 +60,9 @@ class FitParams:
             + ("ordinal" if self.ordinal else "real-valued")
             + " likelihood, "
             + ("with" if self.spam else "without")
-            + f" the spam component, {self.updates} updates; priors phi {self.phi:g}, "
+            + f" the spam component, {self.model} model, {self.updates} updates"
+            + (", gold items known" if self.use_gold else "")
+            + f"; priors phi {self.phi:g}, "
             f"eta {self.eta:g}, lambda {self.lam:g}, mu {mu}; seed {self.random_state}"
         )
 
@@ -113,7 +119,8 @@ class FitJob:
         """
         try:
             model = OrdinalMixture(scale=self.dataset.scale, **self.params.engine_kwargs())
-            self.model = model.fit(self.dataset.data, callback=self.callback)
+            gold = self.dataset.gold if self.params.use_gold else None
+            self.model = model.fit(self.dataset.data, callback=self.callback, gold=gold)
         except InputError as err:
             self.error = str(err)
         except Exception as err:  # noqa: BLE001 - shown to the user instead of a traceback

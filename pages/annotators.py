@@ -45,7 +45,15 @@ st.dataframe(
         "expertise_sd": st.column_config.NumberColumn(format="%.3g"),
         "reliability": st.column_config.NumberColumn(format="%.3f"),
         "spam_share": st.column_config.NumberColumn(format="%.3f"),
+        "bias": st.column_config.NumberColumn(format="%+.2f"),
+        "bias_sd": st.column_config.NumberColumn(format="%.2f"),
     },
+)
+st.caption(
+    "Expertise: how precisely an annotator's honest ratings track the truth. Reliability: "
+    "the share of their ratings the fit takes as honest rather than spam. Bias: how far "
+    "above (+, lenient) or below (-, strict) the truth they rate, in units of the scale "
+    "(0 under the paper's model, which has no bias)."
 )
 csv_download(
     flagged.reset_index(),

@@ -30,6 +30,8 @@ def fit_params(values: dict[str, Any]) -> FitParams:
         granularity=values["granularity"],
         ordinal=bool(values["ordinal"]),
         spam=bool(values["spam"]),
+        model=values["model"],
+        use_gold=bool(values["use_gold"]),
         updates="exact" if values["exact"] else "paper",
         n_restarts=int(values["n_restarts"]),
         max_iter=int(values["max_iter"]),
@@ -119,6 +121,27 @@ with st.container(border=True):
         min_value=0,
         step=1,
         help="Random seed of the restarts' starting points: same seed, same result.",
+    )
+    c1, c2, _, _ = st.columns(4)
+    values["model"] = kept(
+        c1.selectbox,
+        "Model",
+        key="fit_model",
+        default=DEFAULTS.model,
+        options=["extended", "paper"],
+        help="extended (default): lenient and strict raters get a bias, and spammers' "
+        "favourite answers are learned (after a stage with uniform spam). paper: the "
+        "published model of Lakshminarayanan & Teh.",
+    )
+    values["use_gold"] = kept(
+        c2.toggle,
+        "Use gold in the fit",
+        key="fit_use_gold",
+        default=False,
+        disabled=ds.gold is None,
+        help="On: the data set's gold items are known in the fit (their value is the gold "
+        "one, and their raters are judged against it). Scores on those items then say "
+        "nothing; use them to anchor a fit, not to evaluate it.",
     )
 
 with st.expander("Advanced: priors and update rule (the paper's values work for most data)"):
