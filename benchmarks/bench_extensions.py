@@ -7,7 +7,8 @@
    warmed-up state, for the paper's model, the bias alone, the default (bias + learned global
    spam distribution) and bias + per-annotator spam distributions: minimum over ``--sweeps``
    sweeps after two warm-up sweeps (JIT), in CPU time of the process (the sweep runs on one
-   thread below ``kernels.PARALLEL_MIN_RATINGS``, so other load does not count). Target: the bias adds at most 20% to a sweep.
+   thread below ``kernels.PARALLEL_MIN_RATINGS``, so other load does not count). Target:
+   the bias adds at most 20% to a sweep.
 2. ``--fits``: the default fit (``OrdinalMixture()``) and ``model='paper'`` on TREC, one run
    each: wall time and sweeps of all restarts and stages (the machine may be shared: the sweep
    counts are the stable figure).
@@ -119,8 +120,10 @@ def crowdkit(path: str, repeats: int) -> None:
     for _ in range(repeats):
         a.append(timed(OURS))
         b.append(timed(THEIRS))
-    print(f"whole processes (min of {repeats}): ordmix default {min(a):.2f} s, crowd-kit "
-          f"DawidSkene(n_iter=100) {min(b):.2f} s, ratio {min(a) / min(b):.2f} (target <= 1.5)")
+    print(
+        f"whole processes (min of {repeats}): ordmix default {min(a):.2f} s, crowd-kit "
+        f"DawidSkene(n_iter=100) {min(b):.2f} s, ratio {min(a) / min(b):.2f} (target <= 1.5)"
+    )
 
 
 def main() -> None:
