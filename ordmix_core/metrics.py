@@ -111,8 +111,8 @@ def evaluate(
     ``estimates``: Series indexed by instance ID. ``gold``: Series of truth indexed by instance ID
     (or a DataFrame with columns ``instance, truth``). ``queries``: Series instance ID -> query ID,
     or None to treat all gold items as one query. ``levels``: the scale's values, for the
-    label error (NaN without them). Returns ``{"mse", "correlation", "ndcg", "label_error",
-    "n_gold"}``. Raises InputError.
+    label error. Returns ``{"mse", "correlation", "ndcg", "n_gold"}``, plus ``"label_error"``
+    when ``levels`` are given. Raises InputError.
     """
     est = _as_series(estimates, "estimates")
     truth = _gold_series(gold).dropna()
@@ -136,13 +136,11 @@ def evaluate(
                 "for every rated instance, or pass queries=None to treat all as one query"
             )
         q = qs.loc[common].astype(str).to_numpy()
-    return {
-        "mse": mse(e, t),
-        "correlation": pearson(e, t),
-        "ndcg": ndcg(e, t, q),
-        "label_error": float("nan") if levels is None else label_error(e, t, levels),
-        "n_gold": len(common),
-    }
+    out = {"mse": mse(e, t), "correlation": pearson(e, t), "ndcg": ndcg(e, t, q)}
+    if levels is not None:
+        out["label_error"] = label_error(e, t, levels)
+    out["n_gold"] = len(common)
+    return out
 
 
 def _pair(est: np.ndarray, truth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

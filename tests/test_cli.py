@@ -133,7 +133,9 @@ def test_compare_and_experiment(files, tmp_path):
         == 0
     )
     t = pd.read_csv(table)
-    assert t.columns.tolist() == ["method", "mse", "correlation", "ndcg", "seconds", "n_gold"]
+    assert t.columns.tolist() == [
+        "method", "mse", "correlation", "ndcg", "label_error", "seconds", "n_gold",
+    ]  # fmt: skip
     assert (t["n_gold"] == 150).all()
     assert t["method"].tolist() == ["mean", "odm-global"]
     out = tmp_path / "exp"
@@ -470,10 +472,15 @@ def test_compare_granularity_chooses_the_model_rows(files, tmp_path):
     rc, err, _ = run_cli([*base, "--out", tmp_path / "t.csv", "--granularity", "instance"])
     assert rc == 0, err
     t = pd.read_csv(tmp_path / "t.csv")
-    assert t["method"].tolist() == [*BASELINES, "odm-instance"]
-    a = pd.read_csv(tmp_path / "a.csv").set_index("method")
+    assert t["method"].tolist() == [*BASELINES, "odm-paper-instance", "odm"]
+    rc, err, _ = run_cli(
+        [*base, "--out", tmp_path / "b.csv", "--methods", "mean,odm-paper-instance"]
+    )
+    assert rc == 0
+    b = pd.read_csv(tmp_path / "b.csv").set_index("method")
     # the same model row as when named: the first odm fit draws first from the seed
-    assert t.set_index("method").loc["odm-instance", "mse"] == a.loc["odm-instance", "mse"]
+    got = t.set_index("method").loc["odm-paper-instance", "mse"]
+    assert got == b.loc["odm-paper-instance", "mse"]
     rc, err, _ = run_cli(
         [*base, "--out", tmp_path / "x.csv", "--granularity", "instance", "--methods", "odm-global"]
     )
@@ -489,13 +496,13 @@ def test_compare_by_default_on_data_without_query_column(files, tmp_path):
     argv = ["compare", tmp_path / "r.csv", "--gold", tmp_path / "g.csv", "--restarts", "1"]
     rc, err, _ = run_cli([*argv, "--out", tmp_path / "t.csv"])
     assert rc == 0, err
-    assert "ordmix: note: odm-query skipped: the ratings have no query column" in err
+    assert "ordmix: note: odm-paper-query skipped: the ratings have no query column" in err
     assert (
         "ordmix: note: 2 of 152 gold item(s) have no ratings and are not scored "
         "(e.g. 'never-rated-1', 'never-rated-2')" in err
     )
     t = pd.read_csv(tmp_path / "t.csv")
-    assert "odm-query" not in set(t["method"]) and "odm-instance" in set(t["method"])
+    assert "odm-paper-query" not in set(t["method"]) and "odm" in set(t["method"])
     assert (t["n_gold"] == 150).all()
     rc, err, _ = run_cli([*argv, "--out", tmp_path / "q.csv", "--methods", "odm-query"])
     assert rc == 2 and len(err) == 1 and "method odm-query needs a 'query' column" in err[0]
