@@ -1,7 +1,7 @@
 """Cost of issue 11's extensions: per-sweep time of the fused sweep, and sweeps per fit.
 
     python benchmarks/bench_extensions.py [--ratings PATH] [--sweeps 40] [--fits]
-    /tmp/ckvenv/bin/python benchmarks/bench_extensions.py --crowdkit   # + whole processes
+    python benchmarks/bench_extensions.py --crowdkit --ck-python /tmp/ckvenv/bin/python
 
 1. Per sweep: ``phases.sweep_fused`` on TREC RF10 (instance granularity) from the same
    warmed-up state, for the paper's model, the bias alone, the default (bias + learned global
@@ -107,19 +107,18 @@ DawidSkene(n_iter=100).fit(df[["worker", "task", "label"]])
 """
 
 
-def crowdkit(path: str, repeats: int) -> None:
+def crowdkit(path: str, repeats: int, ck_python: str) -> None:
     env = {**os.environ, "PYTHONPATH": os.path.join(HERE, "..")}
 
-    def timed(code: str) -> float:
+    def timed(python: str, code: str) -> float:
         t = time.perf_counter()
-        subprocess.run([sys.executable, "-c", code, path], check=True, env=env,
-                       capture_output=True)  # fmt: skip
+        subprocess.run([python, "-c", code, path], check=True, env=env, capture_output=True)
         return time.perf_counter() - t
 
     a, b = [], []
     for _ in range(repeats):
-        a.append(timed(OURS))
-        b.append(timed(THEIRS))
+        a.append(timed(sys.executable, OURS))
+        b.append(timed(ck_python, THEIRS))
     print(
         f"whole processes (min of {repeats}): ordmix default {min(a):.2f} s, crowd-kit "
         f"DawidSkene(n_iter=100) {min(b):.2f} s, ratio {min(a) / min(b):.2f} (target <= 1.5)"
@@ -133,12 +132,15 @@ def main() -> None:
     ap.add_argument("--fits", action="store_true")
     ap.add_argument("--crowdkit", action="store_true")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument(
+        "--ck-python", default=sys.executable, help="the interpreter that has crowd-kit"
+    )
     args = ap.parse_args()
     per_sweep(args.ratings, args.sweeps)
     if args.fits:
         fits(args.ratings)
     if args.crowdkit:
-        crowdkit(args.ratings, args.repeats)
+        crowdkit(args.ratings, args.repeats, args.ck_python)
 
 
 if __name__ == "__main__":
