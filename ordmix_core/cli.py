@@ -154,9 +154,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     gold_path = getattr(args, "gold", None)
     if args.engine == "dask":
         if gold_path is not None:
-            raise InputError(
-                "--gold is not supported with --engine dask yet; drop one of the two"
-            )
+            raise InputError("--gold is not supported with --engine dask yet; drop one of the two")
         return cmd_fit_dask(args, model)
     with collect_warnings() as caught:
         ratings = read_ratings(args.ratings, scale=args.scale)

@@ -166,9 +166,10 @@ def compare_methods(
     the options table); ``n_restarts`` None is the estimator's default.
 
     Returns ``(table, estimates)``: one row per method with ``method, mse, correlation, ndcg,
-    label_error, seconds, n_gold`` (label error: share of gold items whose estimate, rounded
-    to the nearest level of the scale, is not the gold level) (NDCG per query when the ratings have a query column; ``n_gold`` the
-    gold items scored), and the estimates as an instance x method frame.
+    label_error, seconds, n_gold`` (NDCG per query when the ratings have a query column; label
+    error: share of gold items whose estimate, rounded to the nearest level of the scale, is
+    not the gold level; ``n_gold`` the gold items scored), and the estimates as an instance x
+    method frame.
     ``callback(method, index, total)`` is called before each fit. Gold items without ratings
     are left out with a :class:`CompareNote`; gold outside the scale is an InputError.
     """

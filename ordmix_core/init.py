@@ -135,5 +135,9 @@ def init_globals(
     prior of tau at ``alpha = 1, beta = step^2`` (both engines start every restart so) and
     ``init_extensions``."""
     ann = init_annotators(n_n, ann_hashes, key, restart, step, spam, random_eps)
-    ext = init_extensions(n_n.size, step, bias, spam_dist, pi) if (bias or spam_dist != "uniform") else {}
+    ext = (
+        init_extensions(n_n.size, step, bias, spam_dist, pi)
+        if (bias or spam_dist != "uniform")
+        else {}
+    )
     return Globals(*ann, *init_categories(n_c, phi, eta), 1.0, step**2, **ext)

@@ -228,8 +228,14 @@ TABLES: dict[str, Table] = {
             "annotators_",
             ("annotator",),
             (
-                "annotator", "n_ratings", "expertise", "reliability", "expertise_sd",
-                "spam_share", "bias", "bias_sd",
+                "annotator",
+                "n_ratings",
+                "expertise",
+                "reliability",
+                "expertise_sd",
+                "spam_share",
+                "bias",
+                "bias_sd",
             ),  # fmt: skip
         ),
         Table("categories", "categories_", ("category",)),

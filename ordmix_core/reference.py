@@ -101,9 +101,9 @@ def sweep_numpy(p: Problem, s: State) -> tuple[State, float]:
     spam_count = None
     if p.spam and p.spam_dist != "uniform":
         rows = p.n_annotators if per_ann else 1
-        spam_count = np.bincount(
-            cells, weights=one_m_omega, minlength=rows * p.n_levels
-        ).reshape(rows, p.n_levels)
+        spam_count = np.bincount(cells, weights=one_m_omega, minlength=rows * p.n_levels).reshape(
+            rows, p.n_levels
+        )
         if per_ann:
             dir_a, pi, kappa = updates.update_annotator_pi(spam_count, s.pi, s.kappa)
         else:

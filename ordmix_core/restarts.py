@@ -185,8 +185,15 @@ def race(
                 return
             map_runs(
                 lambda run, n=budget: advance(
-                    run, step, key, n, max_iter, tol, callback,
-                    len(run.warmup_trace) + len(run.stage_trace), stop,
+                    run,
+                    step,
+                    key,
+                    n,
+                    max_iter,
+                    tol,
+                    callback,
+                    len(run.warmup_trace) + len(run.stage_trace),
+                    stop,
                 ),  # fmt: skip
                 active,
             )
@@ -217,7 +224,9 @@ def race(
 def race_results(runs: list[RestartRun]) -> list[RestartRun]:
     """The restarts to choose from: those with mixture iterations (or a pre-mixture stage's),
     else the warm-ups so far."""
-    return [run for run in runs if run.trace or run.stage_trace] or [r for r in runs if r.warmup_trace]
+    return [run for run in runs if run.trace or run.stage_trace] or [
+        r for r in runs if r.warmup_trace
+    ]
 
 
 def select(

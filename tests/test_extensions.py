@@ -140,7 +140,7 @@ def test_bias_terms_equal_an_independent_computation():
     """E_q[log N(b | 0, 1/lam_b)] + H[q(b)] by quadrature and scipy's entropy."""
     mean, prec, lam_b = np.array([0.3, -1.2]), np.array([4.0, 25.0]), 2.5
     want = 0.0
-    for m, pr in zip(mean, prec):
+    for m, pr in zip(mean, prec, strict=True):
         q = stats.norm(m, pr**-0.5)
         e_log_prior, _ = integrate.quad(
             lambda b, q=q: q.pdf(b) * stats.norm(0, lam_b**-0.5).logpdf(b), -20, 20

@@ -404,7 +404,9 @@ class _Sweeps:
         bl, p, local_cats = self.bl, self.gp.at(spam), self.local_cats
         dst = self.next_slot[g.restart]
         self.next_slot[g.restart] += 1
-        ann_f = phases.annotator_factors(p, g.tau_shape, g.tau_rate, g.eps, g.bias_mean, g.bias_prec)
+        ann_f = phases.annotator_factors(
+            p, g.tau_shape, g.tau_rate, g.eps, g.bias_mean, g.bias_prec
+        )
         fac = blocks.Factors(
             ann_f,
             None if local_cats else phases.category_factors(p, g.delta_shape, g.delta_rate),
