@@ -16,7 +16,12 @@ from .report import best_methods
 
 #: z value of a two-sided 95% normal interval
 Z95 = 1.959963984540054
-METRIC_LABELS = {"mse": "MSE (lower is better)", "correlation": "Correlation", "ndcg": "NDCG"}
+METRIC_LABELS = {
+    "mse": "MSE (lower is better)",
+    "correlation": "Correlation",
+    "ndcg": "NDCG",
+    "label_error": "Label error (lower is better)",
+}
 _WINNER = "#d62728"
 #: one colour per method (plotly's default sequence)
 _LINES = [

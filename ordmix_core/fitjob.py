@@ -29,6 +29,9 @@ NOT_ON_FIT_PAGE = ("scale",)
 #: the dashboard's defaults where they are not the command line's: query granularity, the
 #: paper's choice for TREC (the Fit page falls back to the first offered without queries)
 DASHBOARD_DEFAULTS: dict[str, Any] = {"granularity": "query"}
+#: Fit page settings that are not estimator parameters: ``use_gold`` (fit with the data set's
+#: gold items known) is an argument of ``fit``
+FIT_SETTINGS: dict[str, Any] = {"use_gold": False}
 
 
 def fit_page_options(group: str | None = None) -> list[options.Option]:
@@ -46,12 +49,12 @@ class FitParams:
     """
 
     def __init__(self, **kwargs: Any) -> None:
-        names = [o.name for o in fit_page_options()]
+        names = [o.name for o in fit_page_options()] + list(FIT_SETTINGS)
         unknown = sorted(set(kwargs) - set(names))
         if unknown:
             raise TypeError(f"not a Fit page setting: {', '.join(unknown)}")
         values = {o.name: o.ui_default for o in fit_page_options()}
-        self._values = {**values, **DASHBOARD_DEFAULTS, **kwargs}
+        self._values = {**values, **DASHBOARD_DEFAULTS, **FIT_SETTINGS, **kwargs}
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -66,8 +69,8 @@ class FitParams:
         return f"FitParams({', '.join(f'{k}={v!r}' for k, v in self._values.items())})"
 
     def engine_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments for :class:`OrdinalMixture`."""
-        return dict(self._values)
+        """Keyword arguments for :class:`OrdinalMixture` (``use_gold`` is ``fit``'s)."""
+        return {k: v for k, v in self._values.items() if k not in FIT_SETTINGS}
 
     def describe(self) -> str:
         """The settings in words, for the result box (not a Python repr)."""
@@ -78,7 +81,9 @@ class FitParams:
             + ("ordinal" if self.ordinal else "real-valued")
             + " likelihood, "
             + ("with" if self.spam else "without")
-            + f" the spam component, {self.updates} updates; priors phi {self.phi:g}, "
+            + f" the spam component, {self.model} model, {self.updates} updates"
+            + (", gold items known" if self.use_gold else "")
+            + f"; priors phi {self.phi:g}, "
             f"eta {self.eta:g}, lambda {self.lam:g}, mu {mu}; seed {self.random_state}"
         )
 
@@ -136,7 +141,8 @@ class FitJob:
         """
         try:
             model = OrdinalMixture(scale=self.dataset.scale, **self.params.engine_kwargs())
-            self.model = model.fit(self.dataset.data, callback=self.callback)
+            gold = self.dataset.gold if self.params.use_gold else None
+            self.model = model.fit(self.dataset.data, callback=self.callback, gold=gold)
         except InputError as err:
             self.error = str(err)
         except Exception as err:  # noqa: BLE001 - shown to the user instead of a traceback

@@ -174,6 +174,45 @@ class Choice(_Kind):
 
 
 @dataclass(frozen=True)
+class OptionalFlag(_Kind):
+    none: str | None = "as the model says"
+
+    def describe(self) -> str:
+        return "True or False"
+
+    def check(self, value: Any) -> bool | None:
+        if value is None:
+            return None
+        if not isinstance(value, (bool, np.bool_)):
+            raise self._bad(value)
+        return bool(value)
+
+    def parse(self, text: str) -> bool:
+        t = text.strip().lower()
+        if t in ("on", "true", "yes", "1"):
+            return True
+        if t in ("off", "false", "no", "0"):
+            return False
+        raise ValueError(f"must be on or off, not {_show(text)}")
+
+
+@dataclass(frozen=True)
+class OptionalChoice(_Kind):
+    choices: tuple[str, ...] = ()
+    none: str | None = "as the model says"
+
+    def describe(self) -> str:
+        return "one of " + ", ".join(self.choices)
+
+    def check(self, value: Any) -> str | None:
+        if value is None:
+            return None
+        if not isinstance(value, str) or value not in self.choices:
+            raise self._bad(value)
+        return value
+
+
+@dataclass(frozen=True)
 class Flag(_Kind):
     def describe(self) -> str:
         return "True or False"
@@ -388,8 +427,9 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "max_iter",
         Whole(1, MAX_ITER),
-        "cap on sweeps in each stage of a restart (the no-spam warm-up and the mixture); a "
-        "restart that reaches it stops unconverged, with a warning",
+        "cap on sweeps in each stage of a restart (the no-spam warm-up, the extended model's "
+        "mixture with uniform spam, and the mixture); a restart that reaches it stops "
+        "unconverged, with a warning",
         "Max sweeps per stage",
         group="basic",
         widget="int",
@@ -444,6 +484,41 @@ OPTIONS: tuple[Option, ...] = (
         const=False,
         flag_help="no spam component: every rating is taken as honest (default: off, spam "
         "is modelled)",
+        in_compare=False,
+    ),
+    Option(
+        "model",
+        Choice(("extended", "paper")),
+        "extended: lenient and strict raters get a bias (learned), and the spam distribution "
+        "is learned after a stage with uniform spam; paper: the published model of "
+        "Lakshminarayanan & Teh (no bias, uniform spam)",
+        "Model",
+        group="basic",
+        widget="select",
+        flag="--model",
+        in_compare=False,
+    ),
+    Option(
+        "bias",
+        OptionalFlag(),
+        "model each annotator's bias (a lenient rater rates above the truth, a strict one "
+        "below); on or off (default: as --model says)",
+        "Annotator bias",
+        widget="none",
+        flag="--bias",
+        metavar="on|off",
+        in_compare=False,
+    ),
+    Option(
+        "spam_dist",
+        OptionalChoice(("uniform", "global", "annotator")),
+        "how spammers pick a level: uniform (the fixed pi), global (one distribution, "
+        "learned) or annotator (each spammer's own favourite answers, learned) (default: as "
+        "--model says)",
+        "Spam distribution",
+        widget="none",
+        flag="--spam-dist",
+        metavar="uniform|global|annotator",
         in_compare=False,
     ),
     Option(

@@ -52,20 +52,25 @@ def items_frame(
     n_ratings: np.ndarray,
     query: np.ndarray | None,
     category: np.ndarray,
+    gold: np.ndarray | None = None,
 ) -> pd.DataFrame:
     """``items_``: per instance the posterior mean and sd of z, ratings, query, category.
 
     Inputs (M,): instance IDs (an array, or an Index whose dtype is kept), q(z)'s mean and
     precision, ratings per instance, the query of each instance (None without a query column)
-    and its category's name.
+    and its category's name; ``gold`` (M,) bool: items whose truth was given (a ``gold``
+    column; their sd is 0), None when the fit had no gold.
     """
     idx = pd.Index(instances, name="instance")
-    items = pd.DataFrame(
-        {"estimate": mu_m, "sd": 1.0 / np.sqrt(lam_m), "n_ratings": n_ratings}, index=idx
-    )
+    sd = 1.0 / np.sqrt(lam_m)
+    if gold is not None:
+        sd = np.where(gold, 0.0, sd)
+    items = pd.DataFrame({"estimate": mu_m, "sd": sd, "n_ratings": n_ratings}, index=idx)
     if query is not None:
         items["query"] = query
     items["category"] = category
+    if gold is not None:
+        items["gold"] = np.asarray(gold, dtype=bool)
     return items
 
 
@@ -76,12 +81,17 @@ def annotators_frame(
     tau_rate: np.ndarray,
     reliability: np.ndarray,
     truth_weight: np.ndarray,
+    bias_mean: np.ndarray | None = None,
+    bias_prec: np.ndarray | None = None,
 ) -> pd.DataFrame:
-    """``annotators_``: expertise E[tau] and its sd, reliability eps, share of ratings as spam.
+    """``annotators_``: expertise E[tau] and its sd, reliability eps, share of ratings as spam,
+    bias (+ lenient: rates above the truth; - strict: below) and its sd.
 
     Inputs (N,): annotator IDs, ratings per annotator, q(tau)'s shape and rate, eps (ones
-    without the spam component), ``truth_weight`` = sum of omega over the annotator's ratings.
+    without the spam component), ``truth_weight`` = sum of omega over the annotator's ratings,
+    q(b)'s mean and precision (None when the bias is not modelled: bias 0, sd 0).
     """
+    zeros = np.zeros(len(n_ratings))
     return pd.DataFrame(
         {
             "n_ratings": n_ratings,
@@ -89,6 +99,8 @@ def annotators_frame(
             "expertise_sd": np.sqrt(tau_shape) / tau_rate,
             "reliability": reliability,
             "spam_share": 1.0 - truth_weight / np.maximum(n_ratings, 1),
+            "bias": zeros if bias_mean is None else bias_mean,
+            "bias_sd": zeros if bias_prec is None else 1.0 / np.sqrt(bias_prec),
         },
         index=pd.Index(annotators, name="annotator"),
     )
@@ -112,20 +124,88 @@ def hyperparams(
     pi: np.ndarray,
     values: Sequence[float],
     thresholds: Sequence[float],
+    state: Any = None,
 ) -> dict:
     """``hyperparams_``: the learned Gamma prior (alpha, beta), the fixed priors of ``p`` (a
-    ``problem.Problem``), the spam distribution ``pi`` (K,) and the scale."""
-    return {
+    ``problem.Problem``), the spam distribution ``pi`` (K,) and the scale; with the
+    extensions (``state``: the winner's ``problem.State``): ``lambda_b`` (precision of the
+    bias prior; None without the bias), the learned ``pi`` (global, or the Dirichlet's mean)
+    and ``kappa`` (per-annotator spam distributions), ``pi_fixed`` the fixed one (keys
+    present only when the model has them)."""
+    learned = state is not None and p.spam_dist != "uniform" and state.pi is not None
+    out = {
         "alpha": float(alpha),
         "beta": float(beta),
         "phi": float(p.phi),
         "eta": float(p.eta),
         "mu": float(p.mu),
         "lambda": float(p.lam),
-        "pi": [float(x) for x in pi],
+        "pi": [float(x) for x in (state.pi if learned else pi)],
         "scale": [float(v) for v in values],
         "thresholds": [float(v) for v in thresholds],
     }
+    if state is not None and p.bias:
+        out["lambda_b"] = float(state.lam_b)
+    if learned:
+        out["pi_fixed"] = [float(x) for x in pi]
+    if learned and p.spam_dist == "annotator":
+        out["kappa"] = float(state.kappa)
+    return out
+
+
+#: why the default model is what it is (summary.json, the Fit page)
+EXTENDED_WHY = (
+    "default since issue 11: the annotator bias explains lenient and strict raters as such "
+    "instead of as spam, and a learned spam distribution, started after a mixture stage "
+    "with uniform spam, captures spammers' favourite answers; measured on TREC RF10 and Web "
+    "(docs/results.md)"
+)
+
+
+def model_description(
+    model: str, p: Any, pre_stage: str | None, hyper: dict, gold: np.ndarray | None
+) -> dict:
+    """``model_``: the model fitted (``model``, bias, spam distribution), the stages of each
+    restart, the learned lambda_b and pi, the number of gold items, and why."""
+    stages = []
+    if p.spam:
+        stages.append("nospam")
+        if pre_stage:
+            stages.append(pre_stage)
+        stages.append("mixture")
+    else:
+        stages.append("model")
+    why = (
+        EXTENDED_WHY
+        if model == "extended"
+        else "the model of Lakshminarayanan & Teh as published (model='paper')"
+    )
+    return {
+        "model": model,
+        "bias": bool(p.bias),
+        "spam_dist": p.spam_dist if p.spam else None,
+        "stages": stages,
+        "lambda_b": hyper.get("lambda_b"),
+        "bias_sd_prior": None if not hyper.get("lambda_b") else hyper["lambda_b"] ** -0.5,
+        "pi": hyper.get("pi") if p.spam_dist != "uniform" else None,
+        "n_gold": 0 if gold is None else int(np.sum(gold)),
+        "why": why,
+    }
+
+
+def spam_distributions_frame(
+    annotators: np.ndarray, values: Sequence[float], dir_a: np.ndarray | None
+) -> pd.DataFrame | None:
+    """``spam_distributions_``: each annotator's spam distribution (the mean of q(pi_n)), one
+    column per level, and the favourite level; None unless per-annotator (``dir_a`` (N, K))."""
+    if dir_a is None:
+        return None
+    mean = dir_a / dir_a.sum(axis=1, keepdims=True)
+    out = pd.DataFrame(
+        mean, index=pd.Index(annotators, name="annotator"), columns=[f"{v:g}" for v in values]
+    )
+    out["favourite"] = np.asarray(values, dtype=float)[mean.argmax(axis=1)]
+    return out
 
 
 # --------------------------------------------------------------------------- files
@@ -161,7 +241,16 @@ TABLES: dict[str, Table] = {
             "annotators",
             "annotators_",
             ("annotator",),
-            ("annotator", "n_ratings", "expertise", "reliability", "expertise_sd", "spam_share"),
+            (
+                "annotator",
+                "n_ratings",
+                "expertise",
+                "reliability",
+                "expertise_sd",
+                "spam_share",
+                "bias",
+                "bias_sd",
+            ),  # fmt: skip
         ),
         Table("categories", "categories_", ("category",)),
         Table("trace", "trace_", (), ("restart", "iteration", "lower_bound", "stage")),
@@ -192,7 +281,8 @@ def items_table(model: Any, dec: Decisions | None = None) -> pd.DataFrame:
 
 def annotators_table(model: Any, dec: Decisions | None = None) -> pd.DataFrame:
     """``annotators.csv``: annotator, n_ratings, expertise, reliability, expertise_sd,
-    spam_share, then the flag columns (``FLAG_COLUMNS``) when the fit kept per-rating omega."""
+    spam_share, bias, bias_sd, then the flag columns (``FLAG_COLUMNS``) when the fit kept
+    per-rating omega."""
     return table(model, "annotators", dec)
 
 
@@ -209,6 +299,7 @@ def summary(model: Any, settings: dict, dec: Decisions | None = None) -> dict:
         "n_annotators": model.data_.n_annotators,
         "n_categories": model.data_.n_categories,
         "hyperparameters": model.hyperparams_,
+        "model_choice": getattr(model, "model_", None),
         "winning_restart": int(model.best_restart_),
         "selection_reason": model.selection_reason_,
         "lower_bound": model.lower_bound_,

@@ -13,7 +13,7 @@ import streamlit as st
 from ordmix_core import options
 from ordmix_core.data import fmt_scale
 from ordmix_core.errors import InputError
-from ordmix_core.fitjob import FitParams, fit_page_options, fit_summary
+from ordmix_core.fitjob import FIT_SETTINGS, FitParams, fit_page_options, fit_summary
 from pages._ui import (
     fit_caption,
     fit_decisions,
@@ -35,7 +35,8 @@ def fit_params(values: dict[str, Any]) -> FitParams:
     for o in fit_page_options():
         if o.widget == "text" and o.name in out:
             out[o.name] = _from_text(o, str(out[o.name]))
-    return FitParams(**options.to_estimator_kwargs(out))
+    fit_only = {k: bool(out.pop(k)) for k in FIT_SETTINGS if k in out}  # fit's, not the model's
+    return FitParams(**options.to_estimator_kwargs(out), **fit_only)
 
 
 def _from_text(o: options.Option, text: str) -> Any:
@@ -95,6 +96,16 @@ with st.container(border=True):
     basic = fit_page_options("basic")
     for o, col in zip(basic, st.columns(len(basic)), strict=True):
         values[o.name] = option_widget(o, col, offered.get(o.name))
+    values["use_gold"] = kept(
+        st.toggle,
+        "Use gold in the fit",
+        key="fit_use_gold",
+        default=False,
+        disabled=ds.gold is None,
+        help="On: the data set's gold items are known in the fit (their value is the gold "
+        "one, and their raters are judged against it). Scores on those items then say "
+        "nothing; use them to anchor a fit, not to evaluate it.",
+    )
 with st.expander("Advanced: the model and its priors (the paper's values work for most data)"):
     advanced = fit_page_options("advanced")
     cols = st.columns(4)

@@ -223,7 +223,7 @@ def test_a_failed_fit_keeps_the_previous_result_and_says_so():
 def test_fit_page_says_which_result_a_stop_kept():
     at = load_simulated_demo(new_app())
     s = ui().Session({ui().KEY: at.session_state["ordmix"]})
-    job = _stopping_job(s, stop_at_restart=0, at_iteration=10)  # the warm-up takes 7
+    job = _stopping_job(s, stop_at_restart=0, at_iteration=18)  # the warm-up takes 15
     assert job.model.restarts_.loc[job.model.best_restart_, "n_iter"] > 0
     at.switch_page("pages/fit.py").run()
     assert_clean(at)

@@ -195,7 +195,8 @@ def test_a_finished_fit_keeps_the_engines_reason():
 
 
 def test_stopped_fit_on_the_demo_is_explained_without_the_engines_wording(demo):
-    job = stopping_job(demo, stop_at_restart=0, n_restarts=4, at_iteration=12)
+    # iteration 18: past restart 0's warm-up (15 sweeps with the bias), in its mixture
+    job = stopping_job(demo, stop_at_restart=0, n_restarts=4, at_iteration=18)
     m = job.model
     text = selection_explanation(m)
     assert "dropped early" not in text and "finished restart(s)" not in text

@@ -214,6 +214,9 @@ def test_flags_come_from_the_table():
         "random_state",
         "ordinal",
         "spam",
+        "model",
+        "bias",
+        "spam_dist",
         "updates",
         "phi",
         "eta",
@@ -221,8 +224,11 @@ def test_flags_come_from_the_table():
         "mu",
         "init_from",
     }
-    # each method of compare fixes these itself; a warm start is the fit's alone
-    assert fit - {o.name for o in options_for("compare")} == {"ordinal", "spam", "init_from"}
+    # each method of compare fixes these itself (its rows name the model: odm, odm-paper-*);
+    # a warm start is the fit's alone
+    assert fit - {o.name for o in options_for("compare")} == {
+        "ordinal", "spam", "model", "bias", "spam_dist", "init_from",
+    }  # fmt: skip
     p = argparse.ArgumentParser()
     add_fit_options(p, "fit")
     args = p.parse_args([])
@@ -234,7 +240,9 @@ def test_flags_come_from_the_table():
 
 def test_dashboard_metadata():
     basic = [o.name for o in dashboard_options("basic")]
-    assert basic == ["granularity", "scale", "n_restarts", "max_iter", "tol", "random_state"]
+    assert basic == [
+        "granularity", "scale", "n_restarts", "max_iter", "tol", "random_state", "model",
+    ]  # fmt: skip
     adv = [o.name for o in dashboard_options("advanced")]
     assert adv == ["ordinal", "spam", "updates", "phi", "eta", "lam", "mu"]
     for o in dashboard_options():

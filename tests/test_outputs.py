@@ -201,6 +201,7 @@ def test_tables_put_ids_first_in_a_fixed_order(schema_model) -> None:
     ann = outputs.annotators_table(schema_model)
     assert list(ann.columns[:6]) == [
         "annotator", "n_ratings", "expertise", "reliability", "expertise_sd", "spam_share",
+        "bias", "bias_sd",
     ]  # fmt: skip
     assert list(ann.columns[6:]) == list(decisions.annotator_flags(schema_model).columns)
     trace = outputs.table(schema_model, "trace")  # no named index: nothing added
