@@ -67,11 +67,12 @@ def test_hyperparameters_sit_in_the_advanced_expander():
     outside = {w.key for kind in KINDS for w in at.get(kind)} - inside
     outside -= {w.key for w in at.get("selectbox") if not w.key.startswith("fit_")}
     assert outside == {
-        "fit_granularity", "fit_n_restarts", "fit_max_iter", "fit_tol", "fit_random_state"
+        "fit_granularity", "fit_n_restarts", "fit_max_iter", "fit_tol", "fit_random_state",
+        "fit_model", "fit_use_gold",
     }  # fmt: skip
     for kind in KINDS:
         for w in at.get(kind):
-            if w.key.startswith("fit_"):
+            if w.key.startswith("fit_") and w.key != "fit_use_gold":  # use_gold is fit's
                 o = options.option(w.key.removeprefix("fit_"))
                 assert (w.label, w.help) == (o.label, o.help), w.key
 

@@ -83,8 +83,9 @@ def record_fit(monkeypatch, variant: Variant, **kw) -> tuple[OrdinalMixture, lis
     """Fit with every call of ``vb.sweep`` recorded (states copied as they were)."""
     calls = record_sweeps(monkeypatch)
     params = {} if variant.defaults else PARAMS
-    model = OrdinalMixture(
+    model = OrdinalMixture(  # the paper's model: the extensions' terms are in test_extensions.py
         variant.granularity,
+        model="paper",
         scale=SCALE,
         ordinal=variant.ordinal,
         spam=variant.spam,

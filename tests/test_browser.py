@@ -230,7 +230,8 @@ def test_a_good_upload_after_one_that_could_not_be_mapped(server, chromium):
     nav = page.locator('[data-testid="stSidebarNav"]')
     nav.get_by_text("Compare", exact=True).click()
     box = page.locator('[data-testid="stMultiSelect"]').first
-    for method in ("mean", "glad", "odm-global", "odm-query", "odm-instance"):
+    odm_rows = ("odm-paper-global", "odm-paper-query", "odm-paper-instance", "odm")
+    for method in ("mean", "glad", *odm_rows):
         expect(box.get_by_text(method, exact=True)).to_be_visible()
     no_traceback(page)
 
