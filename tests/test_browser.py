@@ -174,7 +174,14 @@ def test_demo_fit_then_annotator_scatter(server, chromium):
     # Compare: every default method, the odm ones included, is visible in the methods box
     nav.get_by_text("Compare", exact=True).click()
     box = page.locator('[data-testid="stMultiSelect"]').first
-    for method in ("mean", "glad", "odm-global", "odm-query", "odm-instance"):
+    for method in (
+        "mean",
+        "glad",
+        "odm-paper-global",
+        "odm-paper-query",
+        "odm-paper-instance",
+        "odm",
+    ):
         expect(box.get_by_text(method, exact=True)).to_be_visible()
     no_traceback(page)
 
