@@ -34,7 +34,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     "tn": ("ordmix_core/tn.py", ["tests/test_tn.py", "tests/test_kernels.py"]),
     "updates": (
         "ordmix_core/updates.py",
-        ["tests/test_updates.py",
+        ["tests/test_updates.py", "tests/test_updates_reference.py",
          "tests/test_bound_independent.py::test_sweeps_from_arbitrary_states",
          "tests/test_vb.py::test_bound_never_decreases_with_exact_updates",
          "tests/test_vb.py::test_fused_sweep_equals_numpy_reference"],
