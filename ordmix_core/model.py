@@ -181,13 +181,16 @@ class OrdinalMixture(CrowdEstimator):
     def _extensions(self) -> tuple[bool, str, str | None]:
         """``(bias, spam_dist, pre_stage)`` of this fit: ``model``'s settings unless ``bias``
         / ``spam_dist`` are given; ``pre_stage`` is ``uniform`` when a learned spam
-        distribution is preceded by a mixture stage with the fixed one (warm starts)."""
+        distribution is preceded by a mixture stage with the fixed one (warm starts; not in a
+        refit from a previous fit, ``init_from``, which already went through it)."""
         base = MODELS[self.model]
         bias = base["bias"] if self.bias is None else bool(self.bias)
         dist = base["spam_dist"] if self.spam_dist is None else self.spam_dist
         if not self.spam:
             dist = "uniform"
         pre = "uniform" if (dist != "uniform" and self.warm_start) else None
+        if self.init_from is not None:
+            pre = None
         return bias, dist, pre
 
     def _gold_vector(self, gold: pd.Series | None, instances: Any) -> np.ndarray | None:

@@ -27,7 +27,7 @@ RATINGS = ROOT / "demo_data" / "simulated-ratings.csv"
 IDS = {"instance": str, "annotator": str, "query": str, "category": str}
 MODEL_ITEM_COLUMNS = ["instance", "estimate", "sd", "n_ratings", "query", "category"]
 MODEL_ANN_COLUMNS = ["annotator", "n_ratings", "expertise", "reliability", "expertise_sd",
-                     "spam_share"]  # fmt: skip
+                     "spam_share", "bias", "bias_sd"]  # fmt: skip  (bias: the extended default)
 
 
 @pytest.fixture(scope="module")
@@ -199,11 +199,8 @@ def test_tables_put_ids_first_in_a_fixed_order(schema_model) -> None:
     assert list(items.columns[6:]) == list(decisions.item_decisions(schema_model).columns)
     np.testing.assert_array_equal(items["estimate"], schema_model.estimates_)
     ann = outputs.annotators_table(schema_model)
-    assert list(ann.columns[:6]) == [
-        "annotator", "n_ratings", "expertise", "reliability", "expertise_sd", "spam_share",
-        "bias", "bias_sd",
-    ]  # fmt: skip
-    assert list(ann.columns[6:]) == list(decisions.annotator_flags(schema_model).columns)
+    assert list(ann.columns[:8]) == MODEL_ANN_COLUMNS  # the model's columns in a fixed order
+    assert list(ann.columns[8:]) == list(decisions.annotator_flags(schema_model).columns)
     trace = outputs.table(schema_model, "trace")  # no named index: nothing added
     assert list(trace.columns) == ["restart", "iteration", "lower_bound", "stage"]
 

@@ -10,15 +10,21 @@ as ``- log pi_r``.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pandas as pd
 import pytest
 from scipy.special import logit
 
-from ordmix_core import OrdinalMixture
+from ordmix_core import OrdinalMixture as _OrdinalMixture
 from ordmix_core.simulate import simulate_crowd
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+#: the paper's model: its priors and its fixed spam distribution pi (the extended
+#: default learns pi)
+OrdinalMixture = functools.partial(_OrdinalMixture, model="paper")
 
 
 @pytest.fixture(scope="module")

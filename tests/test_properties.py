@@ -41,8 +41,9 @@ FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthChe
 
 def _fit(df, scale, gran, variant, seed=0, **kw):
     ordinal, spam = variant
-    return OrdinalMixture(
+    return OrdinalMixture(  # the paper's model (the extensions: tests/test_extensions.py)
         gran,
+        model="paper",
         scale=scale,
         ordinal=ordinal,
         spam=spam,

@@ -111,12 +111,11 @@ def test_ratings_come_back_as_normalised_in_row_order():
 
 
 def test_the_table_is_validated_once_per_fit(monkeypatch):
-    """One normalisation when the data set is made; the fit reuses its prepared ratings."""
+    """One validation (``data._select``: the columns read and checked by ``prepare``) when the
+    data set is made; the fit reuses its prepared ratings."""
     calls = []
-    real = data_mod.normalize_columns
-    monkeypatch.setattr(
-        data_mod, "normalize_columns", lambda *a, **k: calls.append(1) or real(*a, **k)
-    )
+    real = data_mod._select
+    monkeypatch.setattr(data_mod, "_select", lambda *a, **k: calls.append(1) or real(*a, **k))
     ds = make_dataset("r.csv", RAW)
     validation_report(ds)
     assert len(calls) == 1

@@ -7,6 +7,7 @@ the estimator's docstring and README state it, applied to the fit's own restarts
 
 from __future__ import annotations
 
+import functools
 import warnings
 
 import numpy as np
@@ -14,9 +15,13 @@ import pandas as pd
 import pytest
 from _sweeps import record_sweeps
 
-from ordmix_core import OrdinalMixture
+from ordmix_core import OrdinalMixture as _OrdinalMixture
 from ordmix_core.model import CollapseWarning
 from ordmix_core.simulate import simulate_crowd
+
+#: the schedule of the paper's model (two stages per restart: warm-up, mixture); the
+#: extended default adds a uniform-spam stage, tested in test_extensions.py
+OrdinalMixture = functools.partial(_OrdinalMixture, model="paper")
 
 
 @pytest.fixture(scope="module")
