@@ -67,3 +67,20 @@ def _clear_streamlit_cache():
     st.cache_data.clear()
     yield
     st.cache_data.clear()
+
+
+@pytest.fixture
+def csv_downloads(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
+    """Every CSV the dashboard hands to a download button, in order (``io.to_csv_bytes``,
+    which the pages' downloads call, recorded as it returns)."""
+    import ordmix_core.io as oio
+
+    written: list[bytes] = []
+    real = oio.to_csv_bytes
+
+    def spy(df, id_columns=None) -> bytes:
+        written.append(real(df, id_columns))
+        return written[-1]
+
+    monkeypatch.setattr(oio, "to_csv_bytes", spy)
+    return written

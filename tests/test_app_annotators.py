@@ -77,14 +77,8 @@ def test_threshold_and_confidence_give_the_library_flags():
     assert len(seen) >= 3  # the settings change the groups
 
 
-def test_downloads_write_the_cli_columns_safely(monkeypatch):
-    written: list[bytes] = []
-    real = oio.to_csv_bytes
-    monkeypatch.setattr(
-        oio,
-        "to_csv_bytes",
-        lambda df, id_columns=None: written.append(real(df, id_columns)) or written[-1],
-    )
+def test_downloads_write_the_cli_columns_safely(csv_downloads):
+    written = csv_downloads
     rows = ["annotator,instance,rating"]
     for i in range(12):
         rows += [f"good{j},i{i},{1 + i % 3}" for j in range(3)]

@@ -9,7 +9,6 @@ import numpy as np
 import pandas as pd
 from test_app_main import assert_clean, charts, demo_and_fit, fit_current, new_app, texts
 
-import ordmix_core.io as oio
 from ordmix_core import decisions, outputs
 
 
@@ -58,14 +57,8 @@ def test_search_and_sort():
     assert (items_table(at)["query"] == "q003").all()
 
 
-def test_what_to_rate_next_and_annotators_to_review(monkeypatch):
-    written: list[bytes] = []
-    real = oio.to_csv_bytes
-    monkeypatch.setattr(
-        oio,
-        "to_csv_bytes",
-        lambda df, id_columns=None: written.append(real(df, id_columns)) or written[-1],
-    )
+def test_what_to_rate_next_and_annotators_to_review(csv_downloads):
+    written = csv_downloads
     at = demo_and_fit()
     at.switch_page("pages/items.py").run()
     at.number_input(key="items_batch_size").set_value(25).run()
@@ -110,16 +103,8 @@ def test_undetermined_items_are_marked_on_trec():
     assert "undetermined (the prior, not the ratings)" in names
 
 
-def test_csv_download_is_the_cli_items_csv_and_formula_safe(monkeypatch):
-    written: list[bytes] = []
-    real = oio.to_csv_bytes
-
-    def spy(df, id_columns=None):
-        out = real(df, id_columns)
-        written.append(out)
-        return out
-
-    monkeypatch.setattr(oio, "to_csv_bytes", spy)
+def test_csv_download_is_the_cli_items_csv_and_formula_safe(csv_downloads):
+    written = csv_downloads
     at = new_app()
     at.radio(key="data_source").set_value("Upload a file").run()
     csv = b"annotator,instance,rating\na,=1+1,1\nb,=1+1,2\na,@SUM(A1),2\nb,ok,3\n"

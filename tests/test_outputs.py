@@ -26,8 +26,16 @@ ROOT = Path(__file__).resolve().parents[1]
 RATINGS = ROOT / "demo_data" / "simulated-ratings.csv"
 IDS = {"instance": str, "annotator": str, "query": str, "category": str}
 MODEL_ITEM_COLUMNS = ["instance", "estimate", "sd", "n_ratings", "query", "category"]
-MODEL_ANN_COLUMNS = ["annotator", "n_ratings", "expertise", "reliability", "expertise_sd",
-                     "spam_share", "bias", "bias_sd"]  # fmt: skip  (bias: the extended default)
+MODEL_ANN_COLUMNS = [
+    "annotator",
+    "n_ratings",
+    "expertise",
+    "reliability",
+    "expertise_sd",
+    "spam_share",
+    "bias",
+    "bias_sd",
+]  # fmt: skip  (bias: the extended default)
 
 
 @pytest.fixture(scope="module")
