@@ -33,13 +33,18 @@ if TYPE_CHECKING:
 
 #: the parameter groups, in the order their squared norms are summed (a new variational
 #: parameter that SQUAREM should extrapolate is added here; ``ab`` is [alpha, beta])
-GROUPS = ("mu_m", "lam_m", "tau_shape", "tau_rate", "delta_shape", "delta_rate", "eps", "ab")
+GROUPS = (
+    "mu_m", "lam_m", "tau_shape", "tau_rate", "delta_shape", "delta_rate", "eps", "ab",
+    "bias_mean", "bias_prec",
+)  # fmt: skip
+#: groups a state may lack (None: the model has no bias); empty there, so they add nothing
+OPTIONAL_GROUPS = ("bias_mean", "bias_prec")
 #: the groups per instance (a partitioned engine keeps them with the instances' ratings)
 INSTANCE_GROUPS = ("mu_m", "lam_m")
 #: the groups per category (per instance too, at instance granularity)
 CATEGORY_GROUPS = ("delta_shape", "delta_rate")
 #: groups made unconstrained by a log (``ab`` is ``[alpha, beta]``); checked finite and > 0
-_POS = ("lam_m", "tau_shape", "tau_rate", "delta_shape", "delta_rate", "ab")
+_POS = ("lam_m", "tau_shape", "tau_rate", "delta_shape", "delta_rate", "ab", "bias_prec")
 #: largest step length tried; beyond it the proposal is mostly extrapolation noise
 MAX_STEP = 8.0
 
@@ -48,12 +53,13 @@ def group_value(s: object, group: str) -> np.ndarray:
     """The group's array of a state (any object with ``State``'s attribute names)."""
     if group == "ab":
         return np.array([s.alpha, s.beta], dtype=float)
-    return getattr(s, group)
+    x = getattr(s, group, None)
+    return np.zeros(0) if x is None else x
 
 
 def pack(group: str, x: np.ndarray) -> np.ndarray:
     """One group in the unconstrained parametrisation (mu_m as is, logit of eps, else log)."""
-    if group == "mu_m":
+    if group in ("mu_m", "bias_mean"):
         return x
     if group == "eps":
         return logit(np.clip(x, 1e-12, 1 - 1e-12))
@@ -98,6 +104,8 @@ def extrapolate(
     with np.errstate(over="ignore", under="ignore"):
         if group == "mu_m":
             return np.clip(q, lo, hi)
+        if group == "bias_mean":
+            return q
         if group == "eps":
             return np.clip(expit(q), 1e-10, 1 - 1e-10)
         x = np.exp(np.clip(q, -700, 700))
@@ -126,7 +134,24 @@ def squarem_proposal(s0: State, s1: State, s2: State, lo: float, hi: float) -> S
             return None
         out[g] = x
     alpha, beta = out.pop("ab")
-    return State(**out, alpha=float(alpha), beta=float(beta))
+    for g in OPTIONAL_GROUPS:
+        if getattr(s2, g, None) is None:
+            out[g] = None
+    return State(**out, alpha=float(alpha), beta=float(beta), **carried(s2))
+
+
+#: State fields SQUAREM does not extrapolate: the proposal takes them from the latest state
+#: (lambda_b, a learned spam distribution; the sweep from the proposal updates them as usual)
+CARRIED = ("lam_b", "pi", "dir_a", "kappa")
+
+
+def carried(s: object) -> dict:
+    """``CARRIED`` fields of ``s`` (copied arrays), for a proposal built from ``s``."""
+    out = {}
+    for k in CARRIED:
+        v = getattr(s, k, None)
+        out[k] = v.copy() if isinstance(v, np.ndarray) else v
+    return out
 
 
 class Sweeps(Protocol):

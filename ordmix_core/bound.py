@@ -70,3 +70,53 @@ def gamma_terms_from(
     prior = shape0 * np.log(rate0) - gammaln(shape0) + (shape0 - 1.0) * e_logt - rate0 * e_t
     entropy = shape - np.log(rate) + gammaln(shape) + (1.0 - shape) * dig
     return float(np.sum(prior + entropy))
+
+
+def gold_instance_terms(mu_m: np.ndarray, gold_mask: np.ndarray, mu: float, lam: float) -> float:
+    """Correction of ``instance_terms`` for gold instances (z observed at ``mu_m``): their
+    term is ``log N(g_m | mu, 1/lam)``, no entropy. Returns what to add, (M,) inputs."""
+    d = mu_m[gold_mask] - mu
+    return float(np.sum(0.5 * np.log(lam / (2.0 * np.pi)) - 0.5 * lam * d * d))
+
+
+def instance_terms_gold(
+    mu_m: np.ndarray, lam_m: np.ndarray, mu: float, lam: float, gold_mask: np.ndarray | None
+) -> float:
+    """``instance_terms`` with gold instances (``gold_mask`` (M,) or None) as observed z."""
+    if gold_mask is None:
+        return instance_terms(mu_m, lam_m, mu, lam)
+    free = ~gold_mask
+    return instance_terms(mu_m[free], lam_m[free], mu, lam) + gold_instance_terms(
+        mu_m, gold_mask, mu, lam
+    )
+
+
+def bias_terms(bias_mean: np.ndarray, bias_prec: np.ndarray, lam_b: float) -> float:
+    """Sum over annotators of E[log N(b_n | 0, 1/lam_b)] + H[q(b_n)]; inputs (N,)."""
+    t = (
+        0.5 * np.log(lam_b / (2.0 * np.pi))
+        - 0.5 * lam_b * (bias_mean * bias_mean + 1.0 / bias_prec)
+        + 0.5 * np.log(2.0 * np.pi * np.e / bias_prec)
+    )
+    return float(np.sum(t))
+
+
+def dirichlet_terms(dir_a: np.ndarray, pi: np.ndarray, kappa: float) -> float:
+    """Sum over annotators of E[log Dir(pi_n | kappa pi)] + H[Dir(dir_a_n)]; (N, K), (K,)."""
+    el = digamma(dir_a) - digamma(dir_a.sum(axis=1, keepdims=True))
+    al = kappa * pi
+    a_sum = dir_a.sum(axis=1)
+    t = (
+        gammaln(kappa)
+        - np.sum(gammaln(al))
+        - gammaln(a_sum)
+        + np.sum(gammaln(dir_a), axis=1)
+        + np.sum((al[None, :] - dir_a) * el, axis=1)
+    )
+    return float(np.sum(t))
+
+
+def spam_level_terms(spam_count: np.ndarray, log_table: np.ndarray) -> float:
+    """``sum_l (1 - omega_l) E[log pi_{n, r_l}]`` from the spam weight per cell of the table
+    (``spam_count`` and ``log_table`` of the same shape, (1, K) or (N, K))."""
+    return float(np.sum(spam_count * log_table))

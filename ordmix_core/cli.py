@@ -15,7 +15,7 @@ import textwrap
 from collections.abc import Sequence
 
 from . import __version__, options
-from .cli_common import Progress, collect_warnings, folder_name, print_warnings
+from .cli_common import Progress, collect_warnings, folder_name, n_runs, print_warnings
 from .errors import InputError
 
 #: how long ``--scheduler`` may take to answer before the fit gives up (seconds)
@@ -83,6 +83,12 @@ def build_parser() -> argparse.ArgumentParser:
         "only when the fit succeeds); a folder holding other files is refused",
     )
     options.add_fit_options(fit, "fit")
+    fit.add_argument(
+        "--gold",
+        metavar="GOLD",
+        help="CSV, TSV or Parquet: instance, truth. Known items anchor the fit: their truth "
+        "is taken as known and their raters are judged against it (items.csv marks them)",
+    )
     fit.add_argument("--quiet", action="store_true", help="no progress on stderr")
     fit.add_argument(
         "--engine",
@@ -130,7 +136,17 @@ def check_fit_args(args: argparse.Namespace):
         model = OrdinalMixture(**kw)
     options.validate_params(model)
     check_input_file(args.ratings, allow_dir=dask)
-    check_output_dir(args.out, {"ratings": args.ratings})
+    if getattr(args, "gold", None) is not None:
+        check_input_file(args.gold)
+    check_output_dir(args.out, _inputs(args))
+    if args.init_from is not None:  # read before the ratings: a bad folder fails at once
+        from .warm import read_previous
+
+        if dask:
+            raise InputError(
+                "--warm-start works with the in-memory engine only; drop --engine dask"
+            )
+        read_previous(args.init_from)
     if args.scheduler:
         check_scheduler(args.scheduler)
     return model
@@ -143,18 +159,26 @@ def cmd_fit(args: argparse.Namespace) -> int:
     from .outputs import write_fit_outputs
 
     model = check_fit_args(args)
+    gold_path = getattr(args, "gold", None)
     if args.engine == "dask":
+        if gold_path is not None:
+            raise InputError("--gold is not supported with --engine dask yet; drop one of the two")
         return cmd_fit_dask(args, model)
     with collect_warnings() as caught:
         ratings = read_ratings(args.ratings, scale=args.scale)
+        gold = None
+        if gold_path is not None:
+            from .io import read_gold
+
+            gold = read_gold(gold_path)
         # mu and the scale against the data's scale, before the fit
         options.validate_params(model, as_scale(args.scale, ratings["rating"].to_numpy()))
-        progress = Progress(model.n_restarts, args.quiet)
+        progress = Progress(n_runs(model), args.quiet)
         try:
-            model.fit(ratings, callback=progress)
+            model.fit(ratings, callback=progress, gold=gold)
         finally:
             progress.close()
-        with safe_output_dir(args.out, {"ratings": args.ratings}) as tmp:
+        with safe_output_dir(args.out, _inputs(args)) as tmp:
             write_fit_outputs(model, tmp, settings=vars(args))
             files = listing(tmp)
     print_warnings(caught)
@@ -164,6 +188,12 @@ def cmd_fit(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 0
+
+
+def _inputs(args: argparse.Namespace) -> dict:
+    """The fit's input files (never to be overwritten by its output)."""
+    gold = getattr(args, "gold", None)
+    return {"ratings": args.ratings, **({"gold": gold} if gold is not None else {})}
 
 
 def cmd_fit_dask(args: argparse.Namespace, model) -> int:
@@ -178,7 +208,7 @@ def cmd_fit_dask(args: argparse.Namespace, model) -> int:
             collect_warnings() as caught,
             dask.config.set({"distributed.comm.timeouts.connect": f"{CONNECT_TIMEOUT:g}s"}),
         ):
-            progress = Progress(model.n_restarts, args.quiet)
+            progress = Progress(n_runs(model), args.quiet)
             try:
                 model.fit(args.ratings, callback=progress)
             finally:

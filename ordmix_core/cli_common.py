@@ -101,3 +101,9 @@ def print_warnings(caught: list[warnings.WarningMessage], prefix: str = "warning
 def folder_name(path: str) -> str:
     """``path`` with one trailing slash, to put file names after it."""
     return path.rstrip("/") + "/"
+
+
+def n_runs(model: object) -> int:
+    """The restarts a fit runs, for the progress line: one for a refit from an earlier result
+    (``init_from`` / ``--warm-start``), else ``n_restarts``."""
+    return 1 if getattr(model, "init_from", None) is not None else int(model.n_restarts)

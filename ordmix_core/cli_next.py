@@ -13,17 +13,16 @@ Registered by ``cli.build_parser`` through ``add_subcommand``.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
-from . import decisions, options
+from . import decisions, fitfolder, options
 from .errors import InputError
 
-FIT_FILES = ("items.csv", "categories.csv", "annotators.csv", "summary.json")
+#: the tables of a fit folder ``ordmix next`` reads (besides summary.json)
+FIT_TABLES = ("items", "categories", "annotators")
 
 
 def add_subcommand(sub) -> argparse.ArgumentParser:
@@ -139,7 +138,7 @@ def _from_ratings(
     args: argparse.Namespace, review: bool
 ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
     """Fit the ratings; items (and, for a review, annotators) with their decision columns."""
-    from .cli_common import Progress, collect_warnings, print_warnings
+    from .cli_common import Progress, collect_warnings, n_runs, print_warnings
     from .io import read_ratings
     from .model import OrdinalMixture
 
@@ -147,7 +146,7 @@ def _from_ratings(
     options.validate_params(model)
     ratings = read_ratings(args.source, scale=args.scale)
     with collect_warnings() as caught:
-        progress = Progress(model.n_restarts, args.quiet)
+        progress = Progress(n_runs(model), args.quiet)
         try:
             model.fit(ratings, callback=progress)
         finally:
@@ -165,41 +164,35 @@ def _from_ratings(
 def _from_fitfolder_name(
     folder: Path, args: argparse.Namespace, review: bool
 ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
-    """Read an ``ordmix fit`` folder; items with decision columns, annotators as written."""
-    missing = [f for f in FIT_FILES if not (folder / f).is_file()]
-    if missing:
-        raise InputError(
-            f"is a folder but has no {', '.join(missing)}; give a folder written by ordmix fit, "
-            "or a ratings file",
-            source=str(folder),
-        )
+    """Read an ``ordmix fit`` folder (``fitfolder``): items with their decision columns
+    recomputed from the posteriors (an old folder has none; ``--confidence`` may change them),
+    annotators with the flags as written."""
+    fitfolder.check_folder(folder, FIT_TABLES, "ordmix next", ", or a ratings file")
     if args.threshold is not None or (args.confidence is not None and review):
         raise InputError(
             "--threshold and --confidence set the annotator flags, which a fit folder already "
             "holds; run ordmix next on the ratings file to choose them",
             source=str(folder),
         )
-    try:
-        summary = json.loads((folder / "summary.json").read_text())
-        hp = summary["hyperparameters"]
-        for key in ("thresholds", "scale", "lambda", "alpha", "beta"):
-            hp[key]
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise InputError(
-            f"summary.json is not one written by ordmix fit ({type(e).__name__}: {e}); refit",
-            source=str(folder),
-        ) from None
-    items = _numeric(
-        folder / "items.csv", ["instance", "category"], ["estimate", "sd", "n_ratings"]
-    )
-    items = items.set_index("instance")
-    cats = _numeric(folder / "categories.csv", ["category"], ["difficulty"]).set_index("category")
+    summary = fitfolder.read_summary(folder, ("thresholds", "scale", "lambda", "alpha", "beta"))
+    hp = summary["hyperparameters"]
+    items = fitfolder.read_fit_table(
+        folder, "items", ["instance", "category"], ["estimate", "sd", "n_ratings"]
+    ).set_index("instance")
+    cats = fitfolder.read_fit_table(folder, "categories", ["category"], ["difficulty"])
+    cats = cats.set_index("category")
     num = ["n_ratings", "spam_share"]
     if review:
         num += ["p_unreliable", "reliability", "reliability_lower", "reliability_upper",
                 "expertise"]  # fmt: skip
     text = ["annotator", "flag"] if review else ["annotator"]
-    ann = _numeric(folder / "annotators.csv", text, num).set_index("annotator")
+    no_flags = (
+        " (a folder from an ordmix fit without evidence flags: an older version, or the Dask "
+        "engine, which keeps the per-rating results they need on its workers); run ordmix "
+        "next on the ratings file to get --review"
+    )
+    hint = {c: no_flags for c in fitfolder.FLAG_COLUMNS}
+    ann = fitfolder.read_fit_table(folder, "annotators", text, num, hint).set_index("annotator")
     total = float(ann["n_ratings"].sum())
     truth_share = float((ann["n_ratings"] * (1.0 - ann["spam_share"])).sum() / max(total, 1.0))
     conf = {"confidence": args.confidence} if args.confidence is not None else {}
@@ -207,30 +200,3 @@ def _from_fitfolder_name(
     base = items[[c for c in ("query", "n_ratings") if c in items.columns]]
     items = base.join(dec)
     return items, (ann if review else None)
-
-
-def _numeric(path: Path, text: list[str], numbers: list[str]) -> pd.DataFrame:
-    """Read one file of a fit folder; ``numbers`` columns as floats, all columns required."""
-    from .io import read_table
-
-    out = read_table(path)
-    for c in text + numbers:
-        if c not in out.columns:
-            hint = (
-                " (written by an older ordmix fit without evidence flags; run ordmix next on "
-                "the ratings file, or fit again, to get --review)"
-                if c in ("p_unreliable", "reliability_lower", "reliability_upper", "flag")
-                else "; give a folder written by ordmix fit"
-            )
-            raise InputError(f"no column {c!r}{hint}", source=str(path))
-    for c in numbers:
-        v = pd.to_numeric(out[c], errors="coerce")
-        if v.isna().any():
-            row = int(np.flatnonzero(v.isna().to_numpy())[0])
-            raise InputError(
-                f"row {row + 2} (counting the header as row 1): {c!r} is "
-                f"{out[c].iloc[row]!r}, not a number; fit again",
-                source=str(path),
-            )
-        out[c] = v
-    return out

@@ -34,10 +34,15 @@ class OdmMethod:
     granularity: str | None = None
     ordinal: bool = True
     spam: bool = True
+    model: str = "extended"
+    bias: bool | None = None
+    spam_dist: str | None = None
+    default_granularity: str = "global"
 
     def make(self, params: Mapping[str, Any], rng: Seed, granularity: str | None = None):
         kw = {**params, "ordinal": self.ordinal, "spam": self.spam, "random_state": rng}
-        kw["granularity"] = self.granularity or granularity or "global"
+        kw.update(model=self.model, bias=self.bias, spam_dist=self.spam_dist)
+        kw["granularity"] = self.granularity or granularity or self.default_granularity
         return OrdinalMixture(**kw)
 
 
@@ -52,17 +57,32 @@ class BaselineMethod:
 #: method name -> how to build it (``.make(model_params, random_state, granularity)``)
 METHODS: dict[str, OdmMethod | BaselineMethod] = {
     **{name: BaselineMethod(cls) for name, cls in BASELINES.items()},
+    **{f"odm-paper-{g}": OdmMethod(g, model="paper") for g in ("global", "query", "instance")},
+    # the default model (``OrdinalMixture()``: extended, instance granularity unless asked)
+    "odm": OdmMethod(None, default_granularity="instance"),
     **{f"odm-{g}": OdmMethod(g) for g in ("global", "query", "instance")},
-    "odm-ordinal-spam": OdmMethod(None, ordinal=True, spam=True),
-    "odm-ordinal-nospam": OdmMethod(None, ordinal=True, spam=False),
-    "odm-real-spam": OdmMethod(None, ordinal=False, spam=True),
-    "odm-real-nospam": OdmMethod(None, ordinal=False, spam=False),
+    # the extensions one at a time (issue 11), at the granularity asked (default instance)
+    "odm-bias": OdmMethod(None, bias=True, spam_dist="uniform", default_granularity="instance"),
+    "odm-learned-spam": OdmMethod(
+        None, bias=False, spam_dist="global", default_granularity="instance"
+    ),
+    "odm-annotator-spam": OdmMethod(
+        None, bias=True, spam_dist="annotator", default_granularity="instance"
+    ),
+    # the paper's ablation (Figure 3): its model, at global granularity unless asked
+    "odm-ordinal-spam": OdmMethod(None, ordinal=True, spam=True, model="paper"),
+    "odm-ordinal-nospam": OdmMethod(None, ordinal=True, spam=False, model="paper"),
+    "odm-real-spam": OdmMethod(None, ordinal=False, spam=True, model="paper"),
+    "odm-real-nospam": OdmMethod(None, ordinal=False, spam=False, model="paper"),
 }
-#: the default of ``ordmix compare``: the paper's Table 1 (the ablation variants on request)
-TABLE1 = [m for m in METHODS if not m.startswith(("odm-ordinal", "odm-real"))]
+#: the default of ``ordmix compare``: the paper's Table 1 (its rows ``odm-paper-*``) and the
+#: default model ``odm``; the other variants on request
+TABLE1 = [*BASELINES, "odm-paper-global", "odm-paper-query", "odm-paper-instance", "odm"]
 ABLATION = ["odm-ordinal-spam", "odm-ordinal-nospam", "odm-real-spam", "odm-real-nospam"]
 #: model parameters a method fixes itself (the rest come from the caller)
-FIXED_BY_METHOD = ("granularity", "ordinal", "spam", "random_state", "scale")
+FIXED_BY_METHOD = (
+    "granularity", "ordinal", "spam", "random_state", "scale", "model", "bias", "spam_dist",
+)  # fmt: skip
 
 
 def parse_methods(methods: str | Sequence[str] | None, default: Sequence[str]) -> list[str]:
@@ -146,8 +166,10 @@ def compare_methods(
     the options table); ``n_restarts`` None is the estimator's default.
 
     Returns ``(table, estimates)``: one row per method with ``method, mse, correlation, ndcg,
-    seconds, n_gold`` (NDCG per query when the ratings have a query column; ``n_gold`` the
-    gold items scored), and the estimates as an instance x method frame.
+    label_error, seconds, n_gold`` (NDCG per query when the ratings have a query column; label
+    error: share of gold items whose estimate, rounded to the nearest level of the scale, is
+    not the gold level; ``n_gold`` the gold items scored), and the estimates as an instance x
+    method frame.
     ``callback(method, index, total)`` is called before each fit. Gold items without ratings
     are left out with a :class:`CompareNote`; gold outside the scale is an InputError.
     """
@@ -169,18 +191,19 @@ def compare_methods(
         t0 = time.perf_counter()
         e = model.fit_predict(data)
         seconds = time.perf_counter() - t0
-        scores = evaluate(e, truth, queries)
+        scores = evaluate(e, truth, queries, levels=data.scale.values)
         rows.append(
             {
                 "method": name,
-                **{k: scores[k] for k in ("mse", "correlation", "ndcg")},
+                **{k: scores[k] for k in ("mse", "correlation", "ndcg", "label_error")},
                 "seconds": seconds,
                 "n_gold": scores["n_gold"],
             }
         )
         est[name] = e
     table = pd.DataFrame(
-        rows, columns=["method", "mse", "correlation", "ndcg", "seconds", "n_gold"]
+        rows,
+        columns=["method", "mse", "correlation", "ndcg", "label_error", "seconds", "n_gold"],
     )
     return table, pd.DataFrame(est)
 

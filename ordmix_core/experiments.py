@@ -106,7 +106,7 @@ def spam_experiment(
 
     ``granularity``, ``params``: as :func:`~ordmix_core.compare.compare_methods`; ``default``:
     the methods run when none are named. Returns a long frame ``spam_level, method, mse,
-    correlation, ndcg, seconds, n_gold``.
+    correlation, ndcg, label_error, seconds, n_gold``.
     """
     levels = check_levels(levels)
     data = ratings if isinstance(ratings, CrowdData) else prepare(ratings, scale, "instance")

@@ -16,7 +16,12 @@ from .report import best_methods
 
 #: z value of a two-sided 95% normal interval
 Z95 = 1.959963984540054
-METRIC_LABELS = {"mse": "MSE (lower is better)", "correlation": "Correlation", "ndcg": "NDCG"}
+METRIC_LABELS = {
+    "mse": "MSE (lower is better)",
+    "correlation": "Correlation",
+    "ndcg": "NDCG",
+    "label_error": "Label error (lower is better)",
+}
 _WINNER = "#d62728"
 #: one colour per method (plotly's default sequence)
 _LINES = [
@@ -222,28 +227,64 @@ def annotator_distributions(annotators: pd.DataFrame) -> go.Figure:
 
 
 def estimate_distribution(items: pd.DataFrame, scale: list[float] | None = None) -> go.Figure:
-    """Histogram of the posterior means, with the scale levels as vertical lines."""
+    """Histogram of the posterior means, with the scale levels as vertical lines.
+
+    With a ``flag`` column (``decisions.item_decisions``) the bars are stacked by flag, so the
+    undetermined items, which sit at the prior's mean, show as what they are.
+    """
     _need(items, ["estimate"], "the distribution")
-    fig = go.Figure(go.Histogram(x=items["estimate"].to_numpy(dtype=float), nbinsx=50))
+    x = items["estimate"].to_numpy(dtype=float)
+    if "flag" in items.columns:
+        fig = go.Figure()
+        flags = items["flag"].astype(str).to_numpy()
+        bins = {"start": float(x.min()), "end": float(x.max()) + 1e-9,
+                "size": max(float(np.ptp(x)) / 50, 1e-6)} if x.size else None  # fmt: skip
+        for flag in [f for f in ITEM_FLAG_NAMES if f in set(flags)]:
+            fig.add_trace(go.Histogram(x=x[flags == flag], xbins=bins, name=ITEM_FLAG_NAMES[flag]))
+        fig.update_layout(barmode="stack")
+    else:
+        fig = go.Figure(go.Histogram(x=x, nbinsx=50))
     for v in scale or []:
         fig.add_vline(x=float(v), line_dash="dot", line_color="#888")
     fig.update_xaxes(title="estimate (posterior mean of z)")
     fig.update_yaxes(title="items")
-    return _layout(fig, "Distribution of the estimates", showlegend=False)
+    return _layout(fig, "Distribution of the estimates", showlegend="flag" in items.columns)
 
 
-def item_intervals(items: pd.DataFrame, gold: pd.Series | None = None) -> go.Figure:
-    """Estimates of some items with 95% intervals (+-1.96 sd), sorted, with gold where known."""
-    _need(items, ["estimate", "sd"], "the interval plot")
+#: legend names of the item flags (``decisions.ITEM_FLAGS``)
+ITEM_FLAG_NAMES = {
+    "confident": "confident",
+    "uncertain": "uncertain",
+    "undetermined": "undetermined (the prior, not the ratings)",
+}
+
+
+def item_intervals(
+    items: pd.DataFrame, gold: pd.Series | None = None, bounds: tuple[str, str] | None = None
+) -> go.Figure:
+    """Estimates of some items with intervals, sorted, with gold where known.
+
+    ``bounds``: the names of two columns holding each item's credible interval (e.g.
+    ``decisions.interval_columns()``, clipped to the scale); without them, 95% intervals
+    (+-1.96 sd) of the Gaussian q(z), which can reach beyond the scale.
+    """
+    _need(items, ["estimate", "sd", *(bounds or ())], "the interval plot")
     it = items.sort_values("estimate")
     names = it.index.astype(str).to_numpy()
+    est = it["estimate"].to_numpy(dtype=float)
+    if bounds is None:
+        error, label = {"type": "data", "array": Z95 * it["sd"].to_numpy(dtype=float)}, "95%"
+    else:
+        lo, hi = (it[c].to_numpy(dtype=float) for c in bounds)
+        error = {"type": "data", "array": hi - est, "arrayminus": est - lo}
+        label = bounds[0].removeprefix("lower_") + "% (inside the scale)"
     fig = go.Figure(
         go.Scatter(
             x=names,
-            y=it["estimate"].to_numpy(dtype=float),
+            y=est,
             mode="markers",
-            name="estimate +- 95%",
-            error_y={"type": "data", "array": Z95 * it["sd"].to_numpy(dtype=float)},
+            name=f"estimate, {label} interval",
+            error_y=error,
             hovertemplate="%{x}<br>estimate %{y:.3f}<extra></extra>",
         )
     )
@@ -260,7 +301,7 @@ def item_intervals(items: pd.DataFrame, gold: pd.Series | None = None) -> go.Fig
         )
     fig.update_xaxes(title="item", showticklabels=len(it) <= 40)
     fig.update_yaxes(title="estimate")
-    return _layout(fig, f"{len(it)} item(s) with 95% intervals")
+    return _layout(fig, f"{len(it)} item(s) with {label} intervals")
 
 
 def bound_traces(

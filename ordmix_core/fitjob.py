@@ -1,51 +1,76 @@
 """The dashboard's fit, without streamlit: settings, a background job, and a plain summary.
 
-:class:`FitJob` runs :class:`~ordmix_core.model.OrdinalMixture` on a data set's prepared
-ratings in a worker thread; its progress callback records each restart's iteration and obeys
-Stop, so a page can poll it and a Stop keeps the best restart found so far.
-:func:`fit_summary` and :func:`selection_explanation` say in plain words what a fit found.
+:class:`FitParams` holds the Fit page's settings as the estimator's keyword arguments, with the
+options table's defaults (``options``); :class:`FitJob` runs
+:class:`~ordmix_core.model.OrdinalMixture` on a data set's prepared ratings in a worker
+thread; its progress callback records each restart's iteration and obeys Stop, so a page can
+poll it and a Stop keeps the best restart found so far. :func:`fit_summary` and
+:func:`selection_explanation` say in plain words what a fit found, with the evidence-aware
+flags of ``decisions.py`` (through ``outputs.decide``).
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+import uuid
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
+from . import decisions, options, outputs
 from .errors import InputError
 from .model import OrdinalMixture
 from .report import Dataset
 
-#: an annotator "looks like a spammer" when at least this share of their ratings is spam
-SPAM_SHARE_THRESHOLD = 0.5
-#: an item is "undetermined" when its posterior sd is still this share of the prior's sd
-UNDETERMINED_SD_SHARE = 0.9
+#: options the Fit page does not show: the scale is the data set's (set on the Data page)
+NOT_ON_FIT_PAGE = ("scale",)
+#: the dashboard's defaults where they are not the command line's: query granularity, the
+#: paper's choice for TREC (the Fit page falls back to the first offered without queries)
+DASHBOARD_DEFAULTS: dict[str, Any] = {"granularity": "query"}
+#: Fit page settings that are not estimator parameters: ``use_gold`` (fit with the data set's
+#: gold items known) is an argument of ``fit``
+FIT_SETTINGS: dict[str, Any] = {"use_gold": False}
 
 
-@dataclass(frozen=True)
+def fit_page_options(group: str | None = None) -> list[options.Option]:
+    """The options table's entries the Fit page shows (of one group: basic / advanced)."""
+    return [o for o in options.dashboard_options(group) if o.name not in NOT_ON_FIT_PAGE]
+
+
 class FitParams:
-    """The Fit page's settings, named as :class:`OrdinalMixture`'s parameters (its defaults)."""
+    """The Fit page's settings: estimator keyword arguments named as in the options table.
 
-    granularity: str = "query"
-    ordinal: bool = True
-    spam: bool = True
-    updates: str = "exact"
-    n_restarts: int = 10
-    max_iter: int = 1000
-    tol: float = 0.1
-    phi: float = 10.0
-    eta: float = 5.0
-    lam: float = 0.1
-    mu: float | None = None
-    random_state: int = 0
+    Unset ones take the table's command-line default (seed 0) or :data:`DASHBOARD_DEFAULTS`;
+    the values are not checked here (the Fit page checks them with
+    ``options.to_estimator_kwargs``; a bad one given directly makes the fit fail with the
+    estimator's message). Read a setting as an attribute: ``params.n_restarts``.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        names = [o.name for o in fit_page_options()] + list(FIT_SETTINGS)
+        unknown = sorted(set(kwargs) - set(names))
+        if unknown:
+            raise TypeError(f"not a Fit page setting: {', '.join(unknown)}")
+        values = {o.name: o.ui_default for o in fit_page_options()}
+        self._values = {**values, **DASHBOARD_DEFAULTS, **FIT_SETTINGS, **kwargs}
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self.__dict__["_values"][name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, FitParams) and other._values == self._values
+
+    def __repr__(self) -> str:  # for debugging; users see describe()
+        return f"FitParams({', '.join(f'{k}={v!r}' for k, v in self._values.items())})"
 
     def engine_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments for :class:`OrdinalMixture`."""
-        return asdict(self)
+        """Keyword arguments for :class:`OrdinalMixture` (``use_gold`` is ``fit``'s)."""
+        return {k: v for k, v in self._values.items() if k not in FIT_SETTINGS}
 
     def describe(self) -> str:
         """The settings in words, for the result box (not a Python repr)."""
@@ -56,7 +81,9 @@ class FitParams:
             + ("ordinal" if self.ordinal else "real-valued")
             + " likelihood, "
             + ("with" if self.spam else "without")
-            + f" the spam component, {self.updates} updates; priors phi {self.phi:g}, "
+            + f" the spam component, {self.model} model, {self.updates} updates"
+            + (", gold items known" if self.use_gold else "")
+            + f"; priors phi {self.phi:g}, "
             f"eta {self.eta:g}, lambda {self.lam:g}, mu {mu}; seed {self.random_state}"
         )
 
@@ -69,6 +96,7 @@ class FitResult:
     params: FitParams
     dataset: str
     stopped: bool = False  # the user pressed Stop: the best restart so far was kept
+    fit_id: str = field(default_factory=lambda: uuid.uuid4().hex)  # names it in caches
 
 
 @dataclass
@@ -113,7 +141,8 @@ class FitJob:
         """
         try:
             model = OrdinalMixture(scale=self.dataset.scale, **self.params.engine_kwargs())
-            self.model = model.fit(self.dataset.data, callback=self.callback)
+            gold = self.dataset.gold if self.params.use_gold else None
+            self.model = model.fit(self.dataset.data, callback=self.callback, gold=gold)
         except InputError as err:
             self.error = str(err)
         except Exception as err:  # noqa: BLE001 - shown to the user instead of a traceback
@@ -192,23 +221,6 @@ def _count(n: int, what: str) -> str:
     return f"{n:,} {what}" + ("" if n == 1 else "s")
 
 
-def annotator_flags(annotators: pd.DataFrame, threshold: float = SPAM_SHARE_THRESHOLD) -> pd.Series:
-    """Each annotator's flag: ``spammer`` when at least ``threshold`` of their ratings is
-    explained as spam, else ``ok``.
-
-    The one place the Annotators page and :func:`fit_summary` take flags from, so that
-    evidence-aware flags (unreliable / ok / undetermined) replace it in one step.
-    """
-    spam = annotators["spam_share"].to_numpy() >= threshold
-    return pd.Series(np.where(spam, "spammer", "ok"), index=annotators.index, name="flag")
-
-
-def undetermined_items(model: OrdinalMixture) -> pd.Series:
-    """True for items whose posterior sd is still near the prior's: the ratings said little."""
-    prior_sd = 1.0 / np.sqrt(model.hyperparams_["lambda"])
-    return model.items_["sd"] >= UNDETERMINED_SD_SHARE * prior_sd
-
-
 def selection_explanation(model: OrdinalMixture) -> str:
     """Why this restart was chosen, in words.
 
@@ -253,8 +265,14 @@ def selection_explanation(model: OrdinalMixture) -> str:
     return f"{kept}. Of the {model.n_restarts} restarts: {others}"
 
 
-def fit_summary(model: OrdinalMixture) -> list[str]:
-    """What the fit says about the data and about itself, one plain sentence each."""
+def fit_summary(model: OrdinalMixture, dec: outputs.Decisions | None = None) -> list[str]:
+    """What the fit says about the data and about itself, one plain sentence each.
+
+    ``dec``: the fit's decisions (``outputs.decide(model)`` by default): the annotators
+    flagged unreliable / ok / undetermined from the evidence of their ratings, and the items
+    whose ratings are too weak to label them.
+    """
+    dec = outputs.decide(model) if dec is None else dec
     ann, items = model.annotators_, model.items_
     lines = []
     warm_up_only = model.interrupted_ and model.restarts_.loc[model.best_restart_, "n_iter"] == 0
@@ -263,23 +281,33 @@ def fit_summary(model: OrdinalMixture) -> list[str]:
             "The kept fit is the no-spam warm-up (stopped before the mixture), so it cannot "
             "judge spammers yet; run the fit to the end for that."
         )
-    elif model.spam:
-        flagged = annotator_flags(ann) == "spammer"
-        share = ann.loc[flagged, "n_ratings"].sum() / max(int(ann["n_ratings"].sum()), 1)
+    elif dec.annotators is not None:
+        flag = dec.annotators["flag"]
+        n = {f: int((flag == f).sum()) for f in ("unreliable", "ok", "undetermined")}
+        unreliable = (flag == "unreliable").to_numpy()
+        share = ann["n_ratings"].to_numpy()[unreliable].sum() / max(int(ann["n_ratings"].sum()), 1)
+        t, c = dec.threshold, dec.confidence
         lines.append(
-            f"{int(flagged.sum()):,} of {_count(len(ann), 'annotator')} look like spammers "
-            f"(at least {SPAM_SHARE_THRESHOLD:.0%} of their ratings explained as spam); "
-            f"they gave {share:.1%} of the ratings."
+            f"{n['unreliable']:,} of {_count(len(ann), 'annotator')} are unreliable: their "
+            f"ratings make a reliability below {t:g} at least {c:.0%} probable; they gave "
+            f"{share:.1%} of the ratings. {n['ok']:,} are ok (reliability {t:g} or more with "
+            f"{c:.0%} probability) and {n['undetermined']:,} undetermined: too few ratings, or "
+            "ratings of items nobody else rated well, to judge either way."
         )
+        if not model.spam:
+            lines.append(
+                "This fit has no spam component: it took every rating as honest; the flags "
+                "still weigh each rating against the other ratings of its item."
+            )
     else:
-        lines.append("Without the spam component no annotator is judged a spammer.")
-    undetermined = undetermined_items(model)
-    prior_sd = 1.0 / np.sqrt(model.hyperparams_["lambda"])
-    lines.append(
-        f"{int(undetermined.sum()):,} of {_count(len(items), 'item')} are undetermined: their "
-        f"ratings barely moved them from the prior (sd at least {UNDETERMINED_SD_SHARE:.0%} of "
-        f"the prior's {prior_sd:.2f})."
-    )
+        lines.append(f"Annotator flags: {dec.no_flags}.")
+    if dec.items is not None:
+        und = int((dec.items["flag"] == "undetermined").sum())
+        lines.append(
+            f"{und:,} of {_count(len(items), 'item')} are undetermined: their ratings carry "
+            f"less than {decisions.MIN_INFO:.0%} of what is known about them (the prior "
+            "weighs more), so their labels are guesses; they are marked in the Items table."
+        )
     lines.append(f"Chosen: {selection_explanation(model)}.")
     if model.interrupted_ and not model.converged_:
         lines.append("Not converged: the fit was stopped, so treat the estimates as provisional.")
@@ -291,7 +319,7 @@ def fit_summary(model: OrdinalMixture) -> list[str]:
     else:
         lines.append(
             f"Not converged: the chosen restart reached the cap of {model.max_iter} iterations; "
-            "raise Max iterations or the tolerance."
+            "raise Max sweeps per stage or the tolerance."
         )
     if model.collapsed_:
         lines.append(

@@ -80,6 +80,40 @@ class Globals(NamedTuple):
     delta_rate: np.ndarray
     alpha: float
     beta: float
+    bias_mean: np.ndarray | None = None
+    bias_prec: np.ndarray | None = None
+    lam_b: float = 0.0
+    pi: np.ndarray | None = None
+    dir_a: np.ndarray | None = None
+    kappa: float = 0.0
+
+
+#: start of the bias prior's precision: bias sd a quarter of a step (the first sweep replaces it)
+BIAS_SD0 = 0.25
+#: start of the bias posterior's precision: the bias starts at 0, nearly certain
+BIAS_PREC0 = 1e6
+#: start of the per-annotator Dirichlet's concentration kappa
+KAPPA0 = 50.0
+
+
+def init_extensions(
+    n_annotators: int, step: float, bias: bool, spam_dist: str, pi: np.ndarray
+) -> dict:
+    """Starts of the extensions' factors (issue 11): q(b) at 0 (precision ``BIAS_PREC0``) and
+    lambda_b = 1/(``BIAS_SD0`` step)^2 with the bias; the learned spam distribution at the
+    fixed one ``pi`` (K,), and q(pi_n) = Dirichlet(``KAPPA0`` pi) per annotator."""
+    out: dict = {}
+    if bias:
+        out.update(
+            bias_mean=np.zeros(n_annotators),
+            bias_prec=np.full(n_annotators, BIAS_PREC0),
+            lam_b=1.0 / (BIAS_SD0 * step) ** 2,
+        )
+    if spam_dist != "uniform":
+        out.update(pi=np.asarray(pi, dtype=float).copy(), kappa=KAPPA0)
+        if spam_dist == "annotator":
+            out["dir_a"] = np.tile(KAPPA0 * out["pi"], (n_annotators, 1))
+    return out
 
 
 def init_globals(
@@ -93,8 +127,17 @@ def init_globals(
     random_eps: bool,
     phi: float,
     eta: float,
+    bias: bool = False,
+    spam_dist: str = "uniform",
+    pi: np.ndarray | None = None,
 ) -> Globals:
-    """``init_annotators`` and ``init_categories`` (``n_c``: ratings per category, (C,)), and
-    the prior of tau at ``alpha = 1, beta = step^2`` (both engines start every restart so)."""
+    """``init_annotators`` and ``init_categories`` (``n_c``: ratings per category, (C,)), the
+    prior of tau at ``alpha = 1, beta = step^2`` (both engines start every restart so) and
+    ``init_extensions``."""
     ann = init_annotators(n_n, ann_hashes, key, restart, step, spam, random_eps)
-    return Globals(*ann, *init_categories(n_c, phi, eta), 1.0, step**2)
+    ext = (
+        init_extensions(n_n.size, step, bias, spam_dist, pi)
+        if (bias or spam_dist != "uniform")
+        else {}
+    )
+    return Globals(*ann, *init_categories(n_c, phi, eta), 1.0, step**2, **ext)

@@ -296,13 +296,14 @@ def tn_stats_arrays(
 def _xy_chunk(t, start, stop, codes, levels, inst_f, ann_f, cat_f, flags, tnc, out, acc) -> None:
     """Pass 1 over ratings ``start:stop``, sums into row ``t`` (see ``pass_xy``)."""
     ann, inst, cat, level = codes
-    lo_k, hi_k, val_k, logpi_k = levels
+    lo_k, hi_k, val_k, logpi_t = levels
     mu_m, inv_lam_m = inst_f
-    e_tau, log_e_tau, a_n = ann_f
+    e_tau, log_e_tau, a_n, bias_n, inv_bp_n = ann_f
     e_delta, log_e_delta, b_c = cat_f
-    ordinal, spam, exact = flags
+    ordinal, spam, exact, per_ann, count_cells = flags
     ex_out, var_out, omega_out = out
-    acc_inst, acc_ann, acc_cat, acc_sc = acc
+    acc_inst, acc_ann, acc_cat, acc_sc, acc_cell = acc
+    n_lev = lo_k.size
     half_log_2pi = _HALF_LOG_2PI
     s_h = 0.0
     s_pi = 0.0
@@ -313,7 +314,9 @@ def _xy_chunk(t, start, stop, codes, levels, inst_f, ann_f, cat_f, flags, tnc, o
         c = cat[i]
         k = level[i]
         rho = e_tau[n] * e_delta[c]
-        mu = mu_m[m]
+        b = bias_n[n]
+        mu = mu_m[m] + b
+        inv_lam = inv_lam_m[m] + inv_bp_n[n]
         if ordinal:
             d, var, log_z, e2 = tn_scalar(lo_k[k], hi_k[k], mu, math.sqrt(rho), tnc)
             ex = mu + d
@@ -327,15 +330,17 @@ def _xy_chunk(t, start, stop, codes, levels, inst_f, ann_f, cat_f, flags, tnc, o
             d = ex - mu
             rho_s = rho * d * d
         if spam:
+            cell = n * n_lev + k if per_ann else k
+            logpi = logpi_t[cell]
             if ordinal and exact:
-                logit = a_n[n] + b_c[c] - logpi_k[k] + log_z - 0.5 * rho * inv_lam_m[m]
+                logit = a_n[n] + b_c[c] - logpi + log_z - 0.5 * rho * inv_lam
             else:
-                logit = (
-                    a_n[n] + b_c[c] - logpi_k[k] - half_log_2pi - 0.5 * (rho_s + rho * inv_lam_m[m])
-                )
+                logit = a_n[n] + b_c[c] - logpi - half_log_2pi - 0.5 * (rho_s + rho * inv_lam)
             om, om1, hb = omega_scalar(logit)
-            s_pi += om1 * logpi_k[k]
+            s_pi += om1 * logpi
             s_hb += hb
+            if count_cells:
+                acc_cell[t, cell] += om1
         else:
             om = 1.0
         ex_out[i] = ex
@@ -343,7 +348,7 @@ def _xy_chunk(t, start, stop, codes, levels, inst_f, ann_f, cat_f, flags, tnc, o
         omega_out[i] = om
         w = om * rho
         acc_inst[t, m, 0] += w
-        acc_inst[t, m, 1] += w * ex
+        acc_inst[t, m, 1] += w * (ex - b)
         acc_ann[t, n] += om
         acc_cat[t, c] += om
         s_h += om * ent
@@ -355,16 +360,20 @@ def _xy_chunk(t, start, stop, codes, levels, inst_f, ann_f, cat_f, flags, tnc, o
 def _pass_xy(codes, levels, inst_f, ann_f, cat_f, flags, tnc, out, acc) -> None:
     """Pass 1: q(x|y=1), q(y) and the sums for q(z), eps, the shapes, and the bound.
 
-    ``codes`` (L,) x4: ann, inst, cat, level of each rating. ``levels`` (K,) x4: lo_k, hi_k
-    (thresholds), val_k (values), logpi_k. ``inst_f`` (M,) x2: mu_m, inv_lam_m = 1/lambda_m.
-    ``ann_f`` (N,) x3: e_tau, log_e_tau = log E[tau], a_n; ``cat_f`` (C,) x3: e_delta,
-    log_e_delta, b_c, where the logit of omega is ``a_n + b_c - log pi + (log Z -
-    rho/(2 lambda_m))`` for the exact ordinal update, else ``a_n + b_c - log pi - log(2pi)/2 -
-    rho S/2``. ``flags``: (ordinal, spam, exact). ``tnc``: ``TN_CONSTS``.
+    ``codes`` (L,) x4: ann, inst, cat, level of each rating. ``levels``: lo_k, hi_k
+    (thresholds, (K,)), val_k (values, (K,)), logpi_t: E[log pi] flat, (K,) shared by all
+    annotators or (N*K,) per annotator (cell ``n*K + k``). ``inst_f`` (M,) x2: mu_m, inv_lam_m
+    = 1/lambda_m (0 for gold instances). ``ann_f`` (N,) x5: e_tau, log_e_tau = log E[tau],
+    a_n, bias_n (the bias mean; 0 without bias) and inv_bp_n (1/bias precision; 0 without);
+    ``cat_f`` (C,) x3: e_delta, log_e_delta, b_c, where the logit of omega is ``a_n + b_c -
+    E log pi + (log Z - rho (1/lambda_m + 1/bias_prec_n)/2)`` for the exact ordinal update,
+    else ``a_n + b_c - log pi - log(2pi)/2 - rho S/2``; q(x|y=1) is centred at ``mu_m +
+    bias_n``. ``flags``: (ordinal, spam, exact, per_ann, count_cells). ``tnc``: ``TN_CONSTS``.
     ``out`` (L,) x3: E[x], Var[x], omega. ``acc``: partial sums, one row per chunk: acc_inst
-    ``(T, M, 2)`` [sum omega rho, sum omega rho E x], acc_ann ``(T, N)`` and acc_cat ``(T, C)``
-    sum omega, acc_sc ``(T, 3)`` [sum omega H[q(x)], sum (1-omega) log pi, sum
-    H_Bernoulli(omega)].
+    ``(T, M, 2)`` [sum omega rho, sum omega rho (E x - bias_n)], acc_ann ``(T, N)`` and
+    acc_cat ``(T, C)`` sum omega, acc_sc ``(T, 3)`` [sum omega H[q(x)], sum (1-omega) E log
+    pi, sum H_Bernoulli(omega)], acc_cell ``(T, size of logpi_t)`` sum (1 - omega) per cell
+    (only with ``count_cells``: a learned spam distribution).
     """
     n_chunks = acc[0].shape[0]
     n_rat = codes[0].size
@@ -374,44 +383,69 @@ def _pass_xy(codes, levels, inst_f, ann_f, cat_f, flags, tnc, out, acc) -> None:
 
 
 @_jit()
-def _tau_chunk(t, start, stop, codes, ex, var_ws, omega, inst_f, e_delta, acc_ann) -> None:
+def _tau_chunk(t, start, stop, codes, ex, var_ws, omega, inst_f, e_delta, acc_ann, acc_b) -> None:
     """Pass 2 over ratings ``start:stop`` into row ``t`` (see ``pass_tau``)."""
     ann, inst, cat, _ = codes
     mu_m, inv_lam_m = inst_f
+    bias = acc_b.shape[1] > 0
     for i in range(start, stop):
         m = inst[i]
+        n = ann[i]
         d = ex[i] - mu_m[m]
-        ws = omega[i] * (d * d + var_ws[i] + inv_lam_m[m])
+        om = omega[i]
+        ws = om * (d * d + var_ws[i] + inv_lam_m[m])
         var_ws[i] = ws
-        acc_ann[t, ann[i]] += ws * e_delta[cat[i]]
+        ed = e_delta[cat[i]]
+        acc_ann[t, n] += ws * ed
+        if bias:
+            ex[i] = d
+            w = om * ed
+            acc_b[t, n, 0] += w
+            acc_b[t, n, 1] += w * d
 
 
-def _pass_tau(codes, ex, var_ws, omega, inst_f, e_delta, acc_ann) -> None:
-    """Pass 2: ``S_l`` with the new q(z) ``inst_f`` (M,) x2; ``var_ws`` (L,) goes in as
-    Var[x], out as omega S. acc_ann ``(T, N)``: per chunk ``sum omega E[delta] S`` (e_delta
-    (C,) the OLD E[delta])."""
+def _pass_tau(codes, ex, var_ws, omega, inst_f, e_delta, acc_ann, acc_b) -> None:
+    """Pass 2: with the new q(z) ``inst_f`` (M,) x2 (mu_m, 1/lambda_m, 0 for gold);
+    ``var_ws`` (L,) goes in as Var[x], out as omega (d^2 + Var x + 1/lambda_m) with ``d = E x -
+    mu_m``: omega S without the bias, or omega S itself. acc_ann ``(T, N)``: per chunk ``sum
+    omega E[delta] (d^2 + Var x + 1/lambda_m)`` (e_delta (C,) the OLD E[delta]). With the bias
+    (acc_b ``(T, N, 2)``, else ``(T, 0, 2)``): ``ex`` goes out as ``d`` and acc_b holds ``sum
+    omega E[delta]`` and ``sum omega E[delta] d``, from which ``phases.bias_step`` gets q(b)
+    and the tau sums with S's bias terms, without another pass."""
     n_chunks = acc_ann.shape[0]
     n_rat = codes[0].size
     for t in prange(n_chunks):
         start, stop = t * n_rat // n_chunks, (t + 1) * n_rat // n_chunks
-        _tau_chunk(t, start, stop, codes, ex, var_ws, omega, inst_f, e_delta, acc_ann)
+        _tau_chunk(t, start, stop, codes, ex, var_ws, omega, inst_f, e_delta, acc_ann, acc_b)
 
 
 @_jit()
-def _delta_chunk(t, start, stop, codes, ws, e_tau, acc_cat) -> None:
+def _delta_chunk(t, start, stop, codes, ws, e_tau, bias_f, acc_cat) -> None:
     """Pass 3 over ratings ``start:stop`` into row ``t`` (see ``pass_delta``)."""
     ann, _, cat, _ = codes
+    d_l, omega, bias_n, inv_bp_n = bias_f
+    bias = bias_n.size > 0
     for i in range(start, stop):
-        acc_cat[t, cat[i]] += ws[i] * e_tau[ann[i]]
+        n = ann[i]
+        s = ws[i]
+        if bias:
+            b = bias_n[n]
+            s += omega[i] * (inv_bp_n[n] + b * (b - 2.0 * d_l[i]))
+        acc_cat[t, cat[i]] += s * e_tau[n]
 
 
-def _pass_delta(codes, ws, e_tau, acc_cat) -> None:
-    """Pass 3: acc_cat ``(T, C)`` per chunk ``sum omega E[tau] S`` (e_tau (N,) the NEW E[tau])."""
+def _pass_delta(codes, ws, e_tau, bias_f, acc_cat) -> None:
+    """Pass 3: acc_cat ``(T, C)`` per chunk ``sum omega E[tau] S`` (e_tau (N,) the NEW E[tau]).
+
+    ``bias_f``: (d (L,), omega (L,), bias_mean (N,), 1/bias_prec (N,)) from pass 2 and
+    ``phases.bias_step``: S gets the new bias, ``(d - b)^2 + 1/bias_prec = d^2 + b (b - 2 d) +
+    1/bias_prec``; without the bias, empty arrays.
+    """
     n_chunks = acc_cat.shape[0]
     n_rat = codes[0].size
     for t in prange(n_chunks):
         start, stop = t * n_rat // n_chunks, (t + 1) * n_rat // n_chunks
-        _delta_chunk(t, start, stop, codes, ws, e_tau, acc_cat)
+        _delta_chunk(t, start, stop, codes, ws, e_tau, bias_f, acc_cat)
 
 
 def _parallel_and_serial(driver):

@@ -1,4 +1,5 @@
-"""Evaluation against gold: MSE, Pearson correlation and tie-aware NDCG (model-notes.md, "Metrics").
+"""Evaluation against gold: MSE, Pearson correlation, tie-aware NDCG (model-notes.md, "Metrics")
+and the label error rate (the metric of the published Web anchors).
 
 The array functions take aligned ``(G,)`` arrays over the gold items; :func:`evaluate` aligns
 estimates, gold and queries by instance ID and calls them.
@@ -79,17 +80,39 @@ def ndcg(est: np.ndarray, truth: np.ndarray, query: np.ndarray | None = None) ->
     return float(np.mean(dcg[ok] / idcg[ok]))
 
 
+def nearest_level(x: np.ndarray, levels: np.ndarray) -> np.ndarray:
+    """Each value of ``x`` (G,) rounded to the nearest of the scale's ``levels`` (K,), ties to
+    the lower level."""
+    lv = np.sort(np.asarray(levels, dtype=float))
+    x = np.asarray(x, dtype=float)
+    i = np.clip(np.searchsorted(lv, x), 1, max(lv.size - 1, 1))
+    lo = lv[i - 1]
+    hi = lv[np.minimum(i, lv.size - 1)]
+    return np.where(np.abs(x - lo) <= np.abs(hi - x), lo, hi)
+
+
+def label_error(est: np.ndarray, truth: np.ndarray, levels: np.ndarray) -> float:
+    """Share of gold items whose estimate rounded to the nearest level differs from the gold
+    level (the truth rounded the same way); ``(G,)`` arrays, ``levels`` (K,)."""
+    est, truth = _pair(est, truth)
+    if est.size == 0:
+        return float("nan")
+    return float(np.mean(nearest_level(est, levels) != nearest_level(truth, levels)))
+
+
 def evaluate(
     estimates: pd.Series,
     gold: pd.Series | pd.DataFrame,
     queries: pd.Series | None = None,
+    levels: np.ndarray | None = None,
 ) -> dict[str, float | int]:
     """MSE, correlation and NDCG on the instances that have both an estimate and gold.
 
     ``estimates``: Series indexed by instance ID. ``gold``: Series of truth indexed by instance ID
     (or a DataFrame with columns ``instance, truth``). ``queries``: Series instance ID -> query ID,
-    or None to treat all gold items as one query. Returns
-    ``{"mse", "correlation", "ndcg", "n_gold"}``. Raises InputError.
+    or None to treat all gold items as one query. ``levels``: the scale's values, for the
+    label error. Returns ``{"mse", "correlation", "ndcg", "n_gold"}``, plus ``"label_error"``
+    when ``levels`` are given. Raises InputError.
     """
     est = _as_series(estimates, "estimates")
     truth = _gold_series(gold).dropna()
@@ -113,12 +136,11 @@ def evaluate(
                 "for every rated instance, or pass queries=None to treat all as one query"
             )
         q = qs.loc[common].astype(str).to_numpy()
-    return {
-        "mse": mse(e, t),
-        "correlation": pearson(e, t),
-        "ndcg": ndcg(e, t, q),
-        "n_gold": len(common),
-    }
+    out = {"mse": mse(e, t), "correlation": pearson(e, t), "ndcg": ndcg(e, t, q)}
+    if levels is not None:
+        out["label_error"] = label_error(e, t, levels)
+    out["n_gold"] = len(common)
+    return out
 
 
 def _pair(est: np.ndarray, truth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

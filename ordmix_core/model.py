@@ -20,6 +20,10 @@ r > 0 from the means and expertise plus noise keyed on the IDs and the restart's
 share of ratings attributed to the truth component falls below ``collapse_threshold`` is
 *collapsed* and is chosen only if every restart collapsed (then with a ``CollapseWarning``).
 Among the rest the highest bound wins, as in the paper.
+
+Refits (``init_from``): a fitted model or an ``ordmix fit`` folder gives the start instead
+(``warm.warm_state``: its posteriors matched by ID, the usual start for anything new), and a
+single restart of kind ``previous`` runs from it with no warm-up stage.
 """
 
 from __future__ import annotations
@@ -34,13 +38,23 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import accel, init, kernels, options, outputs, restarts, vb
+from . import accel, init, kernels, options, outputs, restarts, vb, warm
+from . import updates as vb_updates
 from .base import CrowdEstimator
 from .data import CrowdData, Scale, prepare
 from .errors import CollapseWarning, ConvergenceWarning, InputError
 from .rand import id_hash
 
-__all__ = ["CollapseWarning", "ConvergenceWarning", "OrdinalMixture"]
+__all__ = ["MODELS", "CollapseWarning", "ConvergenceWarning", "OrdinalMixture"]
+
+#: the named models (``model=``): what each sets when ``bias`` / ``spam_dist`` are left None.
+#: ``paper``: Lakshminarayanan & Teh's model as published. ``extended`` (the default, issue 11):
+#: an annotator bias with its prior's precision learned, and the spam distribution learned
+#: (global) after a mixture stage with it held uniform (research: /docs/results.md)
+MODELS = {
+    "paper": {"bias": False, "spam_dist": "uniform"},
+    "extended": {"bias": True, "spam_dist": "global"},
+}
 
 ProgressCallback = Callable[[int, int, float], "bool | None"]
 
@@ -59,6 +73,15 @@ class OrdinalMixture(CrowdEstimator):
         scale: the ordinal scale ``v_1 < ... < v_K``; default the distinct ratings seen.
         ordinal: ordinal (thresholded) likelihood, or the real-valued one (x = rating).
         spam: include the spam component (else omega = eps = 1).
+        model: ``extended`` (default): annotator bias (lenient / strict raters,
+            ``x ~ N(z_m + b_n, ...)``, ``b_n ~ N(0, 1/lambda_b)``, lambda_b learned) and a
+            spam distribution learned by type-II ML after a mixture stage with it held
+            uniform; ``paper``: the published model (no bias, the fixed ``pi``).
+        bias: model the annotator bias (None: as ``model`` says).
+        spam_dist: the spam distribution: ``uniform`` (the fixed ``pi``), ``global`` (one
+            learned distribution) or ``annotator`` (each annotator's own, Dirichlet(kappa pi)
+            with pi and kappa learned); None: as ``model`` says. A learned one is preceded
+            by a mixture stage with the fixed ``pi`` (stage ``uniform``).
         updates: ``exact`` coordinate-ascent update of q(y) (bound never decreases) or
             ``paper`` for the literal eq. (4).
         n_restarts, max_iter, tol: restarts, iteration cap, stop when ``|dF| < tol``.
@@ -66,6 +89,9 @@ class OrdinalMixture(CrowdEstimator):
         lam, mu: precision and mean of the prior of z (``mu=None``: the mean of the scale).
         pi: spam distribution over the K levels (``None``: uniform).
         warm_start: restart 0 starts from the no-spam fit (recommended on real data).
+        init_from: a fitted ``OrdinalMixture`` or the output folder of ``ordmix fit``: start
+            from its posteriors, matched by ID (a daily refit after new ratings; ``warm.py``),
+            with one restart and no warm-up (``n_restarts`` and ``warm_start`` unused).
         collapse_threshold: a fit whose truth share is below this counts as collapsed.
         prune_restarts: successive halving: after ``prune_start`` mixture iterations, then
             after each doubling, drop the worse half of the unfinished restarts.
@@ -77,7 +103,8 @@ class OrdinalMixture(CrowdEstimator):
 
     Learned attributes: ``estimates_``, ``sd_`` (Series by instance), ``items_``,
     ``annotators_``, ``categories_`` (DataFrames), ``omega_`` (per rating), ``alpha_``,
-    ``beta_``, ``hyperparams_``, ``lower_bound_``, ``trace_`` (every restart's bound),
+    ``beta_``, ``hyperparams_`` (with ``lambda_b`` and the learned ``pi``), ``model_`` (the
+    model fitted, its stages and why), ``lower_bound_``, ``trace_`` (every restart's bound),
     ``restarts_`` (one row per restart), ``best_restart_``, ``selection_reason_``,
     ``converged_``, ``n_iter_``, ``collapsed_``, ``warnings_``, ``interrupted_``, ``seconds_``.
     """
@@ -91,6 +118,9 @@ class OrdinalMixture(CrowdEstimator):
         *,
         ordinal: bool = True,
         spam: bool = True,
+        model: str = "extended",
+        bias: bool | None = None,
+        spam_dist: str | None = None,
         updates: str = "exact",
         n_restarts: int = 10,
         max_iter: int = 1000,
@@ -101,6 +131,7 @@ class OrdinalMixture(CrowdEstimator):
         mu: float | None = None,
         pi: Sequence[float] | None = None,
         warm_start: bool = True,
+        init_from: object | None = None,
         collapse_threshold: float = 0.05,
         prune_restarts: bool = True,
         prune_start: int = 5,
@@ -112,6 +143,9 @@ class OrdinalMixture(CrowdEstimator):
         self.scale = scale
         self.ordinal = ordinal
         self.spam = spam
+        self.model = model
+        self.bias = bias
+        self.spam_dist = spam_dist
         self.updates = updates
         self.n_restarts = n_restarts
         self.max_iter = max_iter
@@ -122,6 +156,7 @@ class OrdinalMixture(CrowdEstimator):
         self.mu = mu
         self.pi = pi
         self.warm_start = warm_start
+        self.init_from = init_from
         self.collapse_threshold = collapse_threshold
         self.prune_restarts = prune_restarts
         self.prune_start = prune_start
@@ -143,11 +178,50 @@ class OrdinalMixture(CrowdEstimator):
     def _validate(self, scale: Scale | None = None) -> None:
         options.validate_params(self, scale)
 
+    def _extensions(self) -> tuple[bool, str, str | None]:
+        """``(bias, spam_dist, pre_stage)`` of this fit: ``model``'s settings unless ``bias``
+        / ``spam_dist`` are given; ``pre_stage`` is ``uniform`` when a learned spam
+        distribution is preceded by a mixture stage with the fixed one (warm starts)."""
+        base = MODELS[self.model]
+        bias = base["bias"] if self.bias is None else bool(self.bias)
+        dist = base["spam_dist"] if self.spam_dist is None else self.spam_dist
+        if not self.spam:
+            dist = "uniform"
+        pre = "uniform" if (dist != "uniform" and self.warm_start) else None
+        return bias, dist, pre
+
+    def _gold_vector(self, gold: pd.Series | None, instances: Any) -> np.ndarray | None:
+        """(M,) known truth of each instance (NaN: unknown) from a Series by instance."""
+        if gold is None:
+            return None
+        if not isinstance(gold, pd.Series):
+            raise InputError("gold must be a pandas Series of true values indexed by instance")
+        g = pd.to_numeric(gold, errors="coerce")
+        if g.isna().any():
+            bad = g.index[g.isna()][0]
+            raise InputError(f"gold: the truth of instance {bad!r} is not a number")
+        g.index = g.index.astype(str)
+        g = g[~g.index.duplicated(keep="first")]
+        vec = g.reindex(pd.Index(instances).astype(str)).to_numpy(dtype=float)
+        if not np.isfinite(vec).any():
+            raise InputError(
+                "gold: none of the gold instances is among the rated instances; check that "
+                "the instance IDs match the ratings file"
+            )
+        return vec
+
     # ------------------------------------------------------------------ fit
     def fit(
-        self, ratings: pd.DataFrame | CrowdData, callback: ProgressCallback | None = None
+        self,
+        ratings: pd.DataFrame | CrowdData,
+        callback: ProgressCallback | None = None,
+        gold: pd.Series | None = None,
     ) -> OrdinalMixture:
         """Fit to a long ratings table; ``callback(restart, iteration, F)`` reports progress.
+
+        ``gold``: known true values (a Series by instance): those items' z is observed (their
+        estimate is the gold value, sd 0) and their raters are judged against it; ``items_``
+        gets a ``gold`` column.
 
         The callback returning ``False`` stops the fit: the best restart so far is kept and
         ``interrupted_`` is True. ``KeyboardInterrupt`` propagates and leaves the estimator
@@ -160,11 +234,16 @@ class OrdinalMixture(CrowdEstimator):
             data.scale, np.bincount(data.ann, minlength=data.n_annotators), data.n_categories
         )
         p = p.with_ratings(data.ann, data.inst, data.cat, data.level, data.n_instances)
+        gold_m = self._gold_vector(gold, data.instances)
+        p = p.with_gold(gold_m)
         rng = np.random.default_rng(self.random_state)
         runs = [
             restarts.RestartRun(r, *self._initial_state(data, p, r, rng))
             for r in range(self.n_restarts)
         ]
+        if self.init_from is not None:  # a refit: one restart from the previous posteriors
+            start = warm.warm_state(warm.load_previous(self.init_from), data, p, runs[0].state)
+            runs = [restarts.RestartRun(0, "previous", start)]
         with np.errstate(over="ignore", under="ignore"):
             interrupted = self._race(p, runs, callback)
 
@@ -172,7 +251,7 @@ class OrdinalMixture(CrowdEstimator):
             n_m = np.bincount(data.inst, minlength=data.n_instances)
             cat_names = data.categories[data.cat_of_inst]
             items = outputs.items_frame(
-                data.instances, s.mu_m, s.lam_m, n_m, data.inst_query, cat_names
+                data.instances, s.mu_m, s.lam_m, n_m, data.inst_query, cat_names, p.gold_mask
             )
             n_c = np.bincount(data.cat, minlength=data.n_categories)
             cats = outputs.categories_frame(data.categories, s.delta_shape, s.delta_rate, n_c)
@@ -227,6 +306,7 @@ class OrdinalMixture(CrowdEstimator):
             sum_m, n_m, id_hash(data.instances), key, restart, p.mu, p.lam,
             data.scale.thresholds, step,
         )  # fmt: skip
+        mu_m = vb_updates.apply_gold(mu_m, p.gold)
         g = self._global_start(
             p, id_hash(data.annotators), np.bincount(data.cat, minlength=data.n_categories),
             kind, key, restart, step,
@@ -244,6 +324,7 @@ class OrdinalMixture(CrowdEstimator):
         they are local to the Dask engine's blocks).
         """
         pi = self._check_params(scale.k, scale)
+        bias, spam_dist, _ = self._extensions()
         problem = vb.Problem.create(
             scale,
             pi=pi,
@@ -256,6 +337,8 @@ class OrdinalMixture(CrowdEstimator):
             exact=self.updates == "exact",
             n_per_ann=n_per_ann,
             n_categories=n_categories,
+            bias=bias,
+            spam_dist=spam_dist,
         )
         return problem, pi
 
@@ -279,7 +362,7 @@ class OrdinalMixture(CrowdEstimator):
         empty when categories are the Dask blocks') and the prior of tau."""
         return init.init_globals(
             p.n_per_ann, ann_hashes, n_c, key, restart, step, self.spam, kind == "random",
-            p.phi, p.eta,
+            p.phi, p.eta, p.bias, p.spam_dist, np.exp(p.log_pi),
         )  # fmt: skip
 
     def _schedule(
@@ -302,6 +385,7 @@ class OrdinalMixture(CrowdEstimator):
             collapse_threshold=self.collapse_threshold,
             callback=callback,
             map_runs=map_runs,
+            pre_stage=self._extensions()[2],
         )
 
     def _store(
@@ -342,18 +426,28 @@ class OrdinalMixture(CrowdEstimator):
             s.tau_rate,
             s.eps if self.spam else np.ones(p.n_annotators),
             w_ann,
+            s.bias_mean if p.bias else None,
+            s.bias_prec if p.bias else None,
+        )
+        self.spam_distributions_ = outputs.spam_distributions_frame(
+            annotators, sc.values, s.dir_a if (self.spam and p.spam_dist == "annotator") else None
         )
         self.categories_ = categories
         self.omega_ = omega
         self.alpha_, self.beta_ = float(s.alpha), float(s.beta)
-        self.hyperparams_ = outputs.hyperparams(s.alpha, s.beta, p, pi, sc.values, sc.thresholds)
+        self.hyperparams_ = outputs.hyperparams(
+            s.alpha, s.beta, p, pi, sc.values, sc.thresholds, s if self.spam else None
+        )
+        self.model_ = outputs.model_description(
+            self.model, p, self._extensions()[2], self.hyperparams_, p.gold_mask
+        )
         self.trace_ = restarts.trace_frame(results, self.spam)
         self.restarts_ = restarts.restarts_frame(results, self.spam, self.collapse_threshold)
         self.best_restart_ = best.restart
         self.selection_reason_ = reason
         self.lower_bound_ = best.lower_bound
         self.converged_ = bool(best.converged)
-        self.n_iter_ = len(best.trace)
+        self.n_iter_ = len(best.stage_trace) + len(best.trace)
         self.collapsed_ = collapsed
         self.interrupted_ = interrupted
         self.warnings_ = [w.message for w in warn]
@@ -366,7 +460,7 @@ class _MemorySweeps:
     SQUAREM's proposal from whole states."""
 
     def __init__(self, p: vb.Problem) -> None:
-        self.problems = {True: p, False: p.with_spam(False)}
+        self.problems = {key: p.at(key) for key in (True, False, "uniform")}
         self.lo, self.hi = p.thresholds[0], p.thresholds[-1]
 
     def sweep(self, state: vb.State, spam: bool, history: tuple | None) -> tuple:

@@ -19,6 +19,7 @@ import argparse
 import functools
 import inspect
 import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -173,6 +174,45 @@ class Choice(_Kind):
 
 
 @dataclass(frozen=True)
+class OptionalFlag(_Kind):
+    none: str | None = "as the model says"
+
+    def describe(self) -> str:
+        return "True or False"
+
+    def check(self, value: Any) -> bool | None:
+        if value is None:
+            return None
+        if not isinstance(value, (bool, np.bool_)):
+            raise self._bad(value)
+        return bool(value)
+
+    def parse(self, text: str) -> bool:
+        t = text.strip().lower()
+        if t in ("on", "true", "yes", "1"):
+            return True
+        if t in ("off", "false", "no", "0"):
+            return False
+        raise ValueError(f"must be on or off, not {_show(text)}")
+
+
+@dataclass(frozen=True)
+class OptionalChoice(_Kind):
+    choices: tuple[str, ...] = ()
+    none: str | None = "as the model says"
+
+    def describe(self) -> str:
+        return "one of " + ", ".join(self.choices)
+
+    def check(self, value: Any) -> str | None:
+        if value is None:
+            return None
+        if not isinstance(value, str) or value not in self.choices:
+            raise self._bad(value)
+        return value
+
+
+@dataclass(frozen=True)
 class Flag(_Kind):
     def describe(self) -> str:
         return "True or False"
@@ -214,7 +254,7 @@ class ScaleKind(_Kind):
     none: str | None = "the distinct ratings seen"
 
     def describe(self) -> str:
-        return "increasing finite numbers such as 1,2,3,4,5"
+        return "finite numbers, strictly increasing without repeats, such as 1,2,3,4,5"
 
     def check(self, value: Any) -> Any:
         if value is None:
@@ -272,6 +312,30 @@ class Probabilities(_Kind):
         if arr.ndim != 1 or arr.size == 0 or not np.all(np.isfinite(arr)) or np.any(arr <= 0):
             raise self._bad(value)
         return value
+
+
+@dataclass(frozen=True)
+class PreviousFit(_Kind):
+    """An earlier result to start from: an ``ordmix fit`` folder, or a fitted estimator.
+
+    Only the form is checked here; ``warm.load_previous`` reads and checks the content.
+    """
+
+    none: str | None = "a fit from scratch"
+
+    def describe(self) -> str:
+        return "the output folder of an ordmix fit or a fitted OrdinalMixture"
+
+    def check(self, value: Any) -> Any:
+        if value is None:
+            return None
+        if isinstance(value, (str, os.PathLike)):
+            if not os.fspath(value).strip():
+                raise self._bad(value)
+            return value
+        if hasattr(value, "get_params") or hasattr(value, "items_"):
+            return value
+        raise self._bad(value)
 
 
 # --------------------------------------------------------------------------- the table
@@ -363,8 +427,9 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "max_iter",
         Whole(1, MAX_ITER),
-        "cap on sweeps in each stage of a restart (the no-spam warm-up and the mixture); a "
-        "restart that reaches it stops unconverged, with a warning",
+        "cap on sweeps in each stage of a restart (the no-spam warm-up, the extended model's "
+        "mixture with uniform spam, and the mixture); a restart that reaches it stops "
+        "unconverged, with a warning",
         "Max sweeps per stage",
         group="basic",
         widget="int",
@@ -419,6 +484,41 @@ OPTIONS: tuple[Option, ...] = (
         const=False,
         flag_help="no spam component: every rating is taken as honest (default: off, spam "
         "is modelled)",
+        in_compare=False,
+    ),
+    Option(
+        "model",
+        Choice(("extended", "paper")),
+        "extended: lenient and strict raters get a bias (learned), and the spam distribution "
+        "is learned after a stage with uniform spam; paper: the published model of "
+        "Lakshminarayanan & Teh (no bias, uniform spam)",
+        "Model",
+        group="basic",
+        widget="select",
+        flag="--model",
+        in_compare=False,
+    ),
+    Option(
+        "bias",
+        OptionalFlag(),
+        "model each annotator's bias (a lenient rater rates above the truth, a strict one "
+        "below); on or off (default: as --model says)",
+        "Annotator bias",
+        widget="none",
+        flag="--bias",
+        metavar="on|off",
+        in_compare=False,
+    ),
+    Option(
+        "spam_dist",
+        OptionalChoice(("uniform", "global", "annotator")),
+        "how spammers pick a level: uniform (the fixed pi), global (one distribution, "
+        "learned) or annotator (each spammer's own favourite answers, learned) (default: as "
+        "--model says)",
+        "Spam distribution",
+        widget="none",
+        flag="--spam-dist",
+        metavar="uniform|global|annotator",
         in_compare=False,
     ),
     Option(
@@ -484,6 +584,18 @@ OPTIONS: tuple[Option, ...] = (
         "real data, where the best-scoring answer can call every rating spam)",
         "Warm start",
         widget="none",
+    ),
+    Option(
+        "init_from",
+        PreviousFit(),
+        "start from an earlier ordmix fit's output folder, for a refit after new ratings "
+        "arrive: its estimates, matched by ID, with one restart and no warm-up; new items and "
+        "annotators get the usual start (default: a fit from scratch)",
+        "Start from a previous fit",
+        widget="none",
+        flag="--warm-start",
+        metavar="DIR",
+        in_compare=False,
     ),
     Option(
         "collapse_threshold",

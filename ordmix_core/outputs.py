@@ -14,8 +14,18 @@ Two halves, one set of column names:
   above ``max_local_items``) goes through the caller's ``write_parts``: a folder of part files
   instead of one file.
 
-Imports only ``io`` (the CSV writer, when writing) and ``_version``: the CLI, the dashboard and
-both engines import this module, never the reverse.
+Decision columns (``decisions.py``'s judgements, in their own section below): ``items.csv``
+gets each item's label, level probabilities, credible interval, flag and expected gain after
+the model's columns, ``annotators.csv`` each annotator's evidence-aware flag with its evidence,
+and ``summary.json`` counts them (``decisions``). ``decide`` computes them once per fit;
+``items_table`` / ``annotators_table`` (the dashboard's downloads) and ``write_fit_outputs``
+join them. What the Dask engine writes: items with their decision columns (per partition
+above ``max_local_items``; ``truth_weight`` empty, the per-rating omega stays on the
+workers), annotators without flag columns, since the flags need each rating's omega; its
+``summary.json`` says so under ``decisions.annotators``.
+
+Imports ``decisions`` (the judgements), ``io`` (the CSV writer, when writing) and
+``_version``: the CLI, the dashboard and both engines import this module, never the reverse.
 """
 
 from __future__ import annotations
@@ -29,6 +39,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from . import decisions
 from ._version import __version__
 
 # --------------------------------------------------------------------------- learned frames
@@ -41,20 +52,25 @@ def items_frame(
     n_ratings: np.ndarray,
     query: np.ndarray | None,
     category: np.ndarray,
+    gold: np.ndarray | None = None,
 ) -> pd.DataFrame:
     """``items_``: per instance the posterior mean and sd of z, ratings, query, category.
 
     Inputs (M,): instance IDs (an array, or an Index whose dtype is kept), q(z)'s mean and
     precision, ratings per instance, the query of each instance (None without a query column)
-    and its category's name.
+    and its category's name; ``gold`` (M,) bool: items whose truth was given (a ``gold``
+    column; their sd is 0), None when the fit had no gold.
     """
     idx = pd.Index(instances, name="instance")
-    items = pd.DataFrame(
-        {"estimate": mu_m, "sd": 1.0 / np.sqrt(lam_m), "n_ratings": n_ratings}, index=idx
-    )
+    sd = 1.0 / np.sqrt(lam_m)
+    if gold is not None:
+        sd = np.where(gold, 0.0, sd)
+    items = pd.DataFrame({"estimate": mu_m, "sd": sd, "n_ratings": n_ratings}, index=idx)
     if query is not None:
         items["query"] = query
     items["category"] = category
+    if gold is not None:
+        items["gold"] = np.asarray(gold, dtype=bool)
     return items
 
 
@@ -65,12 +81,17 @@ def annotators_frame(
     tau_rate: np.ndarray,
     reliability: np.ndarray,
     truth_weight: np.ndarray,
+    bias_mean: np.ndarray | None = None,
+    bias_prec: np.ndarray | None = None,
 ) -> pd.DataFrame:
-    """``annotators_``: expertise E[tau] and its sd, reliability eps, share of ratings as spam.
+    """``annotators_``: expertise E[tau] and its sd, reliability eps, share of ratings as spam,
+    bias (+ lenient: rates above the truth; - strict: below) and its sd.
 
     Inputs (N,): annotator IDs, ratings per annotator, q(tau)'s shape and rate, eps (ones
-    without the spam component), ``truth_weight`` = sum of omega over the annotator's ratings.
+    without the spam component), ``truth_weight`` = sum of omega over the annotator's ratings,
+    q(b)'s mean and precision (None when the bias is not modelled: bias 0, sd 0).
     """
+    zeros = np.zeros(len(n_ratings))
     return pd.DataFrame(
         {
             "n_ratings": n_ratings,
@@ -78,6 +99,8 @@ def annotators_frame(
             "expertise_sd": np.sqrt(tau_shape) / tau_rate,
             "reliability": reliability,
             "spam_share": 1.0 - truth_weight / np.maximum(n_ratings, 1),
+            "bias": zeros if bias_mean is None else bias_mean,
+            "bias_sd": zeros if bias_prec is None else 1.0 / np.sqrt(bias_prec),
         },
         index=pd.Index(annotators, name="annotator"),
     )
@@ -101,20 +124,88 @@ def hyperparams(
     pi: np.ndarray,
     values: Sequence[float],
     thresholds: Sequence[float],
+    state: Any = None,
 ) -> dict:
     """``hyperparams_``: the learned Gamma prior (alpha, beta), the fixed priors of ``p`` (a
-    ``problem.Problem``), the spam distribution ``pi`` (K,) and the scale."""
-    return {
+    ``problem.Problem``), the spam distribution ``pi`` (K,) and the scale; with the
+    extensions (``state``: the winner's ``problem.State``): ``lambda_b`` (precision of the
+    bias prior; None without the bias), the learned ``pi`` (global, or the Dirichlet's mean)
+    and ``kappa`` (per-annotator spam distributions), ``pi_fixed`` the fixed one (keys
+    present only when the model has them)."""
+    learned = state is not None and p.spam_dist != "uniform" and state.pi is not None
+    out = {
         "alpha": float(alpha),
         "beta": float(beta),
         "phi": float(p.phi),
         "eta": float(p.eta),
         "mu": float(p.mu),
         "lambda": float(p.lam),
-        "pi": [float(x) for x in pi],
+        "pi": [float(x) for x in (state.pi if learned else pi)],
         "scale": [float(v) for v in values],
         "thresholds": [float(v) for v in thresholds],
     }
+    if state is not None and p.bias:
+        out["lambda_b"] = float(state.lam_b)
+    if learned:
+        out["pi_fixed"] = [float(x) for x in pi]
+    if learned and p.spam_dist == "annotator":
+        out["kappa"] = float(state.kappa)
+    return out
+
+
+#: why the default model is what it is (summary.json, the Fit page)
+EXTENDED_WHY = (
+    "default since issue 11: the annotator bias explains lenient and strict raters as such "
+    "instead of as spam, and a learned spam distribution, started after a mixture stage "
+    "with uniform spam, captures spammers' favourite answers; measured on TREC RF10 and Web "
+    "(docs/results.md)"
+)
+
+
+def model_description(
+    model: str, p: Any, pre_stage: str | None, hyper: dict, gold: np.ndarray | None
+) -> dict:
+    """``model_``: the model fitted (``model``, bias, spam distribution), the stages of each
+    restart, the learned lambda_b and pi, the number of gold items, and why."""
+    stages = []
+    if p.spam:
+        stages.append("nospam")
+        if pre_stage:
+            stages.append(pre_stage)
+        stages.append("mixture")
+    else:
+        stages.append("model")
+    why = (
+        EXTENDED_WHY
+        if model == "extended"
+        else "the model of Lakshminarayanan & Teh as published (model='paper')"
+    )
+    return {
+        "model": model,
+        "bias": bool(p.bias),
+        "spam_dist": p.spam_dist if p.spam else None,
+        "stages": stages,
+        "lambda_b": hyper.get("lambda_b"),
+        "bias_sd_prior": None if not hyper.get("lambda_b") else hyper["lambda_b"] ** -0.5,
+        "pi": hyper.get("pi") if p.spam_dist != "uniform" else None,
+        "n_gold": 0 if gold is None else int(np.sum(gold)),
+        "why": why,
+    }
+
+
+def spam_distributions_frame(
+    annotators: np.ndarray, values: Sequence[float], dir_a: np.ndarray | None
+) -> pd.DataFrame | None:
+    """``spam_distributions_``: each annotator's spam distribution (the mean of q(pi_n)), one
+    column per level, and the favourite level; None unless per-annotator (``dir_a`` (N, K))."""
+    if dir_a is None:
+        return None
+    mean = dir_a / dir_a.sum(axis=1, keepdims=True)
+    out = pd.DataFrame(
+        mean, index=pd.Index(annotators, name="annotator"), columns=[f"{v:g}" for v in values]
+    )
+    out["favourite"] = np.asarray(values, dtype=float)[mean.argmax(axis=1)]
+    return out
 
 
 # --------------------------------------------------------------------------- files
@@ -123,8 +214,9 @@ def hyperparams(
 @dataclass(frozen=True)
 class Table:
     """One output file: ``{name}.csv`` from the model's ``attr``; a named index becomes the
-    first column; ``columns`` fixes the order (None: the frame's); ``id_columns`` are
-    written as text, protected against formulas."""
+    first column; ``columns`` fixes the order of the first columns (None: the frame's), any
+    others (the decision columns) follow; ``id_columns`` are written as text, protected
+    against formulas."""
 
     name: str
     attr: str
@@ -135,7 +227,9 @@ class Table:
         """``frame`` (the attribute, or one partition of it) as it is written."""
         if frame.index.name is not None:
             frame = frame.reset_index()
-        return frame if self.columns is None else frame[list(self.columns)]
+        if self.columns is None:
+            return frame
+        return frame[[*self.columns, *(c for c in frame.columns if c not in self.columns)]]
 
 
 #: the files of ``ordmix fit``, in the order they are written (then ``summary.json``)
@@ -147,7 +241,16 @@ TABLES: dict[str, Table] = {
             "annotators",
             "annotators_",
             ("annotator",),
-            ("annotator", "n_ratings", "expertise", "reliability", "expertise_sd", "spam_share"),
+            (
+                "annotator",
+                "n_ratings",
+                "expertise",
+                "reliability",
+                "expertise_sd",
+                "spam_share",
+                "bias",
+                "bias_sd",
+            ),  # fmt: skip
         ),
         Table("categories", "categories_", ("category",)),
         Table("trace", "trace_", (), ("restart", "iteration", "lower_bound", "stage")),
@@ -161,26 +264,32 @@ TABLES: dict[str, Table] = {
 FILES: tuple[str, ...] = (*(f"{t.name}.csv" for t in TABLES.values()), "summary.json")
 
 
-def table(model: Any, name: str) -> pd.DataFrame:
-    """The frame written to ``{name}.csv`` (see ``TABLES``) from a fitted model."""
+def table(model: Any, name: str, dec: Decisions | None = None) -> pd.DataFrame:
+    """The frame written to ``{name}.csv`` (see ``TABLES``) from a fitted model, with its
+    decision columns (``dec``, default ``decide(model)``'s) for items and annotators."""
     t = TABLES[name]
+    if name in ("items", "annotators"):
+        return t.rows(decided(model, name, decide(model) if dec is None else dec))
     return t.rows(getattr(model, t.attr))
 
 
-def items_table(model: Any) -> pd.DataFrame:
-    """``items.csv``: instance, estimate, sd, n_ratings[, query], category."""
-    return table(model, "items")
+def items_table(model: Any, dec: Decisions | None = None) -> pd.DataFrame:
+    """``items.csv``: instance, estimate, sd, n_ratings[, query], category, then the decision
+    columns (``DECISION_COLUMNS``)."""
+    return table(model, "items", dec)
 
 
-def annotators_table(model: Any) -> pd.DataFrame:
+def annotators_table(model: Any, dec: Decisions | None = None) -> pd.DataFrame:
     """``annotators.csv``: annotator, n_ratings, expertise, reliability, expertise_sd,
-    spam_share."""
-    return table(model, "annotators")
+    spam_share, bias, bias_sd, then the flag columns (``FLAG_COLUMNS``) when the fit kept
+    per-rating omega."""
+    return table(model, "annotators", dec)
 
 
-def summary(model: Any, settings: dict) -> dict:
+def summary(model: Any, settings: dict, dec: Decisions | None = None) -> dict:
     """The content of ``summary.json``: settings, parameters, sizes, hyperparameters, the
-    winning restart and why, convergence, warnings, time."""
+    winning restart and why, convergence, warnings, time, and the decisions' counts
+    (``decision_counts``; ``dec`` default ``decide(model)``)."""
     return {
         "ordmix_version": __version__,
         "settings": {k: v for k, v in settings.items() if k != "func"},
@@ -190,6 +299,7 @@ def summary(model: Any, settings: dict) -> dict:
         "n_annotators": model.data_.n_annotators,
         "n_categories": model.data_.n_categories,
         "hyperparameters": model.hyperparams_,
+        "model_choice": getattr(model, "model_", None),
         "winning_restart": int(model.best_restart_),
         "selection_reason": model.selection_reason_,
         "lower_bound": model.lower_bound_,
@@ -199,6 +309,7 @@ def summary(model: Any, settings: dict) -> dict:
         "interrupted": bool(model.interrupted_),
         "warnings": list(model.warnings_),
         "seconds": round(model.seconds_, 3),
+        "decisions": decision_counts(model, decide(model) if dec is None else dec),
     }
 
 
@@ -218,8 +329,9 @@ def write_fit_outputs(
     from .io import write_csv
 
     folder = Path(folder)
+    dec = decide(model)
     for t in TABLES.values():
-        frame = getattr(model, t.attr)
+        frame = decided(model, t.name, dec)
         if isinstance(frame, pd.DataFrame):
             write_csv(t.rows(frame), folder / f"{t.name}.csv", id_columns=list(t.id_columns))
         elif write_parts is not None:
@@ -227,7 +339,7 @@ def write_fit_outputs(
             write_parts(t, frame, folder / t.name)
         else:
             raise TypeError(f"{t.attr} is a {type(frame).__name__}; pass write_parts")
-    text = json.dumps(summary(model, settings), indent=2, default=_json_default)
+    text = json.dumps(summary(model, settings, dec), indent=2, default=_json_default)
     (folder / "summary.json").write_text(text)
 
 
@@ -236,3 +348,108 @@ def _json_default(o: Any) -> Any:
     if hasattr(o, "tolist"):
         return o.tolist()
     return str(o)
+
+
+# --------------------------------------------------------------------------- decision columns
+# ``decisions.py``'s judgements joined to items.csv and annotators.csv, and counted in
+# summary.json; kept apart from the model's columns above.
+
+#: the decision columns of items.csv, after the model's (``lower_90``/``upper_90`` at the
+#: default interval; one ``p_level_<v>`` per level, in the scale's order)
+DECISION_COLUMNS = ("label", "p_wrong", "p_level_<v>", "lower_90", "upper_90", "rating_info",
+                    "truth_weight", "expected_gain", "flag")  # fmt: skip
+#: the flag columns of annotators.csv (``decisions.annotator_flags``)
+FLAG_COLUMNS = ("flag", "p_unreliable", "reliability_lower", "reliability_upper",
+                "flag_threshold", "flag_confidence")  # fmt: skip
+#: why a fit without per-rating omega (the Dask engine) has no annotator flags
+NO_FLAGS = (
+    "not computed: the flags weigh each rating's evidence, and the Dask engine keeps the "
+    "per-rating results on its workers; annotators.csv has no flag columns. Fit with the "
+    "in-memory engine (or run ordmix next on the ratings) for them"
+)
+
+
+@dataclass(frozen=True)
+class Decisions:
+    """The decision columns of one fit, computed once for its tables and its summary.
+
+    ``items``: ``decisions.item_decisions`` indexed by instance, or None when ``items_`` is a
+    Dask DataFrame (joined per partition instead); ``annotators``: ``annotator_flags``, or
+    None when the fit kept no per-rating omega (``no_flags`` says why); ``threshold``,
+    ``confidence``: the settings used.
+    """
+
+    items: pd.DataFrame | None
+    annotators: pd.DataFrame | None
+    threshold: float
+    confidence: float
+    no_flags: str | None = None
+
+
+def decide(
+    model: Any,
+    *,
+    threshold: float = decisions.THRESHOLD,
+    confidence: float = decisions.CONFIDENCE,
+) -> Decisions:
+    """The decision columns of a fitted model (``decisions.item_decisions`` and
+    ``decisions.annotator_flags`` at these settings)."""
+    threshold, confidence = decisions.check_flag_settings(threshold, confidence)
+    items = None
+    if isinstance(model.items_, pd.DataFrame):
+        items = decisions.item_decisions(model, confidence=confidence)
+    if getattr(model, "omega_", None) is None:
+        return Decisions(items, None, threshold, confidence, NO_FLAGS)
+    flags = decisions.annotator_flags(model, threshold=threshold, confidence=confidence)
+    return Decisions(items, flags, threshold, confidence)
+
+
+def decided(model: Any, name: str, dec: Decisions) -> Any:
+    """The model's frame for table ``name`` with its decision columns joined (items,
+    annotators; the other tables as they are). A Dask ``items_`` gets them per partition."""
+    frame = getattr(model, TABLES[name].attr)
+    if name == "items":
+        if dec.items is not None:
+            return frame.join(dec.items)
+        if not isinstance(frame, pd.DataFrame):
+            return _partitioned_item_decisions(model, frame, dec.confidence)
+    if name == "annotators" and dec.annotators is not None:
+        return frame.join(dec.annotators)
+    return frame
+
+
+def decision_counts(model: Any, dec: Decisions) -> dict:
+    """summary.json's ``decisions``: annotators per flag (or why there are none) and items per
+    flag, with the settings behind them."""
+    if dec.annotators is not None:
+        flags = dec.annotators["flag"].value_counts()
+        ann: dict[str, Any] = {f: int(flags.get(f, 0)) for f in decisions.ANNOTATOR_FLAGS}
+    else:
+        ann = {"flags": dec.no_flags}
+    ann.update(threshold=dec.threshold, confidence=dec.confidence)
+    if dec.items is not None:
+        counts = dec.items["flag"].value_counts()
+    else:
+        counts = decided(model, "items", dec)["flag"].value_counts().compute()
+    items: dict[str, Any] = {f: int(counts.get(f, 0)) for f in decisions.ITEM_FLAGS}
+    items.update(confidence=dec.confidence, min_info=decisions.MIN_INFO)
+    return {"annotators": ann, "items": items}
+
+
+def _partitioned_item_decisions(model: Any, items: Any, confidence: float) -> Any:
+    """A Dask ``items_`` with the decision columns joined in each partition (and, at instance
+    granularity, each partition's categories alongside: both come from the same blocks)."""
+    ann = model.annotators_
+    total = float(ann["n_ratings"].sum())
+    share = float((ann["n_ratings"] * (1.0 - ann["spam_share"])).sum() / max(total, 1.0))
+    hp = model.hyperparams_
+
+    def join(part: pd.DataFrame, cats: pd.DataFrame) -> pd.DataFrame:
+        dec = decisions.item_decisions_from_frames(part, cats, hp, share, confidence=confidence)
+        return part.join(dec)
+
+    cats = model.categories_
+    if isinstance(cats, pd.DataFrame):  # query or global granularity: one small table
+        return items.map_partitions(lambda part: join(part, cats), meta=join(items._meta, cats))
+    meta = join(items._meta, cats._meta)
+    return items.map_partitions(join, cats, align_dataframes=False, meta=meta)

@@ -62,16 +62,26 @@ def chunks_of(p: Problem) -> int:
 
 
 def annotator_factors(
-    p: Problem, tau_shape: np.ndarray, tau_rate: np.ndarray, eps: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """What pass 1 needs per annotator: ``E[tau]``, ``log E[tau]`` and ``a_n``; each (N,).
+    p: Problem,
+    tau_shape: np.ndarray,
+    tau_rate: np.ndarray,
+    eps: np.ndarray,
+    bias_mean: np.ndarray | None = None,
+    bias_prec: np.ndarray | None = None,
+) -> tuple[np.ndarray, ...]:
+    """What pass 1 needs per annotator: ``E[tau]``, ``log E[tau]``, ``a_n``, the bias mean and
+    ``1/bias_prec`` (zeros without the bias); each (N,).
 
     ``a_n`` is the annotator's part of the logit of omega (see ``kernels.pass_xy``).
     """
     e_tau, e_logtau, _ = updates.gamma_stats(tau_shape, tau_rate)
     log_e_tau = np.log(e_tau)
+    if p.bias:
+        bias = (np.asarray(bias_mean, dtype=float), 1.0 / np.asarray(bias_prec, dtype=float))
+    else:
+        bias = (np.zeros_like(e_tau), np.zeros_like(e_tau))
     if not p.spam:
-        return e_tau, log_e_tau, np.zeros_like(e_tau)
+        return e_tau, log_e_tau, np.zeros_like(e_tau), *bias
     logit_eps = np.log(eps) - np.log1p(-eps)
     if p.exact and p.ordinal:  # E[log t] - log E[t] = digamma(shape) - log(shape)
         a_n = logit_eps + 0.5 * (e_logtau - log_e_tau)
@@ -79,7 +89,12 @@ def annotator_factors(
         a_n = logit_eps + 0.5 * e_logtau
     else:
         a_n = logit_eps + 0.5 * log_e_tau
-    return e_tau, log_e_tau, a_n
+    return e_tau, log_e_tau, a_n, *bias
+
+
+def spam_table(p: Problem, s: State) -> np.ndarray:
+    """``E[log pi]`` flat for pass 1: (K,) shared, or (N*K,) per annotator."""
+    return updates.spam_log_table(p.spam_dist, p.log_pi, s.pi, s.dir_a).ravel()
 
 
 def category_factors(
@@ -121,7 +136,9 @@ class XYSums:
 
     mu_m, lam_m ``(M,)``: q(z) of the block's instances (local: an instance lives in one
     block); w_ann ``(N,)`` and w_cat ``(C,)``: sum omega; scalars ``(3,)``: sum omega H[q(x)],
-    sum (1 - omega) log pi, sum H_Bernoulli(omega); inst_terms: the bound's instance terms.
+    sum (1 - omega) log pi, sum H_Bernoulli(omega); inst_terms: the bound's instance terms;
+    spam_cells: sum (1 - omega) per cell of the spam table (``(1, K)`` or ``(N, K)``; None
+    unless the spam distribution is learned).
     """
 
     mu_m: np.ndarray
@@ -130,6 +147,7 @@ class XYSums:
     w_cat: np.ndarray
     scalars: np.ndarray
     inst_terms: float
+    spam_cells: np.ndarray | None = None
 
 
 def phase_xy(
@@ -140,60 +158,102 @@ def phase_xy(
     cat_f: tuple[np.ndarray, np.ndarray, np.ndarray],
     work: Work,
     n_chunks: int,
+    log_pi_t: np.ndarray | None = None,
 ) -> XYSums:
     """Phase 1 on a block ``p``: q(x|y=1), q(y) (into ``work``) and q(z) from the OLD factors.
 
     ``mu_m, lam_m`` (M,): the old q(z); ``ann_f``/``cat_f``: ``annotator_factors`` /
-    ``category_factors`` of the old q(tau), eps / q(delta).
+    ``category_factors`` of the old q(tau), eps, q(b) / q(delta); ``log_pi_t``: ``spam_table``
+    of the old state (default: the fixed ``p.log_pi``). Gold instances keep their known z.
     """
     n_rat, n_inst = p.n_ratings, p.n_instances
     b = p.thresholds
+    per_ann = p.spam_dist == "annotator"
+    learn = p.spam and p.spam_dist != "uniform"
+    table = p.log_pi if log_pi_t is None else log_pi_t
     acc_inst = np.zeros((n_chunks, n_inst, 2))
     acc_ann = np.zeros((n_chunks, p.n_annotators))
     acc_cat = np.zeros((n_chunks, p.n_categories))
     acc_sc = np.zeros((n_chunks, 3))
+    acc_cell = np.zeros((n_chunks, table.size if learn else 0))
     pass_xy = kernels.passes(n_rat, n_chunks)[0]
     pass_xy(
         (p.ann, p.inst, p.cat_l, p.level),
-        (b[:-1], b[1:], p.values, p.log_pi),
-        (mu_m, 1.0 / lam_m),
+        (b[:-1], b[1:], p.values, np.ascontiguousarray(table, dtype=float)),
+        (mu_m, updates.inv_lam_z(lam_m, p.gold_mask)),
         tuple(ann_f),
         tuple(cat_f),
-        (p.ordinal, p.spam, p.exact),
+        (p.ordinal, p.spam, p.exact, per_ann, learn),
         kernels.TN_CONSTS,
         (work.ex, work.var_ws, work.omega),
-        (acc_inst, acc_ann, acc_cat, acc_sc),
+        (acc_inst, acc_ann, acc_cat, acc_sc, acc_cell),
     )
     sums_inst = add_rows(acc_inst)
     mu_new, lam_new = updates.z_from_sums(sums_inst[:, 0], sums_inst[:, 1], p.mu, p.lam)
+    mu_new = updates.apply_gold(mu_new, p.gold)
+    cells = add_rows(acc_cell).reshape(-1, p.n_levels) if learn else None
     return XYSums(
         mu_new,
         lam_new,
         add_rows(acc_ann),
         add_rows(acc_cat),
         add_rows(acc_sc),
-        bound.instance_terms(mu_new, lam_new, p.mu, p.lam),
+        bound.instance_terms_gold(mu_new, lam_new, p.mu, p.lam, p.gold_mask),
+        cells,
     )
 
 
 def phase_tau(
     p: Problem, work: Work, mu_m: np.ndarray, lam_m: np.ndarray, e_delta: np.ndarray, n_chunks: int
-) -> np.ndarray:
+) -> tuple[np.ndarray, np.ndarray | None]:
     """Phase 2 on a block: ``S_l`` with the NEW q(z) ``mu_m, lam_m`` (M,) and the OLD ``e_delta``
-    (C,); returns per annotator ``sum omega E[delta] S`` (N,). ``work.var_ws`` becomes omega S.
+    (C,); returns per annotator ``sum omega E[delta] S`` (N,) (S without the bias terms when
+    the bias is modelled) and, with the bias, per annotator ``[sum omega E[delta], sum omega
+    E[delta] d]`` (N, 2) (``d = E x - mu_m``; ``bias_step`` completes both), else None.
+    ``work.var_ws`` becomes omega S (without the bias terms).
     """
     acc_ann = np.zeros((n_chunks, p.n_annotators))
+    acc_b = np.zeros((n_chunks, p.n_annotators if p.bias else 0, 2))
     pass_tau = kernels.passes(p.n_ratings, n_chunks)[1]
     codes = (p.ann, p.inst, p.cat_l, p.level)
-    pass_tau(codes, work.ex, work.var_ws, work.omega, (mu_m, 1.0 / lam_m), e_delta, acc_ann)
-    return add_rows(acc_ann)
+    inst_f = (mu_m, updates.inv_lam_z(lam_m, p.gold_mask))
+    pass_tau(codes, work.ex, work.var_ws, work.omega, inst_f, e_delta, acc_ann, acc_b)
+    return add_rows(acc_ann), (add_rows(acc_b) if p.bias else None)
 
 
-def phase_delta(p: Problem, work: Work, e_tau: np.ndarray, n_chunks: int) -> np.ndarray:
-    """Phase 3 on a block: per category ``sum omega E[tau] S`` (C,) with the NEW ``e_tau`` (N,)."""
+def bias_step(
+    r_ann: np.ndarray, bias_sums: np.ndarray, e_tau: np.ndarray, lam_b: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """q(b) from phase 2's reduced sums, and the tau sums with S's bias terms.
+
+    ``bias_sums`` (N, 2): ``A0 = sum omega E[delta]``, ``A1 = sum omega E[delta] d``; ``e_tau``
+    (N,): the OLD E[tau] (so ``sum omega rho = E[tau] A0``). Returns ``(bias_mean, bias_prec,
+    r_ann)`` with ``r_ann = sum omega E[delta] S = A2 - 2 b A1 + (b^2 + 1/bias_prec) A0``.
+    """
+    a0, a1 = bias_sums[:, 0], bias_sums[:, 1]
+    bias_mean, bias_prec = updates.update_bias(e_tau * a0, e_tau * a1, lam_b)
+    r = r_ann - 2.0 * bias_mean * a1 + (bias_mean * bias_mean + 1.0 / bias_prec) * a0
+    return bias_mean, bias_prec, r
+
+
+def phase_delta(
+    p: Problem,
+    work: Work,
+    e_tau: np.ndarray,
+    n_chunks: int,
+    bias_mean: np.ndarray | None = None,
+    bias_prec: np.ndarray | None = None,
+) -> np.ndarray:
+    """Phase 3 on a block: per category ``sum omega E[tau] S`` (C,) with the NEW ``e_tau`` (N,)
+    and, with the bias, the NEW q(b) (``bias_mean``, ``bias_prec`` (N,))."""
     acc_cat = np.zeros((n_chunks, p.n_categories))
     pass_delta = kernels.passes(p.n_ratings, n_chunks)[2]
-    pass_delta((p.ann, p.inst, p.cat_l, p.level), work.var_ws, e_tau, acc_cat)
+    if p.bias:
+        bias_f = (work.ex, work.omega, np.asarray(bias_mean, float), 1.0 / bias_prec)
+    else:
+        empty = np.zeros(0)
+        bias_f = (empty, empty, empty, empty)
+    pass_delta((p.ann, p.inst, p.cat_l, p.level), work.var_ws, e_tau, bias_f, acc_cat)
     return add_rows(acc_cat)
 
 
@@ -248,40 +308,78 @@ def annotator_step(
 
 
 def block_terms(p: Problem, xy: XYSums) -> float:
-    """The bound's per-block terms: rating sums from phase 1 and the instance terms."""
+    """The bound's per-block terms: rating sums from phase 1 and the instance terms (with a
+    learned spam distribution its ``(1 - omega) E log pi`` is ``spam_step``'s)."""
     sum_ent, sum_spam_pi, sum_h_bern = (float(x) for x in xy.scalars)
     f = sum_ent + xy.inst_terms
     if p.spam:
-        f += sum_spam_pi + sum_h_bern
+        f += sum_h_bern
+        if p.spam_dist == "uniform":
+            f += sum_spam_pi
     return f
+
+
+def bias_prior_step(bias_mean: np.ndarray, bias_prec: np.ndarray) -> tuple[float, float]:
+    """lambda_b by type-II ML and the bound's bias terms: ``(lam_b, F_bias)``."""
+    lam_b = updates.bias_prior_mle(bias_mean, bias_prec)
+    return lam_b, bound.bias_terms(bias_mean, bias_prec, lam_b)
+
+
+def spam_step(
+    p: Problem, cells: np.ndarray, s: State
+) -> tuple[np.ndarray | None, np.ndarray | None, float, float]:
+    """The learned spam distribution from the reduced spam weight per cell (``(1, K)`` or
+    ``(N, K)``) and its bound terms (the ratings' ``(1 - omega) E log pi`` and, per annotator,
+    the Dirichlet's): ``(pi, dir_a, kappa, F)``."""
+    if p.spam_dist == "annotator":
+        dir_a, pi, kappa = updates.update_annotator_pi(cells, s.pi, s.kappa)
+        f = bound.dirichlet_terms(dir_a, pi, kappa)
+    else:
+        dir_a, kappa = s.dir_a, s.kappa
+        pi = updates.update_global_pi(cells[0])
+        f = 0.0
+    table = updates.spam_log_table(p.spam_dist, p.log_pi, pi, dir_a)
+    return pi, dir_a, kappa, f + bound.spam_level_terms(cells, table)
 
 
 def sweep_fused(p: Problem, s: State, n_chunks: int | None = None) -> tuple[State, float]:
     """``sweep`` as three fused passes over the ratings (``kernels.py``); same results.
 
     The single-block case of the phase functions the Dask engine runs per partition:
-    ``phase_xy`` -> q(z); ``phase_tau`` -> ``update_tau``; ``phase_delta`` -> ``update_delta``;
-    ``annotator_step`` (eps, alpha, beta); F = ``block_terms`` + ``category_terms`` + the
-    annotator terms. ``n_chunks``: rows of partial sums (default ``chunks_of(p)``, a function
-    of the data's sizes only); for a given value the result is bit-identical whatever the
-    thread count (chunks summed in a fixed order), and it changes only by rounding (~1e-15)
-    with it. Memory: three (L,) float arrays (E[x], Var[x] then omega S, and the new omega)
-    plus ``n_chunks`` partial sums of ``chunk_width(p)`` floats (at most 2 per rating).
+    ``phase_xy`` -> q(z); ``phase_tau`` -> (``bias_step`` ->) ``update_tau``; ``phase_delta``
+    -> ``update_delta``; ``annotator_step`` (eps, alpha, beta), ``bias_prior_step``
+    (lambda_b), ``spam_step`` (a learned spam distribution); F = ``block_terms`` +
+    ``category_terms`` + the annotator terms (+ bias and spam terms). ``n_chunks``: rows of
+    partial sums (default ``chunks_of(p)``, a function of the data's sizes only); for a given
+    value the result is bit-identical whatever the thread count (chunks summed in a fixed
+    order), and it changes only by rounding (~1e-15) with it. Memory: three
+    (L,) float arrays (E[x] (then d with the bias), Var[x] then omega S, and the new omega)
+    plus ``n_chunks`` partial sums of size 2M + 2N + 2C (+ 2N with the bias).
     """
     t_chunks = chunks_of(p) if n_chunks is None else int(n_chunks)
     ex, var_ws = _scratch(p.n_ratings)
     work = Work(ex, var_ws, np.empty(p.n_ratings))
-    ann_f = annotator_factors(p, s.tau_shape, s.tau_rate, s.eps)
+    ann_f = annotator_factors(p, s.tau_shape, s.tau_rate, s.eps, s.bias_mean, s.bias_prec)
     cat_f = category_factors(p, s.delta_shape, s.delta_rate)
-    xy = phase_xy(p, s.mu_m, s.lam_m, ann_f, cat_f, work, t_chunks)
-    r_ann = phase_tau(p, work, xy.mu_m, xy.lam_m, cat_f[0], t_chunks)
+    xy = phase_xy(p, s.mu_m, s.lam_m, ann_f, cat_f, work, t_chunks, spam_table(p, s))
+    r_ann, bias_sums = phase_tau(p, work, xy.mu_m, xy.lam_m, cat_f[0], t_chunks)
+    bias_mean, bias_prec, lam_b = s.bias_mean, s.bias_prec, s.lam_b
+    if p.bias:
+        bias_mean, bias_prec, r_ann = bias_step(r_ann, bias_sums, ann_f[0], s.lam_b)
     tau_shape, tau_rate = update_tau(xy.w_ann, r_ann, s.alpha, s.beta)
-    d_cat = phase_delta(p, work, tau_shape / tau_rate, t_chunks)
+    d_cat = phase_delta(p, work, tau_shape / tau_rate, t_chunks, bias_mean, bias_prec)
     delta_shape, delta_rate = update_delta(p, xy.w_cat, d_cat)
     eps, alpha, beta, f_ann = annotator_step(p, xy.w_ann, tau_shape, tau_rate, s.eps)
+    f = f_ann + category_terms(p, xy.w_cat, d_cat, delta_shape, delta_rate) + block_terms(p, xy)
+    if p.bias:
+        lam_b, f_bias = bias_prior_step(bias_mean, bias_prec)
+        f += f_bias
+    pi, dir_a, kappa = s.pi, s.dir_a, s.kappa
+    if xy.spam_cells is not None:
+        pi, dir_a, kappa, f_spam = spam_step(p, xy.spam_cells, s)
+        f += f_spam
     new = State(
         xy.mu_m, xy.lam_m, tau_shape, tau_rate, delta_shape, delta_rate, eps, alpha, beta,
-        work.omega,
+        work.omega, bias_mean, bias_prec, lam_b, pi, dir_a, kappa,
     )  # fmt: skip
-    f = f_ann + category_terms(p, xy.w_cat, d_cat, delta_shape, delta_rate) + block_terms(p, xy)
     return new, float(f)

@@ -41,6 +41,18 @@ class Problem:
     spam: bool = True
     exact: bool = True
     tau_rate_floor: float = 0.0  # lower limit of the learned beta (updates.gamma_prior_mle)
+    bias: bool = False  # annotator bias x ~ N(z_m + b_n, ...), b_n ~ N(0, 1/lambda_b)
+    spam_dist: str = "uniform"  # uniform: log_pi fixed | global: pi learned | annotator
+    gold: np.ndarray | None = None  # (M,) known truth of each instance, NaN where unknown
+
+    @property
+    def n_levels(self) -> int:
+        return int(self.values.size)
+
+    @cached_property
+    def gold_mask(self) -> np.ndarray | None:
+        """(M,) bool: instances whose truth is known (None without gold)."""
+        return None if self.gold is None else np.isfinite(self.gold)
 
     @property
     def n_annotators(self) -> int:
@@ -86,6 +98,8 @@ class Problem:
         exact: bool,
         n_per_ann: np.ndarray,
         n_categories: int,
+        bias: bool = False,
+        spam_dist: str = "uniform",
     ) -> Problem:
         """The fit's problem without ratings (the Dask client's view): the scale, the priors,
         the model's switches, ratings per annotator (N,) and the number of categories.
@@ -112,6 +126,8 @@ class Problem:
             spam=spam,
             exact=exact,
             tau_rate_floor=updates.TAU_RATE_FLOOR * scale.step**2,
+            bias=bool(bias),
+            spam_dist=spam_dist,
         )
 
     def with_ratings(
@@ -148,6 +164,8 @@ class Problem:
         ordinal: bool,
         spam: bool,
         exact: bool,
+        bias: bool = False,
+        spam_dist: str = "uniform",
     ) -> Problem:
         """The problem of a prepared data set (``create`` + ``with_ratings``)."""
         p = cls.create(
@@ -160,6 +178,8 @@ class Problem:
             ordinal=ordinal,
             spam=spam,
             exact=exact,
+            bias=bias,
+            spam_dist=spam_dist,
             n_per_ann=np.bincount(data.ann, minlength=data.n_annotators),
             n_categories=data.n_categories,
         )
@@ -167,6 +187,30 @@ class Problem:
 
     def with_spam(self, spam: bool) -> Problem:
         return replace(self, spam=spam)
+
+    def at(self, key: object) -> Problem:
+        """The problem of a schedule step's key (``restarts.race`` passes ``spam``, or a
+        stage name): True the mixture, False the no-spam warm-up, else ``with_stage(key)``."""
+        if key is True:
+            return self
+        if key is False:
+            return replace(self, spam=False)
+        return self.with_stage(str(key))
+
+    def with_stage(self, stage: str) -> Problem:
+        """The problem of a stage of the schedule: ``nospam`` (the warm-up), ``uniform`` (the
+        mixture with the spam distribution held at ``log_pi``) or ``mixture`` (as created)."""
+        if stage == "nospam":
+            return replace(self, spam=False)
+        if stage == "uniform":
+            return replace(self, spam_dist="uniform")
+        return self
+
+    def with_gold(self, gold: np.ndarray | None) -> Problem:
+        """The same problem with the known truth of its instances, (M,) (NaN: unknown)."""
+        if gold is None or not np.isfinite(gold).any():
+            return replace(self, gold=None)
+        return replace(self, gold=np.asarray(gold, dtype=float))
 
 
 @dataclass
@@ -183,6 +227,12 @@ class State:
     alpha: float
     beta: float
     omega: np.ndarray | None = None  # (L,) q(y=1); None before the first sweep
+    bias_mean: np.ndarray | None = None  # (N,) q(b_n) = N(bias_mean, 1/bias_prec); bias only
+    bias_prec: np.ndarray | None = None  # (N,)
+    lam_b: float = 0.0  # precision of the bias prior (type-II ML)
+    pi: np.ndarray | None = None  # (K,) learned spam distribution (global), or Dirichlet mean
+    dir_a: np.ndarray | None = None  # (N, K) q(pi_n) = Dirichlet(dir_a) (spam_dist annotator)
+    kappa: float = 0.0  # concentration of the per-annotator Dirichlet(kappa pi)
 
     def copy(self) -> State:
         return State(

@@ -146,7 +146,12 @@ def validation_report(ds: Dataset) -> dict[str, Any]:
 # --------------------------------------------------------------------------- comparison
 
 #: the comparison's metrics: display name and whether lower is better
-METRICS = {"mse": ("MSE", True), "correlation": ("correlation", False), "ndcg": ("NDCG", False)}
+METRICS = {
+    "mse": ("MSE", True),
+    "correlation": ("correlation", False),
+    "ndcg": ("NDCG", False),
+    "label_error": ("label error", True),
+}
 
 
 def is_baseline(method: str) -> bool:

@@ -43,6 +43,7 @@ class RestartRun:
     init: str
     state: object
     warmup_trace: list[float] = field(default_factory=list)
+    stage_trace: list[float] = field(default_factory=list)  # the pre-mixture stage (issue 11)
     trace: list[float] = field(default_factory=list)
     converged: bool = False
     done: bool = False
@@ -52,7 +53,8 @@ class RestartRun:
 
     @property
     def lower_bound(self) -> float:
-        return self.trace[-1] if self.trace else -np.inf
+        last = self.trace or self.stage_trace
+        return last[-1] if last else -np.inf
 
 
 def restart_kind(restart: int, warm_start: bool, spam: bool) -> str:
@@ -146,11 +148,16 @@ def race(
     collapse_threshold: float,
     callback: Callback | None = None,
     map_runs: MapRuns = map_sequential,
+    pre_stage: str | None = None,
 ) -> bool:
     """Every restart: its warm-up (``init == 'warm'``), then mixture rounds of doubling length.
 
     A warm restart first runs the no-spam model to convergence (its trace goes to
-    ``warmup_trace``), then ``start_mixture(run)`` (the engine resets eps). With ``prune``,
+    ``warmup_trace``), then ``start_mixture(run)`` (the engine resets eps). ``pre_stage``
+    (issue 11): a stage key passed to ``step`` instead of ``spam``, run in rounds as the
+    mixture is (so pruned the same way) after ``start_mixture``; the restarts it did not drop
+    then continue with the mixture rounds (the extended model: the mixture with the spam
+    distribution held uniform, then learned); its trace goes to ``stage_trace``. With ``prune``,
     after each round the worse half of the unfinished restarts (collapsed first, then by
     bound) is dropped (successive halving). ``map_runs(fn, runs)`` applies ``fn`` to each
     run, in turn or side by side: each restart's arithmetic is its own, so the result does not
@@ -170,17 +177,24 @@ def race(
             run.truth_share, run.history = warm.truth_share, None
         start_mixture(run)
 
-    try:
-        map_runs(warm_up, runs)
+    def rounds(key: object, todo: list[RestartRun]) -> None:
         budget = prune_start if prune else max_iter
         while True:
-            active = [run for run in runs if not run.done]
+            active = [run for run in todo if not run.done]
             if not active:
-                return False
+                return
             map_runs(
                 lambda run, n=budget: advance(
-                    run, step, spam, n, max_iter, tol, callback, len(run.warmup_trace), stop
-                ),
+                    run,
+                    step,
+                    key,
+                    n,
+                    max_iter,
+                    tol,
+                    callback,
+                    len(run.warmup_trace) + len(run.stage_trace),
+                    stop,
+                ),  # fmt: skip
                 active,
             )
             alive = [run for run in active if not run.done]
@@ -189,6 +203,18 @@ def race(
                 for run in alive[(len(alive) + 1) // 2 :]:
                     run.done, run.dropped = True, True
             budget *= 2
+
+    try:
+        map_runs(warm_up, runs)
+        if pre_stage is not None:
+            rounds(pre_stage, runs)
+            for run in runs:  # the survivors go on to the mixture from the stage's end
+                run.stage_trace, run.trace = run.trace, []
+                if not run.dropped:
+                    run.done = run.converged = False
+                    run.history = None
+        rounds(spam, [run for run in runs if not run.dropped])
+        return False
     except Stop:
         return True
     finally:
@@ -196,8 +222,11 @@ def race(
 
 
 def race_results(runs: list[RestartRun]) -> list[RestartRun]:
-    """The restarts to choose from: those with mixture iterations, else the warm-ups so far."""
-    return [run for run in runs if run.trace] or [r for r in runs if r.warmup_trace]
+    """The restarts to choose from: those with mixture iterations (or a pre-mixture stage's),
+    else the warm-ups so far."""
+    return [run for run in runs if run.trace or run.stage_trace] or [
+        r for r in runs if r.warmup_trace
+    ]
 
 
 def select(
@@ -281,10 +310,12 @@ def fit_warnings(
 
 
 def trace_frame(results: list[RestartRun], spam: bool) -> pd.DataFrame:
-    """``restart, stage, iteration, lower_bound`` of every sweep (warm-ups as stage nospam)."""
+    """``restart, stage, iteration, lower_bound`` of every sweep (warm-ups as stage nospam, the
+    extended model's mixture with the spam distribution held uniform as stage uniform)."""
     rows = []
     for res in results:
         rows.extend((res.restart, "nospam", i, f) for i, f in enumerate(res.warmup_trace, 1))
+        rows.extend((res.restart, "uniform", i, f) for i, f in enumerate(res.stage_trace, 1))
         stage = "mixture" if spam else "model"
         rows.extend((res.restart, stage, i, f) for i, f in enumerate(res.trace, 1))
     return pd.DataFrame(rows, columns=["restart", "stage", "iteration", "lower_bound"])
@@ -301,6 +332,7 @@ def restarts_frame(
             "lower_bound": [r.lower_bound for r in results],
             "n_iter": [len(r.trace) for r in results],
             "warmup_iter": [len(r.warmup_trace) for r in results],
+            "uniform_iter": [len(r.stage_trace) for r in results],
             "converged": [r.converged for r in results],
             "dropped": [r.dropped for r in results],
             "truth_share": [r.truth_share for r in results],

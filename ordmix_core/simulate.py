@@ -14,12 +14,17 @@ from .data import Scale
 class SimulatedCrowd:
     """``ratings`` (annotator, instance, rating, query), ``truth`` (Series by instance,
     the real-valued z), ``gold`` (Series by instance, z rounded to the nearest level) and
-    ``spammers`` (Series by annotator, True for spammers)."""
+    ``spammers`` (Series by annotator, True for spammers), ``bias`` (Series by annotator,
+    the bias b_n each good annotator adds to the truth; zeros without ``bias_sd``) and
+    ``favourite`` (Series by annotator: the level a favourite-answer spammer prefers, NaN
+    for the others)."""
 
     ratings: pd.DataFrame
     truth: pd.Series
     gold: pd.Series
     spammers: pd.Series
+    bias: pd.Series | None = None
+    favourite: pd.Series | None = None
 
 
 def simulate_crowd(
@@ -32,6 +37,9 @@ def simulate_crowd(
     n_queries: int = 20,
     expertise: float = 4.0,
     random_state: int | np.random.Generator | None = None,
+    bias_sd: float = 0.0,
+    favourite_share: float = 0.0,
+    favourite_weight: float = 0.7,
 ) -> SimulatedCrowd:
     """Draw a crowd from the ordinal-discrete-mixture's generative process.
 
@@ -39,6 +47,11 @@ def simulate_crowd(
     thresholded to the scale, with tau ~ Gamma(4, 4/expertise); spammers rate uniformly at
     random. Each query's inverse difficulty delta is ``exp(N(0, difficulty_spread))``.
     Annotator loads are uneven (Zipf-like), each item gets ``ratings_per_item`` distinct raters.
+    With ``bias_sd > 0`` good annotators rate ``x ~ N(z + b_n, ...)``, ``b_n ~ N(0,
+    (bias_sd step)^2)`` (lenient > 0, strict < 0). A share ``favourite_share`` of the spammers
+    has a favourite answer: each of their ratings is their favourite level (drawn uniformly)
+    with probability ``favourite_weight``, else uniform. The defaults draw exactly the crowd
+    they drew before these options existed (the extra draws come after).
     """
     rng = np.random.default_rng(random_state)
     scale = scale or Scale(np.arange(1.0, 6.0))
@@ -59,8 +72,21 @@ def simulate_crowd(
     item = np.repeat(np.arange(n_items), n_ratings_item)
     ann = raters.ravel()
     x = rng.normal(z[item], 1.0 / np.sqrt(tau[ann] * delta[query[item]]))
+    noise_level = rng.integers(0, scale.k, ann.size)
+    bias = np.zeros(n_annotators)
+    fav = np.full(n_annotators, np.nan)
+    if bias_sd > 0:
+        bias = np.where(spam, 0.0, rng.normal(0.0, bias_sd * scale.step, n_annotators))
+        x = x + bias[ann]
+    if favourite_share > 0:
+        spam_ids = np.flatnonzero(spam)
+        n_fav = int(round(favourite_share * spam_ids.size))
+        fav_ids = rng.choice(spam_ids, n_fav, replace=False) if n_fav else spam_ids[:0]
+        fav[fav_ids] = rng.integers(0, scale.k, n_fav)
+        pick = np.isfinite(fav[ann]) & (rng.random(ann.size) < favourite_weight)
+        noise_level = np.where(pick, np.nan_to_num(fav[ann]).astype(int), noise_level)
     level = np.clip(np.searchsorted(b, x, side="right") - 1, 0, scale.k - 1)
-    level = np.where(spam[ann], rng.integers(0, scale.k, ann.size), level)
+    level = np.where(spam[ann], noise_level, level)
     names_i = np.array([f"item{i:05d}" for i in range(n_items)], dtype=object)
     names_a = np.array([f"worker{j:03d}" for j in range(n_annotators)], dtype=object)
     ratings = pd.DataFrame(
@@ -78,4 +104,10 @@ def simulate_crowd(
         truth=pd.Series(z, index=idx, name="truth"),
         gold=pd.Series(scale.values[nearest], index=idx, name="truth"),
         spammers=pd.Series(spam, index=pd.Index(names_a, name="annotator"), name="spammer"),
+        bias=pd.Series(bias, index=pd.Index(names_a, name="annotator"), name="bias"),
+        favourite=pd.Series(
+            np.where(np.isfinite(fav), scale.values[np.nan_to_num(fav).astype(int)], np.nan),
+            index=pd.Index(names_a, name="annotator"),
+            name="favourite",
+        ),
     )

@@ -36,6 +36,16 @@ def expected_sq(ex: np.ndarray, var: np.ndarray, mu_l: np.ndarray, lam_l: np.nda
     return d * d + var + 1.0 / lam_l
 
 
+def expected_sq_inv(
+    ex: np.ndarray, var: np.ndarray, centre_l: np.ndarray, inv_prec_l: np.ndarray
+) -> np.ndarray:
+    """``S_l = (E x - centre)^2 + Var x + inv_prec``: ``expected_sq`` with the posterior
+    variances given (``1/lambda_m``, plus ``1/bias_prec_n`` and the bias in ``centre`` when
+    the annotator bias is modelled; 0 for a gold instance); all ``(L,)``."""
+    d = ex - centre_l
+    return d * d + var + inv_prec_l
+
+
 def omega_logit(
     log_eps_l: np.ndarray,
     log1m_eps_l: np.ndarray,
@@ -168,9 +178,148 @@ def gamma_prior_mle(
     return alpha, beta
 
 
+def inverse_digamma_array(y: np.ndarray, iters: int = 8) -> np.ndarray:
+    """``inverse_digamma`` elementwise on an array (the same start and Newton steps)."""
+    y = np.asarray(y, dtype=float)
+    x = np.where(
+        y >= -2.22, np.exp(np.minimum(y, 700.0)) + 0.5, -1.0 / (np.minimum(y, -2.22) - digamma(1.0))
+    )
+    for _ in range(iters):
+        x = x - (digamma(x) - y) / polygamma(1, x)
+    return x
+
+
 def inverse_digamma(y: float, iters: int = 8) -> float:
     """x with digamma(x) = y (Minka's initialisation and Newton iterations)."""
     x = np.exp(y) + 0.5 if y >= -2.22 else -1.0 / (y - digamma(1.0))
     for _ in range(iters):
         x = x - (digamma(x) - y) / polygamma(1, x)
     return float(x)
+
+
+# --------------------------------------------------------------------------- extensions
+# Annotator bias, learned spam distributions and gold items (issue 11; derivations in
+# extensions.md). Names: q(b_n) = N(bias_mean_n, 1/bias_prec_n), b_n ~ N(0, 1/lam_b); the
+# per-annotator spam distribution q(pi_n) = Dirichlet(dir_a_n), pi_n ~ Dirichlet(kappa pi).
+
+#: learned spam probabilities are kept at least this large, so log pi stays finite
+PI_FLOOR = 1e-12
+#: range of the learned Dirichlet concentration kappa (bisection on log kappa)
+KAPPA_RANGE = (1e-3, 1e6)
+
+
+def inv_lam_z(lam_m: np.ndarray, gold_mask: np.ndarray | None) -> np.ndarray:
+    """``1/lambda_m`` (M,), 0 for gold instances (their z is observed, no posterior spread)."""
+    inv = 1.0 / lam_m
+    if gold_mask is not None:
+        inv = np.where(gold_mask, 0.0, inv)
+    return inv
+
+
+def apply_gold(mu_m: np.ndarray, gold: np.ndarray | None) -> np.ndarray:
+    """q(z)'s means with the known truth of gold instances (``gold`` (M,), NaN: unknown)."""
+    if gold is None:
+        return mu_m
+    return np.where(np.isfinite(gold), gold, mu_m)
+
+
+def spam_log_table(
+    spam_dist: str, log_pi: np.ndarray, pi: np.ndarray | None, dir_a: np.ndarray | None
+) -> np.ndarray:
+    """``E[log pi_{n,k}]`` as a table: (1, K) for a spam distribution shared by all annotators
+    (``uniform``: the fixed ``log_pi``; ``global``: the learned ``pi``), (N, K) per annotator
+    (``annotator``: digamma(a_nk) - digamma(sum_k a_nk))."""
+    if spam_dist == "global":
+        return np.log(pi)[None, :]
+    if spam_dist == "annotator":
+        return digamma(dir_a) - digamma(dir_a.sum(axis=1, keepdims=True))
+    return np.asarray(log_pi, dtype=float)[None, :]
+
+
+def spam_cells(ann: np.ndarray, level: np.ndarray, k: int, per_annotator: bool) -> np.ndarray:
+    """(L,) flat index of each rating's cell in ``spam_log_table`` (row n or 0, column level)."""
+    if per_annotator:
+        return ann.astype(np.intp) * k + level
+    return level.astype(np.intp)
+
+
+def update_bias(
+    sum_w: np.ndarray, sum_wd: np.ndarray, lam_b: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """q(b_n): ``bias_prec = lam_b + sum w``, ``bias_mean = sum w (E x - mu_m) / bias_prec``.
+
+    ``sum_w`` (N,): sum over n's ratings of ``omega rho``; ``sum_wd`` (N,): of ``omega rho
+    (E x_l - mu_m)`` with the NEW q(z). Returns ``(bias_mean, bias_prec)``.
+    """
+    bias_prec = lam_b + sum_w
+    return sum_wd / bias_prec, bias_prec
+
+
+def bias_prior_mle(bias_mean: np.ndarray, bias_prec: np.ndarray) -> float:
+    """Type-II ML of the bias prior's precision: ``N / sum_n (bias_mean^2 + 1/bias_prec)``."""
+    return float(bias_mean.size / np.sum(bias_mean * bias_mean + 1.0 / bias_prec))
+
+
+def update_global_pi(spam_count_k: np.ndarray) -> np.ndarray:
+    """The learned spam distribution (K,) from the spam weight per level
+    ``sum_{l: r_l = k} (1 - omega_l)`` (type-II ML), floored at ``PI_FLOOR``."""
+    pi = np.maximum(spam_count_k, PI_FLOOR)
+    pi = pi / pi.sum()
+    pi = np.maximum(pi, PI_FLOOR)
+    return pi / pi.sum()
+
+
+def _dirichlet_pi(meanlog: np.ndarray, kappa: float) -> np.ndarray:
+    """argmax over the simplex of ``sum_k (kappa pi_k) m_k - lgamma(kappa pi_k)`` (exact):
+    ``digamma(kappa pi_k) = m_k + c`` with ``c`` such that ``sum pi = 1`` (bisection)."""
+    lo, hi = -60.0, 60.0
+    inv = inverse_digamma_array
+    for _ in range(50):
+        c = 0.5 * (lo + hi)
+        if inv(meanlog + c).sum() > kappa:
+            hi = c
+        else:
+            lo = c
+    a = inv(meanlog + 0.5 * (lo + hi))
+    pi = np.maximum(a / a.sum(), PI_FLOOR)
+    return pi / pi.sum()
+
+
+def _dirichlet_kappa(sum_el: np.ndarray, n: int, pi: np.ndarray) -> float:
+    """argmax over kappa of ``n [lgamma(k) - sum lgamma(k pi)] + k sum_k pi_k sum_el_k``
+    (concave in kappa): bisection on log kappa in ``KAPPA_RANGE``."""
+
+    def grad(lk: float) -> float:
+        k = np.exp(lk)
+        return n * (digamma(k) - np.sum(pi * digamma(k * pi))) + float(np.sum(pi * sum_el))
+
+    lo, hi = np.log(KAPPA_RANGE[0]), np.log(KAPPA_RANGE[1])
+    if grad(hi) > 0:
+        return KAPPA_RANGE[1]
+    if grad(lo) < 0:
+        return KAPPA_RANGE[0]
+    for _ in range(50):
+        mid = 0.5 * (lo + hi)
+        if grad(mid) > 0:
+            lo = mid
+        else:
+            hi = mid
+    return float(np.exp(0.5 * (lo + hi)))
+
+
+def update_annotator_pi(
+    spam_count_nk: np.ndarray, pi: np.ndarray, kappa: float, n_alternations: int = 3
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """Per-annotator spam distributions: q(pi_n) = Dirichlet(kappa pi + counts_n), then the
+    prior's ``pi`` and ``kappa`` by type-II ML (exact maximisers, alternated).
+
+    ``spam_count_nk`` (N, K): ``sum_{l in n, r_l = k} (1 - omega_l)``. Returns
+    ``(dir_a (N, K), pi (K,), kappa)``; each step raises the bound.
+    """
+    dir_a = kappa * pi[None, :] + spam_count_nk
+    el = digamma(dir_a) - digamma(dir_a.sum(axis=1, keepdims=True))
+    meanlog, sum_el = el.mean(axis=0), el.sum(axis=0)
+    for _ in range(n_alternations):
+        pi = _dirichlet_pi(meanlog, kappa)
+        kappa = _dirichlet_kappa(sum_el, dir_a.shape[0], pi)
+    return dir_a, pi, kappa

@@ -1,61 +1,143 @@
-"""Annotators: expertise vs reliability, distributions, spammer list with a threshold."""
+"""Annotators: evidence-aware flags (unreliable / ok / undetermined) with their evidence.
+
+The flags are ``decisions.annotator_flags`` (through the cached ``fit_decisions``); the
+threshold and the confidence are this page's widgets, and its downloads write the columns
+``ordmix fit`` writes for the same settings.
+"""
 
 import streamlit as st
 
-from ordmix_core import figures
-from ordmix_core.fitjob import SPAM_SHARE_THRESHOLD, annotator_flags
-from pages._ui import csv_download, fit_caption, page_setup, require_fit
+from ordmix_core import decisions, figures, figures_decisions
+from pages._ui import (
+    csv_download,
+    fit_caption,
+    fit_decisions,
+    fit_table_download,
+    page_setup,
+    require_fit,
+)
+
+#: one plain line per flag (the threshold t and confidence c filled in)
+MEANING = {
+    "unreliable": "Their ratings make a reliability below {t:g} at least {c:.0%} probable: "
+    "they often contradict what the other ratings say about the same items. Review them.",
+    "ok": "Their ratings make a reliability of {t:g} or more at least {c:.0%} probable: they "
+    "agree with the other ratings of the same items.",
+    "undetermined": "Too few ratings, or ratings of items nobody else rated well, to judge "
+    "either way at {c:.0%}: not a verdict. Collect more of their ratings first.",
+}
 
 page_setup()
 st.title("Annotators")
 res = require_fit()
 fit_caption(res)
-threshold = st.slider(
-    "Flag an annotator as a spammer when this share of their ratings is spam (or more)",
-    min_value=0.0,
-    max_value=1.0,
-    value=SPAM_SHARE_THRESHOLD,
+c1, c2 = st.columns(2)
+threshold = c1.slider(
+    "Reliability threshold",
+    min_value=0.05,
+    max_value=0.95,
+    value=decisions.THRESHOLD,
     step=0.05,
     key="ann_threshold",
-    help="Spam share: the posterior probability, averaged over the annotator's ratings, that a "
-    "rating came from the spam component rather than from the truth.",
+    help="An annotator's reliability is the share of their ratings that come from the truth "
+    "rather than from spam; they are judged against this value.",
+)
+confidence = c2.slider(
+    "Confidence a flag needs",
+    min_value=0.55,
+    max_value=0.99,
+    value=decisions.CONFIDENCE,
+    step=0.01,
+    key="ann_confidence",
+    help="An annotator is flagged unreliable (or ok) only when their ratings make that at "
+    "least this probable; otherwise they are undetermined.",
 )
 if not res.params.spam:
-    st.info("This fit has no spam component, so no annotator can be flagged; refit with it on.")
-ann = res.model.annotators_.assign(flag=annotator_flags(res.model.annotators_, threshold))
-
-st.plotly_chart(figures.annotator_scatter(ann), key="ann_scatter")
-st.caption(
-    "Expertise is on a log scale, as in the histogram below. Annotators that share one spot "
-    "(often many with only a few ratings, whose estimates stay at the prior) are spread into a "
-    "disc that grows with their number; hover shows each one's own values."
-)
-st.plotly_chart(figures.annotator_distributions(ann), key="ann_distributions")
-
-flagged = ann[ann["flag"] != "ok"].sort_values("spam_share", ascending=False)
-share = flagged["n_ratings"].sum() / max(ann["n_ratings"].sum(), 1)
-st.subheader(f"Flagged: {len(flagged):,} of {len(ann):,} annotators")
-st.caption(f"They gave {share:.1%} of all ratings.")
-st.dataframe(
-    flagged.reset_index(),
-    key="ann_flagged_table",
-    hide_index=True,
-    column_config={
-        "expertise": st.column_config.NumberColumn(format="%.3g"),
-        "expertise_sd": st.column_config.NumberColumn(format="%.3g"),
-        "reliability": st.column_config.NumberColumn(format="%.3f"),
-        "spam_share": st.column_config.NumberColumn(format="%.3f"),
-    },
-)
-csv_download(
-    flagged.reset_index(),
-    id_columns=["annotator"],
-    file_name="flagged-annotators.csv",
-    key="ann_download",
-)
-with st.expander("All annotators"):
-    st.dataframe(
-        ann.reset_index().sort_values("spam_share", ascending=False),
-        key="ann_all_table",
-        hide_index=True,
+    st.info(
+        "This fit has no spam component: it took every rating as honest. The flags still weigh "
+        "each rating against the other ratings of its item; refit with the spam component for "
+        "reliabilities the fit itself estimates."
     )
+dec = fit_decisions(res, res.fit_id, threshold, confidence)
+if dec.annotators is None:
+    st.warning(f"Annotator flags: {dec.no_flags}.")
+    st.stop()
+ann = res.model.annotators_.join(dec.annotators)
+total = max(int(ann["n_ratings"].sum()), 1)
+
+cols = st.columns(3)
+for col, flag in zip(cols, decisions.ANNOTATOR_FLAGS, strict=True):
+    group = ann[ann["flag"] == flag]
+    col.metric(
+        flag.capitalize(),
+        f"{len(group):,}",
+        help=f"{group['n_ratings'].sum() / total:.1%} of the ratings",
+        border=True,
+    )
+    col.caption(MEANING[flag].format(t=threshold, c=confidence))
+
+st.plotly_chart(figures_decisions.annotator_evidence(ann), key="ann_evidence")
+st.caption(
+    "Each marker is an annotator: how many ratings they gave (log scale) against the "
+    "probability that their reliability is below the threshold, from their ratings alone. "
+    "Above the upper dotted line: unreliable; below the lower one: ok; the band between is "
+    "undetermined, where annotators with few ratings stay whatever their point estimate. Hover "
+    "shows the credible interval of each one's reliability."
+)
+
+st.subheader("The groups, with the evidence")
+evidence_cols = {
+    "p_unreliable": st.column_config.NumberColumn("P(unreliable)", format="%.3f"),
+    "reliability_lower": st.column_config.NumberColumn("reliability from", format="%.3f"),
+    "reliability_upper": st.column_config.NumberColumn("reliability to", format="%.3f"),
+    "reliability": st.column_config.NumberColumn("fit's reliability", format="%.3g"),
+    "expertise": st.column_config.NumberColumn(format="%.3g"),
+    "spam_share": st.column_config.NumberColumn(format="%.3f"),
+    "bias": st.column_config.NumberColumn(format="%+.2f"),
+    "bias_sd": st.column_config.NumberColumn(format="%.2f"),
+}
+shown = ["annotator", "n_ratings", "p_unreliable", "reliability_lower", "reliability_upper",
+         "reliability", "expertise", "bias", "spam_share"]  # fmt: skip
+shown = [c for c in shown if c == "annotator" or c in ann.columns]
+st.caption(
+    "Expertise: how precisely an annotator's honest ratings track the truth. Reliability: the "
+    "share of their ratings the fit takes as honest rather than spam. Bias: how far above (+, "
+    "lenient) or below (-, strict) the truth they rate, in units of the scale (0 under the "
+    "paper's model, which has no bias)."
+)
+tabs = st.tabs(
+    [f"{flag.capitalize()} ({(ann['flag'] == flag).sum():,})" for flag in decisions.ANNOTATOR_FLAGS]
+)
+for tab, flag in zip(tabs, decisions.ANNOTATOR_FLAGS, strict=True):
+    group = ann[ann["flag"] == flag].sort_values(
+        ["p_unreliable", "n_ratings"], ascending=[flag != "ok", False]
+    )
+    tab.caption(MEANING[flag].format(t=threshold, c=confidence))
+    tab.dataframe(
+        group.reset_index()[shown],
+        key=f"ann_table_{flag}",
+        hide_index=True,
+        column_config=evidence_cols,
+    )
+
+review = decisions.annotators_to_review(ann)
+c1, c2 = st.columns(2)
+with c1:
+    csv_download(review, ["annotator"], "review.csv", key="ann_review_download")
+    st.caption(
+        f"The {len(review):,} annotators flagged unreliable, most certain first (the file "
+        "`ordmix next --review` writes)."
+    )
+with c2:
+    fit_table_download(res, "annotators", dec, key="ann_download")
+    st.caption("Every annotator with the flag columns, as `ordmix fit` writes annotators.csv.")
+
+with st.expander("Expertise against the fit's reliability, and their distributions"):
+    st.plotly_chart(figures.annotator_scatter(ann), key="ann_scatter")
+    st.caption(
+        "The fit's own point estimates (expertise on a log scale): many annotators with only a "
+        "few ratings sit at the prior or at a reliability of 0 or 1, which is why the flags "
+        "above weigh the evidence instead. Annotators that share one spot are spread into a "
+        "disc that grows with their number; hover shows each one's own values."
+    )
+    st.plotly_chart(figures.annotator_distributions(ann), key="ann_distributions")

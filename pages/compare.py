@@ -86,9 +86,11 @@ if ds.gold is None:
 n_gold = int(ds.gold.index.isin(ds.data.instances).sum())
 st.caption(
     f"Data: **{ds.name}**, {n_gold:,} rated gold items. Every method is scored the same way: "
-    "MSE, Pearson correlation and NDCG (per query when there is a query column)."
+    "MSE, Pearson correlation, NDCG (per query when there is a query column) and the label "
+    "error (each estimate rounded to the nearest level; share of gold items whose level "
+    "differs). odm is the default model, odm-paper-* the paper's."
 )
-available = [m for m in METHODS if m != "odm-query" or ds.has_query]
+available = [m for m in METHODS if not m.endswith("-query") or ds.has_query]
 default = [m for m in TABLE1 if m in available]
 methods = kept(
     st.multiselect,
@@ -137,7 +139,7 @@ with tab_cmp:
             hide_index=True,
             column_config={
                 c: st.column_config.NumberColumn(format="%.4f")
-                for c in ("mse", "correlation", "ndcg")
+                for c in ("mse", "correlation", "ndcg", "label_error")
             }
             | {
                 "seconds": st.column_config.NumberColumn(format="%.1f"),

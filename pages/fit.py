@@ -1,7 +1,8 @@
-"""Fit: the basic settings, the priors under "Advanced", Run with live progress, Stop.
+"""Fit: the basic settings, the model's options under "Advanced", Run with live progress, Stop.
 
-:func:`fit_params` is the one place where this page's widget values become the estimator's
-settings.
+Every setting is an entry of the options table (``ordmix_core.options``: label, help, valid
+values, default), shown by :func:`option_widget`; :func:`fit_params` is the one place where
+this page's widget values become the estimator's settings (``options.to_estimator_kwargs``).
 """
 
 import time
@@ -9,37 +10,75 @@ from typing import Any
 
 import streamlit as st
 
+from ordmix_core import options
 from ordmix_core.data import fmt_scale
 from ordmix_core.errors import InputError
-from ordmix_core.fitjob import FitParams, fit_summary
-from pages._ui import fit_caption, kept, page_setup, require_dataset, session, show_error
+from ordmix_core.fitjob import FIT_SETTINGS, FitParams, fit_page_options, fit_summary
+from pages._ui import (
+    fit_caption,
+    fit_decisions,
+    kept,
+    page_setup,
+    require_dataset,
+    session,
+    show_error,
+)
 
 DEFAULTS = FitParams()
 
 
 def fit_params(values: dict[str, Any]) -> FitParams:
-    """The widget values (by setting name) as the estimator's settings; InputError if unusable."""
-    mu_text = str(values["mu"]).strip()
+    """The widget values (by option name) as the estimator's settings, checked against the
+    options table; InputError naming the setting if one is unusable. A text box left empty
+    means the option's "none" (e.g. mu: the mean of the scale)."""
+    out = dict(values)
+    for o in fit_page_options():
+        if o.widget == "text" and o.name in out:
+            out[o.name] = _from_text(o, str(out[o.name]))
+    fit_only = {k: bool(out.pop(k)) for k in FIT_SETTINGS if k in out}  # fit's, not the model's
+    return FitParams(**options.to_estimator_kwargs(out), **fit_only)
+
+
+def _from_text(o: options.Option, text: str) -> Any:
+    text = text.strip()
+    if not text and o.kind.none:
+        return None
+    if isinstance(o.kind, options.Real):
+        try:
+            float(text)
+        except ValueError:
+            empty = f"; leave it empty for {o.kind.none}" if o.kind.none else ""
+            raise InputError(f"{o.label}: {text!r} is not a number{empty}") from None
     try:
-        mu = float(mu_text) if mu_text else None
-    except ValueError:
-        raise InputError(
-            f"mu {mu_text!r} is not a number; leave it empty for the mean of the scale"
-        ) from None
-    return FitParams(
-        granularity=values["granularity"],
-        ordinal=bool(values["ordinal"]),
-        spam=bool(values["spam"]),
-        updates="exact" if values["exact"] else "paper",
-        n_restarts=int(values["n_restarts"]),
-        max_iter=int(values["max_iter"]),
-        tol=float(values["tol"]),
-        phi=float(values["phi"]),
-        eta=float(values["eta"]),
-        lam=float(values["lam"]),
-        mu=mu,
-        random_state=int(values["seed"]),
-    )
+        return o.kind.parse(text)
+    except ValueError as e:
+        raise InputError(f"{o.label} {e}") from None
+
+
+def option_widget(o: options.Option, where: Any, choices: list | None = None) -> Any:
+    """The option's widget (kind, label, help and default from the table), keyed ``fit_<name>``
+    and remembered across pages; ``choices``: the values offered, if not all the table's."""
+    key, default = f"fit_{o.name}", getattr(DEFAULTS, o.name)
+    if o.widget == "select":
+        offered = list(choices if choices is not None else o.kind.choices)
+        default = default if default in offered else offered[0]
+        return kept(
+            where.selectbox, o.label, key=key, default=default, options=offered, help=o.help
+        )
+    if o.widget == "toggle":
+        return kept(where.toggle, o.label, key=key, default=bool(default), help=o.help)
+    if o.widget == "text":
+        text = "" if default is None else str(default)
+        return kept(where.text_input, o.label, key=key, default=text, help=o.help)
+    if o.widget == "int":
+        return kept(
+            where.number_input, o.label, key=key, default=int(default), help=o.help,
+            **o.widget_args,
+        )  # fmt: skip
+    return kept(
+        where.number_input, o.label, key=key, default=float(default), help=o.help,
+        **o.widget_args,
+    )  # fmt: skip
 
 
 page_setup()
@@ -50,128 +89,28 @@ st.caption(
     f"Data: **{ds.name}** - {ds.n_ratings:,} ratings on the scale {fmt_scale(ds.scale.values)}."
 )
 
-grans = ["query", "instance", "global"] if ds.has_query else ["instance", "global"]
+offered = {"granularity": [g for g in options.option("granularity").kind.choices
+                           if g != "query" or ds.has_query]}  # fmt: skip
 values: dict[str, Any] = {}
-
 with st.container(border=True):
-    c1, c2, c3, c4 = st.columns(4)
-    values["granularity"] = kept(
-        c1.selectbox,
-        "Granularity of difficulty",
-        key="fit_granularity",
-        default=grans[0],
-        options=grans,
-        help="Which items share one difficulty: each instance, each query (the paper's "
-        "choice for TREC) or one for all.",
-    )
-    values["n_restarts"] = kept(
-        c2.number_input,
-        "Restarts",
-        key="fit_restarts",
-        default=DEFAULTS.n_restarts,
-        min_value=1,
-        max_value=100,
-        step=1,
-        help="Independent starts; the one with the highest lower bound that did not collapse "
-        "wins. Paper: 10.",
-    )
-    values["max_iter"] = kept(
-        c3.number_input,
-        "Max iterations",
-        key="fit_max_iter",
-        default=DEFAULTS.max_iter,
-        min_value=1,
-        max_value=100_000,
-        step=50,
-        help="Cap on sweeps per restart (and per warm-up). Default 1000.",
-    )
-    values["tol"] = kept(
-        c4.number_input,
-        "Tolerance",
-        key="fit_tol",
-        default=DEFAULTS.tol,
-        min_value=0.0,
-        step=0.01,
-        format="%.4f",
-        help="Stop a restart when the lower bound changes by less than this. Paper: 0.1.",
-    )
-    c1, c2, c3, _ = st.columns(4)
-    values["ordinal"] = kept(
-        c1.toggle,
-        "Ordinal likelihood",
-        key="fit_ordinal",
-        default=DEFAULTS.ordinal,
-        help="On: ratings are thresholded latent values (the paper's model). Off: the "
-        "real-valued variant, rating = latent value.",
-    )
-    values["spam"] = kept(
-        c2.toggle,
-        "Spam component",
-        key="fit_spam",
-        default=DEFAULTS.spam,
-        help="On: each rating is honest or spam (uniform over the levels); off: no spam model.",
-    )
-    values["seed"] = kept(
-        c3.number_input,
-        "Seed",
-        key="fit_seed",
-        default=DEFAULTS.random_state,
-        min_value=0,
-        step=1,
-        help="Random seed of the restarts' starting points: same seed, same result.",
-    )
-
-with st.expander("Advanced: priors and update rule (the paper's values work for most data)"):
-    c1, c2, c3, c4 = st.columns(4)
-    values["phi"] = kept(
-        c1.number_input,
-        "phi",
-        key="fit_phi",
-        default=DEFAULTS.phi,
-        min_value=1e-6,
-        step=1.0,
-        help="How strongly the model assumes items are of average difficulty: with eta, the "
-        "prior guess of each category's difficulty (phi/eta = 2 by default); larger phi holds "
-        "difficulties closer to that guess. Paper: 10.",
-    )
-    values["eta"] = kept(
-        c2.number_input,
-        "eta",
-        key="fit_eta",
-        default=DEFAULTS.eta,
-        min_value=1e-6,
-        step=0.5,
-        help="The other half of the difficulty prior: the typical inverse difficulty is "
-        "phi/eta, so a larger eta makes items look harder. Paper: 5.",
-    )
-    values["lam"] = kept(
-        c3.number_input,
-        "lambda",
-        key="fit_lam",
-        default=DEFAULTS.lam,
-        min_value=1e-6,
-        step=0.05,
-        format="%.3f",
-        help="How firmly an item's true value is pulled towards mu before any rating: the "
-        "prior's spread is 1/sqrt(lambda) (3.16 levels at the paper's 0.1). Larger values "
-        "pull estimates of sparsely rated items harder towards mu.",
-    )
-    values["mu"] = kept(
-        c4.text_input,
-        "mu",
-        key="fit_mu",
-        default="",
-        help="Where an item's true value sits before any rating is seen; empty = the middle "
-        "of the scale (the paper's choice).",
-    )
-    values["exact"] = kept(
+    basic = fit_page_options("basic")
+    for o, col in zip(basic, st.columns(len(basic)), strict=True):
+        values[o.name] = option_widget(o, col, offered.get(o.name))
+    values["use_gold"] = kept(
         st.toggle,
-        "Exact updates",
-        key="fit_exact",
-        default=DEFAULTS.updates == "exact",
-        help="On: every step provably improves the fit (the lower bound never goes down). "
-        "Off: the paper's literal update (its eq. 4), kept to reproduce the paper.",
+        "Use gold in the fit",
+        key="fit_use_gold",
+        default=False,
+        disabled=ds.gold is None,
+        help="On: the data set's gold items are known in the fit (their value is the gold "
+        "one, and their raters are judged against it). Scores on those items then say "
+        "nothing; use them to anchor a fit, not to evaluate it.",
     )
+with st.expander("Advanced: the model and its priors (the paper's values work for most data)"):
+    advanced = fit_page_options("advanced")
+    cols = st.columns(4)
+    for i, o in enumerate(advanced):
+        values[o.name] = option_widget(o, cols[i % 4], offered.get(o.name))
 
 try:
     params = fit_params(values)
@@ -225,7 +164,8 @@ if res is not None:
     k[3].metric("Seconds", f"{m.seconds_:.1f}")
     for w in m.warnings_:
         st.warning(w)
-    st.info("\n".join(f"- {line}" for line in fit_summary(m)), icon=":material/summarize:")
+    dec = fit_decisions(res, res.fit_id)
+    st.info("\n".join(f"- {line}" for line in fit_summary(m, dec)), icon=":material/summarize:")
     st.caption(f"Settings: {res.params.describe()}.")
     cols = st.columns(3)
     cols[0].page_link("pages/items.py", label="Items", icon=":material/format_list_numbered:")

@@ -1,10 +1,23 @@
-"""Items: posterior means with uncertainty, searchable table, distribution, per-query view."""
+"""Items: labels with their level probabilities and credible intervals, undetermined items
+marked, and what to rate next.
+
+The decision columns are ``decisions.item_decisions`` (through the cached ``fit_decisions``);
+the download writes the columns of ``ordmix fit``'s items.csv, the batch those of
+``ordmix next``.
+"""
 
 import streamlit as st
 
-from ordmix_core import figures
-from ordmix_core.figures import Z95
-from pages._ui import csv_download, fit_caption, page_setup, require_fit, session
+from ordmix_core import decisions, figures, figures_decisions
+from pages._ui import (
+    csv_download,
+    fit_caption,
+    fit_decisions,
+    fit_table_download,
+    page_setup,
+    require_fit,
+    session,
+)
 
 page_setup()
 st.title("Items")
@@ -12,27 +25,43 @@ res = require_fit()
 fit_caption(res)
 ds = session().dataset
 m = res.model
+dec = fit_decisions(res, res.fit_id)
+lo_col, hi_col = decisions.interval_columns()
+levels = [c for c in dec.items.columns if c.startswith("p_level_")]
 
-items = m.items_.copy()
-items["lower_95"] = items["estimate"] - Z95 * items["sd"]
-items["upper_95"] = items["estimate"] + Z95 * items["sd"]
+items = m.items_.join(dec.items)
 gold = ds.gold if ds is not None and ds.name == res.dataset else None
 if gold is not None:
     items["gold"] = gold.reindex(items.index)
-table = items.reset_index()
+front = ["label", "flag", "p_wrong", *levels, lo_col, hi_col, "estimate", "sd", "n_ratings"]
+table = items[front + [c for c in items.columns if c not in front]].reset_index()
 
-c1, c2, c3 = st.columns([3, 2, 1])
+n_und = int((items["flag"] == "undetermined").sum())
+st.markdown(
+    f"Each item's **label** is its most probable level; **flag** says how far to trust it: "
+    f"*confident* (the label is at least {dec.confidence:.0%} probable), *uncertain*, or "
+    f"*undetermined* ({n_und:,} items here): the ratings carry less than "
+    f"{decisions.MIN_INFO:.0%} of what is known about the item, so its label is the prior's "
+    f"guess. The interval ({lo_col.removeprefix('lower_')}% credible) is kept inside the "
+    "scale; an undetermined item's spans the whole scale."
+)
+
+c1, c2, c3, c4 = st.columns([3, 2, 2, 1.4])
 query = c1.text_input(
     "Search", key="items_search", placeholder="part of an instance, query or category ID"
 )
-sort_by = c2.selectbox(
+show = c2.selectbox("Show", ["all", *decisions.ITEM_FLAGS], key="items_show")
+sort_by = c3.selectbox(
     "Sort by",
-    ["estimate", "sd", "n_ratings", "instance"] + (["query"] if "query" in table else []),
+    ["estimate", "p_wrong", "expected_gain", "sd", "n_ratings", "instance"]
+    + (["query"] if "query" in table else []),
     key="items_sort",
 )
-descending = c3.toggle("Descending", value=True, key="items_desc")
+descending = c4.toggle("Descending", value=True, key="items_desc")
 
 view = table
+if show != "all":
+    view = view[view["flag"] == show]
 if query.strip():
     text_cols = [c for c in ("instance", "query", "category") if c in view.columns]
     hit = False
@@ -41,23 +70,30 @@ if query.strip():
     view = view[hit]
 view = view.sort_values(sort_by, ascending=not descending, kind="stable")
 st.write(f"{len(view):,} of {len(table):,} items")
+number = {c: st.column_config.NumberColumn(format="%.3f") for c in levels}
 st.dataframe(
     view,
     key="items_table",
     hide_index=True,
     column_config={
+        **number,
+        "label": st.column_config.NumberColumn("label", format="%g"),
+        "p_wrong": st.column_config.NumberColumn("P(label wrong)", format="%.3f"),
         "estimate": st.column_config.NumberColumn("estimate", format="%.3f"),
         "sd": st.column_config.NumberColumn("sd", format="%.3f"),
-        "lower_95": st.column_config.NumberColumn("lower 95%", format="%.3f"),
-        "upper_95": st.column_config.NumberColumn("upper 95%", format="%.3f"),
+        lo_col: st.column_config.NumberColumn(lo_col.replace("_", " ") + "%", format="%.3f"),
+        hi_col: st.column_config.NumberColumn(hi_col.replace("_", " ") + "%", format="%.3f"),
+        "rating_info": st.column_config.NumberColumn("rating info", format="%.2f"),
+        "expected_gain": st.column_config.NumberColumn("expected gain", format="%.4f"),
     },
 )
-csv_download(
-    table,
-    id_columns=[c for c in ("instance", "query", "category") if c in table.columns],
-    file_name="items.csv",
-    key="items_download",
-)
+fit_table_download(res, "items", dec, key="items_download")
+st.caption("items.csv as `ordmix fit` writes it: the model's columns, then the decision columns.")
+
+first = view.set_index("instance").head(40)
+if len(first):
+    st.plotly_chart(figures_decisions.item_level_probabilities(first), key="items_levels_plot")
+    st.caption("The first 40 items of the table above: the probability of each level.")
 
 st.plotly_chart(
     figures.estimate_distribution(items, list(m.scale_.values)), key="items_distribution"
@@ -69,11 +105,56 @@ if "query" in items.columns:
     q = st.selectbox("Query", queries, key="items_query")
     sub = items[items["query"].astype(str) == q]
     st.plotly_chart(
-        figures.item_intervals(sub, None if gold is None else gold),
-        key="items_query_plot",
+        figures.item_intervals(sub, gold, bounds=(lo_col, hi_col)), key="items_query_plot"
     )
 else:
     st.subheader("Intervals of the listed items")
-    first = view.set_index("instance").head(60)
-    st.caption("The first 60 items of the table above, with 95% intervals.")
-    st.plotly_chart(figures.item_intervals(first, gold), key="items_intervals_plot")
+    st.caption("The first 40 items of the table above, with their credible intervals.")
+    st.plotly_chart(
+        figures.item_intervals(first, gold, bounds=(lo_col, hi_col)), key="items_intervals_plot"
+    )
+
+# --------------------------------------------------------------------------- what next
+st.header("What to rate next")
+st.markdown(
+    "The items where one more rating is expected to fix the most labels: the expected fall of "
+    "P(label wrong) from one rating of typical quality (*expected gain*). Send the batch to "
+    "the annotation platform; refit when the ratings are in."
+)
+c1, c2 = st.columns(2)
+batch_size = c1.number_input(
+    "Items in the batch",
+    min_value=1,
+    max_value=max(len(items), 1),
+    value=min(50, len(items)),
+    step=10,
+    key="items_batch_size",
+)
+rank_by = c2.selectbox(
+    "Rank by",
+    ["expected_gain", "p_wrong"],
+    key="items_rank_by",
+    help="expected_gain: how much one more rating is expected to lower P(label wrong); "
+    "p_wrong: the chance that the label is wrong now.",
+)
+batch = decisions.next_batch(items, int(batch_size), by=rank_by)
+st.dataframe(batch, key="items_batch_table", hide_index=True)
+csv_download(batch, ["instance", "query"], "next-batch.csv", key="items_batch_download")
+st.caption(
+    f"One rating each is expected to correct {batch['expected_gain'].sum():.1f} labels. The "
+    "file has the columns `ordmix next` writes."
+)
+
+st.subheader("Annotators to review")
+if dec.annotators is None:
+    st.info(f"Annotator flags: {dec.no_flags}.")
+else:
+    review = decisions.annotators_to_review(m.annotators_.join(dec.annotators))
+    st.caption(
+        f"{len(review):,} annotators whose ratings make a reliability below "
+        f"{dec.threshold:g} at least {dec.confidence:.0%} probable, most certain first, with "
+        "the evidence (P(unreliable), the credible interval of their reliability). The "
+        "Annotators page shows all the groups and lets you change the settings."
+    )
+    st.dataframe(review, key="items_review_table", hide_index=True)
+    csv_download(review, ["annotator"], "review.csv", key="items_review_download")

@@ -1,7 +1,65 @@
-"""Shared fixtures. st.cache_data outlives an AppTest, so every test starts with it empty."""
+"""Shared fixtures and the CI skip guard.
+
+st.cache_data outlives an AppTest, so every test starts with it empty.
+
+Skips: on a developer's machine a test may skip when something it needs is missing (chromium,
+the Dask extra, mpmath, the shared data beside the repo); the summary lists each skip with its
+reason. When the environment variable ``CI`` is set (CI sets ``CI=true``; ``.ci/run`` sets it
+too), a skip is a failure that names the test and the reason: CI cannot go green by skipping.
+"""
+
+from __future__ import annotations
+
+import os
 
 import pytest
 import streamlit as st
+
+CI_HINT = (
+    "CI runs every test: install what it needs (.ci/run installs chromium and the Dask extra; "
+    "the shared data must sit beside the repository as ../shared) or fix the test"
+)
+
+
+def in_ci() -> bool:
+    """True when ``CI`` is set to anything but an empty string, 0, false or no."""
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def _skip_reason(longrepr) -> str:
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:  # (file, line, "Skipped: reason")
+        return str(longrepr[2]).removeprefix("Skipped: ")
+    return str(longrepr)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # list every skip with its reason in the summary (pytest shows only failures by default)
+    chars = config.option.reportchars or ""
+    if "s" not in chars and "a" not in chars and "A" not in chars:
+        config.option.reportchars = chars + "s"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    report = yield
+    if in_ci() and report.skipped and not hasattr(report, "wasxfail"):
+        reason = _skip_reason(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = f"CI={os.environ['CI']}: {item.nodeid} was skipped ({reason}). {CI_HINT}"
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector):
+    report = yield
+    if in_ci() and report.outcome == "skipped":  # e.g. a module-level importorskip
+        reason = _skip_reason(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = (
+            f"CI={os.environ['CI']}: every test in {collector.nodeid} was skipped ({reason}). "
+            f"{CI_HINT}"
+        )
+    return report
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,5 @@
-"""Annotators page: the expertise-reliability scatter, distributions, spammer list, safe CSV."""
+"""Annotators page: evidence-aware flags in three groups with their evidence, the threshold and
+confidence widgets, the review list and annotators.csv downloads (formula-safe)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pandas as pd
 from test_app_main import ROOT, assert_clean, charts, demo_and_fit, fit_current, new_app, texts
 
 import ordmix_core.io as oio
+from ordmix_core import decisions, outputs
 from ordmix_core.model import OrdinalMixture
 
 SPAMMERS = set(
@@ -15,45 +17,67 @@ SPAMMERS = set(
 )
 
 
-def test_scatter_with_hover_and_the_spammer_list():
+def tables(at) -> dict[str, pd.DataFrame]:
+    """The group tables, one tab each ("Unreliable (9)", ...), by flag."""
+    out = {}
+    for tab, flag in zip(at.tabs, decisions.ANNOTATOR_FLAGS, strict=True):
+        (table,) = tab.dataframe
+        assert tab.label == f"{flag.capitalize()} ({len(table.value):,})"
+        out[f"ann_table_{flag}"] = table.value
+    return out
+
+
+def test_flags_with_their_evidence_in_three_groups():
     at = demo_and_fit()
     at.switch_page("pages/annotators.py").run()
     assert_clean(at)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics == {"Unreliable": "9", "Ok": "21", "Undetermined": "0"}
     figs = charts(at)
-    assert {"ann_scatter", "ann_distributions"} <= set(figs)
-    scatter = figs["ann_scatter"]
-    hover = scatter["data"][0]["hovertemplate"]
-    assert "customdata[0]" in hover and "ratings" in hover
-    names = {row[0] for trace in scatter["data"] for row in trace["customdata"]}
-    assert len(names) == 30
-    flagged = set(at.dataframe[0].value["annotator"])
-    # the simulated demo's 9 spammers are exactly the ones flagged at 0.5
-    assert flagged == SPAMMERS
-    assert any(f"Flagged: {len(SPAMMERS)} of 30" in h for h in texts(at.subheader))
-    crosses = [t for t in scatter["data"] if t["name"] == "flagged as spammer"]
-    assert len(crosses[0]["customdata"]) == len(SPAMMERS)
+    assert {"ann_evidence", "ann_scatter", "ann_distributions"} <= set(figs)
+    evidence = figs["ann_evidence"]
+    names = {t["name"] for t in evidence["data"]}
+    assert names == {"unreliable (9)", "ok (21)"}
+    hover = evidence["data"][0]["hovertemplate"]
+    assert "P(unreliable)" in hover and "reliability" in hover
+    assert evidence["layout"]["xaxis"]["type"] == "log"
+    t = tables(at)
+    unreliable = t["ann_table_unreliable"]
+    # the simulated demo's 9 spammers are exactly the ones flagged unreliable, with evidence
+    assert set(unreliable["annotator"]) == SPAMMERS
+    assert (unreliable["p_unreliable"] >= 0.9).all()
+    assert (unreliable["reliability_upper"] < 0.5).all()
+    assert (t["ann_table_ok"]["p_unreliable"] <= 0.1).all()
+    captions = " ".join(texts(at.caption))
+    for words in ("Review them", "agree with the other ratings", "Too few ratings"):
+        assert words in captions
+    labels = [d.label for d in at.get("download_button")]
+    assert labels == ["Download review.csv", "Download annotators.csv"]
 
 
-def test_threshold_slider_flags_exactly_the_annotators_over_it():
-    """The list at each threshold equals one computed from an independent library fit."""
+def test_threshold_and_confidence_give_the_library_flags():
+    """Each setting's groups equal those of decisions.annotator_flags on a library fit."""
     ratings = oio.read_ratings(ROOT / "demo_data" / "simulated-ratings.csv")
-    share = (
-        OrdinalMixture("query", n_restarts=2, random_state=0).fit(ratings).annotators_["spam_share"]
-    )
+    model = OrdinalMixture("query", n_restarts=2, random_state=0).fit(ratings)
     at = demo_and_fit()
     at.switch_page("pages/annotators.py").run()
-    for threshold in (0.0, 0.25, 0.5, 0.75, 0.95, 1.0):
-        at.slider(key="ann_threshold").set_value(threshold).run()
+    seen = set()
+    for threshold, confidence in ((0.5, 0.9), (0.9, 0.9), (0.2, 0.99), (0.5, 0.55)):
+        at.slider(key="ann_threshold").set_value(threshold)
+        at.slider(key="ann_confidence").set_value(confidence).run()
         assert_clean(at)
-        expected = set(share.index[share >= threshold])
-        listed = at.dataframe[0].value
-        assert set(listed["annotator"]) == expected, threshold
-        assert (listed["flag"] == "spammer").all()
-        assert any(f"Flagged: {len(expected)} of 30" in h for h in texts(at.subheader))
-    assert len(set(share.index[share >= 0.0])) == 30
+        want = decisions.annotator_flags(model, threshold=threshold, confidence=confidence)
+        t = tables(at)
+        for flag in decisions.ANNOTATOR_FLAGS:
+            expected = set(want.index[want["flag"] == flag])
+            assert set(t[f"ann_table_{flag}"]["annotator"]) == expected, (threshold, flag)
+            metric = next(m for m in at.metric if m.label == flag.capitalize())
+            assert metric.value == str(len(expected))
+        seen.add(tuple(int((want["flag"] == f).sum()) for f in decisions.ANNOTATOR_FLAGS))
+    assert len(seen) >= 3  # the settings change the groups
 
 
-def test_flagged_csv_is_safe_against_formula_injection(monkeypatch):
+def test_downloads_write_the_cli_columns_safely(monkeypatch):
     written: list[bytes] = []
     real = oio.to_csv_bytes
     monkeypatch.setattr(
@@ -72,9 +96,11 @@ def test_flagged_csv_is_safe_against_formula_injection(monkeypatch):
     at.button(key="data_use_upload").click().run()
     at = fit_current(at, restarts=1, fit_granularity="global")
     at.switch_page("pages/annotators.py").run()
-    at.slider(key="ann_threshold").set_value(0.0).run()
     assert_clean(at)
-    back = pd.read_csv(io.BytesIO(written[-1]), dtype=str)
+    back = pd.read_csv(io.BytesIO(written[-1]), dtype=str)  # annotators.csv, the last one
     assert len(back) == 4
     assert '\'=HYPERLINK("x")' in set(back["annotator"])
     assert not any(a.startswith("=") for a in back["annotator"])
+    res = at.session_state["ordmix"]["fit"]
+    assert list(back.columns) == list(outputs.annotators_table(res.model).columns)
+    assert list(back.columns)[-len(outputs.FLAG_COLUMNS) :] == list(outputs.FLAG_COLUMNS)

@@ -13,7 +13,8 @@ from test_app_main import (
 )
 from test_fitjob import stopping_job
 
-from ordmix_core.fitjob import FitJob, FitParams
+from ordmix_core import decisions, options
+from ordmix_core.fitjob import FitJob, FitParams, fit_page_options
 
 
 def metrics(at) -> dict[str, str]:
@@ -41,27 +42,39 @@ def test_result_is_said_in_plain_words():
     assert "FitParams" not in page and "random_state" not in page
     assert any(c.startswith("Settings: query granularity, 2 restart(s)") for c in texts(at.caption))
     summary = " ".join(texts(at.info))
-    ann = res.model.annotators_
-    assert f"{int((ann['spam_share'] >= 0.5).sum())} of 30 annotators look like spammers" in summary
+    flags = decisions.annotator_flags(res.model)["flag"]
+    assert f"{int((flags == 'unreliable').sum())} of 30 annotators are unreliable" in summary
     assert "of 300 items are undetermined" in summary
     assert f"Chosen: restart {res.model.best_restart_}" in summary
     assert "Converged:" in summary
 
 
+KINDS = ("number_input", "text_input", "toggle", "selectbox")
+
+
 def test_hyperparameters_sit_in_the_advanced_expander():
+    """The options table's groups: basic in the main area, advanced (the model's switches and
+    its priors) in the expander; each widget's label and help are the table's."""
     at = load_simulated_demo(new_app())
     at.switch_page("pages/fit.py").run()
     (advanced,) = at.expander
     assert advanced.label.startswith("Advanced")
-    inside = {
-        w.key for kind in ("number_input", "text_input", "toggle") for w in advanced.get(kind)
-    }
-    assert inside == {"fit_phi", "fit_eta", "fit_lam", "fit_mu", "fit_exact"}
-    outside = {w.key for w in at.number_input} - inside
-    assert outside == {"fit_restarts", "fit_max_iter", "fit_tol", "fit_seed"}
-    assert all(
-        w.help for kind in ("number_input", "text_input", "toggle") for w in advanced.get(kind)
-    )
+    inside = {w.key for kind in KINDS for w in advanced.get(kind)}
+    want = {f"fit_{o.name}" for o in options.dashboard_options("advanced")}
+    assert inside == want == {
+        "fit_ordinal", "fit_spam", "fit_updates", "fit_phi", "fit_eta", "fit_lam", "fit_mu"
+    }  # fmt: skip
+    outside = {w.key for kind in KINDS for w in at.get(kind)} - inside
+    outside -= {w.key for w in at.get("selectbox") if not w.key.startswith("fit_")}
+    assert outside == {
+        "fit_granularity", "fit_n_restarts", "fit_max_iter", "fit_tol", "fit_random_state",
+        "fit_model", "fit_use_gold",
+    }  # fmt: skip
+    for kind in KINDS:
+        for w in at.get(kind):
+            if w.key.startswith("fit_") and w.key != "fit_use_gold":  # use_gold is fit's
+                o = options.option(w.key.removeprefix("fit_"))
+                assert (w.label, w.help) == (o.label, o.help), w.key
 
 
 def test_defaults_are_the_papers():
@@ -70,18 +83,19 @@ def test_defaults_are_the_papers():
     assert at.selectbox(key="fit_granularity").value == "query"
     values = {
         k: at.number_input(key=k).value
-        for k in ("fit_restarts", "fit_max_iter", "fit_tol", "fit_phi", "fit_eta", "fit_lam")
+        for k in ("fit_n_restarts", "fit_max_iter", "fit_tol", "fit_phi", "fit_eta", "fit_lam")
     }
     assert values == {
-        "fit_restarts": 10,
+        "fit_n_restarts": 10,
         "fit_max_iter": 1000,
         "fit_tol": 0.1,
         "fit_phi": 10.0,
         "fit_eta": 5.0,
         "fit_lam": 0.1,
     }
+    assert at.number_input(key="fit_random_state").value == 0
     assert at.toggle(key="fit_ordinal").value and at.toggle(key="fit_spam").value
-    assert at.toggle(key="fit_exact").value
+    assert at.selectbox(key="fit_updates").value == "exact"
     assert at.text_input(key="fit_mu").value == ""
     assert all(w.help for w in at.number_input)
 
@@ -93,13 +107,13 @@ def test_result_and_settings_survive_page_changes():
     at.switch_page("pages/fit.py").run()
     assert_clean(at)
     assert at.session_state["ordmix"]["fit"] is before
-    assert at.number_input(key="fit_restarts").value == 3
+    assert at.number_input(key="fit_n_restarts").value == 3
     assert metrics(at)["Chosen restart"] == str(before.model.best_restart_)
 
 
 def test_variants_without_spam_and_real_valued():
     at = load_simulated_demo(new_app())
-    at = fit_current(at, restarts=1, fit_spam=False, fit_ordinal=False, fit_exact=False)
+    at = fit_current(at, restarts=1, fit_spam=False, fit_ordinal=False, fit_updates="paper")
     res = at.session_state["ordmix"]["fit"]
     assert (res.params.spam, res.params.ordinal, res.params.updates) == (False, False, "paper")
     at.switch_page("pages/annotators.py").run()
@@ -112,6 +126,22 @@ def test_bad_mu_is_an_error_not_a_traceback():
     at.text_input(key="fit_mu").set_value("three").run()
     assert_clean(at)
     assert any("not a number" in e for e in texts(at.error))
+    # a number the options table refuses: its own message, before any fit
+    at.text_input(key="fit_mu").set_value("1e200").run()
+    label = options.option("mu").label
+    assert any(e.startswith(f"{label} must be a number") for e in texts(at.error)), texts(at.error)
+    assert not [b for b in at.button if b.key == "fit_run"]  # stopped before Run
+
+
+def test_widgets_become_the_estimators_settings():
+    """fit_params: the widget values through the options table, a text box's number parsed."""
+    at = load_simulated_demo(new_app())
+    at = fit_current(at, restarts=1, fit_mu=" 2.5 ", fit_tol=0.5, fit_granularity="global")
+    res = at.session_state["ordmix"]["fit"]
+    want = {**FitParams().engine_kwargs(), "n_restarts": 1, "mu": 2.5, "tol": 0.5}
+    assert res.params.engine_kwargs() == {**want, "granularity": "global"}
+    assert set(res.params.engine_kwargs()) == {o.name for o in fit_page_options()}
+    assert res.model.mu == 2.5 and res.model.tol == 0.5
 
 
 def test_no_query_column_offers_instance_and_global_only():
@@ -124,7 +154,7 @@ def test_no_query_column_offers_instance_and_global_only():
     at.button(key="data_use_upload").click().run()
     at.switch_page("pages/fit.py").run()
     assert at.selectbox(key="fit_granularity").options == ["instance", "global"]
-    at.number_input(key="fit_restarts").set_value(1)
+    at.number_input(key="fit_n_restarts").set_value(1)
     at.button(key="fit_run").click().run()
     assert_clean(at)
     assert at.session_state["ordmix"]["fit"].params.granularity == "instance"
@@ -194,7 +224,7 @@ def test_a_failed_fit_keeps_the_previous_result_and_says_so():
 def test_fit_page_says_which_result_a_stop_kept():
     at = load_simulated_demo(new_app())
     s = ui().Session({ui().KEY: at.session_state["ordmix"]})
-    job = _stopping_job(s, stop_at_restart=0, at_iteration=10)  # the warm-up takes 7
+    job = _stopping_job(s, stop_at_restart=0, at_iteration=18)  # the warm-up takes 15
     assert job.model.restarts_.loc[job.model.best_restart_, "n_iter"] > 0
     at.switch_page("pages/fit.py").run()
     assert_clean(at)

@@ -1,30 +1,46 @@
-"""Items page: table with intervals, search and sort, distribution, per-query view, safe CSV."""
+"""Items page: labels with level probabilities and clipped intervals, undetermined items marked,
+search and sort, distribution, per-query view, what to rate next, safe CSVs."""
 
 from __future__ import annotations
 
 import io
 
+import numpy as np
 import pandas as pd
 from test_app_main import assert_clean, charts, demo_and_fit, fit_current, new_app, texts
 
 import ordmix_core.io as oio
+from ordmix_core import decisions, outputs
 
 
-def test_items_table_plots_and_per_query_view():
+def items_table(at) -> pd.DataFrame:
+    return at.dataframe[0].value
+
+
+def test_items_table_labels_intervals_plots_and_per_query_view():
     at = demo_and_fit()
     at.switch_page("pages/items.py").run()
     assert_clean(at)
-    table = at.dataframe[0].value
+    table = items_table(at)
     assert len(table) == 300
-    assert {"instance", "estimate", "sd", "lower_95", "upper_95", "query", "gold"} <= set(table)
-    assert (table["lower_95"] < table["estimate"]).all()
-    assert (table["estimate"] < table["upper_95"]).all()
+    levels = [f"p_level_{v}" for v in range(1, 6)]
+    assert list(table.columns[:4]) == ["instance", "label", "flag", "p_wrong"]
+    assert {*levels, "lower_90", "upper_90", "estimate", "sd", "query", "gold"} <= set(table)
+    p = table[levels].to_numpy()
+    np.testing.assert_allclose(p.sum(axis=1), 1.0, atol=1e-12)
+    np.testing.assert_array_equal(table["label"], np.arange(1, 6)[p.argmax(axis=1)])
+    # the credible interval is kept inside the scale's outer thresholds
+    assert (table["lower_90"] >= 0.5).all() and (table["upper_90"] <= 5.5).all()
+    assert (table["lower_90"] <= table["upper_90"]).all()
     assert table["estimate"].is_monotonic_decreasing  # default sort: estimate, descending
     figs = charts(at)
-    assert {"items_distribution", "items_query_plot"} <= set(figs)
+    assert {"items_distribution", "items_query_plot", "items_levels_plot"} <= set(figs)
     first_query = at.selectbox(key="items_query").value
     n_in_query = int((table["query"] == first_query).sum())
-    assert len(figs["items_query_plot"]["data"][0]["x"]) == n_in_query
+    interval = figs["items_query_plot"]["data"][0]
+    assert len(interval["x"]) == n_in_query
+    assert "arrayminus" in interval["error_y"]  # the clipped interval, not +-1.96 sd
+    assert len(figs["items_levels_plot"]["data"]) == 5  # one bar segment per level
     assert "300 of 300 items" in texts(at.markdown)
 
 
@@ -32,17 +48,69 @@ def test_search_and_sort():
     at = demo_and_fit()
     at.switch_page("pages/items.py").run()
     at.text_input(key="items_search").set_value("item0001").run()
-    table = at.dataframe[0].value
+    table = items_table(at)
     assert len(table) == 10 and table["instance"].str.contains("item0001").all()
     at.selectbox(key="items_sort").set_value("sd")
     at.toggle(key="items_desc").set_value(False).run()
-    table = at.dataframe[0].value
+    table = items_table(at)
     assert table["sd"].is_monotonic_increasing
     at.text_input(key="items_search").set_value("q003").run()  # matches the query column
-    assert (at.dataframe[0].value["query"] == "q003").all()
+    assert (items_table(at)["query"] == "q003").all()
 
 
-def test_csv_download_goes_through_the_formula_safe_writer(monkeypatch):
+def test_what_to_rate_next_and_annotators_to_review(monkeypatch):
+    written: list[bytes] = []
+    real = oio.to_csv_bytes
+    monkeypatch.setattr(
+        oio,
+        "to_csv_bytes",
+        lambda df, id_columns=None: written.append(real(df, id_columns)) or written[-1],
+    )
+    at = demo_and_fit()
+    at.switch_page("pages/items.py").run()
+    at.number_input(key="items_batch_size").set_value(25).run()
+    assert_clean(at)
+    res = at.session_state["ordmix"]["fit"]
+    m = res.model
+    want = decisions.next_batch(m.items_.join(decisions.item_decisions(m)), 25)
+    batch = at.dataframe[1].value
+    assert len(batch) == 25
+    assert batch["instance"].tolist() == want["instance"].tolist()
+    labels = [d.label for d in at.get("download_button")]
+    assert labels == ["Download items.csv", "Download next-batch.csv", "Download review.csv"]
+    files = {b.split(b"\n", 1)[0]: b for b in written}
+    got = pd.read_csv(io.BytesIO(files[b",".join(c.encode() for c in want.columns)]), dtype=str)
+    assert got["instance"].tolist() == want["instance"].tolist()  # the columns of ordmix next
+    at.selectbox(key="items_rank_by").set_value("p_wrong").run()
+    assert at.dataframe[1].value["p_wrong"].is_monotonic_decreasing
+    review = at.dataframe[2].value
+    flags = decisions.annotator_flags(m)
+    assert set(review["annotator"]) == set(flags.index[flags["flag"] == "unreliable"])
+    assert {"p_unreliable", "reliability_lower", "reliability_upper"} <= set(review)
+
+
+def test_undetermined_items_are_marked_on_trec():
+    """The TREC demo (one restart): the items whose ratings carry almost no truth weight."""
+    at = new_app()  # opens on TREC
+    at = fit_current(at, restarts=1)
+    at.switch_page("pages/items.py").run()
+    assert_clean(at)
+    res = at.session_state["ordmix"]["fit"]
+    want = decisions.item_decisions(res.model)
+    n_und = int((want["flag"] == "undetermined").sum())
+    assert n_und > 100
+    assert any(f"*undetermined* ({n_und:,} items here)" in t for t in texts(at.markdown))
+    at.selectbox(key="items_show").set_value("undetermined").run()
+    table = items_table(at)
+    assert len(table) == n_und and (table["flag"] == "undetermined").all()
+    assert table["label"].notna().all()  # labelled, and marked as not to be trusted
+    assert (table["lower_90"] == 0.5).all() and (table["upper_90"] == 3.5).all()
+    dist = charts(at)["items_distribution"]
+    names = [t["name"] for t in dist["data"]]
+    assert "undetermined (the prior, not the ratings)" in names
+
+
+def test_csv_download_is_the_cli_items_csv_and_formula_safe(monkeypatch):
     written: list[bytes] = []
     real = oio.to_csv_bytes
 
@@ -61,7 +129,10 @@ def test_csv_download_goes_through_the_formula_safe_writer(monkeypatch):
     at = fit_current(at, restarts=1, fit_granularity="instance")
     at.switch_page("pages/items.py").run()
     assert_clean(at)
-    assert [d.label for d in at.get("download_button")] == ["Download items.csv"]
+    assert "Download items.csv" in [d.label for d in at.get("download_button")]
     assert written, "the Items page did not use io.to_csv_bytes"
-    back = pd.read_csv(io.BytesIO(written[-1]), dtype=str)
+    items_csv = next(b for b in written if b.startswith(b"instance,estimate,"))
+    back = pd.read_csv(io.BytesIO(items_csv), dtype=str)
     assert set(back["instance"]) == {"'=1+1", "'@SUM(A1)", "ok"}
+    res = at.session_state["ordmix"]["fit"]
+    assert list(back.columns) == list(outputs.items_table(res.model).columns)

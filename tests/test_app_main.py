@@ -47,7 +47,7 @@ def load_simulated_demo(at: AppTest) -> AppTest:
 def fit_current(at: AppTest, restarts: int = 2, **widgets: object) -> AppTest:
     """Run a fit from the Fit page with few restarts (plus any widget values by key)."""
     at.switch_page("pages/fit.py").run()
-    at.number_input(key="fit_restarts").set_value(restarts)
+    at.number_input(key="fit_n_restarts").set_value(restarts)
     for key, value in widgets.items():
         at.session_state[key] = value
     at.button(key="fit_run").click().run()

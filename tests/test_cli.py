@@ -56,10 +56,15 @@ def test_fit_writes_every_output(files, capsys):
     assert list(ann.columns[:4]) == ["annotator", "n_ratings", "expertise", "reliability"]
     trace = pd.read_csv(out / "trace.csv")
     assert list(trace.columns[:3]) == ["restart", "iteration", "lower_bound"]
-    assert set(trace["stage"]) == {"nospam", "mixture"}
+    # the default (extended) model: warm-up, mixture with uniform spam, mixture with pi learned
+    assert set(trace["stage"]) == {"nospam", "uniform", "mixture"}
     summary = json.loads((out / "summary.json").read_text())
     assert summary["winning_restart"] in (0, 1) and "converged" in summary
     assert summary["hyperparameters"]["phi"] == 10.0
+    choice = summary["model_choice"]
+    assert choice["model"] == "extended" and choice["stages"] == ["nospam", "uniform", "mixture"]
+    assert choice["lambda_b"] > 0 and len(choice["pi"]) == 5
+    assert {"bias", "bias_sd"} <= set(ann.columns)
     assert "restart" in capsys.readouterr().err  # progress on stderr
 
 
@@ -128,7 +133,9 @@ def test_compare_and_experiment(files, tmp_path):
         == 0
     )
     t = pd.read_csv(table)
-    assert t.columns.tolist() == ["method", "mse", "correlation", "ndcg", "seconds", "n_gold"]
+    assert t.columns.tolist() == [
+        "method", "mse", "correlation", "ndcg", "label_error", "seconds", "n_gold",
+    ]  # fmt: skip
     assert (t["n_gold"] == 150).all()
     assert t["method"].tolist() == ["mean", "odm-global"]
     out = tmp_path / "exp"
@@ -190,8 +197,8 @@ BAD_ARGS = [
         "argument --scale: expected a value, but '-2,-1,0,1,2' looks like an option; if it is "
         "the value, write --scale=-2,-1,0,1,2",
     ),
-    (["--scale", "a,b"], "argument --scale: must be increasing finite numbers such as"),
-    (["--scale", "3,2,1"], "argument --scale: must be increasing finite numbers"),
+    (["--scale", "a,b"], "argument --scale: must be finite numbers, strictly increasing"),
+    (["--scale", "3,2,1"], "argument --scale: must be finite numbers, strictly increasing"),
     (
         ["--restarts", "99999999999999999999"],
         "argument --restarts: must be a whole number from 1 to 1,000, not 99999999999999999999",
@@ -363,10 +370,7 @@ def test_fit_progress_and_closing_line(files, tmp_path):
     rc, err, _ = run_cli(["fit", files / "r.csv", "--out", tmp_path / "o", "--restarts", "4"])
     assert rc == 0
     assert len([e for e in err if " started (" in e]) == 4
-    assert err[-1].startswith(
-        f"ordmix: wrote {tmp_path / 'o'}/items.csv, annotators.csv, categories.csv, "
-        "restarts.csv, trace.csv, summary.json ("
-    )
+    assert err[-1].startswith(f"ordmix: wrote {tmp_path / 'o'}/{', '.join(FIT_FILES)} (")
     assert sorted(os.listdir(tmp_path / "o")) == sorted(FIT_FILES)
 
 
@@ -444,8 +448,11 @@ def test_restarts_and_granularity_flags_in_the_files(small):
     _, _, out = cli_fit(small, "r1", "--restarts", "1", "--granularity", "query")
     assert len(pd.read_csv(out / "restarts.csv")) == 1
     assert len(pd.read_csv(out / "categories.csv")) == small[1]["query"].nunique() > 1
-    _, summary, _ = cli_fit(small, "mi", "--restarts", "1", "--max-iter", "2", "--tol", "0")
-    assert summary["iterations"] <= 2 and summary["converged"] is False
+    _, summary, out = cli_fit(small, "mi", "--restarts", "1", "--max-iter", "2", "--tol", "0")
+    # max_iter caps each stage: the default model's mixture has two (uniform, then learned pi)
+    per_stage = pd.read_csv(out / "trace.csv").groupby("stage").size()
+    assert set(per_stage.index) == {"nospam", "uniform", "mixture"} and per_stage.max() <= 2
+    assert summary["iterations"] <= 4 and summary["converged"] is False
 
 
 def test_seed_zero_by_default_two_runs_agree(small, default_fit):
@@ -462,10 +469,15 @@ def test_compare_granularity_chooses_the_model_rows(files, tmp_path):
     rc, err, _ = run_cli([*base, "--out", tmp_path / "t.csv", "--granularity", "instance"])
     assert rc == 0, err
     t = pd.read_csv(tmp_path / "t.csv")
-    assert t["method"].tolist() == [*BASELINES, "odm-instance"]
-    a = pd.read_csv(tmp_path / "a.csv").set_index("method")
+    assert t["method"].tolist() == [*BASELINES, "odm-paper-instance", "odm"]
+    rc, err, _ = run_cli(
+        [*base, "--out", tmp_path / "b.csv", "--methods", "mean,odm-paper-instance"]
+    )
+    assert rc == 0
+    b = pd.read_csv(tmp_path / "b.csv").set_index("method")
     # the same model row as when named: the first odm fit draws first from the seed
-    assert t.set_index("method").loc["odm-instance", "mse"] == a.loc["odm-instance", "mse"]
+    got = t.set_index("method").loc["odm-paper-instance", "mse"]
+    assert got == b.loc["odm-paper-instance", "mse"]
     rc, err, _ = run_cli(
         [*base, "--out", tmp_path / "x.csv", "--granularity", "instance", "--methods", "odm-global"]
     )
@@ -481,13 +493,13 @@ def test_compare_by_default_on_data_without_query_column(files, tmp_path):
     argv = ["compare", tmp_path / "r.csv", "--gold", tmp_path / "g.csv", "--restarts", "1"]
     rc, err, _ = run_cli([*argv, "--out", tmp_path / "t.csv"])
     assert rc == 0, err
-    assert "ordmix: note: odm-query skipped: the ratings have no query column" in err
+    assert "ordmix: note: odm-paper-query skipped: the ratings have no query column" in err
     assert (
         "ordmix: note: 2 of 152 gold item(s) have no ratings and are not scored "
         "(e.g. 'never-rated-1', 'never-rated-2')" in err
     )
     t = pd.read_csv(tmp_path / "t.csv")
-    assert "odm-query" not in set(t["method"]) and "odm-instance" in set(t["method"])
+    assert "odm-paper-query" not in set(t["method"]) and "odm" in set(t["method"])
     assert (t["n_gold"] == 150).all()
     rc, err, _ = run_cli([*argv, "--out", tmp_path / "q.csv", "--methods", "odm-query"])
     assert rc == 2 and len(err) == 1 and "method odm-query needs a 'query' column" in err[0]

@@ -60,25 +60,44 @@ def test_next_from_fit_folder_matches_the_ratings_route(fit_dir, tmp_path, capsy
     pd.testing.assert_series_equal(from_dir["p_wrong"], from_fit["p_wrong"], rtol=1e-9)
 
 
-def test_review_from_a_folder_with_flags(fit_dir, tmp_path):
+def test_review_from_a_fit_folder(fit_dir, tmp_path):
+    """``ordmix fit`` writes the flags into annotators.csv, so a fit folder gives --review."""
     from ordmix_core.model import OrdinalMixture
 
-    folder = tmp_path / "fit"
-    shutil.copytree(fit_dir, folder)
     model = OrdinalMixture(n_restarts=2, random_state=0).fit(pd.read_csv(RATINGS, dtype=str))
     ann = model.annotators_.join(decisions.annotator_flags(model))
-    ann.reset_index().to_csv(folder / "annotators.csv", index=False)
     review = tmp_path / "review.csv"
-    argv = [str(folder), "--out", str(tmp_path / "n.csv"), "--review", str(review), "--quiet"]
+    argv = [str(fit_dir), "--out", str(tmp_path / "n.csv"), "--review", str(review), "--quiet"]
     assert run_next(argv) == 0
-    rev = pd.read_csv(review)
+    rev = pd.read_csv(review, dtype={"annotator": str})
     assert len(rev) == (ann["flag"] == "unreliable").sum() > 0
+    want = decisions.annotators_to_review(ann)
+    assert rev["annotator"].tolist() == want["annotator"].tolist()
+    pd.testing.assert_series_equal(rev["p_unreliable"], want["p_unreliable"], rtol=1e-12)
+    # the same file as from the ratings
+    again = tmp_path / "again.csv"
+    argv = [str(RATINGS), "--out", str(tmp_path / "m.csv"), "--review", str(again), *FIT]
+    assert run_next(argv) == 0
+    pd.testing.assert_frame_equal(pd.read_csv(again, dtype={"annotator": str}), rev)
+
+
+def test_review_from_a_folder_without_flags_says_why(fit_dir, tmp_path, capsys):
+    """A folder whose annotators.csv has no flags (an older ordmix, or the Dask engine)."""
+    folder = tmp_path / "fit"
+    shutil.copytree(fit_dir, folder)
+    ann = pd.read_csv(folder / "annotators.csv", dtype=str)
+    ann.drop(columns=["flag", "p_unreliable"]).to_csv(folder / "annotators.csv", index=False)
+    out = tmp_path / "n.csv"
+    argv = [str(folder), "--out", str(out), "--review", str(tmp_path / "r.csv")]
+    assert run_next(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "no column 'flag'" in err and "Dask engine" in err and "\n" not in err
+    assert not out.exists()
 
 
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--review", "{tmp}/r.csv"], "no column 'flag'"),
         (["--threshold", "0.3"], "--threshold and --confidence"),
         (["--review", "{tmp}/n.csv"], "name the same file"),
         (["--confidence", "0.4"], "confidence must be a number between 0.5 and 1"),

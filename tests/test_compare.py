@@ -14,13 +14,21 @@ def crowd():
 def test_every_table1_method_scored(crowd):
     table, est = compare_methods(crowd.ratings, crowd.gold, n_restarts=2, random_state=0)
     assert table["method"].tolist() == TABLE1
-    assert list(table.columns[:5]) == ["method", "mse", "correlation", "ndcg", "seconds"]
-    assert table[["mse", "correlation", "ndcg"]].notna().all().all()
+    assert list(table.columns[:6]) == [
+        "method", "mse", "correlation", "ndcg", "label_error", "seconds",
+    ]  # fmt: skip
+    assert table[["mse", "correlation", "ndcg", "label_error"]].notna().all().all()
     assert list(est.columns) == TABLE1 and len(est) == 300
     by = table.set_index("method")
-    # with 40% spammers the mixture beats the plain mean clearly
-    assert by.loc["odm-query", "mse"] < by.loc["mean", "mse"]
-    assert by.loc["odm-query", "correlation"] > by.loc["mean", "correlation"]
+    # with 40% spammers the mixture (the paper's and the default) beats the plain mean clearly
+    for odm in ("odm-paper-query", "odm"):
+        assert by.loc[odm, "mse"] < by.loc["mean", "mse"]
+        assert by.loc[odm, "correlation"] > by.loc["mean", "correlation"]
+    # the label error is the share of gold items whose rounded estimate misses the gold level
+    from ordmix_core.metrics import label_error
+
+    want = label_error(est["odm"].loc[crowd.gold.index], crowd.gold, [1, 2, 3, 4, 5])
+    assert by.loc["odm", "label_error"] == pytest.approx(want)
 
 
 def test_unknown_method_lists_the_valid_ones():
@@ -42,12 +50,18 @@ def test_granularity_chooses_the_model_rows(crowd):
 
     assert select_methods(None, None, True) == TABLE1
     assert select_methods(None, "instance", True) == [
-        m for m in TABLE1 if not m.startswith("odm-")
-    ] + ["odm-instance"]
-    assert select_methods(None, "query", True)[-1] == "odm-query"
-    with pytest.warns(CompareNote, match="odm-query skipped: the ratings have no query column"):
+        m for m in TABLE1 if not m.startswith("odm")
+    ] + ["odm-paper-instance", "odm"]
+    assert select_methods(None, "query", True)[-2:] == ["odm-paper-query", "odm"]
+    with pytest.warns(
+        CompareNote, match="odm-paper-query skipped: the ratings have no query column"
+    ):
         names = select_methods(None, None, False)
-    assert "odm-query" not in names and "odm-instance" in names
+    assert "odm-paper-query" not in names and "odm-paper-instance" in names
+    # the default row fits the default model, the paper's rows the paper's
+    assert METHODS["odm"].make({}, 0).model == "extended"
+    assert METHODS["odm"].make({}, 0).granularity == "instance"
+    assert METHODS["odm-paper-query"].make({}, 0).model == "paper"
     with pytest.raises(InputError, match="method odm-global fits at granularity global"):
         select_methods("odm-global", "instance", True)
     with pytest.raises(InputError, match="needs a 'query' column"):
@@ -61,7 +75,10 @@ def test_granularity_chooses_the_model_rows(crowd):
     t, _ = compare_methods(
         crowd.ratings, crowd.gold, None, n_restarts=1, random_state=0, granularity="global"
     )
-    assert t["method"].tolist() == [m for m in TABLE1 if not m.startswith("odm-")] + ["odm-global"]
+    assert t["method"].tolist() == [m for m in TABLE1 if not m.startswith("odm")] + [
+        "odm-paper-global",
+        "odm",
+    ]
 
 
 def test_model_params_reach_the_model_rows(crowd):

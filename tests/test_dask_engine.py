@@ -28,6 +28,7 @@ pytest.importorskip("dask.dataframe")
 
 from distributed import Client, LocalCluster  # noqa: E402
 
+from ordmix_core import outputs  # noqa: E402
 from ordmix_core.cli import main  # noqa: E402
 from ordmix_core.dask_engine import DaskOrdinalMixture, write_outputs  # noqa: E402
 from ordmix_core.model import OrdinalMixture  # noqa: E402
@@ -175,10 +176,43 @@ def test_parquet_dataset_and_dask_frames(client, ratings, tmp_path):
     assert (out / "items.csv").exists() is False and (out / "summary.json").exists()
     parts = sorted((out / "items").glob("part-*.csv"))
     assert len(parts) == 4
-    items = pd.concat([pd.read_csv(p, dtype={"instance": str}) for p in parts])
+    items = pd.concat([pd.read_csv(p, dtype={"instance": str, "query": str}) for p in parts])
     items = items.set_index("instance").sort_index()
     np.testing.assert_allclose(items["estimate"], mem.items_["estimate"], rtol=EST_RTOL)
-    assert list(items.columns) == list(mem.items_.columns)
+    # the model's columns, then the decision columns, computed in each partition
+    mem_items = outputs.items_table(mem).set_index("instance")
+    assert list(items.columns) == list(mem_items.columns)
+    assert items["truth_weight"].isna().all()  # the per-rating omega stays on the workers
+    dec = [c for c in mem_items.columns if c not in mem.items_.columns and c != "truth_weight"]
+    pd.testing.assert_frame_equal(
+        items[dec], mem_items[dec], rtol=EST_RTOL, atol=EST_ATOL, check_names=False
+    )
+    summary = json.loads((out / "summary.json").read_text())["decisions"]
+    assert (
+        summary["items"] == json.loads(json.dumps(outputs.summary(mem, {})["decisions"]))["items"]
+    )
+    assert "Dask engine" in summary["annotators"]["flags"]
+
+
+def test_partitioned_items_at_instance_granularity_get_their_decisions(client, ratings, tmp_path):
+    """Items and categories both partitioned (instance granularity, above max_local_items):
+    each partition's decision columns come from its own block's categories."""
+    kw = dict(granularity="instance", n_restarts=1, random_state=3)
+    mem = quiet_fit(in_memory(**kw), ratings)
+    dsk = DaskOrdinalMixture(**kw, scheduler=client, n_partitions=3, max_local_items=0)
+    quiet_fit(dsk, ratings)
+    assert not isinstance(dsk.categories_, pd.DataFrame)
+    out = tmp_path / "out"
+    out.mkdir()
+    write_outputs(dsk, out, settings={})
+    parts = sorted((out / "items").glob("part-*.csv"))
+    items = pd.concat([pd.read_csv(p, dtype={"instance": str, "query": str}) for p in parts])
+    items = items.set_index("instance").sort_index()
+    want = outputs.items_table(mem).set_index("instance").drop(columns="truth_weight")
+    pd.testing.assert_frame_equal(
+        items.drop(columns="truth_weight")[list(want.columns)], want, rtol=EST_RTOL,
+        atol=EST_ATOL, check_names=False,
+    )  # fmt: skip
 
 
 def test_progress_and_stop_as_in_memory(client, ratings):
@@ -216,15 +250,26 @@ def test_cli_engine_dask_writes_the_same_files(client, ratings, tmp_path, capsys
     for name in ("items", "annotators", "categories", "trace", "restarts"):
         got = pd.read_csv(tmp_path / "dsk" / f"{name}.csv", dtype=ids)
         mem = pd.read_csv(tmp_path / "mem" / f"{name}.csv", dtype=ids)
+        if name == "items":  # the per-rating omega stays on the workers: no truth weight
+            assert got["truth_weight"].isna().all() and mem["truth_weight"].notna().all()
+            got, mem = got.drop(columns="truth_weight"), mem.drop(columns="truth_weight")
+        if name == "annotators":  # no flags without the per-rating omega (summary says why)
+            flags = list(outputs.FLAG_COLUMNS)
+            assert not set(flags) & set(got.columns) and set(flags) <= set(mem.columns)
+            mem = mem.drop(columns=flags)
         tol = (RTOL, 1e-12) if name in ("trace", "restarts") else (EST_RTOL, EST_ATOL)
         pd.testing.assert_frame_equal(got, mem, rtol=tol[0], atol=tol[1], obj=name)
     trace = pd.read_csv(tmp_path / "dsk" / "trace.csv")
-    assert (trace["stage"] == "mixture").sum() > 5  # SQUAREM sweeps included
+    # SQUAREM sweeps included (the default model's mixture: stage uniform, then mixture)
+    assert trace["stage"].isin(["uniform", "mixture"]).sum() > 5
     summary = json.loads((tmp_path / "dsk" / "summary.json").read_text())
     mem_summary = json.loads((tmp_path / "mem" / "summary.json").read_text())
     assert set(summary) == set(mem_summary)
     assert summary["winning_restart"] == mem_summary["winning_restart"]
     assert summary["n_ratings"] == len(ratings) and summary["settings"]["engine"] == "dask"
+    assert summary["decisions"]["items"] == mem_summary["decisions"]["items"]
+    assert "Dask engine" in summary["decisions"]["annotators"]["flags"]
+    assert mem_summary["decisions"]["annotators"]["unreliable"] > 0
 
 
 def test_cli_bad_file_one_error_line(tmp_path, capsys):

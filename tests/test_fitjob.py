@@ -14,10 +14,11 @@ import pandas as pd
 import pytest
 
 import ordmix_core.io as oio
+from ordmix_core import decisions, options
 from ordmix_core.fitjob import (
-    SPAM_SHARE_THRESHOLD,
     FitJob,
     FitParams,
+    fit_page_options,
     fit_summary,
     selection_explanation,
 )
@@ -65,6 +66,11 @@ def test_params_are_the_estimators_with_its_defaults():
     text = FitParams(mu=2.5, spam=False).describe()
     assert "FitParams" not in text and "=" not in text
     assert "without the spam component" in text and "mu 2.5" in text
+    # the settings are the options table's dashboard entries, but the data set's scale
+    names = {o.name for o in options.dashboard_options()} - {"scale"}
+    assert set(kwargs) == names == {o.name for o in fit_page_options()}
+    with pytest.raises(TypeError, match="not a Fit page setting: warm_start"):
+        FitParams(warm_start=False)
 
 
 def test_a_finished_fit_equals_the_library_fit(demo):
@@ -189,7 +195,8 @@ def test_a_finished_fit_keeps_the_engines_reason():
 
 
 def test_stopped_fit_on_the_demo_is_explained_without_the_engines_wording(demo):
-    job = stopping_job(demo, stop_at_restart=0, n_restarts=4, at_iteration=12)
+    # iteration 18: past restart 0's warm-up (15 sweeps with the bias), in its mixture
+    job = stopping_job(demo, stop_at_restart=0, n_restarts=4, at_iteration=18)
     m = job.model
     text = selection_explanation(m)
     assert "dropped early" not in text and "finished restart(s)" not in text
@@ -197,22 +204,23 @@ def test_stopped_fit_on_the_demo_is_explained_without_the_engines_wording(demo):
     assert "Of the 4 restarts" in text
 
 
-def test_summary_counts_spammers_and_undetermined_items(demo):
+def test_summary_counts_the_flags_and_undetermined_items(demo):
     job = FitJob(dataset=demo, params=FitParams(n_restarts=2))
     job.run()
     m = job.model
     lines = fit_summary(m)
     text = " ".join(lines)
     assert "FitParams" not in text
-    # the simulated demo's 9 spammers are the annotators the fit flags at one half
-    assert SPAM_SHARE_THRESHOLD == 0.5
-    flagged = set(m.annotators_.index[m.annotators_["spam_share"] >= 0.5])
-    assert flagged == SPAMMERS
-    assert lines[0].startswith(f"{len(SPAMMERS)} of 30 annotators look like spammers")
+    # the simulated demo's 9 spammers are the annotators the evidence flags unreliable
+    flags = decisions.annotator_flags(m)["flag"]
+    assert set(flags.index[flags == "unreliable"]) == SPAMMERS
+    assert lines[0].startswith(f"{len(SPAMMERS)} of 30 annotators are unreliable")
     n_ratings = pd.read_csv(DEMO / "simulated-ratings.csv", dtype=str)
     share = n_ratings["annotator"].isin(SPAMMERS).mean()
     assert f"they gave {share:.1%} of the ratings" in lines[0]
-    undetermined = int((m.items_["sd"] >= 0.9 / np.sqrt(0.1)).sum())
+    assert f"{(flags == 'ok').sum()} are ok" in lines[0]
+    assert f"and {(flags == 'undetermined').sum()} undetermined" in lines[0]
+    undetermined = int((decisions.item_decisions(m)["flag"] == "undetermined").sum())
     assert lines[1].startswith(f"{undetermined:,} of 300 items are undetermined")
     assert any(
         line.startswith("Chosen: restart") and "highest lower bound" in line for line in lines

@@ -1,6 +1,7 @@
 import argparse
 import inspect
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -96,9 +97,9 @@ BAD_PARAMS = [
     ({"collapse_threshold": 2}, "collapse_threshold must be a number from 0 to 1"),
     ({"pi": "abc"}, "pi must be positive finite numbers"),
     ({"pi": [1, -1, 1]}, "pi must be positive finite numbers"),
-    ({"scale": 5}, "scale must be increasing finite numbers"),
-    ({"scale": [3, 2, 1]}, "scale must be increasing finite numbers"),
-    ({"scale": "1,2,1e308,-1e308"}, "scale must be increasing"),
+    ({"scale": 5}, "scale must be finite numbers, strictly increasing without repeats"),
+    ({"scale": [3, 2, 1]}, "scale must be finite numbers, strictly increasing without repeats"),
+    ({"scale": "1,2,1e308,-1e308"}, "scale must be finite numbers, strictly increasing"),
     ({"scale": [-1e308, 0, 1e308]}, "must span at most 1e+150"),
 ]
 
@@ -213,14 +214,21 @@ def test_flags_come_from_the_table():
         "random_state",
         "ordinal",
         "spam",
+        "model",
+        "bias",
+        "spam_dist",
         "updates",
         "phi",
         "eta",
         "lam",
         "mu",
+        "init_from",
     }
-    # each method of compare fixes these itself
-    assert fit - {o.name for o in options_for("compare")} == {"ordinal", "spam"}
+    # each method of compare fixes these itself (its rows name the model: odm, odm-paper-*);
+    # a warm start is the fit's alone
+    assert fit - {o.name for o in options_for("compare")} == {
+        "ordinal", "spam", "model", "bias", "spam_dist", "init_from",
+    }  # fmt: skip
     p = argparse.ArgumentParser()
     add_fit_options(p, "fit")
     args = p.parse_args([])
@@ -232,7 +240,9 @@ def test_flags_come_from_the_table():
 
 def test_dashboard_metadata():
     basic = [o.name for o in dashboard_options("basic")]
-    assert basic == ["granularity", "scale", "n_restarts", "max_iter", "tol", "random_state"]
+    assert basic == [
+        "granularity", "scale", "n_restarts", "max_iter", "tol", "random_state", "model",
+    ]  # fmt: skip
     adv = [o.name for o in dashboard_options("advanced")]
     assert adv == ["ordinal", "spam", "updates", "phi", "eta", "lam", "mu"]
     for o in dashboard_options():
@@ -253,3 +263,17 @@ def test_cli_parse_matches_python_check():
     assert option("random_state").cli_type(" 7 ") == 7
     assert option("scale").cli_type("-2,-1,0,1,2") == "-2,-1,0,1,2"
     assert math.isclose(option("mu").cli_type("-1.5"), -1.5)
+
+
+def test_warm_start_option():
+    o = option("init_from")
+    assert o.flag == "--warm-start" and o.widget == "none" and o.default is None
+    assert o.cli_type("yesterday/") == "yesterday/"
+    assert o.check(None) is None and o.check(Path("x")) == Path("x")
+    fitted = OrdinalMixture()
+    assert o.check(fitted) is fitted  # read (and its fit checked) by warm.load_previous
+    for bad in ("", "  ", 3, [1]):
+        with pytest.raises(InputError, match="init_from must be the output folder"):
+            o.check(bad)
+    args = build_parser().parse_args(["fit", "r.csv", "--out", "o", "--warm-start", "prev"])
+    assert to_estimator_kwargs(args)["init_from"] == "prev"

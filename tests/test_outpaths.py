@@ -165,6 +165,7 @@ def test_interrupted_run_keeps_the_previous_output(crowd_files, tmp_path, monkey
     def fail(*a, **k):
         raise InputError("the disk is full")
 
+    # cmd_fit imports the writer from outputs when it writes: patch it there
     monkeypatch.setattr("ordmix_core.outputs.write_fit_outputs", fail)
     rc, err = run(["fit", crowd_files / "r.csv", "--out", out, "--restarts", "1", "--quiet"])
     assert rc == 2 and err == ["ordmix: error: the disk is full"]

@@ -81,3 +81,24 @@ def test_same_seed_identical_and_row_order_irrelevant(crowd, gran, variant, perm
     pd.testing.assert_series_equal(
         a.estimates_.sort_index(), c.estimates_.sort_index(), rtol=1e-6, atol=1e-8
     )
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(crowds(), GRAN, VARIANT, st.sampled_from(["exact", "paper"]))
+def test_reported_bound_equals_an_independent_computation(crowd, gran, variant, updates):
+    """For any crowd, the F of the fit's last sweep (lower_bound_) equals quadrature of the
+    model's terms (tests/_bound_reference.py; test_bound_independent.py covers every sweep
+    kind on a fixed crowd)."""
+    from _bound_reference import Crowd, lower_bound
+    from _sweeps import record_sweeps, to_reference
+
+    df, scale = crowd
+    with pytest.MonkeyPatch.context() as mp:
+        calls = record_sweeps(mp)
+        m = _fit(df, scale, gran, variant, updates=updates)
+    final = [c for c in calls if c.bound == m.lower_bound_][-1]
+    k = len(scale)
+    fixed = {"mu": float(np.mean(scale)), "lam": 0.1, "phi": 10.0, "eta": 5.0, "pi": [1 / k] * k}
+    ref_crowd = Crowd.from_frame(df, list(scale), gran)
+    q, h = to_reference(ref_crowd, m.data_, final, fixed, ordinal=variant[0])
+    assert lower_bound(ref_crowd, q, h) == pytest.approx(m.lower_bound_, abs=1e-6)

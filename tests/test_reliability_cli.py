@@ -336,7 +336,7 @@ CASES = [
     Case(
         "`compare` by default on ratings without a query column (exit 0)",
         ["compare", "noquery.csv", "--gold", "g.csv", "--out", "t.csv", "--restarts", "1"],
-        "ordmix: note: odm-query skipped: the ratings have no query column",
+        "ordmix: note: odm-paper-query skipped: the ratings have no query column",
         exit=0,
     ),
     Case(

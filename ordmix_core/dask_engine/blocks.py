@@ -271,11 +271,12 @@ def _threads(b: Block) -> int:
 
 @dataclass
 class Factors:
-    """Broadcast to phase 1: ``phases.annotator_factors`` (N,) x3 and, for global categories,
-    ``phases.category_factors`` (C,) x3."""
+    """Broadcast to phase 1: ``phases.annotator_factors`` (N,) x5, for global categories
+    ``phases.category_factors`` (C,) x3, and ``phases.spam_table`` (E log pi, flat)."""
 
-    ann: tuple[np.ndarray, np.ndarray, np.ndarray]
+    ann: tuple[np.ndarray, ...]
     cat: tuple[np.ndarray, np.ndarray, np.ndarray] | None
+    log_pi_t: np.ndarray | None = None
 
 
 def _slots(b: Block, restart: int, keep) -> dict[int, Local]:
@@ -326,7 +327,7 @@ def phase_xy_tau(
     fit_id: str,
     index: int,
     restart: int,
-    spam: bool,
+    spam: object,
     fac: Factors,
     src: int | Proposal,
     dst: int,
@@ -337,24 +338,30 @@ def phase_xy_tau(
     Sweeps from slot ``src`` (or from the SQUAREM proposal ``src``) into slot ``dst``, after
     dropping the restart's slots not in ``keep``. Returns ``w_ann`` (N,), ``r_ann`` (N,) (sum
     omega E[delta] S), ``w_cat`` (C,) for global categories, ``f`` (the block's bound terms
-    so far) and ``bad`` (1.0 when the proposal is not valid on this block: nothing swept).
+    so far) and ``bad`` (1.0 when the proposal is not valid on this block: nothing swept);
+    with the bias ``bias_sums`` (N, 2), with a learned spam distribution ``spam_cells`` (the
+    spam weight per cell; ``phases.phase_tau`` / ``phase_xy``). ``spam``: the step's key
+    (``Problem.at``).
     """
     b = _REGISTRY[f"{fit_id}/{index}"]
-    p = b.problem.with_spam(spam)
+    p = b.problem.at(spam)
     slots = _slots(b, restart, keep)
     start = _proposal(b, slots, src) if isinstance(src, Proposal) else slots[src]
     if start is None:
         n = p.n_annotators
         w_cat = None if b.local_categories else np.zeros(p.n_categories)
-        return {"w_ann": np.zeros(n), "r_ann": np.zeros(n), "w_cat": w_cat, "f": 0.0, "bad": 1.0}
+        return {
+            "w_ann": np.zeros(n), "r_ann": np.zeros(n), "w_cat": w_cat, "f": 0.0, "bad": 1.0,
+            **_extension_sums(p, None, None),
+        }  # fmt: skip
     t = _threads(b)
     if b.work is None:
         b.work = phases.Work.empty(p.n_ratings)
     cat_f = fac.cat
     if b.local_categories:
         cat_f = phases.category_factors(p, start.delta_shape, start.delta_rate)
-    xy = phases.phase_xy(p, start.mu_m, start.lam_m, fac.ann, cat_f, b.work, t)
-    r_ann = phases.phase_tau(p, b.work, xy.mu_m, xy.lam_m, cat_f[0], t)
+    xy = phases.phase_xy(p, start.mu_m, start.lam_m, fac.ann, cat_f, b.work, t, fac.log_pi_t)
+    r_ann, bias_sums = phases.phase_tau(p, b.work, xy.mu_m, xy.lam_m, cat_f[0], t)
     slots[dst] = Local(xy.mu_m, xy.lam_m, w_cat=xy.w_cat if b.local_categories else None)
     return {
         "w_ann": xy.w_ann,
@@ -362,6 +369,22 @@ def phase_xy_tau(
         "w_cat": None if b.local_categories else xy.w_cat,
         "f": phases.block_terms(p, xy),
         "bad": 0.0,
+        **_extension_sums(p, bias_sums, xy.spam_cells),
+    }
+
+
+def _extension_sums(p: Problem, bias_sums, spam_cells) -> dict:
+    """The bias and spam-cell sums of a block (zeros where the block swept nothing), or None
+    when the model has no such part (``add_sums`` passes None through)."""
+    rows = p.n_annotators if p.spam_dist == "annotator" else 1
+    learn = p.spam and p.spam_dist != "uniform"
+    if p.bias and bias_sums is None:
+        bias_sums = np.zeros((p.n_annotators, 2))
+    if learn and spam_cells is None:
+        spam_cells = np.zeros((rows, p.n_levels))
+    return {
+        "bias_sums": bias_sums if p.bias else None,
+        "spam_cells": spam_cells if learn else None,
     }
 
 
@@ -381,7 +404,8 @@ def phase_delta(
     keep: tuple[int, ...],
     norms: tuple[int, int] | None = None,
 ) -> dict:
-    """Phase 3 of the sweep into slot ``dst`` with the new ``e_tau`` (N,): ``d_cat`` (C,) for
+    """Phase 3 of the sweep into slot ``dst`` with ``e_tau``: the new E[tau] (N,) and, with the
+    bias, the new q(b) (``(e_tau, bias_mean, bias_prec)``): ``d_cat`` (C,) for
     global categories; at instance granularity q(delta) is updated here and ``f`` carries its
     bound terms. ``norms``: slots of ``s0, s1`` (``dst`` is ``s2``); then ``norms`` in the
     result is the block's share of SQUAREM's squared norms (``sq_norms``). Slots not in
@@ -390,7 +414,8 @@ def phase_delta(
     p = b.problem
     slots = b.states[restart]
     loc = slots[dst]
-    d_cat = phases.phase_delta(p, b.work, e_tau.value, _threads(b))
+    e_t, bias_mean, bias_prec = e_tau.value
+    d_cat = phases.phase_delta(p, b.work, e_t, _threads(b), bias_mean, bias_prec)
     out = {"d_cat": d_cat, "f": 0.0}
     if b.local_categories:
         loc.delta_shape, loc.delta_rate = phases.update_delta(p, loc.w_cat, d_cat)

@@ -124,7 +124,8 @@ class DaskOrdinalMixture(OrdinalMixture):
     ``lower_bound_``, ``trace_``, ``restarts_``, ``best_restart_``, ``selection_reason_``,
     ``converged_``, ``n_iter_``, ``collapsed_``, ``warnings_``, ``interrupted_``,
     ``seconds_``), except ``omega_`` (per rating, left on the workers: ``None``) and
-    ``data_``, a :class:`DaskData` of sizes.
+    ``data_``, a :class:`DaskData` of sizes. ``init_from`` (a warm start) is refused: it is
+    the in-memory engine's.
     """
 
     name = "odm-dask"
@@ -180,15 +181,27 @@ class DaskOrdinalMixture(OrdinalMixture):
         self,
         ratings: str | os.PathLike | pd.DataFrame | object,
         callback: ProgressCallback | None = None,
+        gold: pd.Series | None = None,
     ) -> DaskOrdinalMixture:
         """Fit to a ratings table: a path (Parquet dataset folder or file, CSV/TSV), a pandas
         or a Dask DataFrame with ``annotator, instance, rating[, query]`` (or aliases).
 
         ``callback(restart, iteration, F)`` after every sweep, as ``OrdinalMixture.fit``;
-        returning False stops the fit and keeps the best restart so far.
+        returning False stops the fit and keeps the best restart so far. ``gold`` is not
+        supported here yet (an InputError: fit with the in-memory engine).
         """
+        if gold is not None:
+            raise InputError(
+                "gold items are not supported by the Dask engine yet; fit with the in-memory "
+                "engine (without --engine dask) to use them"
+            )
         if self.updates not in ("exact", "paper"):  # before a cluster is started for nothing
             raise InputError(f"updates must be 'exact' or 'paper', not {self.updates!r}")
+        if self.init_from is not None:
+            raise InputError(
+                "init_from (a warm start from an earlier fit) works with the in-memory "
+                "OrdinalMixture only"
+            )
         t0 = time.perf_counter()
         self.close()
         client, owned = self._connect()
@@ -394,12 +407,16 @@ class _Sweeps:
         global factors ``g`` then holds) into a new slot; ``(new, F, norms)``, ``new`` None
         when the proposal is not valid on some block. ``keep``: slots the blocks keep
         (besides the new one); ``keep_after``: those still kept after phase 3."""
-        bl, p, local_cats = self.bl, self.gp.with_spam(spam), self.local_cats
+        bl, p, local_cats = self.bl, self.gp.at(spam), self.local_cats
         dst = self.next_slot[g.restart]
         self.next_slot[g.restart] += 1
+        ann_f = phases.annotator_factors(
+            p, g.tau_shape, g.tau_rate, g.eps, g.bias_mean, g.bias_prec
+        )
         fac = blocks.Factors(
-            phases.annotator_factors(p, g.tau_shape, g.tau_rate, g.eps),
+            ann_f,
             None if local_cats else phases.category_factors(p, g.delta_shape, g.delta_rate),
+            phases.spam_table(p, g),
         )
         s1 = bl.reduce(
             bl.run(
@@ -409,19 +426,30 @@ class _Sweeps:
         )  # fmt: skip
         if s1["bad"] > 0:
             return None, -np.inf, None
-        tau_shape, tau_rate = phases.update_tau(s1["w_ann"], s1["r_ann"], g.alpha, g.beta)
+        r_ann = s1["r_ann"]
+        bias_mean, bias_prec, lam_b = g.bias_mean, g.bias_prec, g.lam_b
+        if p.bias:
+            bias_mean, bias_prec, r_ann = phases.bias_step(r_ann, s1["bias_sums"], ann_f[0], lam_b)
+        tau_shape, tau_rate = phases.update_tau(s1["w_ann"], r_ann, g.alpha, g.beta)
         after = (*(keep if keep_after is None else keep_after), dst)
-        s3 = bl.reduce(
-            bl.run(blocks.phase_delta, g.restart, bl.send(tau_shape / tau_rate), dst, after, norms)
-        )
+        sent = bl.send((tau_shape / tau_rate, bias_mean, bias_prec))
+        s3 = bl.reduce(bl.run(blocks.phase_delta, g.restart, sent, dst, after, norms))
         f = s1["f"] + s3["f"]
         delta_shape, delta_rate = g.delta_shape, g.delta_rate
         if not local_cats:
             delta_shape, delta_rate = phases.update_delta(p, s1["w_cat"], s3["d_cat"])
             f += phases.category_terms(p, s1["w_cat"], s3["d_cat"], delta_shape, delta_rate)
         eps, alpha, beta, f_ann = phases.annotator_step(p, s1["w_ann"], tau_shape, tau_rate, g.eps)
+        if p.bias:
+            lam_b, f_bias = phases.bias_prior_step(bias_mean, bias_prec)
+            f += f_bias
+        pi, dir_a, kappa = g.pi, g.dir_a, g.kappa
+        if s1["spam_cells"] is not None:
+            pi, dir_a, kappa, f_spam = phases.spam_step(p, s1["spam_cells"], g)
+            f += f_spam
         new = _Global(
             None, None, tau_shape, tau_rate, delta_shape, delta_rate, eps, alpha, beta,
+            None, bias_mean, bias_prec, lam_b, pi, dir_a, kappa,
             restart=g.restart, w_ann=s1["w_ann"], slot=dst, swept=True,
         )  # fmt: skip
         return new, float(f_ann + f), s3.get("norms")
@@ -456,9 +484,12 @@ class _Sweeps:
                 return None
             out[g] = x
         alpha, beta = out.pop("ab")
+        for name in accel.OPTIONAL_GROUPS:
+            if getattr(s2, name, None) is None:
+                out[name] = None
         glob = _Global(
-            None, None, **out, alpha=float(alpha), beta=float(beta), restart=s2.restart,
-            w_ann=s2.w_ann,
+            None, None, **out, alpha=float(alpha), beta=float(beta), **accel.carried(s2),
+            restart=s2.restart, w_ann=s2.w_ann,
         )  # fmt: skip
         return glob, blocks.Proposal(s0.slot, s1.slot, s2.slot, a, self.lo, self.hi)
 

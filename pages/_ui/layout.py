@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from ordmix_core import decisions, outputs
 from ordmix_core import io as oio
 from ordmix_core.data import fmt_scale
 from ordmix_core.errors import InputError
@@ -54,6 +55,18 @@ def read_upload(content: bytes, name: str) -> pd.DataFrame:
 def read_upload_gold(content: bytes, name: str) -> pd.Series:
     """An uploaded gold file as a Series truth by instance (``io.read_gold``)."""
     return oio.read_gold(content, name)
+
+
+@st.cache_data(show_spinner="Weighing the evidence of each annotator's ratings ...", max_entries=8)
+def fit_decisions(
+    _res: FitResult,
+    fit_id: str,
+    threshold: float = decisions.THRESHOLD,
+    confidence: float = decisions.CONFIDENCE,
+) -> outputs.Decisions:
+    """``outputs.decide`` for a fit: the annotators' flags and the items' decision columns,
+    cached per fit (``fit_id``) and settings (the flags take about a second on TREC)."""
+    return outputs.decide(_res.model, threshold=threshold, confidence=confidence)
 
 
 # --------------------------------------------------------------------------- page parts
@@ -109,6 +122,14 @@ def csv_download(df: pd.DataFrame, id_columns: list[str], file_name: str, key: s
         key=key,
         icon=":material/download:",
     )
+
+
+def fit_table_download(res: FitResult, name: str, dec: outputs.Decisions, key: str) -> None:
+    """A download of ``{name}.csv`` with exactly the columns ``ordmix fit`` writes (the same
+    ``outputs`` table functions, with the page's decision settings)."""
+    frame = outputs.table(res.model, name, dec)
+    ids = [c for c in outputs.TABLES[name].id_columns if c in frame.columns]
+    csv_download(frame, ids, f"{name}.csv", key)
 
 
 def sidebar_status() -> None:

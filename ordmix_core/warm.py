@@ -1,0 +1,230 @@
+"""Warm start of a refit from an earlier result: the daily refit after new ratings arrive.
+
+``OrdinalMixture(init_from=previous)`` (``ordmix fit --warm-start DIR``) starts from
+``previous``, a fitted ``OrdinalMixture`` or the output folder ``ordmix fit`` wrote, instead
+of the usual restarts. Both hold the same posteriors (``items_`` / items.csv,
+``annotators_`` / annotators.csv, ``categories_`` / categories.csv, ``hyperparams_`` /
+summary.json), read into one :class:`Previous` by :func:`load_previous`.
+
+:func:`warm_state` builds the start, matched by ID (as text, so IDs read back from a CSV match
+the ratings'):
+
+- q(z_m) = N(estimate, sd^2) of every instance rated before;
+- q(tau_n) with the previous mean and sd of the expertise (shape ``(E/sd)^2``, rate
+  ``E/sd^2``), and eps_n = the previous reliability, kept ``EPS_MARGIN`` inside (0, 1): 0 and 1
+  are fixed points of eps's update (eq. 5), where the previous fit often ends, and an eps
+  held there could not move whatever the new ratings say;
+- q(delta_c) with the previous E[delta] and the usual shape ``phi + n_c / 2`` (categories
+  matched only when the previous fit had the same granularity);
+- the learned Gamma prior (alpha, beta) of the expertise.
+
+Instances, annotators and categories the previous fit did not have keep the usual start
+(restart 0's, given as ``fresh``). The refit runs a single restart from there, with the spam
+component from the first sweep (no warm-up stage: the previous fit already told truth from
+spam), to the usual stopping rule. It continues the previous fit's optimum: on TREC with 10%
+of the ratings new it converges in 7-14% of the sweeps of a fit from scratch, which may land
+in another of the model's optima with a higher bound (docs/benchmarks.md); from the same
+answer it reaches that answer's bound in 3-4 sweeps.
+
+Pure functions: no fitting; reading a folder goes through ``fitfolder``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .data import CrowdData, fmt_scale
+from .errors import InputError
+from .fitfolder import check_folder, read_fit_table, read_summary
+from .problem import Problem, State
+
+#: eps of the start is kept this far inside (0, 1), so that new ratings can move it
+EPS_MARGIN = 1e-3
+
+
+@dataclass(frozen=True)
+class Previous:
+    """An earlier fit's posteriors, indexed by ID as text.
+
+    ``items``: estimate, sd; ``annotators``: expertise, expertise_sd, reliability;
+    ``categories``: difficulty; ``alpha``, ``beta``: the Gamma prior of the expertise;
+    ``scale``: (K,) the scale's values; ``granularity``: of its categories (None: unknown);
+    ``source``: the folder it was read from ("" for a model), for messages.
+    """
+
+    items: pd.DataFrame
+    annotators: pd.DataFrame
+    categories: pd.DataFrame
+    alpha: float
+    beta: float
+    scale: np.ndarray
+    granularity: str | None
+    source: str
+
+    def __post_init__(self) -> None:
+        _check_values(self)
+
+
+def load_previous(source: object) -> Previous:
+    """A :class:`Previous` from a fitted estimator, an ``ordmix fit`` folder, or itself."""
+    if isinstance(source, Previous):
+        return source
+    if isinstance(source, (str, os.PathLike)):
+        return read_previous(source)
+    if hasattr(source, "get_params") and not hasattr(source, "items_"):
+        raise InputError(
+            "init_from is an estimator that has not been fitted; fit it first, or give the "
+            "output folder of an earlier ordmix fit"
+        )
+    if all(hasattr(source, a) for a in ("items_", "annotators_", "categories_", "hyperparams_")):
+        return previous_from_model(source)
+    raise InputError(
+        "init_from must be a fitted OrdinalMixture or the output folder of ordmix fit, not "
+        f"{type(source).__name__}"
+    )
+
+
+def previous_from_model(model: object) -> Previous:
+    """A fitted estimator's posteriors (a Dask engine's partitioned ``items_`` is computed)."""
+
+    def local(frame: object) -> pd.DataFrame:
+        return frame if isinstance(frame, pd.DataFrame) else frame.compute()  # type: ignore
+
+    hp = model.hyperparams_  # type: ignore[attr-defined]
+    return Previous(
+        items=_by_text(local(model.items_)[["estimate", "sd"]]),  # type: ignore[attr-defined]
+        annotators=_by_text(
+            model.annotators_[["expertise", "expertise_sd", "reliability"]]  # type: ignore
+        ),
+        categories=_by_text(local(model.categories_)[["difficulty"]]),  # type: ignore
+        alpha=float(hp["alpha"]),
+        beta=float(hp["beta"]),
+        scale=np.asarray(hp["scale"], dtype=float),
+        granularity=getattr(model, "granularity", None),
+        source="",
+    )
+
+
+def read_previous(folder: str | os.PathLike) -> Previous:
+    """The posteriors an ``ordmix fit`` folder holds (items, annotators, categories, summary)."""
+    folder = check_folder(folder, ("items", "annotators", "categories"), "a warm start")
+    summary = read_summary(folder, ("alpha", "beta", "scale"))
+    hp = summary["hyperparameters"]
+    items = read_fit_table(folder, "items", ["instance"], ["estimate", "sd"])
+    ann = read_fit_table(
+        folder, "annotators", ["annotator"], ["expertise", "expertise_sd", "reliability"]
+    )
+    cats = read_fit_table(folder, "categories", ["category"], ["difficulty"])
+    model = summary.get("model") if isinstance(summary.get("model"), dict) else {}
+    try:
+        alpha, beta = float(hp["alpha"]), float(hp["beta"])
+        scale = np.asarray(hp["scale"], dtype=float)
+    except (TypeError, ValueError) as e:
+        raise InputError(
+            f"summary.json's hyperparameters are not numbers ({e}); fit again", source=str(folder)
+        ) from None
+    return Previous(
+        items=_by_text(items.set_index("instance")[["estimate", "sd"]]),
+        annotators=_by_text(
+            ann.set_index("annotator")[["expertise", "expertise_sd", "reliability"]]
+        ),
+        categories=_by_text(cats.set_index("category")[["difficulty"]]),
+        alpha=alpha,
+        beta=beta,
+        scale=scale,
+        granularity=model.get("granularity"),
+        source=str(folder),
+    )
+
+
+def warm_state(prev: Previous, data: CrowdData, p: Problem, fresh: State) -> State:
+    """The refit's start: ``fresh`` (the usual start) with every factor ``prev`` knows by ID
+    replaced by its previous posterior (module docstring). Shapes as ``fresh``'s."""
+    if not np.array_equal(prev.scale, data.scale.values):
+        raise InputError(
+            f"the previous fit's scale {fmt_scale(prev.scale)} is not the data's "
+            f"{fmt_scale(data.scale.values)}; give the same scale (--scale / scale=) or fit "
+            f"without a warm start",
+            source=prev.source or None,
+        )
+    s = fresh.copy()
+    at, rows = _match(prev.items.index, data.instances)
+    s.mu_m[at] = prev.items["estimate"].to_numpy(float)[rows]
+    s.lam_m[at] = prev.items["sd"].to_numpy(float)[rows] ** -2.0
+
+    at, rows = _match(prev.annotators.index, data.annotators)
+    e_tau = prev.annotators["expertise"].to_numpy(float)[rows]
+    sd_tau = prev.annotators["expertise_sd"].to_numpy(float)[rows]
+    s.tau_shape[at] = (e_tau / sd_tau) ** 2
+    s.tau_rate[at] = e_tau / sd_tau**2
+    if p.spam:
+        eps = prev.annotators["reliability"].to_numpy(float)[rows]
+        s.eps[at] = np.clip(eps, EPS_MARGIN, 1.0 - EPS_MARGIN)
+
+    if prev.granularity in (None, data.granularity):
+        at, rows = _match(prev.categories.index, data.categories)
+        s.delta_rate[at] = s.delta_shape[at] / prev.categories["difficulty"].to_numpy(float)[rows]
+    s.alpha, s.beta = prev.alpha, prev.beta
+    return s
+
+
+def matched(prev: Previous, data: CrowdData) -> dict[str, tuple[int, int]]:
+    """How many instances, annotators and categories of ``data`` the previous fit had:
+    ``{"instances": (matched, total), ...}`` (for reports and tests)."""
+    out = {}
+    for name, index, ids in (
+        ("instances", prev.items.index, data.instances),
+        ("annotators", prev.annotators.index, data.annotators),
+        ("categories", prev.categories.index, data.categories),
+    ):
+        out[name] = (int(_match(index, ids)[0].size), int(len(ids)))
+    return out
+
+
+def _by_text(frame: pd.DataFrame) -> pd.DataFrame:
+    out = frame.copy()
+    out.index = pd.Index(out.index.astype(str), name=frame.index.name)
+    if not out.index.is_unique:
+        dup = out.index[out.index.duplicated()][0]
+        raise InputError(f"the previous fit lists {frame.index.name} {dup!r} twice; fit again")
+    return out
+
+
+def _match(index: pd.Index, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Positions in ``ids`` that ``index`` (text) holds, and their rows in ``index``."""
+    rows = index.get_indexer(pd.Index(ids).astype(str))
+    at = np.flatnonzero(rows >= 0)
+    return at, rows[at]
+
+
+def _check_values(prev: Previous) -> None:
+    """Posteriors a state can be built from: positive sds, precisions and rates, eps in
+    [0, 1]; else one InputError naming the column."""
+    checks = [
+        (prev.items["estimate"], "items", "estimate", lambda v: np.isfinite(v)),
+        (prev.items["sd"], "items", "sd", lambda v: v > 0),
+        (prev.annotators["expertise"], "annotators", "expertise", lambda v: v > 0),
+        (prev.annotators["expertise_sd"], "annotators", "expertise_sd", lambda v: v > 0),
+        (prev.annotators["reliability"], "annotators", "reliability", lambda v: v >= 0),
+        (prev.annotators["reliability"], "annotators", "reliability", lambda v: v <= 1),
+        (prev.categories["difficulty"], "categories", "difficulty", lambda v: v > 0),
+    ]
+    for col, table, name, ok in checks:
+        v = col.to_numpy(float)
+        good = np.isfinite(v) & ok(v)
+        if not good.all():
+            i = int(np.flatnonzero(~good)[0])
+            raise InputError(
+                f"{table}: {name} of {col.index[i]!r} is {v[i]:g}, which no fit gives; fit again",
+                source=prev.source or None,
+            )
+    if not (prev.alpha > 0 and prev.beta > 0 and np.isfinite(prev.alpha + prev.beta)):
+        raise InputError(
+            f"the expertise prior alpha={prev.alpha!r}, beta={prev.beta!r} must be positive; "
+            "fit again",
+            source=prev.source or None,
+        )

@@ -1,0 +1,92 @@
+"""The ordinal scale's threshold rule, its refusals, and the one-query-per-instance rule.
+
+Thresholds (paper, model-notes.md): inner ones at the midpoints of neighbouring levels, the
+outer ones half a level step outside (0.5 ... 5.5 for 1..5); the fit uses exactly these.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from _sweeps import record_sweeps
+
+from ordmix_core import InputError, OrdinalMixture, Scale
+
+
+def _rule(values: list[float]) -> list[float]:
+    v = list(map(float, values))
+    if len(v) == 1:
+        return [v[0] - 0.5, v[0] + 0.5]
+    mids = [(a + b) / 2 for a, b in zip(v[:-1], v[1:], strict=True)]
+    return [v[0] - (v[1] - v[0]) / 2, *mids, v[-1] + (v[-1] - v[-2]) / 2]
+
+
+@pytest.mark.parametrize(
+    "values,expected",
+    [
+        ([1, 2, 3, 4, 5], [0.5, 1.5, 2.5, 3.5, 4.5, 5.5]),  # the paper's
+        ([0, 1, 3, 4], [-0.5, 0.5, 2.0, 3.5, 4.5]),  # uneven: each outer end by its own step
+        ([0, 10, 100], [-5.0, 5.0, 55.0, 145.0]),
+        ([-2.5, -1.0], [-3.25, -1.75, -0.25]),
+        ([7], [6.5, 7.5]),  # one level: +- 0.5
+    ],
+)
+def test_thresholds_midpoints_and_half_a_step_outside(values, expected) -> None:
+    assert _rule(values) == pytest.approx(expected)
+    assert list(Scale(np.array(values, dtype=float)).thresholds) == pytest.approx(expected)
+
+
+@pytest.mark.filterwarnings("ignore:the chosen restart did not converge")
+def test_the_fit_uses_the_rule(monkeypatch) -> None:
+    """hyperparams_ reports the thresholds, and every rating's interval in the engine is its
+    level's [b_{r-1}, b_r)."""
+    df = pd.DataFrame(
+        {"annotator": list("abcabc"), "instance": list("iiijjj"), "rating": [0, 1, 3, 4, 3, 0]}
+    )
+    calls = record_sweeps(monkeypatch)
+    m = OrdinalMixture("instance", n_restarts=1, max_iter=3, random_state=0).fit(df)
+    b = _rule([0, 1, 3, 4])
+    assert m.hyperparams_["thresholds"] == pytest.approx(b)
+    assert m.hyperparams_["scale"] == [0.0, 1.0, 3.0, 4.0]
+    p = calls[0].problem
+    level = {0: 0, 1: 1, 3: 2, 4: 3}
+    lo = [b[level[r]] for r in df["rating"]]
+    hi = [b[level[r] + 1] for r in df["rating"]]
+    np.testing.assert_array_equal(p.thresholds[p.level], lo)
+    np.testing.assert_array_equal(p.thresholds[p.level + 1], hi)
+    # a declared scale wider than the ratings seen moves the outer thresholds with it
+    wide = OrdinalMixture("instance", scale=[0, 1, 2, 3, 4], n_restarts=1, max_iter=3).fit(df)
+    assert wide.hyperparams_["thresholds"] == pytest.approx([-0.5, 0.5, 1.5, 2.5, 3.5, 4.5])
+
+
+@pytest.mark.parametrize("scale", [[3, 2, 1], [1, 2, 2, 3], [1, 3, 2], "5,4,3,2,1", "1,1"], ids=str)
+def test_non_increasing_scale_is_refused(scale) -> None:
+    df = pd.DataFrame({"annotator": ["a", "b"], "instance": ["i", "i"], "rating": [1, 2]})
+    with pytest.raises(InputError, match="strictly increasing without repeats"):
+        OrdinalMixture("instance", scale=scale).fit(df)
+    with pytest.raises(InputError, match="strictly increasing"):
+        Scale.parse(scale) if isinstance(scale, str) else Scale(np.array(scale, dtype=float))
+
+
+def test_ratings_off_the_scale_are_refused_with_the_row() -> None:
+    df = pd.DataFrame({"annotator": ["a", "b", "c"], "instance": ["i"] * 3, "rating": [1, 2, 2.5]})
+    with pytest.raises(InputError, match=r"row 4 .*rating 2\.5 is not on the scale 1,2,3"):
+        OrdinalMixture("instance", scale=[1, 2, 3]).fit(df)
+
+
+def test_an_instance_belongs_to_one_query() -> None:
+    df = pd.DataFrame(
+        {
+            "annotator": ["a", "b", "c", "d"],
+            "instance": ["i1", "i2", "i1", "i2"],
+            "rating": [1, 2, 3, 2],
+            "query": ["q1", "q1", "q2", "q1"],
+        }
+    )
+    msg = r"row 4 .*instance 'i1' has query 'q2' here but 'q1' earlier; an instance belongs to one"
+    for gran in ("query", "instance", "global"):  # the rule holds whatever the granularity
+        with pytest.raises(InputError, match=msg):
+            OrdinalMixture(gran).fit(df)
+    ok = OrdinalMixture("query", n_restarts=1).fit(df.assign(query=["q1", "q1", "q1", "q1"]))
+    assert list(ok.categories_.index) == ["q1"]

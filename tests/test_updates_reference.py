@@ -1,0 +1,154 @@
+"""updates.py against references that share none of its code: model-notes' q(y) update with
+mpmath's truncated normal, shapes for groups without ratings, the eps floor, and the Gamma
+prior's type-II ML and inverse digamma against mpmath roots to 1e-10 over their whole range.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.special import digamma
+
+from ordmix_core.updates import (
+    EPS_FLOOR,
+    gamma_prior_mle,
+    inverse_digamma,
+    omega_logit,
+    update_eps,
+    update_gamma_factor,
+)
+
+_LOG_2PI = np.log(2 * np.pi)
+
+
+def _mp_tn(lo: float, hi: float, mean: float, prec: float) -> tuple[float, ...]:
+    """E[x], Var[x], H, log Z of N(mean, 1/prec) on [lo, hi), at 50 digits (mpmath)."""
+    mp = pytest.importorskip("mpmath")
+    with mp.workdps(50):
+        sd = 1 / mp.sqrt(prec)
+        a, b = (lo - mp.mpf(mean)) / sd, (hi - mp.mpf(mean)) / sd
+        z = mp.ncdf(b) - mp.ncdf(a) if a + b <= 0 else mp.ncdf(-a) - mp.ncdf(-b)
+        pa, pb = mp.npdf(a) / z, mp.npdf(b) / z
+        m, e2 = pa - pb, 1 + a * pa - b * pb
+        h = mp.log(sd * mp.sqrt(2 * mp.pi) * z) + e2 / 2
+        return float(mean + m * sd), float((e2 - m * m) * sd * sd), float(h), float(mp.log(z))
+
+
+def _case(seed: int = 0, n: int = 12):
+    """Per-rating inputs of q(y): eps, pi, q(tau), q(delta) moments, q(z), the interval."""
+    rng = np.random.default_rng(seed)
+    eps = rng.uniform(0.05, 0.95, n)
+    log_pi = np.log(rng.uniform(0.05, 0.6, n))
+    tau_a, tau_b = rng.uniform(1, 30, n), rng.uniform(0.5, 10, n)
+    del_a, del_b = rng.uniform(1, 30, n), rng.uniform(0.5, 10, n)
+    mu_m, lam_m = rng.uniform(0, 5, n), rng.uniform(0.1, 20, n)
+    lo = rng.integers(0, 5, n) + 0.5
+    e_tau, e_logtau = tau_a / tau_b, digamma(tau_a) - np.log(tau_b)
+    e_del, e_logdel = del_a / del_b, digamma(del_a) - np.log(del_b)
+    rho = e_tau * e_del
+    rows = [_mp_tn(*v) for v in zip(lo, lo + 1, mu_m, rho, strict=True)]
+    ex, var, entropy, log_z = np.array(rows).T
+    s_l = (ex - mu_m) ** 2 + var + 1 / lam_m  # S_l = E[(x - z)^2]
+    return dict(eps=eps, log_pi=log_pi, e_logtau=e_logtau, e_logdel=e_logdel, rho=rho,
+                lam_m=lam_m, s_l=s_l, entropy=entropy, log_z=log_z)  # fmt: skip
+
+
+def test_exact_omega_logit_is_model_notes_formula_and_the_default() -> None:
+    """logit(omega) = log eps - log(1 - eps) - log pi + log Z
+    + 0.5 (E log tau + E log delta - log rho) - 0.5 rho / lambda_m   (model-notes.md)."""
+    c = _case()
+    want = (np.log(c["eps"]) - np.log1p(-c["eps"]) - c["log_pi"] + c["log_z"]
+            + 0.5 * (c["e_logtau"] + c["e_logdel"] - np.log(c["rho"]))
+            - 0.5 * c["rho"] / c["lam_m"])  # fmt: skip
+    args = (np.log(c["eps"]), np.log1p(-c["eps"]), c["log_pi"], c["e_logtau"], c["e_logdel"],
+            c["rho"], c["s_l"], c["entropy"])  # fmt: skip
+    np.testing.assert_allclose(omega_logit(*args), want, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(omega_logit(*args, exact=True), want, rtol=1e-9, atol=1e-9)
+
+
+def test_paper_omega_logit_is_eq_4() -> None:
+    """Eq. (4): E[tau]E[delta] plugged into the Gaussian, no entropy of q(x):
+    log eps - log(1 - eps) - log pi + log N-density with precision rho at squared distance S."""
+    c = _case(1)
+    want = (np.log(c["eps"]) - np.log1p(-c["eps"]) - c["log_pi"]
+            + 0.5 * np.log(c["rho"]) - 0.5 * _LOG_2PI - 0.5 * c["rho"] * c["s_l"])  # fmt: skip
+    got = omega_logit(np.log(c["eps"]), np.log1p(-c["eps"]), c["log_pi"], c["e_logtau"],
+                      c["e_logdel"], c["rho"], c["s_l"], c["entropy"], exact=False)  # fmt: skip
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_real_valued_omega_logit_has_no_entropy() -> None:
+    """x observed: E[log N(v | z, 1/(tau delta))] with E log tau + E log delta, S = (v-mu)^2
+    + 1/lambda."""
+    c = _case(2)
+    want = (np.log(c["eps"]) - np.log1p(-c["eps"]) - c["log_pi"] - 0.5 * _LOG_2PI
+            + 0.5 * (c["e_logtau"] + c["e_logdel"]) - 0.5 * c["rho"] * c["s_l"])  # fmt: skip
+    got = omega_logit(np.log(c["eps"]), np.log1p(-c["eps"]), c["log_pi"], c["e_logtau"],
+                      c["e_logdel"], c["rho"], c["s_l"], None)  # fmt: skip
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_groups_without_ratings_get_the_prior_and_the_right_shape() -> None:
+    group = np.array([0, 0, 1])
+    omega = np.array([1.0, 0.5, 0.25])
+    shape, rate = update_gamma_factor(group, omega, np.ones(3), np.ones(3), 2.0, 3.0, size=4)
+    assert shape.tolist() == [2.75, 2.125, 2.0, 2.0]
+    assert rate.tolist() == [3.75, 3.125, 3.0, 3.0]
+    eps = update_eps(group, omega, np.array([2, 1, 0, 0]))
+    assert eps.shape == (4,) and eps[:2].tolist() == [0.75, 0.25]
+    assert np.all(eps[2:] == EPS_FLOOR)
+
+
+def test_eps_is_kept_inside_the_open_interval() -> None:
+    """Every omega 0 (or 1) would make log eps (or log(1 - eps)) infinite: the floor holds."""
+    ann = np.array([0, 0, 1, 1])
+    eps = update_eps(ann, np.array([0.0, 0.0, 1.0, 1.0]), np.array([2, 2]))
+    assert eps.tolist() == [EPS_FLOOR, 1.0 - EPS_FLOOR]
+    assert np.all(np.isfinite(np.log(eps))) and np.all(np.isfinite(np.log1p(-eps)))
+
+
+def _mp_alpha(s: float) -> float:
+    """The root of log a - digamma(a) = s, to 40 digits."""
+    mp = pytest.importorskip("mpmath")
+    with mp.workdps(40):
+        f = lambda a: mp.log(a) - mp.digamma(a) - s  # noqa: E731
+        lo, hi = mp.mpf("1e-12"), mp.mpf("1e12")
+        while hi / lo > 1 + mp.mpf("1e-30"):  # log a - digamma(a) falls from inf to 0
+            mid = mp.sqrt(lo * hi)
+            lo, hi = (mid, hi) if f(mid) > 0 else (lo, mid)
+        return float(mp.sqrt(lo * hi))
+
+
+@pytest.mark.parametrize("s", [1.5e-8, 5e-8, 1e-6, 1e-4, 0.01, 0.1, 0.5, 1.0, 3.0, 10.0, 40.0])
+def test_gamma_prior_mle_solves_its_equation_everywhere(s) -> None:
+    """alpha: log alpha - digamma(alpha) = log mean(E t) - mean(E log t); beta = alpha / mean.
+    Inputs built with that s exactly (two annotators); alpha to 1e-10 of the mpmath root."""
+    mean_t = 2.0
+    e_t = np.array([mean_t, mean_t])
+    e_logt = np.full(2, np.log(mean_t) - s)
+    alpha, beta = gamma_prior_mle(e_t, e_logt)
+    want = _mp_alpha(s)
+    # log alpha - digamma(alpha) is a difference of two ~log(alpha) numbers: absolute error
+    # ~eps log(alpha) in s, relative error that over s in alpha (alpha ~ 1 / 2s for small s)
+    assert alpha == pytest.approx(want, rel=1e-10 + 4e-15 * max(1.0, np.log(want)) / s, abs=0)
+    assert beta == pytest.approx(alpha / mean_t, rel=1e-15, abs=0)
+
+
+def test_gamma_prior_mle_degenerate_and_floored() -> None:
+    # every annotator the same point mass: s = 0, the prior is a spike at the mean
+    alpha, beta = gamma_prior_mle(np.full(3, 2.0), np.full(3, np.log(2.0)))
+    assert alpha == 1e8 and beta == 1e8 / 2.0
+    # beta below the floor: beta = floor, alpha solves digamma(alpha) = log beta + mean E log t
+    e_t, e_logt = np.array([100.0, 300.0]), np.array([4.0, 5.0])
+    alpha, beta = gamma_prior_mle(e_t, e_logt, min_rate=1.0)
+    assert beta == 1.0
+    assert digamma(alpha) == pytest.approx(np.log(beta) + e_logt.mean(), abs=1e-12)
+
+
+@pytest.mark.parametrize("y", [-60.0, -10.0, -3.0, -2.3, -2.2, -1.0, 0.0, 0.5, 3.0, 12.0, 30.0])
+def test_inverse_digamma_to_the_last_digits(y) -> None:
+    mp = pytest.importorskip("mpmath")
+    with mp.workdps(40):
+        want = float(mp.findroot(lambda x: mp.digamma(x) - y, mp.exp(y) + 0.5 if y > -2 else
+                                 -1 / (y + mp.euler)))  # fmt: skip
+    assert inverse_digamma(y) == pytest.approx(want, rel=1e-13, abs=0)
