@@ -237,10 +237,14 @@ def normalize_columns(df, source: str = "ratings", *, coded: bool = False) -> pd
         if c == "rating":
             out[c] = numeric_ratings(col, source)
         elif coded:
-            codes, uniq, blank = coded_ids.pop(c)
+            codes, uniq, blank, same = coded_ids.pop(c)
             _refuse_empty_ids(_bad_codes(codes, blank), c, source)
-            out[c] = pd.Categorical.from_codes(
-                codes, dtype=pd.CategoricalDtype(pd.Index(uniq, dtype=object)), validate=False
+            out[c] = (
+                col.array
+                if same
+                else pd.Categorical.from_codes(
+                    codes, dtype=pd.CategoricalDtype(pd.Index(uniq, dtype=object)), validate=False
+                )
             )
         else:
             _refuse_empty_ids(_blank_rows(col), c, source)
@@ -344,8 +348,8 @@ def factorize_sorted(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     of ``str``; missing values get -1), without a Python string per row: a Categorical is
     recoded through its categories, Arrow-backed text through pyarrow's hash and sort.
     """
-    codes, uniques, _ = _code_ids(col)
-    return codes, uniques
+    codes, uniques, _, _ = _code_ids(col)
+    return (codes if codes.flags.writeable else codes.copy()), uniques
 
 
 def _code_columns(cols: dict[str, pd.Series]) -> dict[str, tuple]:
@@ -361,24 +365,24 @@ def _code_columns(cols: dict[str, pd.Series]) -> dict[str, tuple]:
         return {c: f.result() for c, f in futures.items()}
 
 
-def _code_ids(col: pd.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`factorize_sorted` plus which distinct IDs are blank, (M,) bool."""
+def _code_ids(col: pd.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+    """:func:`factorize_sorted`, which distinct IDs are blank (M,) bool, and whether the
+    column already was that coding (a Categorical of sorted, used, text categories)."""
     arr = _arrow_text(col)
     if arr is not None:
-        return _code_arrow(arr)
+        return (*_code_arrow(arr), False)
     if _is_arrow(col):
         col = col.to_pandas()
     if isinstance(col.dtype, pd.CategoricalDtype):
         return _code_categorical(col)
-    if arr is None:
-        text = col.astype(str)
-        arr = _arrow_text(text)
-        if arr is None:  # no pyarrow string storage: pandas' own sorted factorisation
-            codes, uniq = pd.factorize(text, sort=True)
-            uniq = np.asarray(uniq, dtype=object)
-            blank = np.fromiter((u.strip() == "" for u in uniq), bool, uniq.size)
-            return codes.astype(np.int32), uniq, blank
-    return _code_arrow(arr)
+    text = col.astype(str)
+    arr = _arrow_text(text)
+    if arr is None:  # no pyarrow string storage: pandas' own sorted factorisation
+        codes, uniq = pd.factorize(text, sort=True)
+        uniq = np.asarray(uniq, dtype=object)
+        blank = np.fromiter((u.strip() == "" for u in uniq), bool, uniq.size)
+        return codes.astype(np.int32), uniq, blank, False
+    return (*_code_arrow(arr), False)
 
 
 def _encode_arrow(arr) -> tuple[np.ndarray, object]:
@@ -436,24 +440,24 @@ def _blank_sorted(uniq: np.ndarray) -> np.ndarray:
     return blank
 
 
-def _code_categorical(col: pd.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _code_categorical(col: pd.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
     cats = col.cat.categories
-    codes = col.cat.codes.to_numpy()
+    codes = np.asarray(col.array.codes)  # a read-only view: callers copy what they keep
     if pd.api.types.infer_dtype(cats, skipna=False) == "string" and cats.is_monotonic_increasing:
         remap = None  # already distinct strings in sorted order (io.read_ratings' columns)
         uniq = np.asarray(cats, dtype=object)
         blank = _blank_sorted(uniq)
     else:  # categories that are not sorted text (or that merge as text: 1 and "1")
-        remap, uniq, blank = _code_ids(pd.Series(cats.astype(str)))
+        remap, uniq, blank, _ = _code_ids(pd.Series(cats.astype(str)))
     present = codes if codes.size == 0 or codes.min() >= 0 else codes[codes >= 0]
     used = np.bincount(present if remap is None else remap[present], minlength=uniq.size) > 0
     if remap is None and used.all():
-        return codes.astype(np.int32, copy=False), uniq, blank
+        return codes.astype(np.int32, copy=False), uniq, blank, True
     if remap is None:
         remap = np.arange(uniq.size, dtype=np.int32)
     renumber = np.cumsum(used, dtype=np.int32) - 1
     full = np.append(renumber[remap], -1).astype(np.int32)  # code -1 (missing) stays -1
-    return full[codes], uniq[used], blank[used]
+    return full[codes], uniq[used], blank[used], False
 
 
 # --------------------------------------------------------------------------- ratings
@@ -825,22 +829,20 @@ def prepare(
     if source is None:
         attrs = getattr(ratings, "attrs", None) or {}
         source = str(attrs.get("source") or "ratings")
-    cols = _select(ratings, source)
-    coded = {}
-    for c, (codes, uniq, blank) in _code_columns(cols).items():
-        _refuse_empty_ids(_bad_codes(codes, blank), c, source)
-        coded[c] = (codes, uniq)
-    r = numeric_ratings(cols["rating"], source)
+    frame = normalize_columns(ratings, source, coded=True)  # the one validation
+    coded = {
+        c: (np.array(frame[c].array.codes, dtype=np.int32), frame[c].cat.categories.to_numpy())
+        for c in ("annotator", "instance", "query")
+        if c in frame.columns
+    }
+    r = frame["rating"].to_numpy()
     sc, level = rating_levels(r, scale, source)
     ann, annotators = coded["annotator"]
     inst, instances = coded["instance"]
     inst_query = None
     if "query" in coded:
         q, queries = coded["query"]
-        per_rating = pd.Categorical.from_codes(
-            q, dtype=pd.CategoricalDtype(pd.Index(queries, dtype=object)), validate=False
-        )
-        inst_query, clash = instance_queries(inst, per_rating, len(instances))
+        inst_query, clash = instance_queries(inst, frame["query"].array, len(instances))
         if clash is not None:
             raise InputError(
                 query_clash(
