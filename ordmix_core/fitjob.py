@@ -265,6 +265,45 @@ def selection_explanation(model: OrdinalMixture) -> str:
     return f"{kept}. Of the {model.n_restarts} restarts: {others}"
 
 
+def model_line(model: OrdinalMixture) -> str:
+    """Which model was fitted and why, with what it learned (``model_``), in one sentence.
+
+    The default (``model="extended"``) is a fixed model, not a choice among candidates: the
+    sentence says what it adds to the paper's model, the learned spread of the annotators'
+    biases and the spammers' answer distribution.
+    """
+    d = getattr(model, "model_", None) or {}
+    if d.get("model") == "paper":
+        text = "Model: the paper's (Lakshminarayanan & Teh), as published"
+    else:
+        parts = []
+        if d.get("bias"):
+            parts.append("a bias per annotator (lenient raters score high, strict ones low)")
+        if d.get("spam_dist") == "global":
+            parts.append("a spam answer distribution learned from the data")
+        elif d.get("spam_dist") == "annotator":
+            parts.append("a spam answer distribution learned per annotator")
+        added = " and ".join(parts) or "nothing"
+        text = (
+            f"Model: {d.get('model', 'extended')}, the paper's model plus {added}, so that a "
+            "rater who is consistently lenient or strict is not mistaken for a spammer"
+        )
+    learned = []
+    if d.get("bias_sd_prior"):
+        learned.append(f"annotators' biases spread about ±{d['bias_sd_prior']:.2f}")
+    pi = d.get("pi")
+    if pi is not None and model.spam:
+        levels = getattr(model, "scale_", None)
+        names = [f"{v:g}" for v in levels.values] if levels is not None else []
+        if len(names) != len(pi):
+            names = [str(i + 1) for i in range(len(pi))]
+        dist = ", ".join(f"{n}: {p:.0%}" for n, p in zip(names, pi, strict=True))
+        learned.append(f"spam answers {dist}")
+    if d.get("n_gold"):
+        learned.append(f"{d['n_gold']:,} gold items anchored the fit")
+    return text + (f" (learned: {'; '.join(learned)})" if learned else "")
+
+
 def fit_summary(model: OrdinalMixture, dec: outputs.Decisions | None = None) -> list[str]:
     """What the fit says about the data and about itself, one plain sentence each.
 
@@ -308,6 +347,7 @@ def fit_summary(model: OrdinalMixture, dec: outputs.Decisions | None = None) -> 
             f"less than {decisions.MIN_INFO:.0%} of what is known about them (the prior "
             "weighs more), so their labels are guesses; they are marked in the Items table."
         )
+    lines.append(model_line(model) + ".")
     lines.append(f"Chosen: {selection_explanation(model)}.")
     if model.interrupted_ and not model.converged_:
         lines.append("Not converged: the fit was stopped, so treat the estimates as provisional.")

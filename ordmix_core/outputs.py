@@ -153,9 +153,9 @@ def hyperparams(
     return out
 
 
-#: why the default model is what it is (summary.json, the Fit page)
+#: why the default model is what it is (summary.json's ``model_choice.why``)
 EXTENDED_WHY = (
-    "default since issue 11: the annotator bias explains lenient and strict raters as such "
+    "the default: the annotator bias explains lenient and strict raters as such "
     "instead of as spam, and a learned spam distribution, started after a mixture stage "
     "with uniform spam, captures spammers' favourite answers; measured on TREC RF10 and Web "
     "(docs/results.md)"

@@ -20,6 +20,7 @@ from ordmix_core.fitjob import (
     FitParams,
     fit_page_options,
     fit_summary,
+    model_line,
     selection_explanation,
 )
 from ordmix_core.model import OrdinalMixture
@@ -226,3 +227,20 @@ def test_summary_counts_the_flags_and_undetermined_items(demo):
         line.startswith("Chosen: restart") and "highest lower bound" in line for line in lines
     )
     assert any(line.startswith("Converged:") for line in lines)
+
+
+@pytest.mark.parametrize("model", ["extended", "paper"])
+def test_summary_says_which_model_was_fitted_and_what_it_learned(demo, model):
+    m = OrdinalMixture(model=model, n_restarts=1, random_state=0).fit(demo.ratings)
+    line = model_line(m)
+    assert line + "." in fit_summary(m)
+    if model == "paper":
+        assert line.startswith("Model: the paper's") and "learned" not in line
+        return
+    assert "bias per annotator" in line and "spam answer distribution learned" in line
+    # the learned spread of the biases is 1/sqrt(lambda_b), the spam distribution pi
+    assert f"±{m.hyperparams_['lambda_b'] ** -0.5:.2f}" in line
+    pi = m.hyperparams_["pi"]
+    assert abs(sum(pi) - 1) < 1e-9
+    for v, p in zip(m.scale_.values, pi, strict=True):
+        assert f"{v:g}: {p:.0%}" in line
