@@ -33,7 +33,7 @@ class OdmMethod:
 
     granularity: str | None = None
     ordinal: bool = True
-    spam: bool = True
+    spam: bool | None = None
     model: str = "extended"
     bias: bool | None = None
     spam_dist: str | None = None
@@ -62,12 +62,16 @@ METHODS: dict[str, OdmMethod | BaselineMethod] = {
     "odm": OdmMethod(None, default_granularity="instance"),
     **{f"odm-{g}": OdmMethod(g) for g in ("global", "query", "instance")},
     # the extensions one at a time (issue 11), at the granularity asked (default instance)
-    "odm-bias": OdmMethod(None, bias=True, spam_dist="uniform", default_granularity="instance"),
+    # (with the spam component: the default decides it from the evidence, see ``odm``)
+    "odm-with-spam": OdmMethod(None, spam=True, default_granularity="instance"),
+    "odm-bias": OdmMethod(
+        None, spam=True, bias=True, spam_dist="uniform", default_granularity="instance"
+    ),
     "odm-learned-spam": OdmMethod(
-        None, bias=False, spam_dist="global", default_granularity="instance"
+        None, spam=True, bias=False, spam_dist="global", default_granularity="instance"
     ),
     "odm-annotator-spam": OdmMethod(
-        None, bias=True, spam_dist="annotator", default_granularity="instance"
+        None, spam=True, bias=True, spam_dist="annotator", default_granularity="instance"
     ),
     # the paper's ablation (Figure 3): its model, at global granularity unless asked
     "odm-ordinal-spam": OdmMethod(None, ordinal=True, spam=True, model="paper"),

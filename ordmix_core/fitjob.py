@@ -80,8 +80,12 @@ class FitParams:
             f"{self.max_iter} iterations each, tolerance {self.tol:g}; "
             + ("ordinal" if self.ordinal else "real-valued")
             + " likelihood, "
-            + ("with" if self.spam else "without")
-            + f" the spam component, {self.model} model, {self.updates} updates"
+            + {
+                None: "the spam component as the model decides",
+                True: "with the spam component",
+                False: "without the spam component",
+            }[self.spam]
+            + f", {self.model} model, {self.updates} updates"
             + (", gold items known" if self.use_gold else "")
             + f"; priors phi {self.phi:g}, "
             f"eta {self.eta:g}, lambda {self.lam:g}, mu {mu}; seed {self.random_state}"
@@ -292,7 +296,7 @@ def model_line(model: OrdinalMixture) -> str:
     if d.get("bias_sd_prior"):
         learned.append(f"annotators' biases spread about ±{d['bias_sd_prior']:.2f}")
     pi = d.get("pi")
-    if pi is not None and model.spam:
+    if pi is not None and model.spam_:
         levels = getattr(model, "scale_", None)
         names = [f"{v:g}" for v in levels.values] if levels is not None else []
         if len(names) != len(pi):
@@ -301,7 +305,9 @@ def model_line(model: OrdinalMixture) -> str:
         learned.append(f"spam answers {dist}")
     if d.get("n_gold"):
         learned.append(f"{d['n_gold']:,} gold items anchored the fit")
-    return text + (f" (learned: {'; '.join(learned)})" if learned else "")
+    choice = d.get("spam_choice")
+    text += f" (learned: {'; '.join(learned)})" if learned else ""
+    return text + (f". Spam component: {choice['why']}" if choice else "")
 
 
 def fit_summary(model: OrdinalMixture, dec: outputs.Decisions | None = None) -> list[str]:
@@ -333,7 +339,7 @@ def fit_summary(model: OrdinalMixture, dec: outputs.Decisions | None = None) -> 
             f"{c:.0%} probability) and {n['undetermined']:,} undetermined: too few ratings, or "
             "ratings of items nobody else rated well, to judge either way."
         )
-        if not model.spam:
+        if not model.spam_:
             lines.append(
                 "This fit has no spam component: it took every rating as honest; the flags "
                 "still weigh each rating against the other ratings of its item."

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import accel, init, kernels, options, outputs, restarts, vb, warm
+from . import accel, decisions, init, kernels, options, outputs, restarts, vb, warm
 from . import updates as vb_updates
 from .base import CrowdEstimator
 from .data import CrowdData, Scale, prepare
@@ -52,9 +52,53 @@ __all__ = ["MODELS", "CollapseWarning", "ConvergenceWarning", "OrdinalMixture"]
 #: an annotator bias with its prior's precision learned, and the spam distribution learned
 #: (global) after a mixture stage with it held uniform (research: /docs/results.md)
 MODELS = {
-    "paper": {"bias": False, "spam_dist": "uniform"},
-    "extended": {"bias": True, "spam_dist": "global"},
+    "paper": {"bias": False, "spam_dist": "uniform", "choose_spam": False},
+    "extended": {"bias": True, "spam_dist": "global", "choose_spam": True},
 }
+
+#: ``spam=None`` with the extended model: the spam component is kept when annotators the
+#: evidence judges unreliable (``decisions.annotator_flags`` of the spam fit: P(reliability <
+#: 0.5) >= 0.9 from their own ratings) gave at least this share of the ratings; below it the
+#: component only trims honest disagreement, and the model is refitted without it. Measured
+#: (docs/results.md): 0.02 on Snow-2008 affect in 4 levels (no spammers; spam costs accuracy
+#: there), 0.00 on a simulated crowd without spammers, 0.19-0.74 on TREC, Web, both with fake
+#: spam added, Snow with fake spam, simulated crowds with spammers (spam needed there).
+SPAM_EVIDENCE = 0.05
+
+
+def spam_evidence(model: OrdinalMixture) -> float:
+    """Share of the ratings given by annotators the evidence flags unreliable."""
+    flag = decisions.annotator_flags(model)["flag"].to_numpy()
+    n = model.annotators_["n_ratings"].to_numpy(dtype=float)
+    return float(n[flag == "unreliable"].sum() / max(n.sum(), 1.0))
+
+
+def spam_choice(spam_fit: dict, model: OrdinalMixture) -> dict:
+    """``model_["spam_choice"]``: both candidates' scores, the rule and what it chose."""
+    kept = bool(model.spam_)
+    share = spam_fit["evidence"]
+    candidates = [spam_fit]
+    if not kept:
+        candidates.append({"spam": False, "lower_bound": model.lower_bound_, "evidence": None})
+    why = (
+        f"annotators judged unreliable from their own ratings gave {share:.1%} of the ratings "
+        f"({'at least' if kept else 'less than'} {SPAM_EVIDENCE:.0%}): "
+        + (
+            "spammers are there, so the spam component is kept"
+            if kept
+            else "no group of spammers, so the spam component would only discount honest "
+            "disagreement; refitted without it"
+        )
+    )
+    return {
+        "spam": kept,
+        "rule": f"spam component kept when unreliable annotators give >= {SPAM_EVIDENCE:g} "
+        "of the ratings",
+        "threshold": SPAM_EVIDENCE,
+        "candidates": candidates,
+        "why": why,
+    }
+
 
 ProgressCallback = Callable[[int, int, float], "bool | None"]
 
@@ -72,7 +116,10 @@ class OrdinalMixture(CrowdEstimator):
             ``query`` column) or ``global`` (c(m)=1).
         scale: the ordinal scale ``v_1 < ... < v_K``; default the distinct ratings seen.
         ordinal: ordinal (thresholded) likelihood, or the real-valued one (x = rating).
-        spam: include the spam component (else omega = eps = 1).
+        spam: include the spam component (False: omega = eps = 1); None (default): as
+            ``model`` says: ``paper`` always has it, ``extended`` keeps it when annotators
+            judged unreliable give at least ``SPAM_EVIDENCE`` of the ratings and else refits
+            without it (``model_["spam_choice"]`` has both candidates and why).
         model: ``extended`` (default): annotator bias (lenient / strict raters,
             ``x ~ N(z_m + b_n, ...)``, ``b_n ~ N(0, 1/lambda_b)``, lambda_b learned) and a
             spam distribution learned by type-II ML after a mixture stage with it held
@@ -117,7 +164,7 @@ class OrdinalMixture(CrowdEstimator):
         scale: Scale | Sequence[float] | str | None = None,
         *,
         ordinal: bool = True,
-        spam: bool = True,
+        spam: bool | None = None,
         model: str = "extended",
         bias: bool | None = None,
         spam_dist: str | None = None,
@@ -186,7 +233,7 @@ class OrdinalMixture(CrowdEstimator):
         base = MODELS[self.model]
         bias = base["bias"] if self.bias is None else bool(self.bias)
         dist = base["spam_dist"] if self.spam_dist is None else self.spam_dist
-        if not self.spam:
+        if not self.spam_:
             dist = "uniform"
         pre = "uniform" if (dist != "uniform" and self.warm_start) else None
         if self.init_from is not None:
@@ -233,13 +280,40 @@ class OrdinalMixture(CrowdEstimator):
         t0 = time.perf_counter()
         self._validate()  # before the data is read: a bad scale= is named as such
         data = prepare(ratings, self.scale, granularity=self.granularity)
+        gold_m = self._gold_vector(gold, data.instances)
+        rng = np.random.default_rng(self.random_state)
+        self.spam_ = self.spam is not False  # None: decided below, from the spam fit
+        warn = self._fit_data(data, gold_m, rng, callback, t0)
+        if self._chooses_spam() and not self.interrupted_:
+            share = spam_evidence(self)
+            spam_fit = {"spam": True, "lower_bound": self.lower_bound_, "evidence": share}
+            if share < SPAM_EVIDENCE:
+                self.spam_ = False
+                warn = self._fit_data(data, gold_m, rng, callback, t0)
+            self.model_["spam_choice"] = spam_choice(spam_fit, self)
+        _emit(warn)
+        return self
+
+    def _chooses_spam(self) -> bool:
+        """Whether this fit decides the spam component from the evidence (``spam=None`` and a
+        model that does: ``extended``); else ``spam`` None means on."""
+        return self.spam is None and MODELS[self.model]["choose_spam"]
+
+    def _fit_data(
+        self,
+        data: CrowdData,
+        gold_m: np.ndarray | None,
+        rng: np.random.Generator,
+        callback: ProgressCallback | None,
+        t0: float,
+    ) -> list[restarts.FitWarning]:
+        """One fit of the model with the spam component ``spam_`` to prepared ratings: the
+        restarts, the race and the learned attributes. Returns the warnings to issue."""
         p, pi = self._problem(
             data.scale, np.bincount(data.ann, minlength=data.n_annotators), data.n_categories
         )
         p = p.with_ratings(data.ann, data.inst, data.cat, data.level, data.n_instances)
-        gold_m = self._gold_vector(gold, data.instances)
         p = p.with_gold(gold_m)
-        rng = np.random.default_rng(self.random_state)
         runs = [
             restarts.RestartRun(r, *self._initial_state(data, p, r, rng))
             for r in range(self.n_restarts)
@@ -261,9 +335,7 @@ class OrdinalMixture(CrowdEstimator):
             w_ann = np.bincount(data.ann, weights=s.omega, minlength=data.n_annotators)
             return items, cats, w_ann, s.omega
 
-        warn = self._store(data, p, pi, data.annotators, runs, interrupted, t0, learned)
-        _emit(warn)
-        return self
+        return self._store(data, p, pi, data.annotators, runs, interrupted, t0, learned)
 
     def _race(
         self, p: vb.Problem, runs: list[restarts.RestartRun], callback: ProgressCallback | None
@@ -336,7 +408,7 @@ class OrdinalMixture(CrowdEstimator):
             phi=self.phi,
             eta=self.eta,
             ordinal=self.ordinal,
-            spam=self.spam,
+            spam=self.spam_,
             exact=self.updates == "exact",
             n_per_ann=n_per_ann,
             n_categories=n_categories,
@@ -349,7 +421,7 @@ class OrdinalMixture(CrowdEstimator):
         """``(kind, key)`` of a restart (``restarts.restart_kind``); called in restart order,
         one key drawn from the fit's Generator each."""
         key = restarts.restart_key(rng)
-        return restarts.restart_kind(restart, self.warm_start, self.spam), key
+        return restarts.restart_kind(restart, self.warm_start, self.spam_), key
 
     def _global_start(
         self,
@@ -364,7 +436,7 @@ class OrdinalMixture(CrowdEstimator):
         """The restart's start of q(tau), eps, q(delta) (``n_c`` ratings per category, (C,);
         empty when categories are the Dask blocks') and the prior of tau."""
         return init.init_globals(
-            p.n_per_ann, ann_hashes, n_c, key, restart, step, self.spam, kind == "random",
+            p.n_per_ann, ann_hashes, n_c, key, restart, step, self.spam_, kind == "random",
             p.phi, p.eta, p.bias, p.spam_dist, np.exp(p.log_pi),
         )  # fmt: skip
 
@@ -380,7 +452,7 @@ class OrdinalMixture(CrowdEstimator):
             runs,
             step,
             restarts.mixture_starter(runs),
-            spam=self.spam,
+            spam=self.spam_,
             max_iter=self.max_iter,
             tol=self.tol,
             prune=self.prune_restarts,
@@ -412,7 +484,7 @@ class OrdinalMixture(CrowdEstimator):
         results = restarts.race_results(runs)
         if not results:
             raise InputError("the fit was stopped before the first restart finished an iteration")
-        best, reason, collapsed = restarts.select(results, self.spam, self.collapse_threshold)
+        best, reason, collapsed = restarts.select(results, self.spam_, self.collapse_threshold)
         s = best.state
         items, categories, w_ann, omega = learned(s)
         warn = restarts.fit_warnings(best, collapsed, interrupted, self.max_iter, self.tol)
@@ -427,25 +499,23 @@ class OrdinalMixture(CrowdEstimator):
             p.n_per_ann,
             s.tau_shape,
             s.tau_rate,
-            s.eps if self.spam else np.ones(p.n_annotators),
+            s.eps if self.spam_ else np.ones(p.n_annotators),
             w_ann,
             s.bias_mean if p.bias else None,
             s.bias_prec if p.bias else None,
         )
         self.spam_distributions_ = outputs.spam_distributions_frame(
-            annotators, sc.values, s.dir_a if (self.spam and p.spam_dist == "annotator") else None
+            annotators, sc.values, s.dir_a if (self.spam_ and p.spam_dist == "annotator") else None
         )
         self.categories_ = categories
         self.omega_ = omega
         self.alpha_, self.beta_ = float(s.alpha), float(s.beta)
-        self.hyperparams_ = outputs.hyperparams(
-            s.alpha, s.beta, p, pi, sc.values, sc.thresholds, s if self.spam else None
-        )
+        self.hyperparams_ = outputs.hyperparams(s.alpha, s.beta, p, pi, sc.values, sc.thresholds, s)
         self.model_ = outputs.model_description(
             self.model, p, self._extensions()[2], self.hyperparams_, p.gold_mask
         )
-        self.trace_ = restarts.trace_frame(results, self.spam)
-        self.restarts_ = restarts.restarts_frame(results, self.spam, self.collapse_threshold)
+        self.trace_ = restarts.trace_frame(results, self.spam_)
+        self.restarts_ = restarts.restarts_frame(results, self.spam_, self.collapse_threshold)
         self.best_restart_ = best.restart
         self.selection_reason_ = reason
         self.lower_bound_ = best.lower_bound

@@ -177,6 +177,11 @@ class Choice(_Kind):
 class OptionalFlag(_Kind):
     none: str | None = "as the model says"
 
+    @property
+    def choices(self) -> tuple[bool | None, ...]:
+        """The values a dashboard select offers (None first: the model's)."""
+        return (None, True, False)
+
     def describe(self) -> str:
         return "True or False"
 
@@ -475,15 +480,15 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "spam",
-        Flag(),
+        OptionalFlag(none="as the model says"),
         "model spam: each rating is honest or drawn at random from the levels; off: every "
-        "rating is honest",
+        "rating is honest; as the model says: the paper's model always has it, the extended "
+        "one keeps it when annotators judged unreliable from their own ratings give at least "
+        "5% of the ratings, else refits without it",
         "Spam component",
-        widget="toggle",
-        flag="--no-spam",
-        const=False,
-        flag_help="no spam component: every rating is taken as honest (default: off, spam "
-        "is modelled)",
+        widget="select",
+        flag="--spam",
+        metavar="on|off",
         in_compare=False,
     ),
     Option(
@@ -750,6 +755,7 @@ def add_fit_options(
         group = basic if o.group == "basic" else advanced
         text = (o.flag_help or o.help) if o.switch else o.help
         help_text = text if "(default:" in text else f"{text} (default: {_default_text(o)})"
+        help_text = help_text.replace("%", "%%")  # argparse formats help with %
         kw: dict[str, Any] = dict(dest=o.name, default=o.ui_default, help=help_text)
         if o.switch:
             kw.update(action="store_const", const=o.const)

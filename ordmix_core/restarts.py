@@ -286,7 +286,7 @@ def fit_warnings(
             FitWarning(
                 CollapseWarning,
                 "the fit collapsed: almost every rating is explained as spam, so the estimates "
-                "sit at the prior mean. Compare with the no-spam model (spam=False, --no-spam) "
+                "sit at the prior mean. Compare with the no-spam model (spam=False, --spam off) "
                 "and check the data.",
             )
         )

@@ -52,7 +52,7 @@ confidence = c2.slider(
     help="An annotator is flagged unreliable (or ok) only when their ratings make that at "
     "least this probable; otherwise they are undetermined.",
 )
-if not res.params.spam:
+if not res.model.spam_:
     st.info(
         "This fit has no spam component: it took every rating as honest. The flags still weigh "
         "each rating against the other ratings of its item; refit with the spam component for "

@@ -59,6 +59,12 @@ def option_widget(o: options.Option, where: Any, choices: list | None = None) ->
     """The option's widget (kind, label, help and default from the table), keyed ``fit_<name>``
     and remembered across pages; ``choices``: the values offered, if not all the table's."""
     key, default = f"fit_{o.name}", getattr(DEFAULTS, o.name)
+    if o.widget == "select" and isinstance(o.kind, options.OptionalFlag):
+        names = {None: o.kind.none, True: "on", False: "off"}
+        return kept(
+            where.selectbox, o.label, key=key, default=default, options=list(o.kind.choices),
+            format_func=names.get, help=o.help,
+        )  # fmt: skip
     if o.widget == "select":
         offered = list(choices if choices is not None else o.kind.choices)
         default = default if default in offered else offered[0]

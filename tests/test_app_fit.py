@@ -94,7 +94,10 @@ def test_defaults_are_the_papers():
         "fit_lam": 0.1,
     }
     assert at.number_input(key="fit_random_state").value == 0
-    assert at.toggle(key="fit_ordinal").value and at.toggle(key="fit_spam").value
+    assert at.toggle(key="fit_ordinal").value
+    # the spam component as the model says (the extended model decides it from the evidence)
+    spam = at.selectbox(key="fit_spam")
+    assert spam.value is None and spam.options == ["as the model says", "on", "off"]
     assert at.selectbox(key="fit_updates").value == "exact"
     assert at.text_input(key="fit_mu").value == ""
     assert all(w.help for w in at.number_input)

@@ -77,7 +77,8 @@ def test_parquet_and_flags(files):
         str(out),
         "--restarts",
         "1",
-        "--no-spam",
+        "--spam",
+        "off",
         "--real-valued",
         "--paper-updates",
         "--scale",
@@ -401,7 +402,8 @@ FLAG_CASES = [
     ([], {}),
     (["--real-valued"], {"ordinal": False}),
     (["--paper-updates"], {"updates": "paper"}),
-    (["--no-spam"], {"spam": False}),
+    (["--spam", "off"], {"spam": False}),
+    (["--spam", "on"], {"spam": True}),
     (["--granularity", "global"], {"granularity": "global"}),
     (["--granularity", "query"], {"granularity": "query"}),
     (["--scale", "0,1,2,3,4,5,6"], {"scale": "0,1,2,3,4,5,6"}),
@@ -431,7 +433,12 @@ def test_flag_gives_the_library_fit_with_that_parameter(small, default_fit, flag
     for k, v in kw.items():
         if k != "random_state":
             assert summary["model"][k] == v
-    if flags:  # the flag changed the fit: its estimates, or its restarts' path (the seed)
+    if flags == ["--spam", "on"]:  # this crowd has spammers: the default keeps spam too,
+        # but decides it from the evidence; forced on, nothing is decided
+        assert "spam_choice" not in summary["model_choice"]
+        default_summary = json.loads((default_fit[2] / "summary.json").read_text())
+        assert default_summary["model_choice"]["spam_choice"]["spam"] is True
+    elif flags:  # the flag changed the fit: its estimates, or its restarts' path (the seed)
         trace = pd.read_csv(out / "trace.csv")
         default_trace = pd.read_csv(default_fit[2] / "trace.csv")
         assert not np.allclose(items["estimate"], default_fit[0]["estimate"], rtol=1e-6) or not (
@@ -448,7 +455,9 @@ def test_restarts_and_granularity_flags_in_the_files(small):
     _, _, out = cli_fit(small, "r1", "--restarts", "1", "--granularity", "query")
     assert len(pd.read_csv(out / "restarts.csv")) == 1
     assert len(pd.read_csv(out / "categories.csv")) == small[1]["query"].nunique() > 1
-    _, summary, out = cli_fit(small, "mi", "--restarts", "1", "--max-iter", "2", "--tol", "0")
+    _, summary, out = cli_fit(
+        small, "mi", "--restarts", "1", "--max-iter", "2", "--tol", "0", "--spam", "on"
+    )
     # max_iter caps each stage: the default model's mixture has two (uniform, then learned pi)
     per_stage = pd.read_csv(out / "trace.csv").groupby("stage").size()
     assert set(per_stage.index) == {"nospam", "uniform", "mixture"} and per_stage.max() <= 2

@@ -236,3 +236,52 @@ def test_acceleration_reaches_the_same_optimum_in_fewer_sweeps(spammy):
     assert fast.n_iter_ < slow.n_iter_
     assert abs(fast.lower_bound_ - slow.lower_bound_) < 1.0
     assert np.max(np.abs(fast.estimates_ - slow.estimates_)) < 0.02
+
+
+# --------------------------------------------------------------------------- spam=None
+def _crowd(spammer_share: float):
+    return simulate_crowd(
+        n_items=300, n_annotators=30, spammer_share=spammer_share, random_state=11
+    ).ratings
+
+
+@pytest.mark.parametrize("spammer_share", [0.0, 0.3])
+def test_default_decides_the_spam_component_from_the_evidence(spammer_share):
+    from ordmix_core.model import SPAM_EVIDENCE, spam_evidence
+
+    ratings = _crowd(spammer_share)
+    m = OrdinalMixture(n_restarts=3, random_state=5).fit(ratings)
+    # the first fit is the spam fit, drawn first from the same Generator: recompute its score
+    with_spam = OrdinalMixture(n_restarts=3, random_state=5, spam=True).fit(ratings)
+    share = spam_evidence(with_spam)
+    choice = m.model_["spam_choice"]
+    assert choice["candidates"][0]["evidence"] == share
+    assert choice["candidates"][0]["lower_bound"] == with_spam.lower_bound_
+    assert m.spam_ is (share >= SPAM_EVIDENCE) is choice["spam"]
+    if spammer_share:  # 9 spammers: kept, and the fit is the spam fit itself
+        assert m.spam_ and share > 0.2 and len(choice["candidates"]) == 1
+        pd.testing.assert_series_equal(m.estimates_, with_spam.estimates_)
+        assert "spammers are there" in choice["why"]
+    else:  # nobody to flag: refitted without spam, as the no-spam model would fit
+        assert not m.spam_ and share < SPAM_EVIDENCE and len(choice["candidates"]) == 2
+        assert (m.annotators_["reliability"] == 1).all() and (m.omega_ == 1).all()
+        no_spam = OrdinalMixture(n_restarts=3, random_state=5, spam=False).fit(ratings)
+        np.testing.assert_allclose(m.estimates_, no_spam.estimates_, atol=0.01)  # tol 0.1
+        assert choice["candidates"][1]["lower_bound"] == m.lower_bound_
+        assert "refitted without it" in choice["why"]
+
+
+@pytest.mark.parametrize(
+    "kw", [{"spam": True}, {"spam": False}, {"model": "paper"}], ids=["on", "off", "paper"]
+)
+def test_no_spam_decision_when_told_or_with_the_papers_model(kw):
+    m = OrdinalMixture(n_restarts=2, random_state=0, **kw).fit(_crowd(0.0))
+    assert "spam_choice" not in m.model_
+    assert m.spam_ is kw.get("spam", True)
+
+
+def test_spam_options_help_states_the_evidence_threshold():
+    from ordmix_core.model import SPAM_EVIDENCE
+    from ordmix_core.options import option
+
+    assert f"at least {SPAM_EVIDENCE:.0%} of the ratings" in option("spam").help

@@ -92,7 +92,7 @@ BAD_PARAMS = [
     ({"n_restarts": True}, "n_restarts must be a whole number"),
     ({"max_iter": 10**9}, "max_iter must be a whole number from 1 to 100,000"),
     ({"ordinal": "yes"}, "ordinal must be True or False, not 'yes'"),
-    ({"spam": None}, "spam must be True or False"),
+    ({"spam": "yes"}, "spam must be True or False"),
     ({"updates": "fast"}, "updates must be one of exact, paper, not 'fast'"),
     ({"collapse_threshold": 2}, "collapse_threshold must be a number from 0 to 1"),
     ({"pi": "abc"}, "pi must be positive finite numbers"),
@@ -182,7 +182,7 @@ def test_spam_distribution():
 
 def test_to_estimator_kwargs_from_cli_flags_and_from_a_dashboard_dict():
     args = build_parser().parse_args(
-        ["fit", "r.csv", "--out", "o", "--no-spam", "--paper-updates", "--restarts", "3"]
+        ["fit", "r.csv", "--out", "o", "--spam", "off", "--paper-updates", "--restarts", "3"]
     )
     kw = to_estimator_kwargs(args)
     assert set(kw) == {o.name for o in options_for("fit")}

@@ -203,6 +203,9 @@ class DaskOrdinalMixture(OrdinalMixture):
                 "OrdinalMixture only"
             )
         t0 = time.perf_counter()
+        # spam=None: the in-memory engine decides from per-rating evidence that stays on the
+        # workers here; this engine keeps the spam component (``model_["spam_choice"]``)
+        self.spam_ = self.spam is not False
         self.close()
         client, owned = self._connect()
         fit_id = uuid.uuid4().hex
@@ -220,6 +223,12 @@ class DaskOrdinalMixture(OrdinalMixture):
                 self._client, self._owned = client, owned
             elif owned:
                 _shut_down(client)
+        if self._chooses_spam() and not self.interrupted_:
+            self.model_["spam_choice"] = {
+                "spam": True,
+                "why": "the Dask engine keeps the spam component: the evidence that decides it "
+                "in memory (each rating against its item) stays on the workers",
+            }
         _emit(warn)
         return self
 
