@@ -284,7 +284,13 @@ class OrdinalMixture(CrowdEstimator):
         rng = np.random.default_rng(self.random_state)
         self.spam_ = self.spam is not False  # None: decided below, from the spam fit
         warn = self._fit_data(data, gold_m, rng, callback, t0)
-        if self._chooses_spam() and not self.interrupted_:
+        if self._chooses_spam() and not self.interrupted_ and self.collapsed_:
+            self.model_["spam_choice"] = {
+                "spam": True,
+                "why": "every restart explained almost all ratings as spam (collapsed): kept, "
+                "with its warning, as the data's own verdict; compare with --spam off",
+            }
+        elif self._chooses_spam() and not self.interrupted_:
             share = spam_evidence(self)
             spam_fit = {"spam": True, "lower_bound": self.lower_bound_, "evidence": share}
             if share < SPAM_EVIDENCE:

@@ -285,3 +285,13 @@ def test_spam_options_help_states_the_evidence_threshold():
     from ordmix_core.options import option
 
     assert f"at least {SPAM_EVIDENCE:.0%} of the ratings" in option("spam").help
+
+
+def test_a_collapsed_spam_fit_is_kept_not_refitted_without_spam():
+    spam_only = simulate_crowd(n_items=60, n_annotators=8, spammer_share=1.0, random_state=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = OrdinalMixture(n_restarts=2, random_state=0).fit(spam_only.ratings)
+    assert m.collapsed_ and m.spam_
+    assert m.model_["spam_choice"]["spam"] is True
+    assert "collapsed" in m.model_["spam_choice"]["why"]
