@@ -16,7 +16,8 @@ Usage (from the project root, ../shared beside it)::
     python benchmarks/validate_default.py [--sets trec,web,...] [--methods ...] [--restarts N]
 
 Prints one markdown table per data set (MSE, Pearson, NDCG, label error) and a verdict line:
-which methods the default beats on MSE and Pearson.
+which methods the default beats on MSE and Pearson; ``--evidence``: the share of ratings given
+by annotators judged unreliable in the spam fit, which decides the default's spam component.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import pandas as pd
 
 from ordmix_core.compare import compare_methods
 from ordmix_core.io import read_gold, read_ratings
+from ordmix_core.model import SPAM_EVIDENCE, OrdinalMixture, spam_evidence
 from ordmix_core.simulate import simulate_crowd
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
@@ -125,6 +127,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--sets", default=",".join(SETS))
     ap.add_argument("--methods", default=",".join(METHODS))
     ap.add_argument("--restarts", type=int, default=None, help="default: the estimator's")
+    ap.add_argument(
+        "--evidence", action="store_true", help="also print the spam decision's evidence share"
+    )
     args = ap.parse_args(argv)
     print(f"# load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())} (2 cores)")
     for name in args.sets.split(","):
@@ -144,6 +149,14 @@ def main(argv: list[str] | None = None) -> None:
             print(
                 f"| {m} | {row.mse:.4f} | {row.correlation:.4f} | {row.ndcg:.4f} | "
                 f"{row.label_error:.4f} |"
+            )
+        if args.evidence:
+            m = OrdinalMixture(random_state=0, n_restarts=args.restarts or 10, spam=True)
+            share = spam_evidence(m.fit(ratings))
+            keep = "kept" if share >= SPAM_EVIDENCE else "left out"
+            print(
+                f"\nspam evidence (ratings by annotators judged unreliable in the spam fit): "
+                f"{share:.3f} -> the default's spam component is {keep}"
             )
         if "odm" in t.index:
             d = t.loc["odm"]
