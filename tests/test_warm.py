@@ -231,3 +231,64 @@ def test_trec_refit_from_the_same_answer_reaches_its_bound_at_once(trec_refit):
     reach = _reach(control, scratch.lower_bound_, scratch.tol)
     assert reach is not None and reach <= 0.3 * (best["n_iter"] + best["warmup_iter"])
     assert control.lower_bound_ >= scratch.lower_bound_ - scratch.tol
+
+
+# --------------------------------------------------------------------------- extended model
+
+
+@pytest.fixture(scope="module")
+def biased_crowd() -> pd.DataFrame:
+    r = simulate_crowd(
+        300, 20, 5, n_queries=5, spammer_share=0.3, bias_sd=0.4, favourite_share=1.0,
+        random_state=5,
+    ).ratings  # fmt: skip
+    return r.astype({"annotator": str, "instance": str, "query": str})
+
+
+@pytest.fixture(scope="module")
+def extended(biased_crowd) -> _OrdinalMixture:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return _OrdinalMixture(n_restarts=2, random_state=0).fit(biased_crowd)
+
+
+def test_the_start_carries_the_bias_and_the_learned_spam_distribution(
+    biased_crowd, extended, tmp_path
+):
+    assert extended.model == "extended"
+    hp = extended.hyperparams_
+    pi = np.asarray(hp["pi"])
+    assert not np.allclose(pi, hp["pi_fixed"])  # learned, away from the fixed uniform one
+    q1 = biased_crowd.loc[biased_crowd.instance == "item00001", "query"].iloc[0]
+    extra = pd.DataFrame(
+        {"annotator": ["new", "new"], "instance": ["item00001", "fresh"], "rating": [5, 4],
+         "query": [q1, q1]}
+    )  # fmt: skip
+    ratings = pd.concat([biased_crowd, extra]).sample(frac=1.0, random_state=2)
+    for source in (extended, str(save(extended, tmp_path / "fit"))):
+        data, fresh, s = _start(extended, ratings, source)
+        ann = extended.annotators_.reindex(data.annotators)
+        known = ann["bias"].notna().to_numpy()
+        assert (~known).sum() == 1
+        assert np.abs(ann["bias"][known]).max() > 0.1  # biased raters were found
+        np.testing.assert_allclose(s.bias_mean[known], ann["bias"][known], rtol=1e-12)
+        np.testing.assert_allclose(s.bias_prec[known] ** -0.5, ann["bias_sd"][known], rtol=1e-12)
+        # the new annotator: the usual start (bias 0, nearly certain)
+        assert s.bias_mean[~known] == fresh.bias_mean[~known] == 0.0
+        assert s.bias_prec[~known] == fresh.bias_prec[~known]
+        assert s.lam_b == pytest.approx(hp["lambda_b"], rel=1e-12) and s.lam_b != fresh.lam_b
+        np.testing.assert_allclose(s.pi, pi, rtol=1e-12)
+        np.testing.assert_array_equal(fresh.pi, hp["pi_fixed"])
+
+
+def test_a_refit_of_the_same_ratings_starts_at_the_extended_optimum(biased_crowd, extended):
+    """Nothing new: the refit starts where the previous fit ended, bias and pi included, so its
+    first sweep is within the eps margin's cost of the previous bound (started with the bias at
+    0 and the spam distribution uniform it was 82 below) and it converges at once."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        refit = _OrdinalMixture(random_state=0, init_from=extended).fit(biased_crowd)
+    f = refit.trace_["lower_bound"].to_numpy()
+    assert f[0] >= extended.lower_bound_ - 1.0
+    assert refit.lower_bound_ >= extended.lower_bound_ - extended.tol
+    assert refit.converged_ and len(f) <= 5
