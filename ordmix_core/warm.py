@@ -215,6 +215,41 @@ def warm_state(prev: Previous, data: CrowdData, p: Problem, fresh: State) -> Sta
     return s
 
 
+#: starts a refit races at most (``n_restarts`` caps it; ``n_restarts=1``: yesterday's alone)
+REFIT_STARTS = 4
+
+
+def n_refit_starts(n_restarts: int) -> int:
+    """How many starts a refit with ``n_restarts`` races: ``min(n_restarts, REFIT_STARTS)``."""
+    return max(1, min(int(n_restarts), REFIT_STARTS))
+
+
+def refit_starts(
+    prev: Previous, data: CrowdData, p: Problem, fresh: list[State]
+) -> list[tuple[str, State]]:
+    """The starts a refit races, ``(kind, state)`` each, one per ``fresh`` state (the usual
+    starts of restarts 0, 1, ...) up to ``n_refit_starts(len(fresh))``:
+
+    - ``previous``: the previous posteriors (``warm_state`` on restart 0's start);
+    - ``previous-z-data``: the same annotators, categories and hyperparameters, q(z) of every
+      instance restarted from the data (restart 0's per-item means);
+    - ``previous-z-random``: the same with restart r's noisy start of q(z) (r = 1, 2).
+
+    Yesterday's q(z) alone tends to keep yesterday's optimum, which today's ratings may no
+    longer favour; the annotators' factors carry what was learned, the restarted q(z) lets
+    the ratings re-decide each item (docs/benchmarks.md, "Daily refits").
+    """
+    n = n_refit_starts(len(fresh))
+    start = warm_state(prev, data, p, fresh[0])
+    out = [("previous", start)]
+    for r in range(1, n):
+        s = start.copy()
+        z = fresh[r - 1]
+        s.mu_m, s.lam_m = z.mu_m.copy(), z.lam_m.copy()
+        out.append(("previous-z-data" if r == 1 else "previous-z-random", s))
+    return out
+
+
 def matched(prev: Previous, data: CrowdData) -> dict[str, tuple[int, int]]:
     """How many instances, annotators and categories of ``data`` the previous fit had:
     ``{"instances": (matched, total), ...}`` (for reports and tests)."""
