@@ -14,17 +14,27 @@ the ratings'):
   ``E/sd^2``), and eps_n = the previous reliability, kept ``EPS_MARGIN`` inside (0, 1): 0 and 1
   are fixed points of eps's update (eq. 5), where the previous fit often ends, and an eps
   held there could not move whatever the new ratings say;
+- with the bias (the extended model): q(b_n) = N(bias, bias_sd^2) and the learned precision
+  lambda_b of its prior;
 - q(delta_c) with the previous E[delta] and the usual shape ``phi + n_c / 2`` (categories
   matched only when the previous fit had the same granularity);
-- the learned Gamma prior (alpha, beta) of the expertise.
+- the learned Gamma prior (alpha, beta) of the expertise, and the learned spam distribution
+  pi (with per-annotator spam distributions: pi and kappa, each annotator's Dirichlet
+  restarted at ``kappa pi``).
 
 Instances, annotators and categories the previous fit did not have keep the usual start
-(restart 0's, given as ``fresh``). The refit runs a single restart from there, with the spam
-component from the first sweep (no warm-up stage: the previous fit already told truth from
-spam), to the usual stopping rule. It continues the previous fit's optimum: on TREC with 10%
-of the ratings new it converges in 7-14% of the sweeps of a fit from scratch, which may land
-in another of the model's optima with a higher bound (docs/benchmarks.md); from the same
-answer it reaches that answer's bound in 3-4 sweeps.
+(restart 0's, given as ``fresh``); a factor the previous fit did not learn (no bias, a fixed
+pi) too. :func:`refit_starts` gives the refit ``min(n_restarts, REFIT_STARTS)`` starts to race
+with the usual schedule and stopping rule, with the spam component and the learned pi from the
+first sweep (no warm-up stage: the previous fit already went through them): this start, and
+the same annotators, categories and hyperparameters with q(z) restarted from the data
+(restart 0's per-item means, then restarts 1, 2's noisy ones). The highest bound wins, as
+among restarts. Yesterday's q(z) alone keeps yesterday's optimum, which on TREC with a random
+10% of ratings late and on simulated crowds lies below today's fit from scratch; the race
+reaches the from-scratch bound within tol in 13-24% of its sweeps on TREC (file-order and
+random 10% late) and on most simulated crowds tried (docs/benchmarks.md, "Daily refits").
+``n_restarts=1`` (``--restarts 1``) runs yesterday's start alone: the answer closest to
+yesterday's, in fewer sweeps.
 
 Pure functions: no fitting; reading a folder goes through ``fitfolder``.
 """
@@ -314,6 +324,12 @@ def _check_values(prev: Previous) -> None:
     if prev.lambda_b is not None and not (np.isfinite(prev.lambda_b) and prev.lambda_b > 0):
         raise InputError(
             f"the bias prior's precision lambda_b={prev.lambda_b!r} must be positive; fit again",
+            source=prev.source or None,
+        )
+    if prev.kappa is not None and not (np.isfinite(prev.kappa) and prev.kappa > 0):
+        raise InputError(
+            f"the spam distributions' concentration kappa={prev.kappa!r} must be positive; "
+            "fit again",
             source=prev.source or None,
         )
     if prev.pi is not None and not (

@@ -327,3 +327,21 @@ def test_a_refit_after_10_percent_new_ratings_reaches_the_scratch_bound_in_30_pe
     assert refit.lower_bound_ >= target
     assert len(refit.trace_) <= 0.3 * len(scratch.trace_)
     assert alone.lower_bound_ < target - 10.0
+
+
+def test_a_bad_extended_previous_fit_is_one_input_error(extended, tmp_path):
+    folder = save(extended, tmp_path / "fit")
+    summary = json.loads((folder / "summary.json").read_text())
+    summary["hyperparameters"]["lambda_b"] = -2.0
+    (folder / "summary.json").write_text(json.dumps(summary))
+    with pytest.raises(InputError, match="lambda_b=-2.0 must be positive"):
+        warm.load_previous(str(folder))
+    summary["hyperparameters"]["lambda_b"] = 3.0
+    summary["hyperparameters"]["pi"] = [0.5, 0.5]
+    (folder / "summary.json").write_text(json.dumps(summary))
+    with pytest.raises(InputError, match="not a distribution over the scale's 5 levels"):
+        warm.load_previous(str(folder))
+    ann = pd.read_csv(folder / "annotators.csv", dtype=str).drop(columns="bias_sd")
+    ann.to_csv(folder / "annotators.csv", index=False)
+    with pytest.raises(InputError, match="no column 'bias_sd'; its summary.json has lambda_b"):
+        warm.load_previous(str(folder))
