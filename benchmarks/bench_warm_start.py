@@ -10,9 +10,9 @@ new ratings). Sweeps count every sweep of every restart and stage, on both sides
 "reaches" the from-scratch bound when its bound is at least that bound minus ``tol``.
 
 Reports bounds, sweeps, wall seconds with the load average (the machine may be shared: times
-are noisy, sweeps are not), gold MSE, and how far each answer moved from yesterday's:
-annotators of yesterday's fit whose side of reliability 1/2 changed, and the correlation of
-the estimates of yesterday's items. ``--sim`` adds simulated crowds (``simulate_crowd`` with
+are noisy, sweeps are not), gold MSE, and how far each answer is from yesterday's and from
+today's fit from scratch: annotators on the other side of reliability 1/2, and the
+correlation of the estimates. ``--sim`` adds simulated crowds (``simulate_crowd`` with
 bias and favourite-answer spammers, a random 10% late).
 
     python benchmarks/bench_warm_start.py [--split file random] [--sim] [--json out.json]
@@ -32,6 +32,8 @@ import numpy as np
 import pandas as pd
 
 from ordmix_core import io as oio
+from ordmix_core import restarts, warm
+from ordmix_core.data import prepare
 from ordmix_core.model import OrdinalMixture
 from ordmix_core.outputs import write_fit_outputs
 from ordmix_core.simulate import simulate_crowd
@@ -72,22 +74,79 @@ def save(model: OrdinalMixture, folder: Path) -> str:
     return str(folder)
 
 
-def moved(model: OrdinalMixture, yesterday: OrdinalMixture) -> dict:
-    """How far ``model``'s answer is from yesterday's: annotators (of yesterday's) on the
-    other side of reliability 1/2, correlation of yesterday's items' estimates."""
-    ann = yesterday.annotators_.index
+def moved(model: OrdinalMixture, other: OrdinalMixture) -> tuple[int, float]:
+    """How far ``model``'s answer is from ``other``'s: annotators (of ``other``'s) on the
+    other side of reliability 1/2, correlation of the estimates of ``other``'s items."""
+    ann = other.annotators_.index
     side = model.annotators_["reliability"].reindex(ann) >= 0.5
-    side_y = yesterday.annotators_["reliability"] >= 0.5
-    items = yesterday.estimates_.index
-    est = model.estimates_.reindex(items)
-    return {
-        "annotators_changing_side": int((side != side_y).sum()),
-        "estimate_correlation": round(float(np.corrcoef(est, yesterday.estimates_)[0, 1]), 4),
-    }
+    side_o = other.annotators_["reliability"] >= 0.5
+    est = model.estimates_.reindex(other.estimates_.index)
+    corr = float(np.corrcoef(est, other.estimates_)[0, 1])
+    return int((side != side_o).sum()), round(corr, 4)
+
+
+#: starts tried for the refit and not kept (one run each, alone): what each changes in
+#: ``warm.warm_state``'s start
+TRIED = {
+    "previous": "yesterday's posteriors (= n_restarts=1)",
+    "eps-0.99": "every eps at 0.99 (the from-scratch mixture's start)",
+    "eps-0.99-new": "eps at 0.99 for annotators with new ratings",
+    "eps-flip": "eps < 0.5 set to 0.9 (spammers given a second chance)",
+    "z-new-bias-corrected": "new items' q(z) from their raters' bias-corrected ratings, "
+    "weighted by yesterday's eps E[tau] E[delta]",
+    "z-all-bias-corrected": "every item's q(z) so",
+    "z-data": "every item's q(z) from the data (a start the race keeps)",
+    "eps-0.99+z-data": "both",
+}
+
+
+def tried(ratings: pd.DataFrame, yesterday_ratings: pd.DataFrame, before: str, scratch:
+          OrdinalMixture, gold: pd.Series) -> dict:  # fmt: skip
+    """One run from each ``TRIED`` start: bound minus the from-scratch bound, sweeps, MSE."""
+    m = OrdinalMixture(random_state=0, init_from=before)
+    data = prepare(ratings, None, granularity=m.granularity)
+    p, _ = m._problem(data.scale, np.bincount(data.ann), data.n_categories)
+    p = p.with_ratings(data.ann, data.inst, data.cat, data.level, data.n_instances)
+    _, fresh = m._initial_state(data, p, 0, np.random.default_rng(0))
+    prev = warm.load_previous(before)
+    base = warm.warm_state(prev, data, p, fresh)
+    late = ratings.loc[ratings.index.difference(yesterday_ratings.index), "annotator"]
+    with_new = np.zeros(data.n_annotators, bool)
+    with_new[pd.Index(data.annotators).astype(str).get_indexer(late.astype(str))] = True
+    new_items = ~pd.Index(data.instances).astype(str).isin(prev.items.index)
+    out = {}
+    for name in TRIED:
+        s = base.copy()
+        if name.startswith("eps-0.99"):
+            s.eps[with_new if name == "eps-0.99-new" else slice(None)] = 0.99
+        if name == "eps-flip":
+            s.eps = np.where(s.eps < 0.5, 0.9, s.eps)
+        if name.endswith("z-data"):
+            s.mu_m, s.lam_m = fresh.mu_m.copy(), fresh.lam_m.copy()
+        if name.endswith("bias-corrected"):
+            w = s.eps[data.ann] * (s.tau_shape / s.tau_rate)[data.ann]
+            w = w * (s.delta_shape / s.delta_rate)[data.cat]
+            x = data.scale.values[data.level] - s.bias_mean[data.ann]
+            lam = p.lam + np.bincount(data.inst, weights=w, minlength=data.n_instances)
+            mu = (p.mu * p.lam + np.bincount(data.inst, w * x, data.n_instances)) / lam
+            at = new_items if name.startswith("z-new") else slice(None)
+            s.mu_m[at], s.lam_m[at] = mu[at], lam[at]
+        one = restarts.RestartRun(0, name, s)
+        with warnings.catch_warnings(), np.errstate(over="ignore", under="ignore"):
+            warnings.simplefilter("ignore")
+            m._race(p, [one], None)
+        est = pd.Series(one.state.mu_m, index=pd.Index(data.instances).astype(str))
+        est = est.reindex(gold.index).dropna()
+        out[name] = {
+            "minus_scratch": round(one.lower_bound - scratch.lower_bound_, 1),
+            "sweeps": len(one.trace),
+            "gold_mse": round(float(((est - gold.reindex(est.index)) ** 2).mean()), 4),
+        }
+    return out
 
 
 def run(name: str, ratings: pd.DataFrame, yesterday_ratings: pd.DataFrame, gold: pd.Series,
-        folder: Path, control: bool = True) -> dict:  # fmt: skip
+        folder: Path, control: bool = True, try_starts: bool = False) -> dict:  # fmt: skip
     load0 = os.getloadavg()[0]
     yesterday, _ = timed_fit(yesterday_ratings)
     before = save(yesterday, folder / f"yesterday-{name}")
@@ -106,7 +165,10 @@ def run(name: str, ratings: pd.DataFrame, yesterday_ratings: pd.DataFrame, gold:
             "winner": str(m.restarts_.loc[m.best_restart_, "init"]),
             "seconds": round(t, 1),
             "gold_mse": round(gold_mse(m, gold), 4),
-            **moved(m, yesterday),
+            "sides_changed_vs_yesterday": moved(m, yesterday)[0],
+            "correlation_vs_yesterday": moved(m, yesterday)[1],
+            "sides_differing_from_scratch": moved(m, scratch)[0],
+            "correlation_with_scratch": moved(m, scratch)[1],
         }
 
     out = {
@@ -123,6 +185,8 @@ def run(name: str, ratings: pd.DataFrame, yesterday_ratings: pd.DataFrame, gold:
         f = same.trace_.loc[same.trace_["restart"] == 0, "lower_bound"].to_numpy()
         hit = np.flatnonzero(f >= target)
         out["control_restart0_reach"] = int(hit[0]) + 1 if hit.size else None
+    if try_starts:
+        out["tried"] = tried(ratings, yesterday_ratings, before, scratch, gold)
     out["load_average"] = [round(load0, 1), round(os.getloadavg()[0], 1)]
     return out
 
@@ -131,6 +195,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--split", nargs="*", default=["file", "random"], choices=["file", "random"])
     ap.add_argument("--sim", action="store_true", help="also the simulated crowds")
+    ap.add_argument("--tried", action="store_true", help="also the starts tried (TRIED)")
     ap.add_argument("--json", help="also write the rows here")
     args = ap.parse_args()
     rows = []
@@ -139,7 +204,8 @@ def main() -> None:
             ratings = pd.read_csv(RATINGS, dtype=str)
             gold = oio.read_gold(GOLD)
         for how in args.split:
-            rows.append(run(f"trec-{how}", ratings, late_split(ratings, how), gold, Path(tmp)))
+            y = late_split(ratings, how)
+            rows.append(run(f"trec-{how}", ratings, y, gold, Path(tmp), True, args.tried))
             print(json.dumps(rows[-1]), flush=True)
         for n_items, n_ann, seed in SIM_CROWDS if args.sim else []:
             c = simulate_crowd(n_items, n_ann, 5, spammer_share=0.3, bias_sd=0.3,
@@ -147,7 +213,8 @@ def main() -> None:
             r = c.ratings.astype(str)
             gold = c.gold.set_axis(c.gold.index.astype(str))
             y = late_split(r, "random", seed=1 if seed == 7 else seed)
-            rows.append(run(f"sim-{n_items}x{n_ann}-seed{seed}", r, y, gold, Path(tmp), False))
+            name = f"sim-{n_items}x{n_ann}-seed{seed}"
+            rows.append(run(name, r, y, gold, Path(tmp), False, args.tried and seed == 7))
             print(json.dumps(rows[-1]), flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
