@@ -104,6 +104,10 @@ def folder_name(path: str) -> str:
 
 
 def n_runs(model: object) -> int:
-    """The restarts a fit runs, for the progress line: one for a refit from an earlier result
-    (``init_from`` / ``--warm-start``), else ``n_restarts``."""
-    return 1 if getattr(model, "init_from", None) is not None else int(model.n_restarts)
+    """The restarts a fit runs, for the progress line: a refit from an earlier result
+    (``init_from`` / ``--warm-start``) races ``warm.n_refit_starts``, else ``n_restarts``."""
+    if getattr(model, "init_from", None) is not None:
+        from .warm import n_refit_starts
+
+        return n_refit_starts(model.n_restarts)
+    return int(model.n_restarts)

@@ -21,9 +21,9 @@ share of ratings attributed to the truth component falls below ``collapse_thresh
 *collapsed* and is chosen only if every restart collapsed (then with a ``CollapseWarning``).
 Among the rest the highest bound wins, as in the paper.
 
-Refits (``init_from``): a fitted model or an ``ordmix fit`` folder gives the start instead
-(``warm.warm_state``: its posteriors matched by ID, the usual start for anything new), and a
-single restart of kind ``previous`` runs from it with no warm-up stage.
+Refits (``init_from``): a fitted model or an ``ordmix fit`` folder gives the starts instead
+(``warm.refit_starts``: its posteriors matched by ID, the usual start for anything new, and
+up to three variants with q(z) restarted from the data), raced with no warm-up stage.
 """
 
 from __future__ import annotations
@@ -138,7 +138,7 @@ class OrdinalMixture(CrowdEstimator):
         warm_start: restart 0 starts from the no-spam fit (recommended on real data).
         init_from: a fitted ``OrdinalMixture`` or the output folder of ``ordmix fit``: start
             from its posteriors, matched by ID (a daily refit after new ratings; ``warm.py``),
-            with one restart and no warm-up (``n_restarts`` and ``warm_start`` unused).
+            racing ``min(n_restarts, 4)`` starts with no warm-up (``warm_start`` unused).
         collapse_threshold: a fit whose truth share is below this counts as collapsed.
         prune_restarts: successive halving: after ``prune_start`` mixture iterations, then
             after each doubling, drop the worse half of the unfinished restarts.
@@ -324,9 +324,10 @@ class OrdinalMixture(CrowdEstimator):
             restarts.RestartRun(r, *self._initial_state(data, p, r, rng))
             for r in range(self.n_restarts)
         ]
-        if self.init_from is not None:  # a refit: one restart from the previous posteriors
-            start = warm.warm_state(warm.load_previous(self.init_from), data, p, runs[0].state)
-            runs = [restarts.RestartRun(0, "previous", start)]
+        if self.init_from is not None:  # a refit: starts from the previous posteriors race
+            prev = warm.load_previous(self.init_from)
+            starts = warm.refit_starts(prev, data, p, [run.state for run in runs])
+            runs = [restarts.RestartRun(r, *start) for r, start in enumerate(starts)]
         with np.errstate(over="ignore", under="ignore"):
             interrupted = self._race(p, runs, callback)
 

@@ -594,8 +594,9 @@ OPTIONS: tuple[Option, ...] = (
         "init_from",
         PreviousFit(),
         "start from an earlier ordmix fit's output folder, for a refit after new ratings "
-        "arrive: its estimates, matched by ID, with one restart and no warm-up; new items and "
-        "annotators get the usual start (default: a fit from scratch)",
+        "arrive: its estimates, matched by ID, raced against up to 3 variants with the items "
+        "restarted from the data (--restarts 1: the previous fit alone), no warm-up; new items "
+        "and annotators get the usual start (default: a fit from scratch)",
         "Start from a previous fit",
         widget="none",
         flag="--warm-start",

@@ -27,8 +27,8 @@ from ordmix_core.simulate import simulate_crowd
 ROOT = Path(__file__).resolve().parents[1]
 TREC = ROOT / "demo_data" / "trec-rf10-ratings.csv"
 
-#: the paper's model: a warm start carries q(z), q(tau), eps and q(delta); the extended
-#: model's bias and learned pi are not carried yet (a refit re-learns them)
+#: the paper's model for the factors both models have (q(z), q(tau), eps, q(delta)); the
+#: extended model's bias, lambda_b and learned pi are tested below, and TREC is fitted with it
 OrdinalMixture = functools.partial(_OrdinalMixture, model="paper")
 
 
@@ -107,13 +107,15 @@ def test_folder_and_model_give_the_same_start_and_refit(crowd, fitted, tmp_path)
     from_model = quiet_fit(crowd, granularity="query", init_from=fitted)
     assert from_dir.lower_bound_ == from_model.lower_bound_
     np.testing.assert_array_equal(from_dir.estimates_, from_model.estimates_)
-    # one restart, no warm-up, started from the previous fit
+    # four starts raced, no warm-up: the previous fit, and its annotators with q(z) restarted
     r = from_dir.restarts_
-    assert len(r) == 1 and r["init"].iloc[0] == "previous" and r["warmup_iter"].iloc[0] == 0
-    assert set(from_dir.trace_["stage"]) == {"mixture"}
-    # nothing new: the refit starts at the optimum and stays there
+    assert r["init"].tolist() == ["previous", "previous-z-data", *["previous-z-random"] * 2]
+    assert (r["warmup_iter"] == 0).all() and set(from_dir.trace_["stage"]) == {"mixture"}
     assert from_dir.lower_bound_ >= fitted.lower_bound_ - fitted.tol
-    assert from_dir.n_iter_ <= 5
+    # --restarts 1: the previous fit alone; nothing new, so it starts at the optimum and stays
+    alone = quiet_fit(crowd, granularity="query", init_from=str(folder), n_restarts=1)
+    assert alone.restarts_["init"].tolist() == ["previous"]
+    assert alone.lower_bound_ >= fitted.lower_bound_ - fitted.tol and alone.n_iter_ <= 5
 
 
 def test_ids_that_look_like_formulas_match_after_the_csv(tmp_path):
@@ -164,16 +166,17 @@ def test_cli_warm_start(crowd, fitted, tmp_path, capsys):
     argv = ["fit", str(path), "--out", str(out), "--granularity", "query", *paper, "--warm-start"]
     assert main([*argv, str(before)]) == 0
     err = capsys.readouterr().err
-    assert "restart 0 started (1 of 1)" in err and "wrote" in err
+    assert all(f"restart {r} started" in err for r in range(4)) and "(4 of 4)" in err
+    assert "wrote" in err
     restarts = pd.read_csv(out / "restarts.csv")
-    assert restarts["init"].tolist() == ["previous"]
+    assert restarts["init"].tolist()[:2] == ["previous", "previous-z-data"]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["model"]["init_from"] == str(before)
     lib = quiet_fit(crowd, granularity="query", init_from=str(before))
     assert summary["lower_bound"] == pytest.approx(lib.lower_bound_, rel=1e-12)
     # in place: yesterday's folder, read first, replaced by today's refit
     in_place = ["fit", str(path), "--out", str(before), "--granularity", "query", "--quiet"]
-    assert main([*in_place, "--warm-start", str(before)]) == 0
+    assert main([*in_place, "--warm-start", str(before), "--restarts", "1"]) == 0
     assert pd.read_csv(before / "restarts.csv")["init"].tolist() == ["previous"]
     # mistakes: one line, exit 2, nothing written
     for extra, message in [
@@ -193,41 +196,152 @@ def test_cli_warm_start(crowd, fitted, tmp_path, capsys):
 
 @pytest.fixture(scope="module")
 def trec_refit(tmp_path_factory):
-    """Yesterday's fit on the first 90% of TREC (file order), today's 100% fitted from scratch
-    and warm-started from yesterday's folder, and a control refit from today's own folder."""
+    """The default (extended) model. Yesterday's fit on the first 90% of TREC (file order),
+    today's 100% fitted from scratch and warm-started from yesterday's folder, and a control
+    refit from today's own folder."""
     d = tmp_path_factory.mktemp("trec-warm")
     ratings = pd.read_csv(TREC, dtype=str)
-    yesterday = quiet_fit(ratings.iloc[: int(round(0.9 * len(ratings)))])
-    scratch = quiet_fit(ratings)
-    warm_fit = quiet_fit(ratings, init_from=str(save(yesterday, d / "yesterday")))
-    control = quiet_fit(ratings, init_from=str(save(scratch, d / "today")))
+
+    def fit(r: pd.DataFrame, **kw) -> _OrdinalMixture:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return _OrdinalMixture(random_state=0, **kw).fit(r)
+
+    yesterday = fit(ratings.iloc[: int(round(0.9 * len(ratings)))])
+    scratch = fit(ratings)
+    warm_fit = fit(ratings, init_from=str(save(yesterday, d / "yesterday")))
+    control = fit(ratings, init_from=str(save(scratch, d / "today")))
     return scratch, warm_fit, control
 
 
 def _reach(model: OrdinalMixture, target: float, tol: float) -> int | None:
+    """Sweeps of ``model.trace_`` (restart 0 first) until the bound first reaches target - tol."""
     f = model.trace_["lower_bound"].to_numpy()
     hit = np.flatnonzero(f >= target - tol)
     return int(hit[0]) + 1 if hit.size else None
 
 
 @pytest.mark.slow
-def test_trec_refit_after_late_ratings_takes_a_fraction_of_the_sweeps(trec_refit):
+def test_trec_refit_after_late_ratings_reaches_the_scratch_bound_in_30_percent(trec_refit):
+    """The issue's claim: the refit (its race, every sweep counted) reaches the bound of
+    today's fit from scratch within tol in at most 30% of that fit's sweeps (all restarts, all
+    stages). Figures in docs/benchmarks.md, "Daily refits"."""
     scratch, warm_fit, _ = trec_refit
-    assert warm_fit.converged_ and len(warm_fit.restarts_) == 1
+    assert warm_fit.lower_bound_ >= scratch.lower_bound_ - scratch.tol
     assert len(warm_fit.trace_) <= 0.3 * len(scratch.trace_)
-    # the refit keeps yesterday's answer, extended: close to today's fit from scratch
     est = scratch.estimates_.reindex(warm_fit.estimates_.index)
     assert np.corrcoef(warm_fit.estimates_, est)[0, 1] > 0.95
 
 
 @pytest.mark.slow
 def test_trec_refit_from_the_same_answer_reaches_its_bound_at_once(trec_refit):
-    """The issue's target where the previous answer is today's own (no new ratings): the
-    from-scratch bound within tol in at most 30% of the sweeps of the from-scratch fit's
-    winning restart. With 10% new ratings the refit stays in yesterday's optimum, whose
-    bound on TREC is lower than the one today's fit from scratch finds (docs/benchmarks.md)."""
+    """No new ratings: the previous fit's own start (restart 0) reaches its bound within tol in
+    at most 30% of the sweeps of the from-scratch fit's winning restart."""
     scratch, _, control = trec_refit
     best = scratch.restarts_.loc[scratch.best_restart_]
     reach = _reach(control, scratch.lower_bound_, scratch.tol)
-    assert reach is not None and reach <= 0.3 * (best["n_iter"] + best["warmup_iter"])
+    winner = best["n_iter"] + best["warmup_iter"] + best["uniform_iter"]
+    assert reach is not None and reach <= 0.3 * winner
     assert control.lower_bound_ >= scratch.lower_bound_ - scratch.tol
+
+
+# --------------------------------------------------------------------------- extended model
+
+
+@pytest.fixture(scope="module")
+def biased_crowd() -> pd.DataFrame:
+    r = simulate_crowd(
+        300, 20, 5, n_queries=5, spammer_share=0.3, bias_sd=0.4, favourite_share=1.0,
+        random_state=5,
+    ).ratings  # fmt: skip
+    return r.astype({"annotator": str, "instance": str, "query": str})
+
+
+@pytest.fixture(scope="module")
+def extended(biased_crowd) -> _OrdinalMixture:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return _OrdinalMixture(n_restarts=2, random_state=0).fit(biased_crowd)
+
+
+def test_the_start_carries_the_bias_and_the_learned_spam_distribution(
+    biased_crowd, extended, tmp_path
+):
+    assert extended.model == "extended"
+    hp = extended.hyperparams_
+    pi = np.asarray(hp["pi"])
+    assert not np.allclose(pi, hp["pi_fixed"])  # learned, away from the fixed uniform one
+    q1 = biased_crowd.loc[biased_crowd.instance == "item00001", "query"].iloc[0]
+    extra = pd.DataFrame(
+        {"annotator": ["new", "new"], "instance": ["item00001", "fresh"], "rating": [5, 4],
+         "query": [q1, q1]}
+    )  # fmt: skip
+    ratings = pd.concat([biased_crowd, extra]).sample(frac=1.0, random_state=2)
+    for source in (extended, str(save(extended, tmp_path / "fit"))):
+        data, fresh, s = _start(extended, ratings, source)
+        ann = extended.annotators_.reindex(data.annotators)
+        known = ann["bias"].notna().to_numpy()
+        assert (~known).sum() == 1
+        assert np.abs(ann["bias"][known]).max() > 0.1  # biased raters were found
+        np.testing.assert_allclose(s.bias_mean[known], ann["bias"][known], rtol=1e-12)
+        np.testing.assert_allclose(s.bias_prec[known] ** -0.5, ann["bias_sd"][known], rtol=1e-12)
+        # the new annotator: the usual start (bias 0, nearly certain)
+        assert s.bias_mean[~known] == fresh.bias_mean[~known] == 0.0
+        assert s.bias_prec[~known] == fresh.bias_prec[~known]
+        assert s.lam_b == pytest.approx(hp["lambda_b"], rel=1e-12) and s.lam_b != fresh.lam_b
+        np.testing.assert_allclose(s.pi, pi, rtol=1e-12)
+        np.testing.assert_array_equal(fresh.pi, hp["pi_fixed"])
+
+
+def test_a_refit_of_the_same_ratings_starts_at_the_extended_optimum(biased_crowd, extended):
+    """Nothing new: the refit starts where the previous fit ended, bias and pi included, so its
+    first sweep is within the eps margin's cost of the previous bound (started with the bias at
+    0 and the spam distribution uniform it was 82 below) and it converges at once."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        refit = _OrdinalMixture(random_state=0, init_from=extended, n_restarts=1)
+        refit = refit.fit(biased_crowd)
+    f = refit.trace_["lower_bound"].to_numpy()
+    assert f[0] >= extended.lower_bound_ - 1.0
+    assert refit.lower_bound_ >= extended.lower_bound_ - extended.tol
+    assert refit.converged_ and len(f) <= 5
+
+
+def test_a_refit_after_10_percent_new_ratings_reaches_the_scratch_bound_in_30_percent():
+    """The issue's claim on a small simulated crowd (bias, favourite-answer spammers): a random
+    10% of the ratings arrives late. The refit's race reaches the bound of a fit from scratch
+    within tol in at most 30% of that fit's sweeps (every restart, every stage, both sides);
+    yesterday's start alone (``n_restarts=1``) keeps yesterday's optimum, 25 below."""
+    c = simulate_crowd(
+        600, 30, 5, spammer_share=0.3, bias_sd=0.3, favourite_share=0.5, random_state=5
+    )
+    ratings = c.ratings.astype(str)
+    keep = np.sort(np.random.default_rng(5).permutation(len(ratings))[: int(0.9 * len(ratings))])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yesterday = _OrdinalMixture(random_state=0).fit(ratings.iloc[keep])
+        scratch = _OrdinalMixture(random_state=0).fit(ratings)
+        refit = _OrdinalMixture(random_state=0, init_from=yesterday).fit(ratings)
+        alone = _OrdinalMixture(random_state=0, init_from=yesterday, n_restarts=1).fit(ratings)
+    target = scratch.lower_bound_ - scratch.tol
+    assert refit.lower_bound_ >= target
+    assert len(refit.trace_) <= 0.3 * len(scratch.trace_)
+    assert alone.lower_bound_ < target - 10.0
+
+
+def test_a_bad_extended_previous_fit_is_one_input_error(extended, tmp_path):
+    folder = save(extended, tmp_path / "fit")
+    summary = json.loads((folder / "summary.json").read_text())
+    summary["hyperparameters"]["lambda_b"] = -2.0
+    (folder / "summary.json").write_text(json.dumps(summary))
+    with pytest.raises(InputError, match="lambda_b=-2.0 must be positive"):
+        warm.load_previous(str(folder))
+    summary["hyperparameters"]["lambda_b"] = 3.0
+    summary["hyperparameters"]["pi"] = [0.5, 0.5]
+    (folder / "summary.json").write_text(json.dumps(summary))
+    with pytest.raises(InputError, match="not a distribution over the scale's 5 levels"):
+        warm.load_previous(str(folder))
+    ann = pd.read_csv(folder / "annotators.csv", dtype=str).drop(columns="bias_sd")
+    ann.to_csv(folder / "annotators.csv", index=False)
+    with pytest.raises(InputError, match="no column 'bias_sd'; its summary.json has lambda_b"):
+        warm.load_previous(str(folder))
