@@ -830,24 +830,39 @@ def prepare(
         attrs = getattr(ratings, "attrs", None) or {}
         source = str(attrs.get("source") or "ratings")
     frame = normalize_columns(ratings, source, coded=True)  # the one validation
+    return crowd_from_coded(frame, scale, granularity, source, copy=True)
+
+
+def crowd_from_coded(
+    frame: pd.DataFrame,
+    scale: Scale | Sequence[float] | str | None = None,
+    granularity: str = "instance",
+    source: str = "ratings",
+    copy: bool = True,
+) -> CrowdData:
+    """:class:`CrowdData` from what :func:`normalize_columns` returns with ``coded=True``
+    (ID columns as Categoricals of their sorted distinct IDs, ratings as float): the rating
+    scale and its checks, each instance's query and its check. ``copy=False`` when the frame
+    is the caller's own (``io.read_crowd``'s): ``int32`` codes are then taken without a copy,
+    so no per-rating array exists twice.
+    """
     coded = {
-        c: (np.array(frame[c].array.codes, dtype=np.int32), frame[c].cat.categories.to_numpy())
-        for c in ("annotator", "instance", "query")
-        if c in frame.columns
+        c: (
+            np.array(frame[c].array.codes, dtype=np.int32, copy=copy or None),
+            frame[c].cat.categories.to_numpy(dtype=object),
+        )
+        for c in ("annotator", "instance")
     }
-    r = frame["rating"].to_numpy()
-    sc, level = rating_levels(r, scale, source)
+    sc, level = rating_levels(frame["rating"].to_numpy(), scale, source)
     ann, annotators = coded["annotator"]
     inst, instances = coded["instance"]
     inst_query = None
-    if "query" in coded:
-        q, queries = coded["query"]
-        inst_query, clash = instance_queries(inst, frame["query"].array, len(instances))
+    if "query" in frame.columns:
+        query = frame["query"].array
+        inst_query, clash = instance_queries(inst, query, len(instances))
         if clash is not None:
             raise InputError(
-                query_clash(
-                    instances[inst[clash]], queries[q[clash]], inst_query[inst[clash]], clash
-                ),
+                query_clash(instances[inst[clash]], query[clash], inst_query[inst[clash]], clash),
                 source=source,
             )
     data = CrowdData(
