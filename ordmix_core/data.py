@@ -522,11 +522,6 @@ def _parse_distinct(col, source: str) -> np.ndarray:
     return uval[codes]
 
 
-def _numeric_ratings(col: pd.Series, source: str) -> pd.Series:
-    """:func:`numeric_ratings` as a Series on ``col``'s index (``dask_engine.blocks`` uses it)."""
-    return pd.Series(numeric_ratings(col, source), index=col.index, name=col.name)
-
-
 def _distinct(col) -> tuple[np.ndarray, pd.Series]:
     """Codes (L,; -1 for missing) and distinct values of a column, by hashing."""
     arr = _arrow_text(col)
@@ -582,13 +577,23 @@ def infer_scale(
     and the fix (delete them, or give the scale).
     """
     vals, level, counts = _distinct_levels(ratings)
-    far = outlying_levels(vals, counts)
+    return checked_scale(vals, counts, source, level if rows else None), level
+
+
+def checked_scale(
+    values: np.ndarray,
+    counts: np.ndarray,
+    source: str | None = None,
+    level: np.ndarray | None = None,
+) -> Scale:
+    """The distinct values seen (sorted, (K,); ``counts`` ratings each) as the scale, refused
+    (InputError) when some sit far from the rest (:func:`outlying_levels`). ``level``: each
+    rating's index into ``values`` in file order, to name the rows; the Dask engine, whose
+    blocks are shuffled, gives only the counts."""
+    far = outlying_levels(values, counts)
     if far.any():  # before the scale's own checks: this message names rows and the fix
-        raise InputError(
-            _outlier_message(vals, counts, far, level if rows else None), source=source
-        )
-    sc = Scale(vals)
-    return sc, level
+        raise InputError(_outlier_message(values, counts, far, level), source=source)
+    return Scale(values)
 
 
 def _distinct_levels(r: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
