@@ -217,7 +217,8 @@ def test_inferred_scale_with_an_outlier_is_refused_as_in_memory(client, ratings,
     assert msg.split(" far outside ", 1)[1] == str(mem_err.value).split(" far outside ", 1)[1]
     scale = list(range(1, 6)) + [99]
     dsk = quiet_fit(DaskOrdinalMixture(**{**dsk.get_params(), "scale": scale}), str(path))
-    mem = quiet_fit(OrdinalMixture(granularity="global", n_restarts=1, max_iter=2, scale=scale), bad)
+    mem = OrdinalMixture(granularity="global", n_restarts=1, max_iter=2, scale=scale)
+    quiet_fit(mem, bad)
     assert dsk.data_.scale.values.tolist() == mem.data_.scale.values.tolist() == scale
 
 

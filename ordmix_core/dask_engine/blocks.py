@@ -132,8 +132,9 @@ def load_block(fit_id: str, index: int, df: pd.DataFrame, label: str) -> dict:
     """Factorise one shuffled partition and keep it in this worker's registry.
 
     Returns its small summary: ``ann`` (Series annotator -> ratings, sorted), ``values``
-    (distinct ratings, sorted) and ``value_counts`` (ratings of each), ``query_min`` (Series query -> smallest instance ID, or None),
-    ``n_ratings``, ``n_instances`` and ``worker`` (the address the block lives on).
+    (distinct ratings, sorted) and ``value_counts`` (ratings of each), ``query_min`` (Series
+    query -> smallest instance ID, or None), ``n_ratings``, ``n_instances`` and ``worker``
+    (the address the block lives on).
     """
     n = len(df)
     ann_local, ann_ids = pd.factorize(df["annotator"], sort=True)
