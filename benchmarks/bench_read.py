@@ -1,7 +1,7 @@
 """Reading and coding a big ratings file: the CLI's read path, a whole small fit, an upload.
 
     python benchmarks/bench_read.py write /tmp/r10m.csv --ratings 10000000
-    python benchmarks/bench_read.py read /tmp/r10m.csv     # read_ratings + prepare(query)
+    python benchmarks/bench_read.py read /tmp/r10m.csv     # read_ratings + crowd_from_coded
     python benchmarks/bench_read.py fit /tmp/r10m.csv      # `ordmix fit`, 1 restart, 5 sweeps
     python benchmarks/bench_read.py fit-crowd /tmp/r10m.csv  # that fit from io.read_crowd
     python benchmarks/bench_read.py upload --rows 1000000  # the dashboard's upload read path
@@ -10,10 +10,13 @@
 ``write`` draws ``synth.synth_arrays`` (5 levels, 5 ratings per item, L/500 annotators, 1,000
 queries, 30% spammers) and writes it as CSV with string IDs and a query column, rows shuffled:
 ``a01234,item0123456,3,q0042`` (about 27 bytes a rating: 10M ratings = 270 MB). ``read``
-times ``io.read_ratings`` then ``data.prepare(..., granularity="query")`` (reading and coding:
-what the fit needs before its first sweep). ``fit`` runs ``ordmix fit ... --restarts 1
+times ``io.read_ratings`` then ``data.crowd_from_coded(..., granularity="query")`` (reading and
+coding as ``ordmix fit`` and ``io.read_crowd`` do it: what the fit needs before its first
+sweep), wall and CPU (user + sys, all threads). ``fit`` runs ``ordmix fit ... --restarts 1
 --max-iter 5 --tol 0 --granularity query`` as a child process and reports its wall time and
-peak RSS; ``fit-crowd`` the same fit from ``io.read_crowd`` (no output files). ``upload``
+peak RSS (output files included: their decision columns cost more than the fit at 10M
+ratings, see ``docs/benchmarks.md``); ``fit-crowd`` the same fit from ``io.read_crowd``
+without writing the output files. ``upload``
 builds the 1,000,000-row frame of ``tests/test_app_data.py``'s upload test and times what
 the Data page does with it outside Streamlit: ``io.read_table`` on the bytes, then
 ``data.normalize_columns`` + ``data.prepare`` (``app.make_dataset``'s engine calls).
@@ -74,18 +77,25 @@ def _peak_mb() -> float:
 
 
 def measure_read(path: str, granularity: str = "query") -> dict:
-    from ordmix_core.data import prepare
+    """``io.read_crowd`` in its two steps (what ``ordmix fit`` runs before its first sweep):
+    parse, check and code the columns (``read_ratings``), then the scale, the queries and
+    ``CrowdData`` from the codes (``data.crowd_from_coded``). CPU is user + sys of every
+    thread (``time.process_time``)."""
+    from ordmix_core.data import crowd_from_coded
     from ordmix_core.io import read_ratings
 
     t0, c0 = time.perf_counter(), time.process_time()
     df = read_ratings(path)
-    t1 = time.perf_counter()
-    data = prepare(df, granularity=granularity)
+    t1, c1 = time.perf_counter(), time.process_time()
+    data = crowd_from_coded(df, None, granularity, df.attrs["source"], copy=False)
+    del df
     t2, c2 = time.perf_counter(), time.process_time()
     return {
         "what": "read",
         "read_s": round(t1 - t0, 2),
-        "prepare_s": round(t2 - t1, 2),
+        "read_cpu_s": round(c1 - c0, 2),
+        "crowd_s": round(t2 - t1, 2),
+        "crowd_cpu_s": round(c2 - c1, 2),
         "read_and_code_s": round(t2 - t0, 2),
         "cpu_s": round(c2 - c0, 2),
         "load_avg": os.getloadavg()[0],
