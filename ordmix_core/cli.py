@@ -153,7 +153,7 @@ def check_fit_args(args: argparse.Namespace):
 
 
 def cmd_fit(args: argparse.Namespace) -> int:
-    from .data import as_scale
+    from .data import as_scale, crowd_from_coded
     from .io import read_ratings
     from .outpaths import listing, safe_output_dir
     from .outputs import write_fit_outputs
@@ -165,17 +165,22 @@ def cmd_fit(args: argparse.Namespace) -> int:
             raise InputError("--gold is not supported with --engine dask yet; drop one of the two")
         return cmd_fit_dask(args, model)
     with collect_warnings() as caught:
-        ratings = read_ratings(args.ratings, scale=args.scale)
+        # io.read_crowd in steps, the messages in their order: reading and a given scale,
+        # gold, the options against the scale, then the rest of the checks while coding
+        coded = read_ratings(args.ratings, scale=args.scale)
         gold = None
         if gold_path is not None:
             from .io import read_gold
 
             gold = read_gold(gold_path)
-        # mu and the scale against the data's scale, before the fit
-        options.validate_params(model, as_scale(args.scale, ratings["rating"].to_numpy()))
+        options.validate_params(model, as_scale(args.scale, coded["rating"].to_numpy()))
+        data = crowd_from_coded(
+            coded, args.scale, model.granularity, coded.attrs["source"], copy=False
+        )
+        del coded  # the codes live on in data: no per-rating copy of the IDs remains
         progress = Progress(n_runs(model), args.quiet)
         try:
-            model.fit(ratings, callback=progress, gold=gold)
+            model.fit(data, callback=progress, gold=gold)
         finally:
             progress.close()
         with safe_output_dir(args.out, _inputs(args)) as tmp:

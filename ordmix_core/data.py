@@ -522,11 +522,6 @@ def _parse_distinct(col, source: str) -> np.ndarray:
     return uval[codes]
 
 
-def _numeric_ratings(col: pd.Series, source: str) -> pd.Series:
-    """:func:`numeric_ratings` as a Series on ``col``'s index (``dask_engine.blocks`` uses it)."""
-    return pd.Series(numeric_ratings(col, source), index=col.index, name=col.name)
-
-
 def _distinct(col) -> tuple[np.ndarray, pd.Series]:
     """Codes (L,; -1 for missing) and distinct values of a column, by hashing."""
     arr = _arrow_text(col)
@@ -582,13 +577,23 @@ def infer_scale(
     and the fix (delete them, or give the scale).
     """
     vals, level, counts = _distinct_levels(ratings)
-    far = outlying_levels(vals, counts)
+    return checked_scale(vals, counts, source, level if rows else None), level
+
+
+def checked_scale(
+    values: np.ndarray,
+    counts: np.ndarray,
+    source: str | None = None,
+    level: np.ndarray | None = None,
+) -> Scale:
+    """The distinct values seen (sorted, (K,); ``counts`` ratings each) as the scale, refused
+    (InputError) when some sit far from the rest (:func:`outlying_levels`). ``level``: each
+    rating's index into ``values`` in file order, to name the rows; the Dask engine, whose
+    blocks are shuffled, gives only the counts."""
+    far = outlying_levels(values, counts)
     if far.any():  # before the scale's own checks: this message names rows and the fix
-        raise InputError(
-            _outlier_message(vals, counts, far, level if rows else None), source=source
-        )
-    sc = Scale(vals)
-    return sc, level
+        raise InputError(_outlier_message(values, counts, far, level), source=source)
+    return Scale(values)
 
 
 def _distinct_levels(r: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -830,24 +835,39 @@ def prepare(
         attrs = getattr(ratings, "attrs", None) or {}
         source = str(attrs.get("source") or "ratings")
     frame = normalize_columns(ratings, source, coded=True)  # the one validation
+    return crowd_from_coded(frame, scale, granularity, source, copy=True)
+
+
+def crowd_from_coded(
+    frame: pd.DataFrame,
+    scale: Scale | Sequence[float] | str | None = None,
+    granularity: str = "instance",
+    source: str = "ratings",
+    copy: bool = True,
+) -> CrowdData:
+    """:class:`CrowdData` from what :func:`normalize_columns` returns with ``coded=True``
+    (ID columns as Categoricals of their sorted distinct IDs, ratings as float): the rating
+    scale and its checks, each instance's query and its check. ``copy=False`` when the frame
+    is the caller's own (``io.read_crowd``'s): ``int32`` codes are then taken without a copy,
+    so no per-rating array exists twice.
+    """
     coded = {
-        c: (np.array(frame[c].array.codes, dtype=np.int32), frame[c].cat.categories.to_numpy())
-        for c in ("annotator", "instance", "query")
-        if c in frame.columns
+        c: (
+            np.array(frame[c].array.codes, dtype=np.int32, copy=copy or None),
+            frame[c].cat.categories.to_numpy(dtype=object),
+        )
+        for c in ("annotator", "instance")
     }
-    r = frame["rating"].to_numpy()
-    sc, level = rating_levels(r, scale, source)
+    sc, level = rating_levels(frame["rating"].to_numpy(), scale, source)
     ann, annotators = coded["annotator"]
     inst, instances = coded["instance"]
     inst_query = None
-    if "query" in coded:
-        q, queries = coded["query"]
-        inst_query, clash = instance_queries(inst, frame["query"].array, len(instances))
+    if "query" in frame.columns:
+        query = frame["query"].array
+        inst_query, clash = instance_queries(inst, query, len(instances))
         if clash is not None:
             raise InputError(
-                query_clash(
-                    instances[inst[clash]], queries[q[clash]], inst_query[inst[clash]], clash
-                ),
+                query_clash(instances[inst[clash]], query[clash], inst_query[inst[clash]], clash),
                 source=source,
             )
     data = CrowdData(

@@ -194,6 +194,51 @@ def test_parquet_dataset_and_dask_frames(client, ratings, tmp_path):
     assert "Dask engine" in summary["annotators"]["flags"]
 
 
+def test_inferred_scale_with_an_outlier_is_refused_as_in_memory(client, ratings, tmp_path):
+    """A stray 99 among 1..5 (a "no answer" code) spread over blocks: both engines refuse the
+    inferred scale with the same words (the Dask blocks are shuffled: counts, no rows); a
+    given scale that holds it is fitted; text ratings are parsed as in memory (" 3.0" is 3)."""
+    from ordmix_core.data import prepare
+    from ordmix_core.errors import InputError
+
+    bad = ratings.copy()
+    bad["rating"] = bad["rating"].astype(str)
+    bad.loc[bad.index[:3], "rating"] = ["99", "99.0", " 3.0"]
+    with pytest.raises(InputError) as mem_err:
+        prepare(bad, source="ratings")
+    path = tmp_path / "r.csv"
+    bad.to_csv(path, index=False)
+    dsk = DaskOrdinalMixture(granularity="global", n_restarts=1, max_iter=2, scheduler=client)
+    with pytest.raises(InputError) as dsk_err:
+        quiet_fit(dsk, str(path))
+    msg = str(dsk_err.value)
+    assert msg.startswith(f"{path}: rating 99 (2 rating(s)) lies far outside the other ratings")
+    # the same sentence as in memory, less the rows that a shuffled block cannot name
+    assert msg.split(" far outside ", 1)[1] == str(mem_err.value).split(" far outside ", 1)[1]
+    scale = list(range(1, 6)) + [99]
+    dsk = quiet_fit(DaskOrdinalMixture(**{**dsk.get_params(), "scale": scale}), str(path))
+    mem = OrdinalMixture(granularity="global", n_restarts=1, max_iter=2, scale=scale)
+    quiet_fit(mem, bad)
+    assert dsk.data_.scale.values.tolist() == mem.data_.scale.values.tolist() == scale
+
+
+def test_combined_summaries_count_each_rating_value_once():
+    """``combine_summaries`` merges the blocks' distinct values and adds their counts (-0.0
+    and 0.0 are one value, as in memory)."""
+    from ordmix_core.dask_engine import blocks
+
+    def part(values, counts):
+        return {
+            "ann": pd.Series([1], index=["a"]), "values": np.array(values, dtype=float),
+            "value_counts": np.array(counts), "query_min": None, "n_ratings": sum(counts),
+            "n_instances": 1, "worker": None,
+        }  # fmt: skip
+
+    got = blocks.combine_summaries(part([-0.0, 2, 5], [1, 2, 3]), part([0.0, 5, 7], [4, 5, 6]))
+    assert got["values"].tolist() == [0, 2, 5, 7]
+    assert got["value_counts"].tolist() == [5, 2, 8, 6]
+
+
 def test_partitioned_items_at_instance_granularity_get_their_decisions(client, ratings, tmp_path):
     """Items and categories both partitioned (instance granularity, above max_local_items):
     each partition's decision columns come from its own block's categories."""

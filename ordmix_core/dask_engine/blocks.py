@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from .. import accel, init, kernels, outputs, phases
-from ..data import _numeric_ratings
+from ..data import numeric_ratings
 from ..errors import InputError
 from ..problem import Problem
 from ..queries import instance_queries, query_clash
@@ -61,7 +61,7 @@ def normalize_block(
         col = df[c]
         if c == "rating":
             try:
-                out[c] = _numeric_ratings(col.reset_index(drop=True), label).to_numpy()
+                out[c] = numeric_ratings(col.reset_index(drop=True), label)
             except InputError as e:
                 raise InputError(f"{e}{where}") from None
             continue
@@ -132,8 +132,9 @@ def load_block(fit_id: str, index: int, df: pd.DataFrame, label: str) -> dict:
     """Factorise one shuffled partition and keep it in this worker's registry.
 
     Returns its small summary: ``ann`` (Series annotator -> ratings, sorted), ``values``
-    (distinct ratings), ``query_min`` (Series query -> smallest instance ID, or None),
-    ``n_ratings``, ``n_instances`` and ``worker`` (the address the block lives on).
+    (distinct ratings, sorted) and ``value_counts`` (ratings of each), ``query_min`` (Series
+    query -> smallest instance ID, or None), ``n_ratings``, ``n_instances`` and ``worker``
+    (the address the block lives on).
     """
     n = len(df)
     ann_local, ann_ids = pd.factorize(df["annotator"], sort=True)
@@ -165,6 +166,7 @@ def load_block(fit_id: str, index: int, df: pd.DataFrame, label: str) -> dict:
     return {
         "ann": pd.Series(counts, index=pd.Index(ann_ids, dtype=object)),
         "values": block.rating_vals,
+        "value_counts": np.bincount(block.rating_code, minlength=block.rating_vals.size),
         "query_min": query_min,
         "n_ratings": n,
         "n_instances": int(inst_ids.size),
@@ -175,12 +177,16 @@ def load_block(fit_id: str, index: int, df: pd.DataFrame, label: str) -> dict:
 def combine_summaries(*parts: dict) -> dict:
     """Merge ``load_block`` summaries (a step of the tree reduction)."""
     ann = pd.concat([p["ann"] for p in parts]).groupby(level=0, sort=True).sum()
-    values = np.unique(np.concatenate([p["values"] for p in parts]))
+    values = np.unique(np.concatenate([p["values"] for p in parts]))  # -0.0 joins 0.0
+    counts = np.zeros(values.size, dtype=np.int64)
+    for p in parts:
+        np.add.at(counts, np.searchsorted(values, p["values"]), p["value_counts"])
     qm = [p["query_min"] for p in parts if p["query_min"] is not None]
     query_min = pd.concat(qm).groupby(level=0, sort=False).min() if qm else None
     return {
         "ann": ann,
         "values": values,
+        "value_counts": counts,
         "query_min": query_min,
         "n_ratings": sum(p["n_ratings"] for p in parts),
         "n_instances": sum(p["n_instances"] for p in parts),

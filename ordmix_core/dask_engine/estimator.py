@@ -53,7 +53,14 @@ import pandas as pd
 
 from .. import accel, outputs, phases, restarts
 from ..base import extends_params
-from ..data import COLUMN_ALIASES, CrowdData, Scale, as_scale, normalize_columns
+from ..data import (
+    COLUMN_ALIASES,
+    CrowdData,
+    Scale,
+    as_scale,
+    checked_scale,
+    normalize_columns,
+)
 from ..errors import InputError
 from ..io import PARQUET_EXTENSIONS, TEXT_EXTENSIONS
 from ..model import Learned, OrdinalMixture, _emit
@@ -271,7 +278,10 @@ class DaskOrdinalMixture(OrdinalMixture):
         del futs, loads, parts
 
         # global codes, scale, problem
-        sc = as_scale(self.scale, summary["values"])
+        if self.scale is None:  # inferred: refused with outlying values, as in memory
+            sc = checked_scale(summary["values"], summary["value_counts"], label)
+        else:
+            sc = as_scale(self.scale, summary["values"])
         annotators = np.asarray(summary["ann"].index, dtype=object)
         n_per_ann = summary["ann"].to_numpy(dtype=np.int64)
         categories = None

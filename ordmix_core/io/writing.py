@@ -76,7 +76,8 @@ def _neutralise(values: pd.Series | pd.Index) -> Any:
     if not danger.any():
         return values
     arr = arr.copy()
-    arr[danger] = np.char.add("'", arr[danger].astype(str)).astype(object)
+    # per dangerous cell only (rare): numpy's fixed-width text would drop a trailing NUL
+    arr[danger] = np.array(["'" + x for x in arr[danger]], dtype=object)
     if isinstance(values, pd.Series):
         return pd.Series(arr, index=values.index, name=values.name)
     return arr
