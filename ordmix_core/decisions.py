@@ -46,7 +46,7 @@ precision (``expected_gain``); ``next_batch`` ranks items by it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -54,7 +54,7 @@ from scipy.special import log_expit, ndtr, ndtri
 
 from .errors import InputError
 from .tn import tn_stats
-from .updates import update_z
+from .updates import update_z, z_from_sums
 
 #: an annotator is judged against this reliability (share of ratings from the truth)
 THRESHOLD = 0.5
@@ -76,6 +76,8 @@ ITEM_FLAGS = ("confident", "uncertain", "undetermined")
 _GRID_HALF_WIDTH = 16.0
 _GRID_N = 481
 _BISECT_STEPS = 45
+# ratings per chunk of the per-rating passes (evidence, posterior): temporaries stay ~50 MB
+_CHUNK = 1 << 20
 # Gauss-Hermite nodes for the expected gain (the integrand is smooth but for kinks of the max)
 _GAIN_NODES = 64
 
@@ -321,14 +323,17 @@ def leave_one_out(
     mu: float,
     lam: float,
     n_instances: int,
+    z: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Mean and precision of each rating's item posterior without that rating; (L,) each.
 
     The q(z) update (``updates.update_z``) with weights ``omega_l rho_l`` and observations
-    ``E[x_l]``, minus rating l's own term. Inputs (L,) but ``mu``, ``lam`` (the prior of z).
+    ``E[x_l]``, minus rating l's own term. Inputs (L,) but ``mu``, ``lam`` (the prior of z);
+    ``z``: that update's ``(mu_m, lambda_m)`` (M,) when already summed over all the ratings
+    (then the inputs may be a chunk of them).
     """
     w = omega * rho
-    mu_m, lam_m = update_z(inst, w, ex, mu, lam, n_instances)
+    mu_m, lam_m = update_z(inst, w, ex, mu, lam, n_instances) if z is None else z
     prec = np.maximum(lam_m[inst] - w, lam)
     mean = (mu_m[inst] * lam_m[inst] - w * ex) / prec
     return mean, prec
@@ -389,8 +394,15 @@ def reliability_posterior(
     interval = _check_probability("the credible interval", interval)
     ann = np.asarray(ann, dtype=np.int64)
     log_r = np.clip(np.asarray(log_r, dtype=float), -LOG_R_CLIP, LOG_R_CLIP)
-    r = np.exp(log_r)
     n = n_annotators
+
+    def per_annotator(term: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
+        """(N,) sums of ``term(ann, log_r)`` over each annotator's ratings, a chunk at a time."""
+        out = np.zeros(n)
+        for lo in range(0, len(ann), _CHUNK):
+            a, lr = ann[lo : lo + _CHUNK], log_r[lo : lo + _CHUNK]
+            out += np.bincount(a, weights=term(a, lr), minlength=n)
+        return out
 
     def eps_of(u: np.ndarray) -> np.ndarray:
         return np.exp(log_expit(u))
@@ -401,15 +413,13 @@ def reliability_posterior(
     for _ in range(_BISECT_STEPS):
         mid = 0.5 * (lo + hi)
         e = eps_of(mid)
-        el = e[ann]
-        s = np.bincount(ann, weights=(r - 1.0) / (1.0 - el + el * r), minlength=n)
+        s = per_annotator(lambda a, lr, e=e: _pull(e[a], np.exp(lr)))
         up = a0 * (1.0 - e) - b0 * e + e * (1.0 - e) * s > 0
         lo = np.where(up, mid, lo)
         hi = np.where(up, hi, mid)
     mode = 0.5 * (lo + hi)
     e = eps_of(mode)
-    el = e[ann]
-    s2 = np.bincount(ann, weights=((r - 1.0) / (1.0 - el + el * r)) ** 2, minlength=n)
+    s2 = per_annotator(lambda a, lr: _pull(e[a], np.exp(lr)) ** 2)
     curv = a0 * (1.0 - e) ** 2 + b0 * e**2 + (e * (1.0 - e)) ** 2 * s2
     width = 1.0 / np.sqrt(curv)
 
@@ -419,8 +429,8 @@ def reliability_posterior(
     for k, zk in enumerate(z):
         u = mode + width * zk
         log_e, log_1me = log_expit(u), log_expit(-u)
-        lik = np.logaddexp(log_1me[ann], log_e[ann] + log_r)
-        log_g[:, k] = a0 * log_e + b0 * log_1me + np.bincount(ann, weights=lik, minlength=n)
+        lik = per_annotator(lambda a, lr, le=log_e, l1=log_1me: np.logaddexp(l1[a], le[a] + lr))
+        log_g[:, k] = a0 * log_e + b0 * log_1me + lik
         eps_grid[:, k] = np.exp(log_e)
     g = np.exp(log_g - log_g.max(axis=1, keepdims=True))
     # cumulative trapezoid in units of the node spacing, with the Euler-Maclaurin end
@@ -474,6 +484,11 @@ def reliability_posterior(
     )
 
 
+def _pull(el: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """d/d eps of log(1 - eps + eps r), times (1 - eps)-free form: ``(r - 1) / (1 - e + e r)``."""
+    return (r - 1.0) / (1.0 - el + el * r)
+
+
 def annotator_evidence(model) -> np.ndarray:
     """``log r_l`` for every rating of a fitted in-memory model (see ``rating_evidence``); (L,).
 
@@ -488,19 +503,39 @@ def annotator_evidence(model) -> np.ndarray:
         )
     hp = model.hyperparams_
     thresholds = np.asarray(hp["thresholds"], dtype=float)
-    rho = (
-        model.annotators_["expertise"].to_numpy(dtype=float)[data.ann]
-        * model.categories_["difficulty"].to_numpy(dtype=float)[data.cat]
-    )
-    mu_m = model.items_["estimate"].to_numpy(dtype=float)[data.inst]
-    if getattr(model, "ordinal", True):
-        ex = tn_stats(thresholds[data.level], thresholds[data.level + 1], mu_m, rho).ex
-    else:
-        ex = np.asarray(hp["scale"], dtype=float)[data.level]
-    mean, prec = leave_one_out(
-        data.inst, omega, rho, ex, float(hp["mu"]), float(hp["lambda"]), data.n_instances
-    )
-    return rating_evidence(data.level, mean, prec, rho, thresholds, np.asarray(hp["pi"]))
+    expertise = model.annotators_["expertise"].to_numpy(dtype=float)
+    difficulty = model.categories_["difficulty"].to_numpy(dtype=float)
+    estimate = model.items_["estimate"].to_numpy(dtype=float)
+    values = np.asarray(hp["scale"], dtype=float)
+    ordinal = getattr(model, "ordinal", True)
+    mu, lam, n_inst = float(hp["mu"]), float(hp["lambda"]), data.n_instances
+    # a chunk of ratings at a time, so that no per-rating temporary is bigger than a chunk
+    chunks = [slice(lo, lo + _CHUNK) for lo in range(0, len(data.ann), _CHUNK)] or [slice(0, 0)]
+
+    def rho_ex(sl: slice) -> tuple[np.ndarray, np.ndarray]:
+        rho = expertise[data.ann[sl]] * difficulty[data.cat[sl]]
+        lev = data.level[sl]
+        if not ordinal:
+            return rho, values[lev]
+        return rho, tn_stats(thresholds[lev], thresholds[lev + 1], estimate[data.inst[sl]], rho).ex
+
+    z = None  # one chunk: leave_one_out sums over it; more: the sums over all chunks first
+    if len(chunks) > 1:
+        sum_w, sum_wx = np.zeros(n_inst), np.zeros(n_inst)
+        for sl in chunks:
+            rho, ex = rho_ex(sl)
+            w = omega[sl] * rho
+            sum_w += np.bincount(data.inst[sl], weights=w, minlength=n_inst)
+            sum_wx += np.bincount(data.inst[sl], weights=w * ex, minlength=n_inst)
+        z = z_from_sums(sum_w, sum_wx, mu, lam)
+    log_r = np.empty(len(data.ann))
+    for sl in chunks:
+        rho, ex = rho_ex(sl)
+        mean, prec = leave_one_out(data.inst[sl], omega[sl], rho, ex, mu, lam, n_inst, z)
+        log_r[sl] = rating_evidence(
+            data.level[sl], mean, prec, rho, thresholds, np.asarray(hp["pi"])
+        )
+    return log_r
 
 
 def annotator_flags(

@@ -66,9 +66,11 @@ MODELS = {
 SPAM_EVIDENCE = 0.05
 
 
-def spam_evidence(model: OrdinalMixture) -> float:
-    """Share of the ratings given by annotators the evidence flags unreliable."""
-    flag = decisions.annotator_flags(model)["flag"].to_numpy()
+def spam_evidence(model: OrdinalMixture, flags: pd.DataFrame | None = None) -> float:
+    """Share of the ratings given by annotators the evidence flags unreliable (``flags``:
+    ``decisions.annotator_flags(model)``, computed if not given)."""
+    flags = decisions.annotator_flags(model) if flags is None else flags
+    flag = flags["flag"].to_numpy()
     n = model.annotators_["n_ratings"].to_numpy(dtype=float)
     return float(n[flag == "unreliable"].sum() / max(n.sum(), 1.0))
 
@@ -153,7 +155,10 @@ class OrdinalMixture(CrowdEstimator):
     ``beta_``, ``hyperparams_`` (with ``lambda_b`` and the learned ``pi``), ``model_`` (the
     model fitted, its stages and why), ``lower_bound_``, ``trace_`` (every restart's bound),
     ``restarts_`` (one row per restart), ``best_restart_``, ``selection_reason_``,
-    ``converged_``, ``n_iter_``, ``collapsed_``, ``warnings_``, ``interrupted_``, ``seconds_``.
+    ``converged_``, ``n_iter_``, ``collapsed_``, ``warnings_``, ``interrupted_``, ``seconds_``,
+    ``spam_`` (whether the fitted model has the spam component), ``annotator_flags_``
+    (``decisions.annotator_flags`` at its default settings when the spam decision computed
+    them, else None; ``outputs.decide`` reuses them).
     """
 
     name = "odm"
@@ -291,7 +296,9 @@ class OrdinalMixture(CrowdEstimator):
                 "with its warning, as the data's own verdict; compare with --spam off",
             }
         elif self._chooses_spam() and not self.interrupted_:
-            share = spam_evidence(self)
+            flags = decisions.annotator_flags(self)
+            share = spam_evidence(self, flags)
+            self.annotator_flags_ = flags  # the outputs' flags, unless refitted below
             spam_fit = {"spam": True, "lower_bound": self.lower_bound_, "evidence": share}
             if share < SPAM_EVIDENCE:
                 self.spam_ = False
@@ -315,6 +322,7 @@ class OrdinalMixture(CrowdEstimator):
     ) -> list[restarts.FitWarning]:
         """One fit of the model with the spam component ``spam_`` to prepared ratings: the
         restarts, the race and the learned attributes. Returns the warnings to issue."""
+        self.annotator_flags_ = None
         p, pi = self._problem(
             data.scale, np.bincount(data.ann, minlength=data.n_annotators), data.n_categories
         )

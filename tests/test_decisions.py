@@ -17,6 +17,7 @@ from scipy.special import betaln
 from ordmix_core import decisions as D
 from ordmix_core.errors import InputError
 from ordmix_core.model import OrdinalMixture
+from ordmix_core.simulate import simulate_crowd
 
 ROOT = Path(__file__).resolve().parents[1]
 THRESHOLDS = np.array([0.5, 1.5, 2.5, 3.5])
@@ -394,3 +395,15 @@ def test_next_batch_input_errors():
         D.next_batch(items, 0)
     with pytest.raises(InputError, match="rank the batch"):
         D.next_batch(items, 5, by="gain")
+
+
+@pytest.mark.parametrize("ordinal", [True, False])
+def test_flags_in_chunks_of_ratings_equal_flags_in_one_pass(monkeypatch, ordinal):
+    """Big fits go a chunk of ratings at a time (memory); the result must not depend on it."""
+    crowd = simulate_crowd(n_items=150, n_annotators=12, random_state=2)
+    m = _fit(crowd.ratings, n_restarts=1, ordinal=ordinal)
+    whole_r, whole = D.annotator_evidence(m), D.annotator_flags(m)
+    monkeypatch.setattr(D, "_CHUNK", 97)  # 750 ratings: 8 chunks, the last one short
+    chunked_r, chunked = D.annotator_evidence(m), D.annotator_flags(m)
+    np.testing.assert_allclose(chunked_r, whole_r, rtol=1e-12, atol=1e-12)
+    pd.testing.assert_frame_equal(chunked, whole, rtol=1e-9)

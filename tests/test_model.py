@@ -295,3 +295,16 @@ def test_a_collapsed_spam_fit_is_kept_not_refitted_without_spam():
     assert m.collapsed_ and m.spam_
     assert m.model_["spam_choice"]["spam"] is True
     assert "collapsed" in m.model_["spam_choice"]["why"]
+
+
+def test_the_spam_decisions_flags_are_the_outputs_flags():
+    from ordmix_core import decisions, outputs
+
+    m = OrdinalMixture(n_restarts=2, random_state=0).fit(_crowd(0.3))
+    assert m.spam_ and m.annotator_flags_ is not None
+    pd.testing.assert_frame_equal(m.annotator_flags_, decisions.annotator_flags(m))
+    assert outputs.decide(m).annotators is m.annotator_flags_  # reused, not recomputed
+    other = outputs.decide(m, confidence=0.8).annotators  # other settings: computed
+    assert other is not m.annotator_flags_ and (other["flag_confidence"] == 0.8).all()
+    m.spam = False
+    assert m.fit(_crowd(0.3)).annotator_flags_ is None
