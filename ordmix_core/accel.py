@@ -174,18 +174,25 @@ class Sweeps(Protocol):
     def truth_share(self, state: Any) -> float:
         """Share of the ratings the truth component explains in ``state``."""
 
+    def estimate_change(self, before: Any, after: Any) -> float:
+        """The largest change of an item's posterior mean from ``before`` to ``after`` (the
+        step's new state): the stopping rule's second half (``restarts.converged``)."""
+
 
 def make_step(engine: Sweeps, accelerate: bool) -> StepFn:
     """The ``step(run, spam)`` of ``restarts.race`` for both engines.
 
     A plain sweep; with ``accelerate``, every third sweep (``len(trace) % 3 == 2``, once the
     history holds two swept states) a sweep from SQUAREM's proposal follows and replaces the
-    plain one if its bound is finite and higher, so the trace never decreases.
+    plain one if its bound is finite and higher, so the trace never decreases; none once the
+    stopping rule asks for plain sweeps (``run.polish_from``, ``restarts.converged``). Sets
+    ``run.truth_share`` and ``run.estimate_change`` (from the state before the step).
     """
 
     def step(run: RestartRun, spam: bool) -> float:
         s = run.state
         due = accelerate and run.history is not None and len(run.trace) % 3 == 2
+        due = due and run.polish_from is None  # the stopping rule's plain sweeps
         history = run.history if due else None
         new, f, extra = engine.sweep(s, spam, history)
         if history is not None:
@@ -197,6 +204,7 @@ def make_step(engine: Sweeps, accelerate: bool) -> StepFn:
         run.history = (s, new) if engine.swept(s) else None
         run.state = new
         run.truth_share = engine.truth_share(new)
+        run.estimate_change = engine.estimate_change(s, new)
         return f
 
     return step

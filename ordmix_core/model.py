@@ -84,7 +84,16 @@ class OrdinalMixture(CrowdEstimator):
             by a mixture stage with the fixed ``pi`` (stage ``uniform``).
         updates: ``exact`` coordinate-ascent update of q(y) (bound never decreases) or
             ``paper`` for the literal eq. (4).
-        n_restarts, max_iter, tol: restarts, iteration cap, stop when ``|dF| < tol``.
+        n_restarts: restarts. max_iter: cap on all sweeps of a restart, every stage together
+            (the no-spam warm-up, at most half of it, the extended model's uniform-spam stage
+            and the mixture; a SQUAREM step, every third, counts as one).
+        tol, tol_estimate: a restart has converged when one sweep changes the bound by less
+            than ``tol`` relative (``|dF| < tol |F|``) and the items' posterior means are
+            estimated to be within ``tol_estimate`` of their fixed point (``restarts``;
+            ``tol_estimate=0``: the bound alone decides, as before issue 15).
+        schedule: ``shared`` (one no-spam warm-up that the other restarts branch from with
+            their own noise; halving keeps two restarts to the end) or ``per-restart`` (the
+            schedule before issue 15: a warm-up each, halving down to one).
         phi, eta: Gamma prior of the inverse difficulty (fixed for identifiability).
         lam, mu: precision and mean of the prior of z (``mu=None``: the mean of the scale).
         pi: spam distribution over the K levels (``None``: uniform).
@@ -106,7 +115,10 @@ class OrdinalMixture(CrowdEstimator):
     ``beta_``, ``hyperparams_`` (with ``lambda_b`` and the learned ``pi``), ``model_`` (the
     model fitted, its stages and why), ``lower_bound_``, ``trace_`` (every restart's bound),
     ``restarts_`` (one row per restart), ``best_restart_``, ``selection_reason_``,
-    ``converged_``, ``n_iter_``, ``collapsed_``, ``warnings_``, ``interrupted_``, ``seconds_``.
+    ``converged_``, ``n_iter_``, ``collapsed_``, ``warnings_``, ``interrupted_``, ``seconds_``,
+    ``ensemble_`` (the restarts near-tied with the winner, ``restarts.ensemble``) and
+    ``ensemble_gap_``; ``items_`` and ``annotators_`` say what they disagree on
+    (``estimate_spread`` / ``reliability_spread`` and ``unstable``, ``outputs``).
     """
 
     name = "odm"
@@ -124,7 +136,9 @@ class OrdinalMixture(CrowdEstimator):
         updates: str = "exact",
         n_restarts: int = 10,
         max_iter: int = 1000,
-        tol: float = 0.1,
+        tol: float = 1e-6,
+        tol_estimate: float = 5e-3,
+        schedule: str = "shared",
         phi: float = 10.0,
         eta: float = 5.0,
         lam: float = 0.1,
@@ -150,6 +164,8 @@ class OrdinalMixture(CrowdEstimator):
         self.n_restarts = n_restarts
         self.max_iter = max_iter
         self.tol = tol
+        self.tol_estimate = tol_estimate
+        self.schedule = schedule
         self.phi = phi
         self.eta = eta
         self.lam = lam
@@ -240,15 +256,16 @@ class OrdinalMixture(CrowdEstimator):
         gold_m = self._gold_vector(gold, data.instances)
         p = p.with_gold(gold_m)
         rng = np.random.default_rng(self.random_state)
-        runs = [
-            restarts.RestartRun(r, *self._initial_state(data, p, r, rng))
-            for r in range(self.n_restarts)
-        ]
+        runs = []
+        for r in range(self.n_restarts):
+            kind, key = self._start(r, rng)
+            state = self._initial_from_key(data, p, r, kind, key)
+            runs.append(restarts.RestartRun(r, kind, state, key=key))
         if self.init_from is not None:  # a refit: one restart from the previous posteriors
             start = warm.warm_state(warm.load_previous(self.init_from), data, p, runs[0].state)
             runs = [restarts.RestartRun(0, "previous", start)]
         with np.errstate(over="ignore", under="ignore"):
-            interrupted = self._race(p, runs, callback)
+            interrupted = self._race(p, runs, callback, self._memory_branch(data, p))
 
         def learned(s: vb.State) -> Learned:
             n_m = np.bincount(data.inst, minlength=data.n_instances)
@@ -261,12 +278,35 @@ class OrdinalMixture(CrowdEstimator):
             w_ann = np.bincount(data.ann, weights=s.omega, minlength=data.n_annotators)
             return items, cats, w_ann, s.omega
 
-        warn = self._store(data, p, pi, data.annotators, runs, interrupted, t0, learned)
+        warn = self._store(
+            data, p, pi, data.annotators, runs, interrupted, t0, learned, lambda s: s.mu_m
+        )
         _emit(warn)
         return self
 
+    def _memory_branch(self, data: CrowdData, p: vb.Problem) -> restarts.BranchFn:
+        """``branch`` of the shared warm-up: the warm-up's state with the restart's own noise
+        on q(z)'s means and q(tau) (``init.branch_instances``, ``init.branch_annotators``);
+        gold items keep their truth."""
+        inst_hash, ann_hash = id_hash(data.instances), id_hash(data.annotators)
+
+        def branch(source: vb.State, run: restarts.RestartRun) -> vb.State:
+            s = source.copy()
+            mu = init.branch_instances(
+                s.mu_m, inst_hash, run.key, data.scale.thresholds, data.scale.step
+            )
+            s.mu_m = vb_updates.apply_gold(mu, p.gold)
+            s.tau_rate = init.branch_annotators(s.tau_rate, ann_hash, run.key)
+            return s
+
+        return branch
+
     def _race(
-        self, p: vb.Problem, runs: list[restarts.RestartRun], callback: ProgressCallback | None
+        self,
+        p: vb.Problem,
+        runs: list[restarts.RestartRun],
+        callback: ProgressCallback | None,
+        branch: restarts.BranchFn | None = None,
     ) -> bool:
         """The shared schedule (``_schedule``) with this engine's sweep; restarts of a round
         run in ``n_jobs`` threads. Returns True if stopped."""
@@ -283,7 +323,7 @@ class OrdinalMixture(CrowdEstimator):
                     if err is not None:
                         raise err
 
-            return self._schedule(runs, step, callback, map_runs)
+            return self._schedule(runs, step, callback, map_runs, branch)
 
     def _n_jobs(self, p: vb.Problem, n_runs: int) -> int:
         """Threads for restarts: the cores, unless the kernel itself is already parallel."""
@@ -302,6 +342,12 @@ class OrdinalMixture(CrowdEstimator):
         depend on row order or on how the data is partitioned.
         """
         kind, key = self._start(restart, rng)
+        return kind, self._initial_from_key(data, p, restart, kind, key)
+
+    def _initial_from_key(
+        self, data: CrowdData, p: vb.Problem, restart: int, kind: str, key: int
+    ) -> vb.State:
+        """The start of a restart of ``kind`` with random ``key`` (``_initial_state``)."""
         step = data.scale.step
         n_m = np.bincount(data.inst, minlength=data.n_instances)
         sum_m = np.bincount(data.inst, weights=data.values, minlength=data.n_instances)
@@ -314,7 +360,7 @@ class OrdinalMixture(CrowdEstimator):
             p, id_hash(data.annotators), np.bincount(data.cat, minlength=data.n_categories),
             kind, key, restart, step,
         )  # fmt: skip
-        return kind, vb.State(mu_m=mu_m, lam_m=lam_m, **g._asdict())
+        return vb.State(mu_m=mu_m, lam_m=lam_m, **g._asdict())
 
     # ------------------------------------------------------------------ both engines
     def _problem(
@@ -374,8 +420,10 @@ class OrdinalMixture(CrowdEstimator):
         step: restarts.StepFn,
         callback: ProgressCallback | None,
         map_runs: restarts.MapRuns = restarts.map_sequential,
+        branch: restarts.BranchFn | None = None,
     ) -> bool:
-        """``restarts.race`` with this estimator's settings (both engines call it)."""
+        """``restarts.race`` with this estimator's settings (both engines call it);
+        ``branch``: the engine's start of a restart from the shared warm-up."""
         return restarts.race(
             runs,
             step,
@@ -383,6 +431,9 @@ class OrdinalMixture(CrowdEstimator):
             spam=self.spam,
             max_iter=self.max_iter,
             tol=self.tol,
+            tol_estimate=self.tol_estimate,
+            schedule=self.schedule,
+            branch=branch,
             prune=self.prune_restarts,
             prune_start=self.prune_start,
             collapse_threshold=self.collapse_threshold,
@@ -401,18 +452,23 @@ class OrdinalMixture(CrowdEstimator):
         interrupted: bool,
         t0: float,
         learned: Callable[[Any], Learned],
+        member_mu: Callable[[Any], np.ndarray] | None = None,
     ) -> list[restarts.FitWarning]:
         """Choose the winning restart and set every learned attribute (both engines).
 
         ``data``: what ``data_`` holds (``CrowdData``, or the Dask engine's sizes);
         ``annotators`` (N,): their IDs; ``learned(state)`` gives from the winner's state what
         only the engine can (``Learned``). The state is read by ``vb.State``'s names (q(tau),
-        eps, alpha, beta). Returns the warnings for ``fit`` to issue.
+        eps, alpha, beta). ``member_mu(state)``: its items' posterior means (M,) in
+        ``items_``'s order, for the ensemble's item columns (None: items get none). Returns
+        the warnings for ``fit`` to issue.
         """
         results = restarts.race_results(runs)
         if not results:
             raise InputError("the fit was stopped before the first restart finished an iteration")
-        best, reason, collapsed = restarts.select(results, self.spam, self.collapse_threshold)
+        best, reason, collapsed = restarts.select(
+            results, self.spam, self.collapse_threshold, interrupted
+        )
         s = best.state
         items, categories, w_ann, omega = learned(s)
         warn = restarts.fit_warnings(best, collapsed, interrupted, self.max_iter, self.tol)
@@ -432,6 +488,7 @@ class OrdinalMixture(CrowdEstimator):
             s.bias_mean if p.bias else None,
             s.bias_prec if p.bias else None,
         )
+        self._store_ensemble(results, best, sc, member_mu)
         self.spam_distributions_ = outputs.spam_distributions_frame(
             annotators, sc.values, s.dir_a if (self.spam and p.spam_dist == "annotator") else None
         )
@@ -456,6 +513,31 @@ class OrdinalMixture(CrowdEstimator):
         self.warnings_ = [w.message for w in warn]
         self.seconds_ = time.perf_counter() - t0
         return warn
+
+    def _store_ensemble(
+        self,
+        results: list[restarts.RestartRun],
+        best: restarts.RestartRun,
+        sc: Scale,
+        member_mu: Callable[[Any], np.ndarray] | None,
+    ) -> None:
+        """What the data cannot decide (issue 15): ``ensemble_`` (the near-tied restarts, the
+        winner first, ``restarts.ensemble``), ``ensemble_gap_``, and the stability columns of
+        ``items_`` (with ``member_mu``) and ``annotators_`` (``outputs``)."""
+        members = restarts.ensemble(results, best, self.spam, self.collapse_threshold)
+        self.ensemble_ = [m.restart for m in members]
+        self.ensemble_gap_ = restarts.ensemble_gap(best.lower_bound)
+        eps = np.stack([np.asarray(m.state.eps, dtype=float) for m in members])
+        if not self.spam:
+            eps = np.ones_like(eps)
+        ann = outputs.annotator_stability(eps)
+        self.annotators_["reliability_spread"] = ann["reliability_spread"].to_numpy()
+        self.annotators_["unstable"] = ann["unstable"].to_numpy()
+        if member_mu is not None and isinstance(self.items_, pd.DataFrame):
+            mu = np.stack([member_mu(m.state) for m in members])
+            it = outputs.item_stability(mu, sc.values, sc.step)
+            self.items_["estimate_spread"] = it["estimate_spread"].to_numpy()
+            self.items_["unstable"] = it["unstable"].to_numpy()
 
 
 class _MemorySweeps:
@@ -483,6 +565,11 @@ class _MemorySweeps:
     @staticmethod
     def truth_share(state: vb.State) -> float:
         return float(np.mean(state.omega)) if state.omega.size else 1.0
+
+    @staticmethod
+    def estimate_change(before: vb.State, after: vb.State) -> float:
+        d = np.abs(after.mu_m - before.mu_m)
+        return float(d.max()) if d.size else 0.0
 
 
 def _emit(warn: list[restarts.FitWarning]) -> None:
