@@ -310,7 +310,7 @@ class OrdinalMixture(CrowdEstimator):
     ) -> bool:
         """The shared schedule (``_schedule``) with this engine's sweep; restarts of a round
         run in ``n_jobs`` threads. Returns True if stopped."""
-        step = accel.make_step(_MemorySweeps(p), self.accelerate)
+        step = accel.make_step(_MemorySweeps(p, self._eps_pack()), self.accelerate)
         jobs = self._n_jobs(p, len(runs))
         with ThreadPoolExecutor(jobs, thread_name_prefix="ordmix") as pool:
 
@@ -413,6 +413,11 @@ class OrdinalMixture(CrowdEstimator):
             p.n_per_ann, ann_hashes, n_c, key, restart, step, self.spam, kind == "random",
             p.phi, p.eta, p.bias, p.spam_dist, np.exp(p.log_pi),
         )  # fmt: skip
+
+    def _eps_pack(self) -> float:
+        """SQUAREM's clip of eps (``accel.EPS_PACK``; the one before issue 15 with its
+        schedule, ``per-restart``, so that earlier fits are reproduced)."""
+        return accel.EPS_PACK if self.schedule == "shared" else accel.EPS_PACK_BEFORE_15
 
     def _schedule(
         self,
@@ -544,16 +549,17 @@ class _MemorySweeps:
     """The in-memory engine's sweeps for ``accel.make_step``: ``vb.sweep`` over all ratings,
     SQUAREM's proposal from whole states."""
 
-    def __init__(self, p: vb.Problem) -> None:
+    def __init__(self, p: vb.Problem, eps_pack: float = accel.EPS_PACK) -> None:
         self.problems = {key: p.at(key) for key in (True, False, "uniform")}
         self.lo, self.hi = p.thresholds[0], p.thresholds[-1]
+        self.eps_pack = eps_pack
 
     def sweep(self, state: vb.State, spam: bool, history: tuple | None) -> tuple:
         new, f = vb.sweep(self.problems[spam], state)
         return new, f, None
 
     def propose(self, s0: vb.State, s1: vb.State, s2: vb.State, extra: None) -> vb.State | None:
-        return accel.squarem_proposal(s0, s1, s2, self.lo, self.hi)
+        return accel.squarem_proposal(s0, s1, s2, self.lo, self.hi, self.eps_pack)
 
     def sweep_proposal(self, proposal: vb.State, spam: bool, states: tuple) -> tuple:
         return vb.sweep(self.problems[spam], proposal)

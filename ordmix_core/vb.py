@@ -2,12 +2,13 @@
 
 The facade the estimators use: ``Problem`` and ``State`` (``problem.py``), ``sweep`` (every
 coordinate update once: x, y, z, tau, delta, then eps, alpha, beta; returns the new state and
-its lower bound) and ``run`` (sweeps until the stopping rule of ``restarts.converged``). Two implementations of the sweep
-give the same results (to ~1e-12 relative): ``sweep_numpy`` (``reference.py``), the
-array-at-a-time reference built from ``tn``, ``updates`` and ``bound``, and ``sweep_fused``
-(``phases.py``), three fused passes over the ratings compiled with numba (``kernels.py``;
-about 5x faster on one core, and it uses every core). ``sweep`` picks the fused one when numba
-is available (``kernels.USE_JIT``; ``ORDMIX_NO_JIT=1`` switches it off).
+its lower bound) and ``run`` (sweeps until the stopping rule of ``restarts.converged``). Two
+implementations of the sweep give the same results (to ~1e-12 relative): ``sweep_numpy``
+(``reference.py``), the array-at-a-time reference built from ``tn``, ``updates`` and
+``bound``, and ``sweep_fused`` (``phases.py``), three fused passes over the ratings compiled
+with numba (``kernels.py``; about 5x faster on one core, and it uses every core). ``sweep``
+picks the fused one when numba is available (``kernels.USE_JIT``; ``ORDMIX_NO_JIT=1``
+switches it off).
 
 The restart schedule (warm-up, successive halving, the choice of the winner) is
 ``restarts.py``'s, SQUAREM ``accel.py``'s; the Dask engine runs ``phases.py``'s functions per
