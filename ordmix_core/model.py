@@ -137,7 +137,7 @@ class OrdinalMixture(CrowdEstimator):
         n_restarts: int = 10,
         max_iter: int = 1000,
         tol: float = 1e-6,
-        tol_estimate: float = 5e-3,
+        tol_estimate: float = 0.03,
         schedule: str = "shared",
         phi: float = 10.0,
         eta: float = 5.0,

@@ -169,8 +169,8 @@ def test_ensemble_is_the_finished_healthy_restarts_within_the_gap() -> None:
 def test_near_tied_restarts_that_disagree_mark_items_unstable_on_trec(
     trec, monkeypatch, tmp_path
 ) -> None:
-    """Two restarts of TREC RF10 that end near-tied (seed 3: within the gap) but put items on
-    different levels: those items are unstable, recomputed here from the two restarts'
+    """Two restarts of TREC RF10 that end near-tied (seed 0: bounds -116,502.6 and -116,508.2,
+    within the gap of 11.7) but put items on different levels: those items are unstable, recomputed here from the two restarts'
     states, and counted in summary.json."""
     m, runs = _fit_keeping_runs(monkeypatch, trec, n_restarts=2, random_state=NEAR_TIED_SEED)
     assert m.ensemble_ == [m.best_restart_, 1 - m.best_restart_]
@@ -196,7 +196,7 @@ def test_near_tied_restarts_that_disagree_mark_items_unstable_on_trec(
 
 
 #: a seed whose two TREC restarts end near-tied and disagree (found by trying seeds)
-NEAR_TIED_SEED = 3
+NEAR_TIED_SEED = 0
 
 
 # ------------------------------------------------------------------ selection wording
