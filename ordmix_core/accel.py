@@ -132,8 +132,7 @@ def squarem_proposal(
     ``pack``'s clip of eps.
     """
     terms = {
-        g: group_terms(g, *(group_value(s, g) for s in (s0, s1, s2)), eps_pack)
-        for g in GROUPS
+        g: group_terms(g, *(group_value(s, g) for s in (s0, s1, s2)), eps_pack) for g in GROUPS
     }
     norms = [sq_norms(r, v) for _, r, v in terms.values()]
     a = step_length([n[0] for n in norms], [n[1] for n in norms])

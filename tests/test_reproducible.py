@@ -170,8 +170,8 @@ def test_near_tied_restarts_that_disagree_mark_items_unstable_on_trec(
     trec, monkeypatch, tmp_path
 ) -> None:
     """Two restarts of TREC RF10 that end near-tied (seed 0: bounds -116,502.6 and -116,508.2,
-    within the gap of 11.7) but put items on different levels: those items are unstable, recomputed here from the two restarts'
-    states, and counted in summary.json."""
+    within the gap of 11.7) but put items on different levels: those items are unstable,
+    recomputed here from the two restarts' states, and counted in summary.json."""
     m, runs = _fit_keeping_runs(monkeypatch, trec, n_restarts=2, random_state=NEAR_TIED_SEED)
     assert m.ensemble_ == [m.best_restart_, 1 - m.best_restart_]
     assert abs(runs[0].lower_bound - runs[1].lower_bound) <= m.ensemble_gap_

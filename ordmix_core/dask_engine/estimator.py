@@ -512,9 +512,7 @@ class _Sweeps:
         """``accel.squarem_proposal`` split: the client's groups here, the blocks' as a
         ``blocks.Proposal``; ``(globals, proposal)`` or None (no usable or valid step)."""
         terms = {
-            g: accel.group_terms(
-                g, *(accel.group_value(s, g) for s in (s0, s1, s2)), self.eps_pack
-            )
+            g: accel.group_terms(g, *(accel.group_value(s, g) for s in (s0, s1, s2)), self.eps_pack)
             for g in CLIENT_GROUPS
         }
         r2, v2 = norms[0].tolist(), norms[1].tolist()
