@@ -144,6 +144,11 @@ WINDOW = 3
 MAX_RATE = 0.99
 
 
+#: the fewest plain sweeps, after the bound has settled, at which the estimates' rule can pass:
+#: two windows to measure a rate, the rule then held for two windows (``converged``)
+MIN_PLAIN_SWEEPS = 4 * WINDOW - 1
+
+
 def remaining_change(changes: list[float]) -> float:
     """Estimated distance of the items' means to the fixed point (Aitken): the last
     ``WINDOW`` sweeps' largest changes summed, ``D``, times ``r / (1 - r)`` with ``r`` the

@@ -69,30 +69,15 @@ def test_remaining_change_is_aitken_over_windows() -> None:
     assert restarts.remaining_change([0.0] * (2 * w)) == 0.0
 
 
-@pytest.mark.parametrize(
-    "which",
-    [
-        "simulated",
-        pytest.param(
-            "trec",
-            marks=[
-                pytest.mark.slow,
-                pytest.mark.xfail(
-                    strict=True,
-                    reason="TREC RF10's bound climbs through flat saddles for thousands of "
-                    "sweeps: a 100x tighter tolerance lets the restart escape them, its "
-                    "bound rising by tens of nats, and moves some items by up to 1 (measured "
-                    "with 10 restarts: 0.9-1.7 for 46-160 nats); no rule on the last sweeps "
-                    "sees a saddle before the escape, and converging fully exceeds max_iter. "
-                    "The items in question are what near-tied restarts disagree on.",
-                ),
-            ],
-        ),
-    ],
-)
+@pytest.mark.parametrize("which", ["simulated", pytest.param("trec", marks=pytest.mark.slow)])
 def test_a_100x_tighter_tolerance_moves_the_winners_estimates_by_less_than_001(
     which, crowd, trec, monkeypatch
 ) -> None:
+    """The winner of a 3-restart fit of a simulated crowd, and restart 0 of TREC RF10 (its
+    per-item-means start; one restart keeps the test to a minute). Not met by the default
+    10-restart TREC fit: its winner (restart 8, seed 0) ends on a flat saddle and a 100x
+    tighter tolerance lets it climb 71 nats more over 631 more sweeps, moving items by up to
+    1.06 (measured); such items are what near-tied restarts disagree on."""
     df = crowd if which == "simulated" else trec
     kw = dict(n_restarts=3 if which == "simulated" else 1, random_state=0)
     default, runs = _fit_keeping_runs(monkeypatch, df, **kw)

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ordmix_core import warm
+from ordmix_core import restarts, warm
 from ordmix_core.cli import main
 from ordmix_core.data import prepare
 from ordmix_core.errors import InputError
@@ -111,9 +111,10 @@ def test_folder_and_model_give_the_same_start_and_refit(crowd, fitted, tmp_path)
     r = from_dir.restarts_
     assert len(r) == 1 and r["init"].iloc[0] == "previous" and r["warmup_iter"].iloc[0] == 0
     assert set(from_dir.trace_["stage"]) == {"mixture"}
-    # nothing new: the refit starts at the optimum and stays there
-    assert from_dir.lower_bound_ >= fitted.lower_bound_ - fitted.tol
-    assert from_dir.n_iter_ <= 5
+    # nothing new: the refit starts at the optimum and stays there; the bound settles within 5
+    # sweeps, then the stopping rule's estimates half needs its minimum of plain sweeps
+    assert from_dir.lower_bound_ >= fitted.lower_bound_ - fitted.tol * abs(fitted.lower_bound_)
+    assert from_dir.n_iter_ <= 5 + restarts.MIN_PLAIN_SWEEPS
 
 
 def test_ids_that_look_like_formulas_match_after_the_csv(tmp_path):
