@@ -12,12 +12,15 @@ in-memory engine adds only its sweep over all ratings (``_MemorySweeps``) and ru
 restarts side by side in threads.
 
 Initialisation and selection (model-notes.md): on real data the highest-bound solution can be
-the useless all-spam one. So with ``warm_start`` (and the spam component) every restart first
-fits the model without the spam component (stage ``nospam``) and then starts the mixture from
-that fit with ``eps = 0.99``; restart 0 starts its warm-up from the per-item means, restart
-r > 0 from the means and expertise plus noise keyed on the IDs and the restart's key
-(``init.py``). Without ``warm_start`` restarts r > 0 also draw eps at random. A restart whose
-share of ratings attributed to the truth component falls below ``collapse_threshold`` is
+the useless all-spam one. So with ``warm_start`` (and the spam component) the fit first fits
+the model without the spam component (stage ``nospam``) and starts the mixture from that fit
+with ``eps = 0.99``. With ``schedule='shared'`` (the default, issue 14) restart 0 runs that
+warm-up from the per-item means and every restart r > 0 branches from its result, with noise
+on the means and the expertise keyed on the IDs and the restart's key (``init.branch_*``);
+with ``'per-restart'`` each restart warms up on its own, restart r > 0 from the means and
+expertise plus that noise (``init.py``). Without ``warm_start`` restarts r > 0 also draw eps
+at random. A restart whose share of ratings attributed to the truth component falls below
+``collapse_threshold`` is
 *collapsed* and is chosen only if every restart collapsed (then with a ``CollapseWarning``).
 Among the rest the highest bound wins, as in the paper.
 
@@ -97,7 +100,7 @@ class OrdinalMixture(CrowdEstimator):
         phi, eta: Gamma prior of the inverse difficulty (fixed for identifiability).
         lam, mu: precision and mean of the prior of z (``mu=None``: the mean of the scale).
         pi: spam distribution over the K levels (``None``: uniform).
-        warm_start: restart 0 starts from the no-spam fit (recommended on real data).
+        warm_start: the mixture starts from a no-spam fit (recommended on real data).
         init_from: a fitted ``OrdinalMixture`` or the output folder of ``ordmix fit``: start
             from its posteriors, matched by ID (a daily refit after new ratings; ``warm.py``),
             with one restart and no warm-up (``n_restarts`` and ``warm_start`` unused).
