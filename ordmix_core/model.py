@@ -20,9 +20,10 @@ on the means and the expertise keyed on the IDs and the restart's key (``init.br
 with ``'per-restart'`` each restart warms up on its own, restart r > 0 from the means and
 expertise plus that noise (``init.py``). Without ``warm_start`` restarts r > 0 also draw eps
 at random. A restart whose share of ratings attributed to the truth component falls below
-``collapse_threshold`` is
-*collapsed* and is chosen only if every restart collapsed (then with a ``CollapseWarning``).
-Among the rest the highest bound wins, as in the paper.
+``collapse_threshold`` is *collapsed* and is chosen only if every restart collapsed (then
+with a ``CollapseWarning``). Among the rest the highest bound wins, as in the paper; the
+restarts near-tied with it form the ensemble (``restarts.ensemble``) whose disagreement marks
+items and annotators unstable.
 
 Refits (``init_from``): a fitted model or an ``ordmix fit`` folder gives the start instead
 (``warm.warm_state``: its posteriors matched by ID, the usual start for anything new), and a
