@@ -7,7 +7,8 @@ ratings: the default fit from scratch; the refit ``init_from=<yesterday's folder
 ``ordmix fit ... --warm-start DIR``: the race of ``warm.refit_starts``); the same with
 ``n_restarts=1`` (yesterday's start alone); and a control refit from today's own folder (no
 new ratings). Sweeps count every sweep of every restart and stage, on both sides; a refit
-"reaches" the from-scratch bound when its bound is at least that bound minus ``tol``.
+"reaches" the from-scratch bound when its bound is at least that bound minus ``tol`` (relative:
+``tol * |bound|`` nats).
 
 Reports bounds, sweeps, wall seconds with the load average (the machine may be shared: times
 are noisy, sweeps are not), gold MSE, and how far each answer is from yesterday's and from
@@ -153,7 +154,8 @@ def run(name: str, ratings: pd.DataFrame, yesterday_ratings: pd.DataFrame, gold:
     scratch, t_scratch = timed_fit(ratings)
     refit, t_refit = timed_fit(ratings, init_from=before)
     alone, t_alone = timed_fit(ratings, init_from=before, n_restarts=1)
-    target, n = scratch.lower_bound_ - scratch.tol, len(scratch.trace_)
+    target = scratch.lower_bound_ - scratch.tol * abs(scratch.lower_bound_)  # tol: relative
+    n = len(scratch.trace_)
 
     def row(m: OrdinalMixture, t: float) -> dict:
         return {

@@ -45,6 +45,14 @@ INSTANCE_GROUPS = ("mu_m", "lam_m")
 CATEGORY_GROUPS = ("delta_shape", "delta_rate")
 #: groups made unconstrained by a log (``ab`` is ``[alpha, beta]``); checked finite and > 0
 _POS = ("lam_m", "tau_shape", "tau_rate", "delta_shape", "delta_rate", "ab", "bias_prec")
+#: eps is clipped to [EPS_PACK, 1 - EPS_PACK] before its logit: annotators within 1e-8 of
+#: certainty (the update floors eps at 1e-10) all pack to the same value, so their last bits,
+#: which differ with the summation order, do not enter the step length through a logit of ~23
+#: (with 1e-12, ``EPS_PACK_BEFORE_15``, the two engines' accelerated fits drifted apart by
+#: up to 2.5e-5 relative over the longer fits of issue 15's stopping rule; now ~1e-10)
+EPS_PACK = 1e-8
+#: the clip before issue 15 (``schedule='per-restart'`` keeps it, to reproduce earlier fits)
+EPS_PACK_BEFORE_15 = 1e-12
 #: largest step length tried; beyond it the proposal is mostly extrapolation noise
 MAX_STEP = 8.0
 
@@ -57,20 +65,21 @@ def group_value(s: object, group: str) -> np.ndarray:
     return np.zeros(0) if x is None else x
 
 
-def pack(group: str, x: np.ndarray) -> np.ndarray:
-    """One group in the unconstrained parametrisation (mu_m as is, logit of eps, else log)."""
+def pack(group: str, x: np.ndarray, eps_pack: float = EPS_PACK) -> np.ndarray:
+    """One group in the unconstrained parametrisation (mu_m as is, logit of eps clipped to
+    ``[eps_pack, 1 - eps_pack]``, else log)."""
     if group in ("mu_m", "bias_mean"):
         return x
     if group == "eps":
-        return logit(np.clip(x, 1e-12, 1 - 1e-12))
+        return logit(np.clip(x, eps_pack, 1 - eps_pack))
     return np.log(x)
 
 
 def group_terms(
-    group: str, x0: np.ndarray, x1: np.ndarray, x2: np.ndarray
+    group: str, x0: np.ndarray, x1: np.ndarray, x2: np.ndarray, eps_pack: float = EPS_PACK
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(p0, r, v)`` of one group from its values in ``s0, s1, s2``; each as the input."""
-    p0, p1, p2 = pack(group, x0), pack(group, x1), pack(group, x2)
+    p0, p1, p2 = (pack(group, x, eps_pack) for x in (x0, x1, x2))
     return p0, p1 - p0, p2 - 2 * p1 + p0
 
 
@@ -114,14 +123,16 @@ def extrapolate(
     return x
 
 
-def squarem_proposal(s0: State, s1: State, s2: State, lo: float, hi: float) -> State | None:
+def squarem_proposal(
+    s0: State, s1: State, s2: State, lo: float, hi: float, eps_pack: float = EPS_PACK
+) -> State | None:
     """The extrapolated state, or None when the last two steps give no usable direction.
 
-    ``lo``, ``hi``: the outer thresholds, where the means of q(z) are clipped.
+    ``lo``, ``hi``: the outer thresholds, where the means of q(z) are clipped; ``eps_pack``:
+    ``pack``'s clip of eps.
     """
     terms = {
-        g: group_terms(g, group_value(s0, g), group_value(s1, g), group_value(s2, g))
-        for g in GROUPS
+        g: group_terms(g, *(group_value(s, g) for s in (s0, s1, s2)), eps_pack) for g in GROUPS
     }
     norms = [sq_norms(r, v) for _, r, v in terms.values()]
     a = step_length([n[0] for n in norms], [n[1] for n in norms])
@@ -174,18 +185,25 @@ class Sweeps(Protocol):
     def truth_share(self, state: Any) -> float:
         """Share of the ratings the truth component explains in ``state``."""
 
+    def estimate_change(self, before: Any, after: Any) -> float:
+        """The largest change of an item's posterior mean from ``before`` to ``after`` (the
+        step's new state): the stopping rule's second half (``restarts.converged``)."""
+
 
 def make_step(engine: Sweeps, accelerate: bool) -> StepFn:
     """The ``step(run, spam)`` of ``restarts.race`` for both engines.
 
     A plain sweep; with ``accelerate``, every third sweep (``len(trace) % 3 == 2``, once the
     history holds two swept states) a sweep from SQUAREM's proposal follows and replaces the
-    plain one if its bound is finite and higher, so the trace never decreases.
+    plain one if its bound is finite and higher, so the trace never decreases; none once the
+    stopping rule asks for plain sweeps (``run.polish_from``, ``restarts.converged``). Sets
+    ``run.truth_share`` and ``run.estimate_change`` (from the state before the step).
     """
 
     def step(run: RestartRun, spam: bool) -> float:
         s = run.state
         due = accelerate and run.history is not None and len(run.trace) % 3 == 2
+        due = due and run.polish_from is None  # the stopping rule's plain sweeps
         history = run.history if due else None
         new, f, extra = engine.sweep(s, spam, history)
         if history is not None:
@@ -197,6 +215,7 @@ def make_step(engine: Sweeps, accelerate: bool) -> StepFn:
         run.history = (s, new) if engine.swept(s) else None
         run.state = new
         run.truth_share = engine.truth_share(new)
+        run.estimate_change = engine.estimate_change(s, new)
         return f
 
     return step

@@ -77,7 +77,8 @@ class FitParams:
         mu = "the mean of the scale" if self.mu is None else f"{self.mu:g}"
         return (
             f"{self.granularity} granularity, {self.n_restarts} restart(s), at most "
-            f"{self.max_iter} iterations each, tolerance {self.tol:g}; "
+            f"{self.max_iter} sweeps each, tolerance {self.tol:g} relative and "
+            f"{self.tol_estimate:g} on estimates; "
             + ("ordinal" if self.ordinal else "real-valued")
             + " likelihood, "
             + {
@@ -238,7 +239,9 @@ def selection_explanation(model: OrdinalMixture) -> str:
     row = r.loc[model.best_restart_]
     mixing = (r["n_iter"] > 0).to_numpy()
     pruned = r["dropped"].to_numpy(bool)
-    finished = ~pruned & (r["converged"].to_numpy(bool) | (r["n_iter"] >= model.max_iter))
+    stages = [c for c in ("n_iter", "uniform_iter", "warmup_iter", "shared_iter") if c in r]
+    total = r[stages].sum(axis=1).to_numpy()  # max_iter caps a restart's sweeps of all stages
+    finished = ~pruned & (r["converged"].to_numpy(bool) | (total >= model.max_iter))
     running = mixing & ~pruned & ~finished
     if row["n_iter"] == 0:
         warm = model.trace_[model.trace_["restart"] == model.best_restart_]["lower_bound"]
@@ -310,6 +313,32 @@ def model_line(model: OrdinalMixture) -> str:
     return text + (f". Spam component: {choice['why']}" if choice else "")
 
 
+def ensemble_line(model: OrdinalMixture) -> str:
+    """What the data cannot decide (issue 15): how many items and annotators the restarts
+    near-tied with the winner (``model.ensemble_``) disagree on, with the largest spread."""
+    ens = outputs.stability_summary(model)
+    n = len(ens["restarts"])
+    gap = f"{ens['bound_gap']:,.1f}"
+    if n < 2:
+        return (
+            f"Unstable: no other restart finished within {gap} of the best lower bound, so "
+            "there is no near-tied answer to compare it with."
+        )
+    items = ens["unstable_items"]
+    about = (
+        ""
+        if items is None
+        else f"{items:,} item(s) (largest spread of an estimate {ens['max_estimate_spread']:.3f}) "
+        "and "
+    )
+    return (
+        f"Unstable: {n} restarts finished within {gap} of the best lower bound (near-tied "
+        f"answers the data cannot tell apart); they disagree on {about}"
+        f"{ens['unstable_annotators']:,} annotator(s), marked unstable on the Items and "
+        "Annotators pages."
+    )
+
+
 def fit_summary(model: OrdinalMixture, dec: outputs.Decisions | None = None) -> list[str]:
     """What the fit says about the data and about itself, one plain sentence each.
 
@@ -355,17 +384,25 @@ def fit_summary(model: OrdinalMixture, dec: outputs.Decisions | None = None) -> 
         )
     lines.append(model_line(model) + ".")
     lines.append(f"Chosen: {selection_explanation(model)}.")
+    if not warm_up_only:
+        lines.append(ensemble_line(model))
     if model.interrupted_ and not model.converged_:
         lines.append("Not converged: the fit was stopped, so treat the estimates as provisional.")
     elif model.converged_:
         lines.append(
             f"Converged: the chosen restart's lower bound settled (changed by less than "
-            f"{model.tol:g}) after {_count(model.n_iter_, 'iteration')}."
+            f"{model.tol:g} of itself)"
+            + (
+                f" and its estimates are expected to move by less than {model.tol_estimate:g} more"
+                if model.tol_estimate > 0
+                else ""
+            )
+            + f", after {_count(model.n_iter_, 'iteration')}."
         )
     else:
         lines.append(
-            f"Not converged: the chosen restart reached the cap of {model.max_iter} iterations; "
-            "raise Max sweeps per stage or the tolerance."
+            f"Not converged: the chosen restart reached the cap of {model.max_iter} sweeps; "
+            "raise Max sweeps per restart or the tolerances."
         )
     if model.collapsed_:
         lines.append(

@@ -1,7 +1,9 @@
 """Random starts of a restart, per block of entities, so any partition of the data agrees.
 
 Restart 0 starts from the per-item means; restart r > 0 adds noise keyed on the instance
-and annotator IDs (``rand.py``) and on the restart's key, drawn from the fit's Generator.
+and annotator IDs (``rand.py``) and on the restart's key, drawn from the fit's Generator. With
+the shared warm-up (issue 14) a restart adds the same noise to the warm-up's fit instead
+(``branch_instances``, ``branch_annotators``).
 The Dask engine calls the same functions on each partition's instances.
 """
 
@@ -61,6 +63,22 @@ def init_annotators(
             eps = 0.5 + 0.49 * keyed_uniform(hashes, key, stream=2)
     shape = 1.0 + 0.5 * n_n
     return shape, shape / tau_e, eps
+
+
+def branch_instances(
+    mu_m: np.ndarray, hashes: np.ndarray, key: int, thresholds: np.ndarray, step: float
+) -> np.ndarray:
+    """(M,) q(z)'s means of a restart that branches from the shared warm-up (issue 14): the
+    warm-up's ``mu_m`` plus the restart's own noise, as ``init_instances`` adds to the data
+    means (same stream and scale), clipped to the outer thresholds."""
+    noise = 0.5 * step * keyed_normal(hashes, key, stream=0)
+    return np.clip(mu_m + noise, thresholds[0], thresholds[-1])
+
+
+def branch_annotators(tau_rate: np.ndarray, hashes: np.ndarray, key: int) -> np.ndarray:
+    """(N,) q(tau)'s rates of a branching restart: E[tau] of the warm-up times the restart's
+    own log-normal factor, as ``init_annotators`` draws it."""
+    return tau_rate * np.exp(-keyed_normal(hashes, key, stream=1))
 
 
 def init_categories(n_c: np.ndarray, phi: float, eta: float) -> tuple[np.ndarray, np.ndarray]:

@@ -12,14 +12,18 @@ in-memory engine adds only its sweep over all ratings (``_MemorySweeps``) and ru
 restarts side by side in threads.
 
 Initialisation and selection (model-notes.md): on real data the highest-bound solution can be
-the useless all-spam one. So with ``warm_start`` (and the spam component) every restart first
-fits the model without the spam component (stage ``nospam``) and then starts the mixture from
-that fit with ``eps = 0.99``; restart 0 starts its warm-up from the per-item means, restart
-r > 0 from the means and expertise plus noise keyed on the IDs and the restart's key
-(``init.py``). Without ``warm_start`` restarts r > 0 also draw eps at random. A restart whose
-share of ratings attributed to the truth component falls below ``collapse_threshold`` is
-*collapsed* and is chosen only if every restart collapsed (then with a ``CollapseWarning``).
-Among the rest the highest bound wins, as in the paper.
+the useless all-spam one. So with ``warm_start`` (and the spam component) the fit first fits
+the model without the spam component (stage ``nospam``) and starts the mixture from that fit
+with ``eps = 0.99``. With ``schedule='shared'`` (the default, issue 14) restart 0 runs that
+warm-up from the per-item means and every restart r > 0 branches from its result, with noise
+on the means and the expertise keyed on the IDs and the restart's key (``init.branch_*``);
+with ``'per-restart'`` each restart warms up on its own, restart r > 0 from the means and
+expertise plus that noise (``init.py``). Without ``warm_start`` restarts r > 0 also draw eps
+at random. A restart whose share of ratings attributed to the truth component falls below
+``collapse_threshold`` is *collapsed* and is chosen only if every restart collapsed (then
+with a ``CollapseWarning``). Among the rest the highest bound wins, as in the paper; the
+restarts near-tied with it form the ensemble (``restarts.ensemble``) whose disagreement marks
+items and annotators unstable.
 
 Refits (``init_from``): a fitted model or an ``ordmix fit`` folder gives the starts instead
 (``warm.refit_starts``: its posteriors matched by ID, the usual start for anything new, and
@@ -133,11 +137,20 @@ class OrdinalMixture(CrowdEstimator):
             by a mixture stage with the fixed ``pi`` (stage ``uniform``).
         updates: ``exact`` coordinate-ascent update of q(y) (bound never decreases) or
             ``paper`` for the literal eq. (4).
-        n_restarts, max_iter, tol: restarts, iteration cap, stop when ``|dF| < tol``.
+        n_restarts: restarts. max_iter: cap on all sweeps of a restart, every stage together
+            (the no-spam warm-up, at most half of it, the extended model's uniform-spam stage
+            and the mixture; a SQUAREM step, every third, counts as one).
+        tol, tol_estimate: a restart has converged when one sweep changes the bound by less
+            than ``tol`` relative (``|dF| < tol |F|``) and the items' posterior means are
+            estimated to be within ``tol_estimate`` of their fixed point (``restarts``;
+            ``tol_estimate=0``: the bound alone decides, as before issue 15).
+        schedule: ``shared`` (one no-spam warm-up that the other restarts branch from with
+            their own noise; halving keeps two restarts to the end) or ``per-restart`` (the
+            schedule before issue 15: a warm-up each, halving down to one).
         phi, eta: Gamma prior of the inverse difficulty (fixed for identifiability).
         lam, mu: precision and mean of the prior of z (``mu=None``: the mean of the scale).
         pi: spam distribution over the K levels (``None``: uniform).
-        warm_start: restart 0 starts from the no-spam fit (recommended on real data).
+        warm_start: the mixture starts from a no-spam fit (recommended on real data).
         init_from: a fitted ``OrdinalMixture`` or the output folder of ``ordmix fit``: start
             from its posteriors, matched by ID (a daily refit after new ratings; ``warm.py``),
             racing ``min(n_restarts, 4)`` starts with no warm-up (``warm_start`` unused).
@@ -158,7 +171,10 @@ class OrdinalMixture(CrowdEstimator):
     ``converged_``, ``n_iter_``, ``collapsed_``, ``warnings_``, ``interrupted_``, ``seconds_``,
     ``spam_`` (whether the fitted model has the spam component), ``annotator_flags_``
     (``decisions.annotator_flags`` at its default settings when the spam decision computed
-    them, else None; ``outputs.decide`` reuses them).
+    them, else None; ``outputs.decide`` reuses them),
+    ``ensemble_`` (the restarts near-tied with the winner, ``restarts.ensemble``) and
+    ``ensemble_gap_``; ``items_`` and ``annotators_`` say what they disagree on
+    (``estimate_spread`` / ``reliability_spread`` and ``unstable``, ``outputs``).
     """
 
     name = "odm"
@@ -176,7 +192,9 @@ class OrdinalMixture(CrowdEstimator):
         updates: str = "exact",
         n_restarts: int = 10,
         max_iter: int = 1000,
-        tol: float = 0.1,
+        tol: float = 1e-6,
+        tol_estimate: float = 0.03,
+        schedule: str = "shared",
         phi: float = 10.0,
         eta: float = 5.0,
         lam: float = 0.1,
@@ -202,6 +220,8 @@ class OrdinalMixture(CrowdEstimator):
         self.n_restarts = n_restarts
         self.max_iter = max_iter
         self.tol = tol
+        self.tol_estimate = tol_estimate
+        self.schedule = schedule
         self.phi = phi
         self.eta = eta
         self.lam = lam
@@ -328,16 +348,19 @@ class OrdinalMixture(CrowdEstimator):
         )
         p = p.with_ratings(data.ann, data.inst, data.cat, data.level, data.n_instances)
         p = p.with_gold(gold_m)
-        runs = [
-            restarts.RestartRun(r, *self._initial_state(data, p, r, rng))
-            for r in range(self.n_restarts)
-        ]
+        runs = []
+        for r in range(self.n_restarts):
+            kind, key = self._start(r, rng)
+            state = self._initial_from_key(data, p, r, kind, key)
+            runs.append(restarts.RestartRun(r, kind, state, key=key))
         if self.init_from is not None:  # a refit: starts from the previous posteriors race
             prev = warm.load_previous(self.init_from)
             starts = warm.refit_starts(prev, data, p, [run.state for run in runs])
-            runs = [restarts.RestartRun(r, *start) for r, start in enumerate(starts)]
+            runs = [
+                restarts.RestartRun(r, *start, key=runs[r].key) for r, start in enumerate(starts)
+            ]
         with np.errstate(over="ignore", under="ignore"):
-            interrupted = self._race(p, runs, callback)
+            interrupted = self._race(p, runs, callback, self._memory_branch(data, p))
 
         def learned(s: vb.State) -> Learned:
             n_m = np.bincount(data.inst, minlength=data.n_instances)
@@ -350,14 +373,37 @@ class OrdinalMixture(CrowdEstimator):
             w_ann = np.bincount(data.ann, weights=s.omega, minlength=data.n_annotators)
             return items, cats, w_ann, s.omega
 
-        return self._store(data, p, pi, data.annotators, runs, interrupted, t0, learned)
+        return self._store(
+            data, p, pi, data.annotators, runs, interrupted, t0, learned, lambda s: s.mu_m
+        )
+
+    def _memory_branch(self, data: CrowdData, p: vb.Problem) -> restarts.BranchFn:
+        """``branch`` of the shared warm-up: the warm-up's state with the restart's own noise
+        on q(z)'s means and q(tau) (``init.branch_instances``, ``init.branch_annotators``);
+        gold items keep their truth."""
+        inst_hash, ann_hash = id_hash(data.instances), id_hash(data.annotators)
+
+        def branch(source: vb.State, run: restarts.RestartRun) -> vb.State:
+            s = source.copy()
+            mu = init.branch_instances(
+                s.mu_m, inst_hash, run.key, data.scale.thresholds, data.scale.step
+            )
+            s.mu_m = vb_updates.apply_gold(mu, p.gold)
+            s.tau_rate = init.branch_annotators(s.tau_rate, ann_hash, run.key)
+            return s
+
+        return branch
 
     def _race(
-        self, p: vb.Problem, runs: list[restarts.RestartRun], callback: ProgressCallback | None
+        self,
+        p: vb.Problem,
+        runs: list[restarts.RestartRun],
+        callback: ProgressCallback | None,
+        branch: restarts.BranchFn | None = None,
     ) -> bool:
         """The shared schedule (``_schedule``) with this engine's sweep; restarts of a round
         run in ``n_jobs`` threads. Returns True if stopped."""
-        step = accel.make_step(_MemorySweeps(p), self.accelerate)
+        step = accel.make_step(_MemorySweeps(p, self._eps_pack()), self.accelerate)
         jobs = self._n_jobs(p, len(runs))
         with ThreadPoolExecutor(jobs, thread_name_prefix="ordmix") as pool:
 
@@ -370,7 +416,7 @@ class OrdinalMixture(CrowdEstimator):
                     if err is not None:
                         raise err
 
-            return self._schedule(runs, step, callback, map_runs)
+            return self._schedule(runs, step, callback, map_runs, branch)
 
     def _n_jobs(self, p: vb.Problem, n_runs: int) -> int:
         """Threads for restarts: the cores, unless the kernel itself is already parallel."""
@@ -389,6 +435,12 @@ class OrdinalMixture(CrowdEstimator):
         depend on row order or on how the data is partitioned.
         """
         kind, key = self._start(restart, rng)
+        return kind, self._initial_from_key(data, p, restart, kind, key)
+
+    def _initial_from_key(
+        self, data: CrowdData, p: vb.Problem, restart: int, kind: str, key: int
+    ) -> vb.State:
+        """The start of a restart of ``kind`` with random ``key`` (``_initial_state``)."""
         step = data.scale.step
         n_m = np.bincount(data.inst, minlength=data.n_instances)
         sum_m = np.bincount(data.inst, weights=data.values, minlength=data.n_instances)
@@ -401,7 +453,7 @@ class OrdinalMixture(CrowdEstimator):
             p, id_hash(data.annotators), np.bincount(data.cat, minlength=data.n_categories),
             kind, key, restart, step,
         )  # fmt: skip
-        return kind, vb.State(mu_m=mu_m, lam_m=lam_m, **g._asdict())
+        return vb.State(mu_m=mu_m, lam_m=lam_m, **g._asdict())
 
     # ------------------------------------------------------------------ both engines
     def _problem(
@@ -455,14 +507,21 @@ class OrdinalMixture(CrowdEstimator):
             p.phi, p.eta, p.bias, p.spam_dist, np.exp(p.log_pi),
         )  # fmt: skip
 
+    def _eps_pack(self) -> float:
+        """SQUAREM's clip of eps (``accel.EPS_PACK``; the one before issue 15 with its
+        schedule, ``per-restart``, so that earlier fits are reproduced)."""
+        return accel.EPS_PACK if self.schedule == "shared" else accel.EPS_PACK_BEFORE_15
+
     def _schedule(
         self,
         runs: list[restarts.RestartRun],
         step: restarts.StepFn,
         callback: ProgressCallback | None,
         map_runs: restarts.MapRuns = restarts.map_sequential,
+        branch: restarts.BranchFn | None = None,
     ) -> bool:
-        """``restarts.race`` with this estimator's settings (both engines call it)."""
+        """``restarts.race`` with this estimator's settings (both engines call it);
+        ``branch``: the engine's start of a restart from the shared warm-up."""
         return restarts.race(
             runs,
             step,
@@ -470,6 +529,9 @@ class OrdinalMixture(CrowdEstimator):
             spam=self.spam_,
             max_iter=self.max_iter,
             tol=self.tol,
+            tol_estimate=self.tol_estimate,
+            schedule=self.schedule,
+            branch=branch,
             prune=self.prune_restarts,
             prune_start=self.prune_start,
             collapse_threshold=self.collapse_threshold,
@@ -488,18 +550,23 @@ class OrdinalMixture(CrowdEstimator):
         interrupted: bool,
         t0: float,
         learned: Callable[[Any], Learned],
+        member_mu: Callable[[Any], np.ndarray] | None = None,
     ) -> list[restarts.FitWarning]:
         """Choose the winning restart and set every learned attribute (both engines).
 
         ``data``: what ``data_`` holds (``CrowdData``, or the Dask engine's sizes);
         ``annotators`` (N,): their IDs; ``learned(state)`` gives from the winner's state what
         only the engine can (``Learned``). The state is read by ``vb.State``'s names (q(tau),
-        eps, alpha, beta). Returns the warnings for ``fit`` to issue.
+        eps, alpha, beta). ``member_mu(state)``: its items' posterior means (M,) in
+        ``items_``'s order, for the ensemble's item columns (None: items get none). Returns
+        the warnings for ``fit`` to issue.
         """
         results = restarts.race_results(runs)
         if not results:
             raise InputError("the fit was stopped before the first restart finished an iteration")
-        best, reason, collapsed = restarts.select(results, self.spam_, self.collapse_threshold)
+        best, reason, collapsed = restarts.select(
+            results, self.spam_, self.collapse_threshold, interrupted
+        )
         s = best.state
         items, categories, w_ann, omega = learned(s)
         warn = restarts.fit_warnings(best, collapsed, interrupted, self.max_iter, self.tol)
@@ -519,6 +586,7 @@ class OrdinalMixture(CrowdEstimator):
             s.bias_mean if p.bias else None,
             s.bias_prec if p.bias else None,
         )
+        self._store_ensemble(results, best, sc, member_mu)
         self.spam_distributions_ = outputs.spam_distributions_frame(
             annotators, sc.values, s.dir_a if (self.spam_ and p.spam_dist == "annotator") else None
         )
@@ -542,21 +610,47 @@ class OrdinalMixture(CrowdEstimator):
         self.seconds_ = time.perf_counter() - t0
         return warn
 
+    def _store_ensemble(
+        self,
+        results: list[restarts.RestartRun],
+        best: restarts.RestartRun,
+        sc: Scale,
+        member_mu: Callable[[Any], np.ndarray] | None,
+    ) -> None:
+        """What the data cannot decide (issue 15): ``ensemble_`` (the near-tied restarts, the
+        winner first, ``restarts.ensemble``), ``ensemble_gap_``, and the stability columns of
+        ``items_`` (with ``member_mu``) and ``annotators_`` (``outputs``)."""
+        members = restarts.ensemble(results, best, self.spam_, self.collapse_threshold)
+        self.ensemble_ = [m.restart for m in members]
+        self.ensemble_gap_ = restarts.ensemble_gap(best.lower_bound)
+        eps = np.stack([np.asarray(m.state.eps, dtype=float) for m in members])
+        if not self.spam_:
+            eps = np.ones_like(eps)
+        ann = outputs.annotator_stability(eps)
+        self.annotators_["reliability_spread"] = ann["reliability_spread"].to_numpy()
+        self.annotators_["unstable"] = ann["unstable"].to_numpy()
+        if member_mu is not None and isinstance(self.items_, pd.DataFrame):
+            mu = np.stack([member_mu(m.state) for m in members])
+            it = outputs.item_stability(mu, sc.values, sc.step)
+            self.items_["estimate_spread"] = it["estimate_spread"].to_numpy()
+            self.items_["unstable"] = it["unstable"].to_numpy()
+
 
 class _MemorySweeps:
     """The in-memory engine's sweeps for ``accel.make_step``: ``vb.sweep`` over all ratings,
     SQUAREM's proposal from whole states."""
 
-    def __init__(self, p: vb.Problem) -> None:
+    def __init__(self, p: vb.Problem, eps_pack: float = accel.EPS_PACK) -> None:
         self.problems = {key: p.at(key) for key in (True, False, "uniform")}
         self.lo, self.hi = p.thresholds[0], p.thresholds[-1]
+        self.eps_pack = eps_pack
 
     def sweep(self, state: vb.State, spam: bool, history: tuple | None) -> tuple:
         new, f = vb.sweep(self.problems[spam], state)
         return new, f, None
 
     def propose(self, s0: vb.State, s1: vb.State, s2: vb.State, extra: None) -> vb.State | None:
-        return accel.squarem_proposal(s0, s1, s2, self.lo, self.hi)
+        return accel.squarem_proposal(s0, s1, s2, self.lo, self.hi, self.eps_pack)
 
     def sweep_proposal(self, proposal: vb.State, spam: bool, states: tuple) -> tuple:
         return vb.sweep(self.problems[spam], proposal)
@@ -568,6 +662,11 @@ class _MemorySweeps:
     @staticmethod
     def truth_share(state: vb.State) -> float:
         return float(np.mean(state.omega)) if state.omega.size else 1.0
+
+    @staticmethod
+    def estimate_change(before: vb.State, after: vb.State) -> float:
+        d = np.abs(after.mu_m - before.mu_m)
+        return float(d.max()) if d.size else 0.0
 
 
 def _emit(warn: list[restarts.FitWarning]) -> None:

@@ -432,10 +432,10 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "max_iter",
         Whole(1, MAX_ITER),
-        "cap on sweeps in each stage of a restart (the no-spam warm-up, the extended model's "
-        "mixture with uniform spam, and the mixture); a restart that reaches it stops "
-        "unconverged, with a warning",
-        "Max sweeps per stage",
+        "cap on all sweeps of a restart, every stage together (the no-spam warm-up, at most "
+        "half of it, the extended model's stage with uniform spam, and the mixture; a SQUAREM "
+        "step counts as one); a restart that reaches it stops unconverged, with a warning",
+        "Max sweeps per restart",
         group="basic",
         widget="int",
         flag="--max-iter",
@@ -445,13 +445,25 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "tol",
         Real(0.0),
-        "a restart has converged when one sweep changes its lower bound (the fit's score) by "
-        "less than this",
-        "Tolerance",
+        "relative tolerance: a restart has converged when one sweep changes its lower bound "
+        "(the fit's score) by less than this share of it, and the estimates are within "
+        "--tol-estimate of where they are heading",
+        "Tolerance (relative)",
         group="basic",
         flag="--tol",
         metavar="T",
-        widget_args={"min_value": 0.0, "step": 0.01, "format": "%.4f"},
+        widget_args={"min_value": 0.0, "step": 1e-6, "format": "%.2e"},
+    ),
+    Option(
+        "tol_estimate",
+        Real(0.0),
+        "a restart has converged only when no item's estimate is expected to move by this "
+        "much more (in scale units; the last sweeps' changes extrapolated by their rate of "
+        "decay), so a tighter tolerance no longer moves estimates; 0: the bound alone decides",
+        "Tolerance on estimates",
+        flag="--tol-estimate",
+        metavar="T",
+        widget_args={"min_value": 0.0, "step": 1e-4, "format": "%.1e"},
     ),
     Option(
         "random_state",
@@ -609,6 +621,17 @@ OPTIONS: tuple[Option, ...] = (
         "a fit whose share of honest ratings is below this counts as collapsed to all-spam",
         "Collapse threshold",
         widget="none",
+    ),
+    Option(
+        "schedule",
+        Choice(("shared", "per-restart")),
+        "how restarts start: shared (one no-spam warm-up, the other restarts branch from it "
+        "with their own noise; successive halving keeps two restarts to the end, to compare "
+        "near-tied answers) or per-restart (a warm-up each and halving down to one: the "
+        "schedule before issue 15, to reproduce earlier results)",
+        "Restart schedule",
+        widget="none",
+        flag="--schedule",
     ),
     Option(
         "prune_restarts",

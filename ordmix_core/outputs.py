@@ -14,6 +14,10 @@ Two halves, one set of column names:
   above ``max_local_items``) goes through the caller's ``write_parts``: a folder of part files
   instead of one file.
 
+Stability columns (issue 15, ``item_stability`` / ``annotator_stability``): how much the
+near-tied restarts disagree on each item (``estimate_spread``, ``unstable``) and annotator
+(``reliability_spread``, ``unstable``), counted in ``summary.json``.
+
 Decision columns (``decisions.py``'s judgements, in their own section below): ``items.csv``
 gets each item's label, level probabilities, credible interval, flag and expected gain after
 the model's columns, ``annotators.csv`` each annotator's evidence-aware flag with its evidence,
@@ -208,6 +212,57 @@ def spam_distributions_frame(
     return out
 
 
+# --------------------------------------------------------------------------- stability
+# What the data cannot decide (issue 15): the near-tied restarts (``restarts.ensemble``)
+# disagree on some items and annotators. Kept apart from the other columns on purpose.
+
+#: an item is unstable when its nearest scale level differs across the ensemble, or its
+#: estimate's spread (max - min) reaches this share of the scale's step (0.1: ten times the
+#: 0.01 a converged fit is asked to hold its estimates to)
+UNSTABLE_SPREAD_STEPS = 0.1
+
+
+def item_stability(member_mu: np.ndarray, values: np.ndarray, step: float) -> pd.DataFrame:
+    """``estimate_spread`` (max - min of the estimate across the ensemble) and ``unstable``
+    per item; ``member_mu`` (E, M): each near-tied restart's posterior means (E >= 1, the
+    winner first); ``values`` (K,): the scale's levels; ``step``: its step."""
+    values = np.asarray(values, dtype=float)
+    spread = member_mu.max(axis=0) - member_mu.min(axis=0)
+    level = np.abs(member_mu[:, :, None] - values[None, None, :]).argmin(axis=2)
+    flips = (level != level[:1]).any(axis=0)
+    unstable = flips | (spread >= UNSTABLE_SPREAD_STEPS * step)
+    return pd.DataFrame({"estimate_spread": spread, "unstable": unstable})
+
+
+def annotator_stability(member_eps: np.ndarray) -> pd.DataFrame:
+    """``reliability_spread`` and ``unstable`` (reliability on both sides of 0.5 across the
+    ensemble: honest in one near-tied answer, a spammer in another) per annotator;
+    ``member_eps`` (E, N)."""
+    spread = member_eps.max(axis=0) - member_eps.min(axis=0)
+    honest = member_eps >= 0.5
+    return pd.DataFrame(
+        {"reliability_spread": spread, "unstable": (honest != honest[:1]).any(axis=0)}
+    )
+
+
+def stability_summary(model: Any) -> dict:
+    """``summary.json``'s ``ensemble``: the near-tied restarts, the bound gap that defines
+    them, and what they disagree on (``unstable_items`` is None when ``items_`` is a Dask
+    DataFrame, which has no stability columns)."""
+    items, ann = model.items_, model.annotators_
+    out: dict = {
+        "restarts": [int(r) for r in getattr(model, "ensemble_", [model.best_restart_])],
+        "bound_gap": float(getattr(model, "ensemble_gap_", 0.0)),
+        "unstable_items": None,
+        "max_estimate_spread": None,
+    }
+    if isinstance(items, pd.DataFrame) and "unstable" in items:
+        out["unstable_items"] = int(items["unstable"].sum())
+        out["max_estimate_spread"] = float(items["estimate_spread"].max()) if len(items) else 0.0
+    out["unstable_annotators"] = int(ann["unstable"].sum()) if "unstable" in ann else None
+    return out
+
+
 # --------------------------------------------------------------------------- files
 
 
@@ -250,6 +305,8 @@ TABLES: dict[str, Table] = {
                 "spam_share",
                 "bias",
                 "bias_sd",
+                "reliability_spread",
+                "unstable",
             ),  # fmt: skip
         ),
         Table("categories", "categories_", ("category",)),
@@ -274,14 +331,16 @@ def table(model: Any, name: str, dec: Decisions | None = None) -> pd.DataFrame:
 
 
 def items_table(model: Any, dec: Decisions | None = None) -> pd.DataFrame:
-    """``items.csv``: instance, estimate, sd, n_ratings[, query], category, then the decision
-    columns (``DECISION_COLUMNS``)."""
+    """``items.csv``: instance, estimate, sd, n_ratings[, query], category[, gold],
+    estimate_spread, unstable (``item_stability``), then the decision columns
+    (``DECISION_COLUMNS``)."""
     return table(model, "items", dec)
 
 
 def annotators_table(model: Any, dec: Decisions | None = None) -> pd.DataFrame:
     """``annotators.csv``: annotator, n_ratings, expertise, reliability, expertise_sd,
-    spam_share, bias, bias_sd, then the flag columns (``FLAG_COLUMNS``) when the fit kept
+    spam_share, bias, bias_sd, reliability_spread, unstable (``annotator_stability``), then
+    the flag columns (``FLAG_COLUMNS``) when the fit kept
     per-rating omega."""
     return table(model, "annotators", dec)
 
@@ -289,7 +348,9 @@ def annotators_table(model: Any, dec: Decisions | None = None) -> pd.DataFrame:
 def summary(model: Any, settings: dict, dec: Decisions | None = None) -> dict:
     """The content of ``summary.json``: settings, parameters, sizes, hyperparameters, the
     winning restart and why, convergence, warnings, time, and the decisions' counts
-    (``decision_counts``; ``dec`` default ``decide(model)``)."""
+    (``decision_counts``; ``dec`` default ``decide(model)``), and the near-tied restarts'
+    disagreement (``unstable_items``, ``unstable_annotators``, ``ensemble``)."""
+    stab = stability_summary(model)
     return {
         "ordmix_version": __version__,
         "settings": {k: v for k, v in settings.items() if k != "func"},
@@ -306,6 +367,9 @@ def summary(model: Any, settings: dict, dec: Decisions | None = None) -> dict:
         "iterations": int(model.n_iter_),
         "converged": bool(model.converged_),
         "collapsed": bool(model.collapsed_),
+        "unstable_items": stab["unstable_items"],
+        "unstable_annotators": stab["unstable_annotators"],
+        "ensemble": stab,
         "interrupted": bool(model.interrupted_),
         "warnings": list(model.warnings_),
         "seconds": round(model.seconds_, 3),

@@ -2,12 +2,13 @@
 
 The facade the estimators use: ``Problem`` and ``State`` (``problem.py``), ``sweep`` (every
 coordinate update once: x, y, z, tau, delta, then eps, alpha, beta; returns the new state and
-its lower bound) and ``run`` (sweeps until ``|dF| < tol``). Two implementations of the sweep
-give the same results (to ~1e-12 relative): ``sweep_numpy`` (``reference.py``), the
-array-at-a-time reference built from ``tn``, ``updates`` and ``bound``, and ``sweep_fused``
-(``phases.py``), three fused passes over the ratings compiled with numba (``kernels.py``;
-about 5x faster on one core, and it uses every core). ``sweep`` picks the fused one when numba
-is available (``kernels.USE_JIT``; ``ORDMIX_NO_JIT=1`` switches it off).
+its lower bound) and ``run`` (sweeps until the stopping rule of ``restarts.converged``). Two
+implementations of the sweep give the same results (to ~1e-12 relative): ``sweep_numpy``
+(``reference.py``), the array-at-a-time reference built from ``tn``, ``updates`` and
+``bound``, and ``sweep_fused`` (``phases.py``), three fused passes over the ratings compiled
+with numba (``kernels.py``; about 5x faster on one core, and it uses every core). ``sweep``
+picks the fused one when numba is available (``kernels.USE_JIT``; ``ORDMIX_NO_JIT=1``
+switches it off).
 
 The restart schedule (warm-up, successive halving, the choice of the winner) is
 ``restarts.py``'s, SQUAREM ``accel.py``'s; the Dask engine runs ``phases.py``'s functions per
@@ -48,8 +49,11 @@ def run(
     max_iter: int,
     tol: float,
     callback: Callable[[int, float], bool | None] | None = None,
+    tol_estimate: float = 0.0,
 ) -> tuple[State, list[float], bool]:
-    """Iterate ``sweep`` from ``s`` until ``|F_t - F_{t-1}| < tol`` or ``max_iter`` sweeps.
+    """Iterate ``sweep`` from ``s`` until ``|F_t - F_{t-1}| < tol |F_t|`` and (``tol_estimate
+    > 0``) the items' means are within ``tol_estimate`` of their fixed point, or ``max_iter``
+    sweeps.
 
     One restart alone, without the schedule (no warm-up, pruning or SQUAREM), for tests,
     benchmarks and exploring one start; the stopping rule is the fit's own
@@ -60,13 +64,18 @@ def run(
     one = restarts.RestartRun(0, "data", s)
 
     def step(run: restarts.RestartRun, spam: bool) -> float:
-        run.state, f = sweep(p, run.state)
+        before = run.state
+        run.state, f = sweep(p, before)
+        d = np.abs(run.state.mu_m - before.mu_m)
+        run.estimate_change = float(d.max()) if d.size else 0.0
         return f
 
     report = None if callback is None else (lambda restart, it, f: callback(it, f))
     try:
         with np.errstate(over="ignore", under="ignore"):
-            restarts.advance(one, step, p.spam, max_iter, max_iter, tol, report, 0)
+            restarts.advance(
+                one, step, p.spam, max_iter, max_iter, tol, report, 0, None, tol_estimate
+            )
     except Stop as err:
         err.state, err.trace = one.state, one.trace
         raise

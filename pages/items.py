@@ -1,5 +1,5 @@
-"""Items: labels with their level probabilities and credible intervals, undetermined items
-marked, and what to rate next.
+"""Items: labels with their level probabilities and credible intervals, undetermined and
+unstable items marked, and what to rate next.
 
 The decision columns are ``decisions.item_decisions`` (through the cached ``fit_decisions``);
 the download writes the columns of ``ordmix fit``'s items.csv, the batch those of
@@ -54,6 +54,7 @@ show = c2.selectbox("Show", ["all", *decisions.ITEM_FLAGS], key="items_show")
 sort_by = c3.selectbox(
     "Sort by",
     ["estimate", "p_wrong", "expected_gain", "sd", "n_ratings", "instance"]
+    + (["estimate_spread"] if "estimate_spread" in table else [])
     + (["query"] if "query" in table else []),
     key="items_sort",
 )
@@ -68,6 +69,14 @@ if query.strip():
     for c in text_cols:
         hit = hit | view[c].astype(str).str.contains(query.strip(), case=False, regex=False)
     view = view[hit]
+# what the near-tied restarts disagree on (issue 15), when the fit has the column
+if "unstable" in view.columns and st.toggle(
+    f"Unstable only ({int(table['unstable'].sum()):,}: the near-tied restarts disagree, "
+    "see estimate_spread)",
+    value=False,
+    key="items_unstable",
+):
+    view = view[view["unstable"]]
 view = view.sort_values(sort_by, ascending=not descending, kind="stable")
 st.write(f"{len(view):,} of {len(table):,} items")
 number = {c: st.column_config.NumberColumn(format="%.3f") for c in levels}

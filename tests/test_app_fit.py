@@ -62,7 +62,8 @@ def test_hyperparameters_sit_in_the_advanced_expander():
     inside = {w.key for kind in KINDS for w in advanced.get(kind)}
     want = {f"fit_{o.name}" for o in options.dashboard_options("advanced")}
     assert inside == want == {
-        "fit_ordinal", "fit_spam", "fit_updates", "fit_phi", "fit_eta", "fit_lam", "fit_mu"
+        "fit_tol_estimate", "fit_ordinal", "fit_spam", "fit_updates", "fit_phi", "fit_eta",
+        "fit_lam", "fit_mu",
     }  # fmt: skip
     outside = {w.key for kind in KINDS for w in at.get(kind)} - inside
     outside -= {w.key for w in at.get("selectbox") if not w.key.startswith("fit_")}
@@ -88,7 +89,7 @@ def test_defaults_are_the_papers():
     assert values == {
         "fit_n_restarts": 10,
         "fit_max_iter": 1000,
-        "fit_tol": 0.1,
+        "fit_tol": 1e-6,
         "fit_phi": 10.0,
         "fit_eta": 5.0,
         "fit_lam": 0.1,
@@ -227,7 +228,10 @@ def test_a_failed_fit_keeps_the_previous_result_and_says_so():
 def test_fit_page_says_which_result_a_stop_kept():
     at = load_simulated_demo(new_app())
     s = ui().Session({ui().KEY: at.session_state["ordmix"]})
-    job = _stopping_job(s, stop_at_restart=0, at_iteration=18)  # the warm-up takes 15
+    full = FitJob(dataset=s.dataset, params=FitParams(n_restarts=3))
+    full.run()  # how long the warm-up takes: stop 3 sweeps after it, in restart 0's mixture
+    warm = int(full.model.restarts_.loc[0, "warmup_iter"])
+    job = _stopping_job(s, stop_at_restart=0, at_iteration=warm + 3)
     assert job.model.restarts_.loc[job.model.best_restart_, "n_iter"] > 0
     at.switch_page("pages/fit.py").run()
     assert_clean(at)

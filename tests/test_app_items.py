@@ -57,6 +57,23 @@ def test_search_and_sort():
     assert (items_table(at)["query"] == "q003").all()
 
 
+def test_unstable_only_shows_what_the_near_tied_restarts_disagree_on():
+    """The toggle keeps the items the fit's ensemble marks unstable (issue 15); the table
+    carries their spread."""
+    at = demo_and_fit()
+    at.switch_page("pages/items.py").run()
+    table = items_table(at)
+    assert {"estimate_spread", "unstable"} <= set(table)
+    n = int(table["unstable"].sum())
+    toggle = at.toggle(key="items_unstable")
+    assert toggle.label.startswith(f"Unstable only ({n:,}")
+    toggle.set_value(True).run()
+    assert_clean(at)
+    shown = items_table(at)
+    assert len(shown) == n and shown["unstable"].all()
+    assert f"{n:,} of 300 items" in texts(at.markdown)
+
+
 def test_what_to_rate_next_and_annotators_to_review(csv_downloads):
     written = csv_downloads
     at = demo_and_fit()

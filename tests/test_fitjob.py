@@ -41,14 +41,19 @@ def demo():
 def stopping_job(
     ds, stop_at_restart: int, n_restarts: int = 3, at_iteration: int = 3, run: bool = True
 ) -> FitJob:
-    """A job whose Stop is pressed at ``at_iteration`` of ``stop_at_restart``; run inline
-    unless ``run`` is False (a caller that registers the job first)."""
+    """A job whose Stop is pressed at the ``at_iteration``-th sweep of ``stop_at_restart``
+    (counted from its first report: a restart that branches from the shared warm-up reports
+    iterations after the warm-up's); run inline unless ``run`` is False (a caller that
+    registers the job first)."""
     job = FitJob(dataset=ds, params=FitParams(n_restarts=n_restarts))
     plain = job.callback
+    seen = {"n": 0}
 
     def callback(restart, iteration, bound):
-        if restart == stop_at_restart and iteration == at_iteration:
-            job.stop.set()
+        if restart == stop_at_restart:
+            seen["n"] += 1
+            if seen["n"] == at_iteration:
+                job.stop.set()
         return plain(restart, iteration, bound)
 
     job.callback = callback
@@ -196,8 +201,12 @@ def test_a_finished_fit_keeps_the_engines_reason():
 
 
 def test_stopped_fit_on_the_demo_is_explained_without_the_engines_wording(demo):
-    # iteration 18: past restart 0's warm-up (15 sweeps with the bias), in its mixture
-    job = stopping_job(demo, stop_at_restart=0, n_restarts=4, at_iteration=18)
+    # 3 sweeps past restart 0's warm-up (measured on the same fit run to the end): in its
+    # mixture
+    full = FitJob(dataset=demo, params=FitParams(n_restarts=4))
+    full.run()
+    warm = int(full.model.restarts_.loc[0, "warmup_iter"])
+    job = stopping_job(demo, stop_at_restart=0, n_restarts=4, at_iteration=warm + 3)
     m = job.model
     text = selection_explanation(m)
     assert "dropped early" not in text and "finished restart(s)" not in text

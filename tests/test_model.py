@@ -79,7 +79,9 @@ def test_same_seed_same_result_and_restarts_differ(spammy):
     b = OrdinalMixture("query", n_restarts=3, random_state=42).fit(spammy.ratings)
     pd.testing.assert_series_equal(a.estimates_, b.estimates_)
     pd.testing.assert_frame_equal(a.trace_, b.trace_)
-    first = a.trace_[(a.trace_["stage"] == "nospam") & (a.trace_["iteration"] == 1)]
+    # one shared no-spam warm-up, then every restart's mixture from its own noisy branch
+    assert set(a.trace_[a.trace_["stage"] == "nospam"]["restart"]) == {0}
+    first = a.trace_[(a.trace_["stage"] == "uniform") & (a.trace_["iteration"] == 1)]
     assert first["lower_bound"].nunique() == 3  # every restart drew its own start
 
 

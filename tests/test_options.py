@@ -211,6 +211,8 @@ def test_flags_come_from_the_table():
         "n_restarts",
         "max_iter",
         "tol",
+        "tol_estimate",
+        "schedule",
         "random_state",
         "ordinal",
         "spam",
@@ -244,7 +246,7 @@ def test_dashboard_metadata():
         "granularity", "scale", "n_restarts", "max_iter", "tol", "random_state", "model",
     ]  # fmt: skip
     adv = [o.name for o in dashboard_options("advanced")]
-    assert adv == ["ordinal", "spam", "updates", "phi", "eta", "lam", "mu"]
+    assert adv == ["tol_estimate", "ordinal", "spam", "updates", "phi", "eta", "lam", "mu"]
     for o in dashboard_options():
         assert o.widget in ("select", "int", "number", "toggle", "text")
         lo = o.widget_args.get("min_value")

@@ -155,9 +155,13 @@ def test_sweep_dispatch_and_problem_views(crowds, monkeypatch) -> None:
         monkeypatch.setattr(kernels, "USE_JIT", True)
         new = vb.sweep(p, s)
         np.testing.assert_array_equal(new[0].mu_m, vb.sweep_fused(p, s)[0].mu_m)
-    # run() iterates sweep and stops on |dF| < tol
-    st, trace, converged = vb.run(p, s, 1000, 0.1)
-    assert converged and len(trace) < 1000 and abs(trace[-1] - trace[-2]) < 0.1
+    # run() iterates sweep and stops on |dF| < tol |F| (and, with tol_estimate, on the means)
+    st, trace, converged = vb.run(p, s, 1000, 1e-6)
+    assert converged and len(trace) < 1000
+    assert abs(trace[-1] - trace[-2]) < 1e-6 * abs(trace[-1])
+    assert abs(trace[-2] - trace[-3]) >= 1e-6 * abs(trace[-2])  # the first such sweep
+    _, longer, converged = vb.run(p, s, 1000, 1e-6, tol_estimate=1e-3)
+    assert converged and len(longer) > len(trace)
 
 
 def _extreme_frames() -> dict[str, tuple[pd.DataFrame, dict]]:

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ordmix_core import warm
+from ordmix_core import restarts, warm
 from ordmix_core.cli import main
 from ordmix_core.data import prepare
 from ordmix_core.errors import InputError
@@ -111,11 +111,15 @@ def test_folder_and_model_give_the_same_start_and_refit(crowd, fitted, tmp_path)
     r = from_dir.restarts_
     assert r["init"].tolist() == ["previous", "previous-z-data", *["previous-z-random"] * 2]
     assert (r["warmup_iter"] == 0).all() and set(from_dir.trace_["stage"]) == {"mixture"}
-    assert from_dir.lower_bound_ >= fitted.lower_bound_ - fitted.tol
-    # --restarts 1: the previous fit alone; nothing new, so it starts at the optimum and stays
+    tol = fitted.tol * abs(fitted.lower_bound_)  # tol is relative
+    assert from_dir.lower_bound_ >= fitted.lower_bound_ - tol
+    # --restarts 1: the previous fit alone; nothing new, so it starts at the optimum and stays:
+    # the bound settles within 5 sweeps, then the stopping rule's estimates half needs its
+    # minimum of plain sweeps
     alone = quiet_fit(crowd, granularity="query", init_from=str(folder), n_restarts=1)
     assert alone.restarts_["init"].tolist() == ["previous"]
-    assert alone.lower_bound_ >= fitted.lower_bound_ - fitted.tol and alone.n_iter_ <= 5
+    assert alone.lower_bound_ >= fitted.lower_bound_ - tol
+    assert alone.n_iter_ <= 5 + restarts.MIN_PLAIN_SWEEPS
 
 
 def test_ids_that_look_like_formulas_match_after_the_csv(tmp_path):
@@ -214,6 +218,20 @@ def trec_refit(tmp_path_factory):
     return scratch, warm_fit, control
 
 
+def _tol(model: OrdinalMixture) -> float:
+    """The fit's tolerance in nats (``tol`` is relative to the bound)."""
+    return model.tol * abs(model.lower_bound_)
+
+
+def _sweeps_to_reach(refit: OrdinalMixture, target: float) -> int:
+    """Sweeps of all the refit's starts until the first of them reaches ``target``: they race
+    in lockstep rounds (successive halving), so when one reaches it at its sweep k, each start
+    has run at most k sweeps. (The refit then runs on until the stopping rule holds.)"""
+    per_start = [g["lower_bound"].to_numpy() for _, g in refit.trace_.groupby("restart")]
+    k = min(int(np.argmax(f >= target)) + 1 for f in per_start if (f >= target).any())
+    return sum(min(len(f), k) for f in per_start)
+
+
 def _reach(model: OrdinalMixture, target: float, tol: float) -> int | None:
     """Sweeps of ``model.trace_`` (restart 0 first) until the bound first reaches target - tol."""
     f = model.trace_["lower_bound"].to_numpy()
@@ -225,10 +243,12 @@ def _reach(model: OrdinalMixture, target: float, tol: float) -> int | None:
 def test_trec_refit_after_late_ratings_reaches_the_scratch_bound_in_30_percent(trec_refit):
     """The issue's claim: the refit (its race, every sweep counted) reaches the bound of
     today's fit from scratch within tol in at most 30% of that fit's sweeps (all restarts, all
-    stages). Figures in docs/benchmarks.md, "Daily refits"."""
+    stages). It then runs on until the stopping rule's estimate criterion holds, which can
+    cost more sweeps than the fit from scratch did (docs/benchmarks.md, "Daily refits")."""
     scratch, warm_fit, _ = trec_refit
-    assert warm_fit.lower_bound_ >= scratch.lower_bound_ - scratch.tol
-    assert len(warm_fit.trace_) <= 0.3 * len(scratch.trace_)
+    assert warm_fit.lower_bound_ >= scratch.lower_bound_ - _tol(scratch)
+    target = scratch.lower_bound_ - _tol(scratch)
+    assert _sweeps_to_reach(warm_fit, target) <= 0.3 * len(scratch.trace_)
     est = scratch.estimates_.reindex(warm_fit.estimates_.index)
     assert np.corrcoef(warm_fit.estimates_, est)[0, 1] > 0.95
 
@@ -239,10 +259,10 @@ def test_trec_refit_from_the_same_answer_reaches_its_bound_at_once(trec_refit):
     at most 30% of the sweeps of the from-scratch fit's winning restart."""
     scratch, _, control = trec_refit
     best = scratch.restarts_.loc[scratch.best_restart_]
-    reach = _reach(control, scratch.lower_bound_, scratch.tol)
+    reach = _reach(control, scratch.lower_bound_, _tol(scratch))
     winner = best["n_iter"] + best["warmup_iter"] + best["uniform_iter"]
     assert reach is not None and reach <= 0.3 * winner
-    assert control.lower_bound_ >= scratch.lower_bound_ - scratch.tol
+    assert control.lower_bound_ >= scratch.lower_bound_ - _tol(scratch)
 
 
 # --------------------------------------------------------------------------- extended model
@@ -303,15 +323,17 @@ def test_a_refit_of_the_same_ratings_starts_at_the_extended_optimum(biased_crowd
         refit = refit.fit(biased_crowd)
     f = refit.trace_["lower_bound"].to_numpy()
     assert f[0] >= extended.lower_bound_ - 1.0
-    assert refit.lower_bound_ >= extended.lower_bound_ - extended.tol
-    assert refit.converged_ and len(f) <= 5
+    assert refit.lower_bound_ >= extended.lower_bound_ - _tol(extended)
+    # the bound settles within 5 sweeps; the stopping rule's estimate half then needs its
+    # minimum of plain sweeps
+    assert refit.converged_ and len(f) <= 5 + restarts.MIN_PLAIN_SWEEPS
 
 
 def test_a_refit_after_10_percent_new_ratings_reaches_the_scratch_bound_in_30_percent():
     """The issue's claim on a small simulated crowd (bias, favourite-answer spammers): a random
     10% of the ratings arrives late. The refit's race reaches the bound of a fit from scratch
     within tol in at most 30% of that fit's sweeps (every restart, every stage, both sides);
-    yesterday's start alone (``n_restarts=1``) keeps yesterday's optimum, 25 below."""
+    yesterday's start alone (``n_restarts=1``) keeps yesterday's optimum, 8 below."""
     c = simulate_crowd(
         600, 30, 5, spammer_share=0.3, bias_sd=0.3, favourite_share=0.5, random_state=5
     )
@@ -323,10 +345,10 @@ def test_a_refit_after_10_percent_new_ratings_reaches_the_scratch_bound_in_30_pe
         scratch = _OrdinalMixture(random_state=0).fit(ratings)
         refit = _OrdinalMixture(random_state=0, init_from=yesterday).fit(ratings)
         alone = _OrdinalMixture(random_state=0, init_from=yesterday, n_restarts=1).fit(ratings)
-    target = scratch.lower_bound_ - scratch.tol
+    target = scratch.lower_bound_ - _tol(scratch)
     assert refit.lower_bound_ >= target
-    assert len(refit.trace_) <= 0.3 * len(scratch.trace_)
-    assert alone.lower_bound_ < target - 10.0
+    assert _sweeps_to_reach(refit, target) <= 0.3 * len(scratch.trace_)
+    assert alone.lower_bound_ < target - 5.0  # 8.4 below (25 before issue 15's rule)
 
 
 def test_a_bad_extended_previous_fit_is_one_input_error(extended, tmp_path):

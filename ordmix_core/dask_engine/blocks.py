@@ -267,6 +267,22 @@ def init_block(fit_id: str, index: int, restart: int, key: int, step: float) -> 
     b.states[restart] = {0: loc}
 
 
+def branch_block(
+    fit_id: str, index: int, source: int, src: int, restart: int, dst: int, key: int, step: float
+) -> None:
+    """The restart's start from the shared warm-up (issue 14), in its slot ``dst``: the
+    warm-up restart ``source``'s slot ``src`` with the restart's own noise on q(z)'s means
+    (``init.branch_instances``, as the in-memory engine adds it)."""
+    b = _REGISTRY[f"{fit_id}/{index}"]
+    slot = dst
+    src = b.states[source][src]
+    mu = init.branch_instances(src.mu_m, b.inst_hash, key, b.problem.thresholds, step)
+    loc = Local(mu, src.lam_m.copy())
+    if b.local_categories:
+        loc.delta_shape, loc.delta_rate = src.delta_shape.copy(), src.delta_rate.copy()
+    b.states[restart] = {slot: loc}
+
+
 def _threads(b: Block) -> int:
     """Sets the block's numba threads; returns its chunks (``phases.chunks_of``: the block's
     sizes only, so its sums do not depend on the worker's threads)."""
@@ -338,6 +354,7 @@ def phase_xy_tau(
     src: int | Proposal,
     dst: int,
     keep: tuple[int, ...],
+    ref: int | None = None,
 ) -> dict:
     """Phases 1 and 2 on the block (q(z) is local, so no reduction is needed between them).
 
@@ -358,7 +375,7 @@ def phase_xy_tau(
         w_cat = None if b.local_categories else np.zeros(p.n_categories)
         return {
             "w_ann": np.zeros(n), "r_ann": np.zeros(n), "w_cat": w_cat, "f": 0.0, "bad": 1.0,
-            **_extension_sums(p, None, None),
+            "max_dmu": 0.0, **_extension_sums(p, None, None),
         }  # fmt: skip
     t = _threads(b)
     if b.work is None:
@@ -368,8 +385,11 @@ def phase_xy_tau(
         cat_f = phases.category_factors(p, start.delta_shape, start.delta_rate)
     xy = phases.phase_xy(p, start.mu_m, start.lam_m, fac.ann, cat_f, b.work, t, fac.log_pi_t)
     r_ann, bias_sums = phases.phase_tau(p, b.work, xy.mu_m, xy.lam_m, cat_f[0], t)
+    before = slots[src if ref is None else ref].mu_m
+    dmu = float(np.abs(xy.mu_m - before).max()) if before.size else 0.0
     slots[dst] = Local(xy.mu_m, xy.lam_m, w_cat=xy.w_cat if b.local_categories else None)
     return {
+        "max_dmu": dmu,
         "w_ann": xy.w_ann,
         "r_ann": r_ann,
         "w_cat": None if b.local_categories else xy.w_cat,
@@ -435,7 +455,8 @@ def phase_delta(
 
 
 def add_sums(*parts: dict) -> dict:
-    """Key-wise sum of block results, in the order given (a step of the tree reduction)."""
+    """Key-wise sum of block results, in the order given (a step of the tree reduction);
+    keys starting ``max_`` are reduced by maximum."""
     out = {}
     for k in parts[0]:
         vals = [p[k] for p in parts]
@@ -446,6 +467,8 @@ def add_sums(*parts: dict) -> dict:
             for v in vals[1:]:
                 acc += v
             out[k] = acc
+        elif k.startswith("max_"):
+            out[k] = float(max(vals))
         else:
             out[k] = float(sum(vals))
     return out
@@ -467,6 +490,13 @@ def block_results(
     if b.local_categories:
         cats = outputs.categories_frame(ids, loc.delta_shape, loc.delta_rate, b.n_m)
     return items, cats
+
+
+def block_means(fit_id: str, index: int, restart: int, slot: int) -> pd.Series:
+    """The block's items' posterior means (indexed by instance) in the restart's ``slot``: a
+    near-tied restart's estimates, for the ensemble's item columns (``outputs.item_stability``)."""
+    b = _REGISTRY[f"{fit_id}/{index}"]
+    return pd.Series(b.states[restart][slot].mu_m, index=pd.Index(b.inst_ids, dtype=object))
 
 
 def release(fit_id: str) -> int:

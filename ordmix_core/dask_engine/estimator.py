@@ -39,6 +39,7 @@ Flow of a fit (nothing gathers the ratings onto one process):
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import operator
 import os
@@ -51,7 +52,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .. import accel, outputs, phases, restarts
+from .. import accel, init, outputs, phases, restarts
 from ..base import extends_params
 from ..data import (
     COLUMN_ALIASES,
@@ -100,6 +101,7 @@ class _Global(State):
     w_ann: np.ndarray | None = None  # sum omega per annotator, last sweep
     slot: int = 0  # the blocks' slot of this state's q(z) (and local q(delta))
     swept: bool = False  # made by a sweep (the in-memory State's ``omega is not None``)
+    max_dmu: float = np.inf  # the sweep's largest change of an item's mean (blocks' maximum)
 
 
 #: the SQUAREM groups the client holds (the blocks hold the per-instance ones)
@@ -325,10 +327,12 @@ class DaskOrdinalMixture(OrdinalMixture):
             wait(bl.run(blocks.init_block, r, key, sc.step))
             w_ann = n_per_ann.astype(float)
             state = _Global(None, None, **g._asdict(), restart=r, w_ann=w_ann)
-            runs.append(restarts.RestartRun(r, kind, state))
+            runs.append(restarts.RestartRun(r, kind, state, key=key))
 
         sweeps = _Sweeps(bl, gp, local_cats, n_ratings, self.n_restarts, self.accelerate)
-        interrupted = self._schedule(runs, accel.make_step(sweeps, self.accelerate), callback)
+        sweeps.eps_pack = self._eps_pack()
+        step = accel.make_step(sweeps, self.accelerate)
+        interrupted = self._schedule(runs, step, callback, branch=sweeps.branch_fn(ann_hash, sc))
 
         def learned(g: _Global) -> Learned:
             parts = bl.run(blocks.block_results, g.restart, g.slot)
@@ -345,7 +349,15 @@ class DaskOrdinalMixture(OrdinalMixture):
                 cats = outputs.categories_frame(names, g.delta_shape, g.delta_rate, n_c)
             return items, cats, g.w_ann, None
 
-        return self._store(self.data_, gp, pi, annotators, runs, interrupted, t0, learned)
+        def member_mu(g: _Global) -> np.ndarray:
+            """A near-tied restart's item means, gathered from the blocks in ``items_``'s
+            order (only when ``items_`` is gathered: Dask frames get no item columns)."""
+            got = client.gather(bl.run(blocks.block_means, g.restart, g.slot))
+            return pd.concat(got).sort_index(kind="stable").to_numpy(dtype=float)
+
+        return self._store(
+            self.data_, gp, pi, annotators, runs, interrupted, t0, learned, member_mu
+        )
 
     def _dask_frames(self, bl: _Blocks, parts: list, local_cats: bool, summary: dict) -> tuple:
         """``items_`` (and local ``categories_``) as Dask DataFrames of the blocks' results,
@@ -417,15 +429,49 @@ class _Sweeps:
         self.n_ratings = n_ratings
         self.accelerate = accelerate
         self.next_slot = {r: 1 for r in range(n_restarts)}  # slot 0: the start
+        self.eps_pack = accel.EPS_PACK  # SQUAREM's clip of eps (``OrdinalMixture._eps_pack``)
         self.lo, self.hi = float(gp.thresholds[0]), float(gp.thresholds[-1])
 
+    def branch_fn(self, ann_hash: np.ndarray, sc) -> restarts.BranchFn:
+        """``branch`` of the shared warm-up (``restarts.race``): the blocks copy the warm-up's
+        slot with the restart's noise on q(z)'s means (``blocks.branch_block``), the client
+        its globals with the noise on q(tau) (``init.branch_annotators``), as in memory."""
+
+        def branch(source: _Global, run: restarts.RestartRun) -> _Global:
+            slot = self.next_slot[run.restart]
+            self.next_slot[run.restart] += 1
+            from distributed import wait
+
+            wait(
+                self.bl.run(
+                    blocks.branch_block, source.restart, source.slot, run.restart, slot,
+                    run.key, sc.step,
+                )
+            )  # fmt: skip
+            g = dataclasses.replace(source, restart=run.restart, slot=slot)
+            for name, value in vars(g).items():  # no array shared with the warm-up's state
+                if isinstance(value, np.ndarray):
+                    setattr(g, name, value.copy())
+            g.tau_rate = init.branch_annotators(source.tau_rate, ann_hash, run.key)
+            return g
+
+        return branch
+
     def _sweep(
-        self, g: _Global, spam: bool, keep: tuple, src=None, norms=None, keep_after=None
+        self,
+        g: _Global,
+        spam: bool,
+        keep: tuple,
+        src=None,
+        norms=None,
+        keep_after=None,
+        ref: int | None = None,
     ) -> tuple[_Global | None, float, np.ndarray | None]:
         """One sweep of ``g``'s restart from ``g`` (or from the proposal ``src``, whose
         global factors ``g`` then holds) into a new slot; ``(new, F, norms)``, ``new`` None
         when the proposal is not valid on some block. ``keep``: slots the blocks keep
-        (besides the new one); ``keep_after``: those still kept after phase 3."""
+        (besides the new one); ``keep_after``: those still kept after phase 3; ``ref``: the
+        slot the items' change is measured from (default ``g``'s)."""
         bl, p, local_cats = self.bl, self.gp.at(spam), self.local_cats
         dst = self.next_slot[g.restart]
         self.next_slot[g.restart] += 1
@@ -440,7 +486,7 @@ class _Sweeps:
         s1 = bl.reduce(
             bl.run(
                 blocks.phase_xy_tau, g.restart, spam, bl.send(fac),
-                g.slot if src is None else src, dst, keep,
+                g.slot if src is None else src, dst, keep, ref,
             )
         )  # fmt: skip
         if s1["bad"] > 0:
@@ -470,6 +516,7 @@ class _Sweeps:
             None, None, tau_shape, tau_rate, delta_shape, delta_rate, eps, alpha, beta,
             None, bias_mean, bias_prec, lam_b, pi, dir_a, kappa,
             restart=g.restart, w_ann=s1["w_ann"], slot=dst, swept=True,
+            max_dmu=float(s1["max_dmu"]),
         )  # fmt: skip
         return new, float(f_ann + f), s3.get("norms")
 
@@ -484,7 +531,7 @@ class _Sweeps:
         """``accel.squarem_proposal`` split: the client's groups here, the blocks' as a
         ``blocks.Proposal``; ``(globals, proposal)`` or None (no usable or valid step)."""
         terms = {
-            g: accel.group_terms(g, *(accel.group_value(s, g) for s in (s0, s1, s2)))
+            g: accel.group_terms(g, *(accel.group_value(s, g) for s in (s0, s1, s2)), self.eps_pack)
             for g in CLIENT_GROUPS
         }
         r2, v2 = norms[0].tolist(), norms[1].tolist()
@@ -517,8 +564,8 @@ class _Sweeps:
         h0, h1, new = states
         keep = (h1.slot, new.slot)  # the candidate's s0 is not needed after it
         cand, fc, _ = self._sweep(
-            glob, spam, (h0.slot, h1.slot, new.slot), src=prop, keep_after=keep
-        )
+            glob, spam, (h0.slot, h1.slot, new.slot), src=prop, keep_after=keep, ref=h1.slot
+        )  # the change is measured from the step's start, h1, as in memory
         return cand, fc
 
     @staticmethod
@@ -527,6 +574,12 @@ class _Sweeps:
 
     def truth_share(self, g: _Global) -> float:
         return float(g.w_ann.sum()) / max(self.n_ratings, 1)
+
+    @staticmethod
+    def estimate_change(before: _Global, after: _Global) -> float:
+        """The blocks' maxima of the items' change in the sweep that made ``after``, reduced
+        by maximum (measured from ``before``'s slot)."""
+        return after.max_dmu
 
 
 # --------------------------------------------------------------------------- helpers
