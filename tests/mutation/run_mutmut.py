@@ -4,9 +4,8 @@ Usage (from the repository root; mutmut is not a project dependency: ``pip insta
 
     python tests/mutation/run_mutmut.py MODULE [--max-children N] [--keep]
 
-``MODULE`` is a key of ``MODULES`` (tn, updates, bound; add the options table and the output
-writers there when they land). The script copies ``ordmix_core/``, ``tests/`` and
-``pyproject.toml`` to ``/tmp/ordmix-mutmut/MODULE`` (so no ``mutants/`` folder or config ever
+``MODULE`` is a key of ``MODULES`` (tn, updates, bound, options, outputs). The script copies
+``ordmix_core/``, ``tests/``, ``demo_data/`` and ``pyproject.toml`` to ``/tmp/ordmix-mutmut/MODULE`` (so no ``mutants/`` folder or config ever
 lands in the repository), appends a ``[tool.mutmut]`` section that mutates only that module and
 runs only its tests, runs ``mutmut run`` there and prints the per-status counts and the
 survivors (``mutmut results``). ``--keep`` reuses the scratch folder (mutmut resumes where it
@@ -37,16 +36,23 @@ MODULES: dict[str, tuple[str, list[str]]] = {
         ["tests/test_updates.py", "tests/test_updates_reference.py",
          "tests/test_bound_independent.py::test_sweeps_from_arbitrary_states",
          "tests/test_vb.py::test_bound_never_decreases_with_exact_updates",
-         "tests/test_vb.py::test_fused_sweep_equals_numpy_reference"],
+         "tests/test_vb.py::test_fused_sweep_equals_numpy_reference",
+         "tests/test_extensions.py::test_fused_equals_reference_and_bound_monotone",
+         "tests/test_extensions.py::test_paper_problem_sweeps_as_before",
+         "tests/test_extensions.py::test_learned_spam_distribution_updates_are_maximisers",
+         "tests/test_extensions.py::test_gold_items_are_known_and_marked"],
     ),
     "bound": (
         "ordmix_core/bound.py",
         ["tests/test_bound_independent.py::test_sweeps_from_arbitrary_states",
-         "tests/test_bound_independent.py::test_fit_reports_the_reference_bound"],
+         "tests/test_bound_independent.py::test_fit_reports_the_reference_bound",
+         "tests/test_extensions.py::test_fused_equals_reference_and_bound_monotone",
+         "tests/test_extensions.py::test_bias_terms_equal_an_independent_computation",
+         "tests/test_extensions.py::test_dirichlet_terms_equal_an_independent_computation",
+         "tests/test_extensions.py::test_gold_instance_terms_are_the_log_prior_density"],
     ),
-    # when they land (another branch is writing them):
-    # "options": ("ordmix_core/options.py", ["tests/test_options.py"]),
-    # "outputs": ("ordmix_core/outputs.py", ["tests/test_outputs.py", "tests/test_cli.py"]),
+    "options": ("ordmix_core/options.py", ["tests/test_options.py"]),
+    "outputs": ("ordmix_core/outputs.py", ["tests/test_outputs.py"]),
 }  # fmt: skip
 
 
@@ -67,12 +73,13 @@ def main() -> int:
     if not work.exists():
         work.mkdir(parents=True)
         ignore = shutil.ignore_patterns("__pycache__", "*.nbi", "*.nbc", ".hypothesis")
-        for d in ("ordmix_core", "tests"):
+        for d in ("ordmix_core", "tests", "demo_data"):  # demo_data: test_outputs' fits
             shutil.copytree(ROOT / d, work / d, ignore=ignore)
         config = (ROOT / "pyproject.toml").read_text()
         config += (
             "\n[tool.mutmut]\n"
             'source_paths = ["ordmix_core"]\n'
+            'also_copy = ["demo_data"]\n'
             f"only_mutate = {_toml_list([target])}\n"
             f"pytest_add_cli_args_test_selection = {_toml_list(tests)}\n"
             'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "-x"]\n'
@@ -83,6 +90,9 @@ def main() -> int:
     run = subprocess.run(
         ["mutmut", "run", "--max-children", str(args.max_children)], cwd=work, env=env
     )
+    if run.returncode != 0:  # e.g. the clean run of the tests failed: nothing was measured
+        print(f"mutmut run failed (exit {run.returncode}); see its output above")
+        return run.returncode
     res = subprocess.run(
         ["mutmut", "results", "--all", "true"], cwd=work, env=env, capture_output=True, text=True
     )
@@ -92,13 +102,18 @@ def main() -> int:
         if m:
             statuses[m.group(1)] = m.group(2).strip()
     counts = collections.Counter(statuses.values())
+    if counts["not checked"]:
+        print(f"mutmut left {counts['not checked']} mutants not checked: rerun with --keep")
+        return 1
     summary = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
     print(f"\nmutmut: {args.module} ({target}): {summary}")
     # mutmut calls a mutant "suspicious" when its forked test run ends with an unexpected exit
-    # code; here that happened to mutants whose tests pass. Re-run every mutant that was not
-    # killed, in a fresh process, and count it as killed only if the tests fail.
-    unclear = [n for n, st in statuses.items() if st != "killed"]
-    survived = []
+    # code; here that happened to mutants whose tests pass. Re-run every such mutant (any
+    # status but killed, survived and no tests) in a fresh process, and count it as killed
+    # only if the tests fail.
+    # "survived" and "no tests" need no second opinion: they count as not killed.
+    unclear = [n for n, st in statuses.items() if st not in ("killed", "survived", "no tests")]
+    survived = [n for n, st in statuses.items() if st in ("survived", "no tests")]
     for name in unclear:
         env_m = dict(env, MUTANT_UNDER_TEST=name, PYTHONPATH=str(work / "mutants"))
         cmd = [sys.executable, "-m", "pytest", *tests, "-x", "-q", "-p", "no:cacheprovider"]
