@@ -5,11 +5,12 @@ Usage (from the repository root; mutmut is not a project dependency: ``pip insta
     python tests/mutation/run_mutmut.py MODULE [--max-children N] [--keep]
 
 ``MODULE`` is a key of ``MODULES`` (tn, updates, bound, options, outputs). The script copies
-``ordmix_core/``, ``tests/``, ``demo_data/`` and ``pyproject.toml`` to ``/tmp/ordmix-mutmut/MODULE`` (so no ``mutants/`` folder or config ever
-lands in the repository), appends a ``[tool.mutmut]`` section that mutates only that module and
-runs only its tests, runs ``mutmut run`` there and prints the per-status counts and the
-survivors (``mutmut results``). ``--keep`` reuses the scratch folder (mutmut resumes where it
-stopped). With ``--max-children 2`` a module takes 5-30 minutes on a 2-core machine.
+``ordmix_core/``, ``tests/``, ``demo_data/`` and ``pyproject.toml`` to
+``/tmp/ordmix-mutmut/MODULE`` (so no ``mutants/`` folder or config ever lands in the
+repository), appends a ``[tool.mutmut]`` section that mutates only that module and runs only
+its tests, runs ``mutmut run`` there and prints the per-status counts and the survivors
+(``mutmut results``). ``--keep`` reuses the scratch folder (mutmut resumes where it stopped).
+Run with ``--max-children 1`` on a shared machine; a module then takes 2-40 minutes.
 
 Inspect a survivor in the scratch folder: ``cd /tmp/ordmix-mutmut/MODULE && mutmut show NAME``.
 """
