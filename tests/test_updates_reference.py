@@ -152,3 +152,82 @@ def test_inverse_digamma_to_the_last_digits(y) -> None:
         want = float(mp.findroot(lambda x: mp.digamma(x) - y, mp.exp(y) + 0.5 if y > -2 else
                                  -1 / (y + mp.euler)))  # fmt: skip
     assert inverse_digamma(y) == pytest.approx(want, rel=1e-13, abs=0)
+
+
+# --- issue 11's extensions and the array helpers, each against a computation that shares no
+# code with updates.py (the mutation run of issue 16 showed the fused-vs-numpy comparison
+# cannot see these: both sweeps call the same function)
+
+
+@pytest.mark.parametrize("y", [-60.0, -20.0, -2.3, -2.22, -2.2, -0.5, 0.0, 1.0, 5.0, 30.0])
+def test_inverse_digamma_array_to_the_last_digits(y) -> None:
+    mp = pytest.importorskip("mpmath")
+    from ordmix_core.updates import inverse_digamma_array
+
+    with mp.workdps(40):
+        want = float(mp.findroot(lambda x: mp.digamma(x) - y, inverse_digamma(y)))
+    got = inverse_digamma_array(np.array([y, y]))
+    assert got.dtype == np.float64
+    np.testing.assert_allclose(got, [want, want], rtol=1e-13, atol=0)
+    # integers are numbers too: the same root as the float
+    assert inverse_digamma_array(np.array([int(y)]))[0] == pytest.approx(
+        inverse_digamma(float(int(y))), rel=1e-13, abs=0
+    )
+
+
+def test_expected_sq_is_the_second_moment_of_the_difference() -> None:
+    """E[(x - z)^2] for independent x (mean ex, variance var) and z ~ N(mu, 1/lam), by
+    Monte Carlo with a normal x (the formula needs only the first two moments)."""
+    from ordmix_core.updates import expected_sq
+
+    ex, var, mu, lam = (
+        np.array([1.0, -2.0]),
+        np.array([0.25, 4.0]),
+        np.array([0.5, 1.0]),
+        np.array([2.0, 0.5]),
+    )
+    rng = np.random.default_rng(0)
+    n = 400_000
+    x = ex + np.sqrt(var) * rng.standard_normal((n, 2))
+    z = mu + rng.standard_normal((n, 2)) / np.sqrt(lam)
+    mc = ((x - z) ** 2).mean(axis=0)
+    se = ((x - z) ** 2).std(axis=0) / np.sqrt(n)
+    got = expected_sq(ex, var, mu, lam)
+    assert np.all(np.abs(got - mc) < 5 * se)
+    np.testing.assert_allclose(got, [0.25 + 0.25 + 0.5, 9.0 + 4.0 + 2.0], rtol=1e-15)
+
+
+def test_bias_update_is_the_gaussian_posterior_and_its_prior_the_ml_precision() -> None:
+    """q(b_n) is the posterior of a mean under prior N(0, 1/lam_b) and weights w with weighted
+    residuals d: precision lam_b + sum w, mean sum wd / precision; the prior's precision
+    maximises sum_n E_q[log N(b_n | 0, 1/lam_b)] (scipy's optimiser on that sum)."""
+    from scipy.optimize import minimize_scalar
+
+    from ordmix_core.updates import bias_prior_mle, update_bias
+
+    mean, prec = update_bias(np.array([3.0, 0.0, 1.0]), np.array([1.5, 0.0, -2.0]), 2.0)
+    np.testing.assert_allclose(prec, [5.0, 2.0, 3.0], rtol=1e-15)
+    np.testing.assert_allclose(mean, [0.3, 0.0, -2.0 / 3.0], rtol=1e-15)
+    m, p = np.array([0.4, -1.0, 0.1]), np.array([5.0, 2.0, 40.0])
+
+    def neg(log_lam: float) -> float:
+        lam = np.exp(log_lam)
+        return -np.sum(0.5 * np.log(lam) - 0.5 * lam * (m**2 + 1.0 / p))
+
+    best = np.exp(minimize_scalar(neg, bounds=(-10, 10), method="bounded",
+                                  options={"xatol": 1e-12}).x)  # fmt: skip
+    assert bias_prior_mle(m, p) == pytest.approx(best, rel=1e-6)
+    assert bias_prior_mle(m, p) == pytest.approx(
+        3 / (0.16 + 0.2 + 1.0 + 0.5 + 0.01 + 0.025), rel=1e-15
+    )
+
+
+def test_global_spam_distribution_is_normalised_and_floored() -> None:
+    from ordmix_core.updates import PI_FLOOR, update_global_pi
+
+    out = update_global_pi(np.array([300.0, 0.0, 500.0, 200.0]))
+    assert abs(out.sum() - 1.0) < 1e-15  # normalised after the floor
+    assert out[1] == pytest.approx(PI_FLOOR, rel=1e-9)  # an unused level keeps the floor
+    np.testing.assert_allclose(out[[0, 2, 3]], [0.3, 0.5, 0.2], rtol=1e-11)
+    tiny = update_global_pi(np.array([1e-13, 1.0]))
+    assert tiny[0] == pytest.approx(PI_FLOOR, rel=1e-9) and abs(tiny.sum() - 1.0) < 1e-15
