@@ -575,3 +575,18 @@ def test_default_text_of_an_option_without_a_default(monkeypatch):
     p = argparse.ArgumentParser()
     add_fit_options(p, "fit")
     assert p._actions[-1].help == "prior mean (default: the mean of the scale)"
+
+
+def test_flag_help_is_only_a_switchs(monkeypatch):
+    """``flag_help`` says what giving a switch does; a flag that takes a value shows ``help``."""
+    import ordmix_core.options as options_mod
+    from ordmix_core.options import Option, Real
+
+    value = Option("tol", Real(0.0), "the help", "l", flag="--tol", flag_help="not shown")
+    switch = Option("spam", option("spam").kind, "h", "l", flag="--x", const=False,
+                    flag_help="the switch")  # fmt: skip
+    monkeypatch.setattr(options_mod, "options_for", lambda command: [value, switch])
+    p = argparse.ArgumentParser()
+    add_fit_options(p, "fit")
+    assert p._actions[-2].help == f"the help (default: {SIGNATURE['tol']})"
+    assert p._actions[-1].help == f"the switch (default: {SIGNATURE['spam']})"
