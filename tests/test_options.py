@@ -397,6 +397,8 @@ def test_scale_kind_takes_a_scale_text_or_numbers_and_refuses_what_cannot_be_a_s
         assert _message(o.kind, bad).endswith(
             f"such as 1,2,3,4,5 (or None: the distinct ratings seen), not {bad!r}"
         )
+    for bad in ([3, 2, 1], "1,x", [1, float("nan")]):  # refused by the scale itself
+        assert _message(o.kind, bad).endswith(f"(or None: the distinct ratings seen), not {bad!r}")
     with pytest.raises(ValueError, match=r"not '1,1'$"):
         o.kind.parse("1,1")
     with pytest.raises(ValueError, match="must span at most 1e"):
