@@ -142,8 +142,11 @@ def main() -> int:
     alive = () if args.recheck else ("survived", "no tests")
     unclear = [n for n, st in statuses.items() if st != "killed" and st not in alive]
     survived = [n for n, st in statuses.items() if st in alive]
-    rerun = args.only if (args.recheck and args.only) else tests
     for name in unclear:
+        # --only: new tests for mutants the full selection let live; a timeout or a
+        # "suspicious" one gets the full selection
+        only = args.recheck and args.only and statuses[name] in ("survived", "no tests")
+        rerun = args.only if only else tests
         env_m = dict(env, MUTANT_UNDER_TEST=name, PYTHONPATH=str(work / "mutants"))
         cmd = [sys.executable, "-m", "pytest", *rerun, "-x", "-q", "-p", "no:cacheprovider"]
         rc = subprocess.run(cmd, cwd=work / "mutants", env=env_m, capture_output=True).returncode
