@@ -284,6 +284,11 @@ def test_annotators_frame_with_bias_and_without_ratings() -> None:
         np.array([2.0]),
     )  # fmt: skip
     assert no_bias.loc["a", "bias"] == 0.0 and no_bias.loc["a", "bias_sd"] == 0.0
+    one = outputs.annotators_frame(
+        np.array(["c"]), np.array([1]), np.array([1.0]), np.array([1.0]), np.array([1.0]),
+        np.array([0.25]),
+    )  # fmt: skip
+    assert one.loc["c", "spam_share"] == 0.75  # one rating, a quarter of it honest
 
 
 def test_categories_frame() -> None:
@@ -367,6 +372,9 @@ def test_spam_distributions_frame() -> None:
         index=pd.Index(["a", "b"], name="annotator"),
     )
     pd.testing.assert_frame_equal(out, expected)
+    ints = outputs.spam_distributions_frame(np.array(["a", "b"]), [1, 2, 3], dir_a)
+    assert ints["favourite"].dtype == np.float64 and ints["favourite"].tolist() == [3.0, 1.0]
+    assert list(ints.columns) == ["1", "2", "3", "favourite"]
 
 
 def test_table_rows_of_an_unnamed_index_and_without_a_fixed_order() -> None:
@@ -441,6 +449,17 @@ def test_every_file_holds_the_models_values(schema_model, tmp_path) -> None:
     ref = m.restarts_.reset_index() if m.restarts_.index.name else m.restarts_
     assert list(restarts.columns) == list(ref.columns) and len(restarts) == m.n_restarts
     np.testing.assert_allclose(restarts["lower_bound"], ref["lower_bound"], rtol=1e-15)
+
+
+def test_download_tables_use_the_decisions_they_are_given(schema_model) -> None:
+    dec = outputs.decide(schema_model, threshold=0.7, confidence=0.6)
+    items = outputs.items_table(schema_model, dec).set_index("instance")
+    ref = decisions.item_decisions(schema_model, confidence=0.6)
+    default = decisions.item_decisions(schema_model)
+    assert (items["flag"] != default["flag"]).any()  # the setting matters on this crowd
+    pd.testing.assert_frame_equal(items[list(ref.columns)], ref, check_names=False)
+    ann = outputs.table(schema_model, "annotators", dec)
+    assert (ann["flag_threshold"] == 0.7).all() and (ann["flag_confidence"] == 0.6).all()
 
 
 def test_decide_uses_the_settings_it_is_given(schema_model) -> None:
