@@ -473,6 +473,15 @@ def test_decide_uses_the_settings_it_is_given(schema_model) -> None:
         outputs.decide(schema_model, confidence=2.0)
 
 
+@pytest.fixture
+def sync_dask():
+    """Dask's synchronous scheduler: no thread pool (a forked mutmut worker would hang in
+    one the parent process started), and the same partitions in the same order every run."""
+    dask = pytest.importorskip("dask")
+    with dask.config.set(scheduler="synchronous"):
+        yield
+
+
 def _dask_like(model):
     """What the Dask engine leaves above ``max_local_items``: items_ as a Dask DataFrame."""
     dask = pytest.importorskip("dask")
@@ -493,7 +502,9 @@ def _dask_like(model):
     return DaskFit()
 
 
-def test_dask_items_get_the_decision_columns_per_partition(schema_model, tmp_path) -> None:
+def test_dask_items_get_the_decision_columns_per_partition(
+    schema_model, tmp_path, sync_dask
+) -> None:
     fit = _dask_like(schema_model)
     dec = outputs.decide(fit)
     assert dec.items is None and dec.annotators is None and dec.no_flags == outputs.NO_FLAGS
@@ -522,7 +533,9 @@ def test_dask_items_get_the_decision_columns_per_partition(schema_model, tmp_pat
         outputs.write_fit_outputs(fit, tmp_path / "again", {})
 
 
-def test_dask_items_at_instance_granularity_join_each_partitions_categories() -> None:
+def test_dask_items_at_instance_granularity_join_each_partitions_categories(
+    sync_dask,
+) -> None:
     dask = pytest.importorskip("dask")
     dd = pytest.importorskip("dask.dataframe")
     crowd = simulate_crowd(n_items=30, n_annotators=5, ratings_per_item=3, random_state=4)
