@@ -522,6 +522,7 @@ def test_dask_items_get_the_decision_columns_per_partition(
 
     def write_parts(table, frame, folder):
         assert folder.is_dir() and folder == tmp_path / table.name
+        pd.testing.assert_frame_equal(frame.compute(), got)  # the items with their decisions
         written.append((table.name, frame))
 
     outputs.write_fit_outputs(fit, tmp_path, {}, write_parts=write_parts)
@@ -555,3 +556,91 @@ def test_dask_items_at_instance_granularity_join_each_partitions_categories(
     pd.testing.assert_frame_equal(got.drop(columns="truth_weight"),
                                   outputs.items_table(model).set_index("instance")
                                   .drop(columns="truth_weight"), check_names=False)  # fmt: skip
+
+
+def test_dask_items_use_the_given_confidence_and_the_share_of_honest_ratings(
+    schema_model, sync_dask
+) -> None:
+    fit = _dask_like(schema_model)
+    dec = outputs.decide(fit, confidence=0.6)
+    got = outputs.decided(fit, "items", dec).compute()
+    ann = schema_model.annotators_
+    share = float((ann["n_ratings"] * (1 - ann["spam_share"])).sum() / ann["n_ratings"].sum())
+    ref = decisions.item_decisions_from_frames(
+        schema_model.items_, schema_model.categories_, schema_model.hyperparams_, share,
+        confidence=0.6,
+    )  # fmt: skip
+    pd.testing.assert_frame_equal(got[list(ref.columns)], ref)
+    # a single rating: the share is that rating's honest part, not half of it
+    one = pd.DataFrame({"n_ratings": [1], "spam_share": [0.25]}, index=pd.Index(["a"]))
+    fit.annotators_ = one
+    got = outputs.decided(fit, "items", outputs.decide(fit)).compute()
+    ref = decisions.item_decisions_from_frames(
+        schema_model.items_, schema_model.categories_, schema_model.hyperparams_, 0.75
+    )
+    pd.testing.assert_frame_equal(got[list(ref.columns)], ref)
+
+
+class _Override:
+    """A fitted model with some attributes replaced (or hidden: ``_MISSING``)."""
+
+    def __init__(self, model, **attrs):
+        self._model, self._attrs = model, attrs
+
+    def __getattr__(self, name):
+        if name in self._attrs:
+            if self._attrs[name] is _MISSING:
+                raise AttributeError(name)
+            return self._attrs[name]
+        return getattr(self._model, name)
+
+
+_MISSING = object()
+
+
+def test_summary_says_collapsed_interrupted_and_uses_the_given_decisions(schema_model) -> None:
+    m = _Override(schema_model, collapsed_=np.True_, interrupted_=1, model_=_MISSING)
+    dec = outputs.decide(schema_model, threshold=0.9, confidence=0.6)
+    s = outputs.summary(m, {}, dec)
+    assert s["collapsed"] is True and s["interrupted"] is True
+    assert s["model_choice"] is None  # a result from before the model choice existed
+    assert s["decisions"]["annotators"]["threshold"] == 0.9
+    assert s["decisions"]["items"]["confidence"] == 0.6
+    assert outputs.summary(schema_model, {})["model_choice"] == schema_model.model_
+
+
+def test_written_files_read_back_to_the_tables_and_json_is_indented(schema_model, tmp_path):
+    outputs.write_fit_outputs(schema_model, tmp_path, settings={})
+    ids = {"instance": str, "annotator": str, "query": str, "category": str, "init": str,
+           "stage": str}  # fmt: skip
+    for name in outputs.TABLES:
+        written = pd.read_csv(tmp_path / f"{name}.csv", dtype=ids, keep_default_na=False)
+        expected = outputs.table(schema_model, name)
+        for col in expected.columns:
+            want = expected[col]
+            if want.dtype.kind in "fiub":
+                np.testing.assert_allclose(written[col].astype(float), want.astype(float),
+                                           rtol=1e-15, err_msg=f"{name}.{col}")  # fmt: skip
+            else:
+                assert written[col].tolist() == want.astype(str).tolist(), f"{name}.{col}"
+    text = (tmp_path / "summary.json").read_text()
+    assert text == json.dumps(json.loads(text), indent=2)  # readable: two-space indents
+
+
+def test_formula_like_ids_are_protected_in_every_id_column(tmp_path) -> None:
+    crowd = simulate_crowd(n_items=12, n_annotators=4, ratings_per_item=3, random_state=3)
+    r = crowd.ratings.copy()
+    r["instance"] = "=" + r["instance"].astype(str)
+    r["annotator"] = "+" + r["annotator"].astype(str)
+    r["query"] = "@" + r["query"].astype(str)
+    m = OrdinalMixture("query", n_restarts=1, random_state=0).fit(r)
+    outputs.write_fit_outputs(m, tmp_path, settings={})
+    items = pd.read_csv(tmp_path / "items.csv", dtype=str)
+    assert items["instance"].str.startswith("'=").all()
+    assert (
+        items["query"].str.startswith("'@").all() and items["category"].str.startswith("'@").all()
+    )
+    ann = pd.read_csv(tmp_path / "annotators.csv", dtype=str)
+    assert ann["annotator"].str.startswith("'+").all()
+    cats = pd.read_csv(tmp_path / "categories.csv", dtype=str)
+    assert cats["category"].str.startswith("'@").all()
