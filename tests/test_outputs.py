@@ -508,6 +508,11 @@ def test_dask_items_get_the_decision_columns_per_partition(
     fit = _dask_like(schema_model)
     dec = outputs.decide(fit)
     assert dec.items is None and dec.annotators is None and dec.no_flags == outputs.NO_FLAGS
+    assert outputs.decision_counts(fit, outputs.decide(fit, threshold=0.7))["annotators"] == {
+        "flags": outputs.NO_FLAGS, "threshold": 0.7, "confidence": 0.9,
+    }  # fmt: skip
+    no_attr = outputs.decide(_Override(schema_model, omega_=_MISSING))  # no omega_ at all
+    assert no_attr.annotators is None and no_attr.no_flags == outputs.NO_FLAGS
     got = outputs.decided(fit, "items", dec).compute()
     ann = schema_model.annotators_
     share = float((ann["n_ratings"] * (1 - ann["spam_share"])).sum() / ann["n_ratings"].sum())
