@@ -27,6 +27,7 @@ import re
 import shutil
 import subprocess
 import sys
+from fnmatch import fnmatch
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,6 +84,13 @@ def main() -> int:
         help="with --recheck: run only this test (repeatable), e.g. the ones added since the "
         "run; the others already ran against every mutant",
     )
+    ap.add_argument(
+        "--mutants",
+        nargs="+",
+        metavar="PATTERN",
+        help="only these mutants (fnmatch patterns such as 'ordmix_core.updates.x_update_bias__*')"
+        "; the scores count only them",
+    )
     args = ap.parse_args()
     args.keep = args.keep or args.recheck
     target, tests = MODULES[args.module]
@@ -114,7 +122,9 @@ def main() -> int:
         run = subprocess.CompletedProcess([], 0)
     else:
         run = subprocess.run(
-            ["mutmut", "run", "--max-children", str(args.max_children)], cwd=work, env=env
+            ["mutmut", "run", "--max-children", str(args.max_children), *(args.mutants or [])],
+            cwd=work,
+            env=env,
         )
     if run.returncode != 0:  # e.g. the clean run of the tests failed: nothing was measured
         print(f"mutmut run failed (exit {run.returncode}); see its output above")
@@ -127,6 +137,10 @@ def main() -> int:
         m = re.match(r"\s*(\S+): (.+)$", line)
         if m:
             statuses[m.group(1)] = m.group(2).strip()
+    if args.mutants:
+        statuses = {
+            n: st for n, st in statuses.items() if any(fnmatch(n, pat) for pat in args.mutants)
+        }
     counts = collections.Counter(statuses.values())
     if counts["not checked"]:
         print(f"mutmut left {counts['not checked']} mutants not checked: rerun with --keep")
