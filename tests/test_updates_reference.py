@@ -231,3 +231,44 @@ def test_global_spam_distribution_is_normalised_and_floored() -> None:
     np.testing.assert_allclose(out[[0, 2, 3]], [0.3, 0.5, 0.2], rtol=1e-11)
     tiny = update_global_pi(np.array([1e-13, 1.0]))
     assert tiny[0] == pytest.approx(PI_FLOOR, rel=1e-9) and abs(tiny.sum() - 1.0) < 1e-15
+
+
+def test_dirichlet_pi_solves_its_stationarity_conditions() -> None:
+    """_dirichlet_pi's maximiser: digamma(kappa pi_k) - m_k is the same for every k and
+    sum pi = 1 (scipy's digamma; together they fix pi); the floor keeps a level that no
+    spammer uses at PI_FLOOR."""
+    from ordmix_core.updates import PI_FLOOR, _dirichlet_pi
+
+    for meanlog, kappa in (([-1.2, -0.4, -2.5, -0.9], 10.0), ([-5.0, -0.01, -0.3], 0.7),
+                           ([-0.2, -0.2], 300.0)):  # fmt: skip
+        m = np.array(meanlog)
+        pi = _dirichlet_pi(m, kappa)
+        assert abs(pi.sum() - 1.0) < 1e-14
+        c = digamma(kappa * pi) - m
+        assert np.ptp(c) < 1e-9 * max(1.0, np.abs(c).max()), (meanlog, kappa)
+    floored = _dirichlet_pi(np.array([-0.001, -1e13]), 1000.0)
+    assert floored[1] == pytest.approx(PI_FLOOR, rel=1e-6) and abs(floored.sum() - 1) < 1e-15
+
+
+def _kappa_grad(k, n, pi, sum_el):
+    """d/d log kappa of n [lgamma(k) - sum lgamma(k pi)] + k sum pi sum_el, over k."""
+    return n * (digamma(k) - np.sum(pi * digamma(k * pi))) + np.sum(pi * sum_el)
+
+
+def test_dirichlet_kappa_is_the_root_of_its_gradient_or_the_end_of_its_range() -> None:
+    from ordmix_core.updates import KAPPA_RANGE, _dirichlet_kappa
+
+    pi = np.array([0.5, 0.3, 0.2])
+    sum_el = np.array([-20.0, -26.0, -35.0])
+    k = _dirichlet_kappa(sum_el, 10, pi)
+    assert KAPPA_RANGE[0] < k < KAPPA_RANGE[1]
+    assert abs(_kappa_grad(k, 10, pi, sum_el)) < 1e-9  # the gradient's root (it is decreasing)
+    assert _kappa_grad(k * 0.99, 10, pi, sum_el) > 0 > _kappa_grad(k * 1.01, 10, pi, sum_el)
+    # beyond the range's ends: the end (the gradient keeps its sign there)
+    assert _dirichlet_kappa(10 * np.log(pi) + 1e-3, 10, pi) == KAPPA_RANGE[1]
+    assert _dirichlet_kappa(np.full(3, -1e9), 10, pi) == KAPPA_RANGE[0]
+    # just inside the lower end (gradient 0.5 there): the root, a little above 1e-3
+    lo = KAPPA_RANGE[0]
+    s = 0.5 - 10 * (digamma(lo) - np.sum(pi * digamma(lo * pi)))
+    k = _dirichlet_kappa(np.full(3, s), 10, pi)
+    assert k > lo and abs(_kappa_grad(k, 10, pi, np.full(3, s))) < 1e-6
