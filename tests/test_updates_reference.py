@@ -227,10 +227,10 @@ def test_global_spam_distribution_is_normalised_and_floored() -> None:
 
     out = update_global_pi(np.array([300.0, 0.0, 500.0, 200.0]))
     assert abs(out.sum() - 1.0) < 1e-15  # normalised after the floor
-    assert out[1] == pytest.approx(PI_FLOOR, rel=1e-9)  # an unused level keeps the floor
+    assert out[1] == pytest.approx(PI_FLOOR, rel=1e-9, abs=0)  # an unused level keeps the floor
     np.testing.assert_allclose(out[[0, 2, 3]], [0.3, 0.5, 0.2], rtol=1e-11)
     tiny = update_global_pi(np.array([1e-13, 1.0]))
-    assert tiny[0] == pytest.approx(PI_FLOOR, rel=1e-9) and abs(tiny.sum() - 1.0) < 1e-15
+    assert tiny[0] == pytest.approx(PI_FLOOR, rel=1e-9, abs=0) and abs(tiny.sum() - 1.0) < 1e-15
 
 
 def test_dirichlet_pi_solves_its_stationarity_conditions() -> None:
@@ -247,7 +247,7 @@ def test_dirichlet_pi_solves_its_stationarity_conditions() -> None:
         c = digamma(kappa * pi) - m
         assert np.ptp(c) < 1e-9 * max(1.0, np.abs(c).max()), (meanlog, kappa)
     floored = _dirichlet_pi(np.array([-0.001, -1e13]), 1000.0)
-    assert floored[1] == pytest.approx(PI_FLOOR, rel=1e-6) and abs(floored.sum() - 1) < 1e-15
+    assert floored[1] == pytest.approx(PI_FLOOR, rel=1e-6, abs=0) and abs(floored.sum() - 1) < 1e-15
 
 
 def _kappa_grad(k, n, pi, sum_el):
