@@ -272,3 +272,27 @@ def test_dirichlet_kappa_is_the_root_of_its_gradient_or_the_end_of_its_range() -
     s = 0.5 - 10 * (digamma(lo) - np.sum(pi * digamma(lo * pi)))
     k = _dirichlet_kappa(np.full(3, s), 10, pi)
     assert k > lo and abs(_kappa_grad(k, 10, pi, np.full(3, s))) < 1e-6
+
+
+def test_gold_items_have_no_posterior_variance_and_spam_tables_are_e_log_pi() -> None:
+    """inv_lam_z: 1/lambda, 0 for a gold item (z observed); spam_log_table: E[log pi_nk] of
+    each model (a Dirichlet's against quadrature of its Beta marginal, scipy)."""
+    from scipy import integrate, stats
+
+    from ordmix_core.updates import inv_lam_z, spam_log_table
+
+    lam = np.array([2.0, 4.0, 8.0])
+    np.testing.assert_array_equal(inv_lam_z(lam, None), [0.5, 0.25, 0.125])
+    np.testing.assert_array_equal(inv_lam_z(lam, np.array([True, False, True])), [0, 0.25, 0])
+    log_pi = [-1, -2]  # integers are numbers too
+    uniform = spam_log_table("uniform", log_pi, None, None)
+    assert uniform.dtype == np.float64 and uniform.tolist() == [[-1.0, -2.0]]
+    pi = np.array([0.25, 0.75])
+    np.testing.assert_array_equal(spam_log_table("global", log_pi, pi, None), [np.log(pi)])
+    dir_a = np.array([[1.0, 3.0, 0.5], [6.0, 2.0, 2.0]])
+    table = spam_log_table("annotator", log_pi, None, dir_a)
+    for n, row in enumerate(dir_a):
+        for k, a in enumerate(row):
+            beta = stats.beta(a, row.sum() - a)
+            want = integrate.quad(lambda x, b=beta: np.log(x) * b.pdf(x), 0, 1, limit=200)[0]
+            assert table[n, k] == pytest.approx(want, rel=1e-7), (n, k)
