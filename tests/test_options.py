@@ -279,3 +279,318 @@ def test_warm_start_option():
             o.check(bad)
     args = build_parser().parse_args(["fit", "r.csv", "--out", "o", "--warm-start", "prev"])
     assert to_estimator_kwargs(args)["init_from"] == "prev"
+
+
+# --- each kind of value: what its message says it accepts is what it accepts (issue 16's
+# mutation run: these pin the messages, the boundaries and the parsers of every kind)
+
+
+def _message(kind, value) -> str:
+    with pytest.raises(ValueError) as err:
+        kind.check(value)
+    return str(err.value)
+
+
+def test_each_real_range_is_described_as_it_is_checked():
+    from ordmix_core.options import Real
+
+    cases = [  # (kind, its description, a value just inside, a value just outside)
+        (Real(), "a finite number", -1e300, float("inf")),
+        (Real(0.0, lo_open=True), "a positive number", 1e-300, 0.0),
+        (Real(0.0, 1e6, lo_open=True), "a positive number up to 1e+06", 1e6, 1e6 * (1 + 1e-15)),
+        (Real(0.0), "a number >= 0", 0.0, -1e-300),
+        (Real(1.0, lo_open=True), "a number > 1", 1.0 + 1e-15, 1.0),
+        (Real(1.0, 2.0, lo_open=True), "a number > 1 and <= 2", 2.0, 1.0),
+        (Real(0.0, 1.0), "a number from 0 to 1", 1.0, 1.0 + 1e-15),
+    ]
+    for kind, text, inside, outside in cases:
+        assert kind.describe() == text
+        assert kind.check(inside) == inside
+        assert _message(kind, outside) == f"must be {text}, not {outside!r}"
+    # the upper end is included, also for the table's options
+    assert option("collapse_threshold").check(1) == 1.0 and option("phi").check(1e6) == 1e6
+    assert _message(Real(0.0), float("nan")) == "must be a number >= 0, not nan"
+    assert _message(Real(0.0, 1.0), 2) == "must be a number from 0 to 1, not 2"
+    assert _message(Real(none="unset"), "x") == "must be a finite number (or None: unset), not 'x'"
+
+
+def test_parsers_name_the_text_they_refuse():
+    from ordmix_core.options import Real, Whole
+
+    assert Whole(1).parse(" 3 ") == 3 and Real().parse(" -2.5 ") == -2.5
+    for kind, text in ((Whole(1, 5), "three"), (Real(0.0), "1,5"), (Whole(1), "2.5")):
+        with pytest.raises(ValueError, match=f"not '{text}'$"):
+            kind.parse(text)
+    with pytest.raises(ValueError, match=r"^must be a whole number from 1 to 5, not 9$"):
+        Whole(1, 5).parse("9")
+
+
+def test_long_values_are_shown_cut_to_60_characters():
+    from ordmix_core.options import _show
+
+    exact = "x" * 58  # repr adds two quotes: 60 characters, shown whole
+    assert _show(exact) == repr(exact)
+    longer = "y" * 59  # 61 characters: the first 57 and "..."
+    assert _show(longer) == repr(longer)[:57] + "..." and len(_show(longer)) == 60
+    assert _message(option("phi").kind, "z" * 100) == (
+        "must be a positive number up to 1e+06, not " + repr("z" * 100)[:57] + "..."
+    )
+
+
+def test_optional_switches_parse_on_and_off_in_any_case():
+    o = option("bias")
+    assert o.kind.describe() == "True or False"
+    assert o.check(None) is None and o.check(True) is True
+    assert o.check(np.bool_(False)) is False  # a numpy bool becomes a Python bool
+    assert str(o.kind._bad(1)) == "must be True or False (or None: as the model says), not 1"
+    with pytest.raises(InputError, match=r"^bias must be True or False \(or None: .*\), not 'on'$"):
+        o.check("on")
+    for text in ("on", "true", "yes", "1", " ON ", "True", "YES"):
+        assert o.cli_type(text) is True, text
+    for text in ("off", "false", "no", "0", "OFF ", "False", "No"):
+        assert o.cli_type(text) is False, text
+    for text in ("maybe", "2", ""):
+        with pytest.raises(argparse.ArgumentTypeError) as err:
+            o.cli_type(text)
+        assert str(err.value) == f"must be on or off, not {text!r}"
+    p = build_parser()
+    common = ["fit", "r.csv", "--out", "o"]
+    assert p.parse_args(common).bias is None
+    assert p.parse_args([*common, "--bias", "off"]).bias is False
+    assert p.parse_args([*common, "--bias", "Yes"]).bias is True
+
+
+def test_optional_choice_takes_none_or_one_of_its_choices():
+    o = option("spam_dist")
+    assert o.kind.describe() == "one of uniform, global, annotator"
+    assert o.check(None) is None
+    for value in ("uniform", "global", "annotator"):
+        assert o.check(value) == value
+    for bad in ("Global", "", 3, ["global"]):
+        with pytest.raises(InputError) as err:
+            o.check(bad)
+        assert str(err.value) == (
+            "spam_dist must be one of uniform, global, annotator (or None: as the model "
+            f"says), not {bad!r}"
+        )
+
+
+def test_seed_parse_takes_zero_and_refuses_negatives_naming_the_text():
+    o = option("random_state")
+    assert o.cli_type("0") == 0 and o.cli_type("12") == 12
+    for text in ("-1", "x", "1.5"):
+        with pytest.raises(argparse.ArgumentTypeError) as err:
+            o.cli_type(text)
+        assert str(err.value) == f"must be a whole number >= 0, not {text!r}"
+    assert _message(o.kind, -3) == (
+        "must be a whole number >= 0 or a numpy Generator (or None: a fresh random seed), not -3"
+    )
+
+
+def test_scale_kind_takes_a_scale_text_or_numbers_and_refuses_what_cannot_be_a_scale():
+    import warnings
+
+    o = option("scale")
+    sc = Scale(np.array([1.0, 2.0, 3.0]))
+    assert o.check(sc) is sc and o.check("1,2,3") == "1,2,3" and o.check((1, 2)) == (1, 2)
+    arr = np.array([0.0, 0.5, 1.0])
+    assert o.check(arr) is arr
+    for bad in (5, 2.5, {"a": 1}):
+        assert _message(o.kind, bad).endswith(
+            f"such as 1,2,3,4,5 (or None: the distinct ratings seen), not {bad!r}"
+        )
+    for bad in ([3, 2, 1], "1,x", [1, float("nan")]):  # refused by the scale itself
+        assert _message(o.kind, bad).endswith(f"(or None: the distinct ratings seen), not {bad!r}")
+    with pytest.raises(ValueError, match=r"not '1,1'$"):
+        o.kind.parse("1,1")
+    with pytest.raises(ValueError, match="must span at most 1e"):
+        o.kind.parse("-1e308,0,1e308")  # a text the parser takes, that the check refuses
+    with warnings.catch_warnings():  # overflow is what is checked for: no RuntimeWarning
+        warnings.simplefilter("error")
+        for bad in ("1,2,1e308,-1e308", [1, 2, 1e308, -1e308], [-1e308, 0, 1e308]):
+            with pytest.raises(InputError, match="scale must"):
+                o.check(bad)
+
+
+def test_scale_span_limit_is_inclusive_and_measured_end_to_end():
+    import warnings
+
+    from ordmix_core.options import MAX_SCALE_SPAN, check_scale
+
+    check_scale(Scale(np.array([0.0, MAX_SCALE_SPAN])))  # exactly the limit: allowed
+    check_scale(Scale(np.array([7.0])))  # one level: no span
+    too_wide = ([0.0, 1e151], [0.0, 1.0, 1e151], [-1e151, 0.0, 1.0], [-1e151, 0.0, 1.0, 2.0])
+    for values in too_wide:  # the span is last minus first, whatever lies between
+        with pytest.raises(ValueError) as err:
+            check_scale(Scale(np.array(values)))
+        assert str(err.value).endswith(
+            "; values that large are usually codes or typos, not ratings"
+        )
+        assert str(err.value).startswith("must span at most 1e+150, not ")
+    with np.errstate(over="ignore"):
+        huge = Scale(np.array([-1e308, 1e308]))
+    with warnings.catch_warnings():  # the overflow is what is checked for: no RuntimeWarning
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match="must span at most"):
+            check_scale(huge)
+    with pytest.raises(InputError) as err:  # the scale the data gave: named, and the fix
+        validate_params(OrdinalMixture(), Scale(np.array([0.0, 1e151])))
+    assert str(err.value).startswith("the rating scale must span at most 1e+150, not 0,1e+151")
+    assert str(err.value).endswith("; give the scale with --scale / scale=")
+
+
+def test_probabilities_are_a_flat_list_of_positive_finite_numbers():
+    o = option("pi")
+    for good in ([2.0], [1, 2, 3], (0.5, 0.5), np.array([1e-300, 1.0])):
+        assert o.check(good) is good
+    for bad in ([], [[1.0, 2.0]], [1, 0, 1], [1, -1], [1, float("inf")], [1, None], "12", b"1"):
+        with pytest.raises(InputError) as err:
+            o.check(bad)
+        assert str(err.value) == (
+            "pi must be positive finite numbers, one per level of the scale (or None: uniform "
+            f"over the levels), not {bad!r}"
+        )
+    with pytest.raises(InputError, match=r"not \[1, 'a'\]$"):
+        o.check([1, "a"])
+
+
+def test_spam_distribution_checks_and_normalises_as_floats():
+    from fractions import Fraction
+
+    out = spam_distribution([Fraction(1), Fraction(3)], 2)
+    assert out.dtype == np.float64
+    np.testing.assert_array_equal(out, [0.25, 0.75])
+    with pytest.raises(InputError, match="^pi must be positive finite numbers"):
+        spam_distribution([1, -1], 2)  # checked before it is normalised
+    with pytest.raises(InputError) as err:
+        spam_distribution([1, 1], 3)
+    assert str(err.value) == "pi must be 3 positive numbers (one per level), not [1, 1]"
+    with pytest.raises(InputError, match="pi must be 5 positive numbers"):
+        validate_params(OrdinalMixture(pi=[1, 1, 1]), Scale(np.arange(1.0, 6.0)))
+    validate_params(OrdinalMixture(pi=[1, 1, 1]), Scale(np.arange(1.0, 4.0)))
+
+
+def test_mu_outside_the_scale_message_names_the_value_and_the_fix():
+    with pytest.raises(InputError) as err:
+        validate_params(OrdinalMixture(mu=9.0), Scale(np.array([1.0, 2.0, 3.0])))
+    assert str(err.value) == (
+        "mu must lie within the scale's outer thresholds 0.5 to 3.5 (the scale is 1,2,3), not "
+        "9.0; leave it unset for the mean of the scale"
+    )
+
+
+def test_previous_fit_takes_a_folder_or_a_fitted_result():
+    from types import SimpleNamespace
+
+    o = option("init_from")
+    assert o.kind.describe() == "the output folder of an ordmix fit or a fitted OrdinalMixture"
+    result = SimpleNamespace(items_=None)  # a fitted result without get_params
+    assert o.check(result) is result
+    for bad in ("", " ", 3, SimpleNamespace(x=1)):
+        with pytest.raises(InputError) as err:
+            o.check(bad)
+        assert str(err.value) == (
+            "init_from must be the output folder of an ordmix fit or a fitted OrdinalMixture "
+            f"(or None: a fit from scratch), not {bad!r}"
+        )
+
+
+def test_register_estimator_switches_the_source_of_the_defaults():
+    from ordmix_core.options import estimator_default, register_estimator
+
+    class Other:
+        def __init__(self, tol=0.125, n_restarts=9):
+            pass
+
+    try:
+        assert register_estimator(Other) is Other
+        assert estimator_default("tol") == 0.125 and option("n_restarts").default == 9
+    finally:
+        register_estimator(OrdinalMixture)
+    assert estimator_default("tol") == SIGNATURE["tol"]
+
+
+def test_unknown_options_are_listed_with_the_valid_ones():
+    with pytest.raises(InputError) as err:
+        check_kwargs({"restarts": 1, "seed": 2, "tol": 0.1})
+    valid = ", ".join(o.name for o in OPTIONS)
+    assert str(err.value) == f"unknown fit option(s) 'restarts', 'seed'; valid: {valid}"
+    with pytest.raises(ValueError, match=r"^unknown command 'bogus'$"):
+        options_for("bogus")
+    with pytest.raises(
+        ValueError, match=r"^group must be one of \('basic', 'advanced'\), not 'x'$"
+    ):
+        dashboard_options("x")
+
+
+def test_dashboard_seed_only_when_random_state_is_not_given_and_names_restrict():
+    assert to_estimator_kwargs({"seed": 5}) == {"random_state": 5}
+    with pytest.raises(InputError, match=r"unknown fit option\(s\) 'seed'"):
+        to_estimator_kwargs({"seed": 5, "random_state": 6})  # both: which one was meant?
+    args = build_parser().parse_args(["fit", "r.csv", "--out", "o", "--tol", "0.5"])
+    assert to_estimator_kwargs(args, names=["tol", "granularity"]) == {
+        "tol": 0.5,
+        "granularity": SIGNATURE["granularity"],
+    }
+    assert to_estimator_kwargs({"tol": 0.5, "lam": 2.0}, names=("lam",)) == {"lam": 2.0}
+
+
+def test_each_flag_help_group_choices_and_metavar_come_from_its_entry():
+    p = argparse.ArgumentParser()
+    add_fit_options(p, "fit", overrides={"granularity": {"help": "replaced"}})
+    groups = {g.title: {a.dest for a in g._group_actions} for g in p._action_groups}
+    fit = options_for("fit")
+    assert groups["fit options"] == {o.name for o in fit if o.group == "basic"}
+    assert groups["model options (the paper's defaults)"] == {
+        o.name for o in fit if o.group == "advanced"
+    }
+    actions = {a.dest: a for a in p._actions}
+    assert actions["granularity"].help == "replaced"  # the override wins
+    for o in fit:
+        a = actions[o.name]
+        assert a.option_strings == [o.flag] and a.default == o.ui_default
+        if o.name == "granularity":
+            continue
+        text = o.flag_help if o.switch else o.help
+        if "(default:" not in text:
+            text += f" (default: {o.ui_default})"
+        assert a.help == text, o.name
+        if o.switch:
+            assert a.const == o.const and a.nargs == 0
+        elif isinstance(o.kind, type(option("granularity").kind)):
+            assert list(a.choices) == list(o.kind.choices) and a.metavar is None
+        else:
+            assert a.choices is None and a.metavar == o.metavar, o.name
+    assert actions["tol"].help.endswith(f"(default: {SIGNATURE['tol']})")
+    assert actions["random_state"].help.endswith("(default: 0)")
+
+
+def test_default_text_of_an_option_without_a_default(monkeypatch):
+    """No flag in today's table shows a None default (their help says it), but the rule is:
+    the kind's words for None, else "none"."""
+    import ordmix_core.options as options_mod
+    from ordmix_core.options import Option, Real, _default_text
+
+    mu = Option("mu", Real(none="the mean of the scale"), "prior mean", "l", flag="--mu")
+    assert _default_text(mu) == "the mean of the scale"
+    assert _default_text(Option("mu", Real(), "h", "l")) == "none"
+    assert _default_text(option("tol")) == str(SIGNATURE["tol"])
+    monkeypatch.setattr(options_mod, "options_for", lambda command: [mu])
+    p = argparse.ArgumentParser()
+    add_fit_options(p, "fit")
+    assert p._actions[-1].help == "prior mean (default: the mean of the scale)"
+
+
+def test_flag_help_is_only_a_switchs(monkeypatch):
+    """``flag_help`` says what giving a switch does; a flag that takes a value shows ``help``."""
+    import ordmix_core.options as options_mod
+    from ordmix_core.options import Option, Real
+
+    value = Option("tol", Real(0.0), "the help", "l", flag="--tol", flag_help="not shown")
+    switch = Option("spam", option("spam").kind, "h", "l", flag="--x", const=False,
+                    flag_help="the switch")  # fmt: skip
+    monkeypatch.setattr(options_mod, "options_for", lambda command: [value, switch])
+    p = argparse.ArgumentParser()
+    add_fit_options(p, "fit")
+    assert p._actions[-2].help == f"the help (default: {SIGNATURE['tol']})"
+    assert p._actions[-1].help == f"the switch (default: {SIGNATURE['spam']})"

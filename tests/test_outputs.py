@@ -236,3 +236,419 @@ def test_json_default() -> None:
     assert outputs._json_default(np.arange(3)) == [0, 1, 2]
     assert outputs._json_default(np.float64(1.5)) == 1.5
     assert outputs._json_default(object) == "<class 'object'>"
+
+
+# --- every field of the schema with its value (issue 16's mutation run of outputs.py): each
+# expected value is computed here from the function's inputs, not read back from outputs.py
+
+
+def test_items_frame_with_query_and_gold() -> None:
+    ids = pd.Index([3, 1, 2], dtype="int64")
+    items = outputs.items_frame(
+        ids, np.array([1.5, 2.0, 4.0]), np.array([4.0, 1.0, 0.25]), np.array([2, 0, 7]),
+        np.array(["q1", "q1", "q2"], dtype=object), np.array(["q1", "q1", "q2"], dtype=object),
+        gold=np.array([0, 1, 0]),
+    )  # fmt: skip
+    assert items.index.name == "instance" and items.index.dtype == "int64"
+    assert list(items.index) == [3, 1, 2]
+    assert list(items.columns) == ["estimate", "sd", "n_ratings", "query", "category", "gold"]
+    np.testing.assert_array_equal(items["estimate"], [1.5, 2.0, 4.0])
+    np.testing.assert_array_equal(items["sd"], [0.5, 0.0, 2.0])  # a gold item's sd is 0
+    np.testing.assert_array_equal(items["n_ratings"], [2, 0, 7])
+    assert items["query"].tolist() == ["q1", "q1", "q2"]
+    assert items["gold"].dtype == bool and items["gold"].tolist() == [False, True, False]
+    plain = outputs.items_frame(ids, np.zeros(3), np.ones(3), np.ones(3), None, np.zeros(3))
+    assert "gold" not in plain and "query" not in plain
+    np.testing.assert_array_equal(plain["sd"], [1.0, 1.0, 1.0])
+
+
+def test_annotators_frame_with_bias_and_without_ratings() -> None:
+    ann = outputs.annotators_frame(
+        np.array(["a", "b"]), np.array([0, 8]), np.array([9.0, 4.0]), np.array([3.0, 2.0]),
+        np.array([0.2, 0.9]), np.array([0.0, 6.0]), np.array([0.5, -0.25]),
+        np.array([4.0, 100.0]),
+    )  # fmt: skip
+    assert ann.index.name == "annotator"
+    expected = pd.DataFrame(
+        {
+            "n_ratings": [0, 8],
+            "expertise": [3.0, 2.0],  # shape / rate
+            "expertise_sd": [1.0, 1.0],  # sqrt(shape) / rate
+            "reliability": [0.2, 0.9],
+            "spam_share": [1.0, 0.25],  # no ratings: all of none is spam, no division by 0
+            "bias": [0.5, -0.25],
+            "bias_sd": [0.5, 0.1],  # 1 / sqrt(precision)
+        },
+        index=pd.Index(["a", "b"], name="annotator"),
+    )
+    pd.testing.assert_frame_equal(ann, expected)
+    no_bias = outputs.annotators_frame(
+        np.array(["a"]), np.array([2]), np.array([1.0]), np.array([1.0]), np.array([1.0]),
+        np.array([2.0]),
+    )  # fmt: skip
+    assert no_bias.loc["a", "bias"] == 0.0 and no_bias.loc["a", "bias_sd"] == 0.0
+    one = outputs.annotators_frame(
+        np.array(["c"]), np.array([1]), np.array([1.0]), np.array([1.0]), np.array([1.0]),
+        np.array([0.25]),
+    )  # fmt: skip
+    assert one.loc["c", "spam_share"] == 0.75  # one rating, a quarter of it honest
+
+
+def test_categories_frame() -> None:
+    cats = outputs.categories_frame(
+        pd.Index(["x", "y"]), np.array([6.0, 1.0]), np.array([3.0, 4.0]), np.array([5, 1])
+    )
+    expected = pd.DataFrame(
+        {"difficulty": [2.0, 0.25], "n_ratings": [5, 1]},
+        index=pd.Index(["x", "y"], name="category"),
+    )
+    pd.testing.assert_frame_equal(cats, expected)
+
+
+def _problem(**kw):
+    from types import SimpleNamespace
+
+    base = dict(phi=2.0, eta=3.0, mu=2.5, lam=0.5, spam=True, bias=False, spam_dist="uniform")
+    return SimpleNamespace(**{**base, **kw})
+
+
+def test_hyperparams_of_each_model_variant() -> None:
+    from types import SimpleNamespace
+
+    values, thresholds = [1.0, 2.0], [0.5, 1.5, 2.5]
+    pi = np.array([0.5, 0.5])
+    common = {"alpha": 1.5, "beta": 2.0, "phi": 2.0, "eta": 3.0, "mu": 2.5, "lambda": 0.5,
+              "scale": values, "thresholds": thresholds}  # fmt: skip
+    paper = outputs.hyperparams(np.float64(1.5), 2, _problem(), pi, values, thresholds)
+    assert paper == {**common, "pi": [0.5, 0.5]}
+    assert all(type(v) is float for v in (paper["alpha"], paper["beta"], *paper["pi"]))
+    state = SimpleNamespace(pi=np.array([0.25, 0.75]), lam_b=4.0, kappa=7.0)
+    bias = outputs.hyperparams(1.5, 2.0, _problem(bias=True), pi, values, thresholds, state)
+    assert bias == {**common, "pi": [0.5, 0.5], "lambda_b": 4.0}  # uniform spam: the fixed pi
+    glob = outputs.hyperparams(1.5, 2.0, _problem(spam_dist="global"), pi, values, thresholds,
+                               state)  # fmt: skip
+    assert glob == {**common, "pi": [0.25, 0.75], "pi_fixed": [0.5, 0.5]}
+    per_ann = outputs.hyperparams(
+        1.5, 2.0, _problem(spam_dist="annotator", bias=True), pi, values, thresholds, state
+    )
+    assert per_ann == {**common, "pi": [0.25, 0.75], "lambda_b": 4.0, "pi_fixed": [0.5, 0.5],
+                       "kappa": 7.0}  # fmt: skip
+    not_learned = SimpleNamespace(pi=None, lam_b=1.0, kappa=1.0)
+    assert outputs.hyperparams(
+        1.5, 2.0, _problem(spam_dist="annotator"), pi, values, thresholds, not_learned
+    ) == {**common, "pi": [0.5, 0.5]}
+    # no state (the model without spam): none of the extensions' keys
+    assert outputs.hyperparams(
+        1.5, 2.0, _problem(spam_dist="annotator", bias=True), pi, values, thresholds
+    ) == {**common, "pi": [0.5, 0.5]}
+
+
+def test_model_description_of_each_model_variant() -> None:
+    paper_why = "the model of Lakshminarayanan & Teh as published (model='paper')"
+    assert outputs.model_description("paper", _problem(), None, {"pi": [0.5, 0.5]}, None) == {
+        "model": "paper", "bias": False, "spam_dist": "uniform",
+        "stages": ["nospam", "mixture"], "lambda_b": None, "bias_sd_prior": None, "pi": None,
+        "n_gold": 0, "why": paper_why,
+    }  # fmt: skip
+    hyper = {"lambda_b": 4.0, "pi": [0.25, 0.75]}
+    p = _problem(bias=np.True_, spam_dist="global")
+    ext = outputs.model_description("extended", p, "uniform", hyper, np.array([1, 0, 1, 1]))
+    assert ext == {
+        "model": "extended", "bias": True, "spam_dist": "global",
+        "stages": ["nospam", "uniform", "mixture"], "lambda_b": 4.0, "bias_sd_prior": 0.5,
+        "pi": [0.25, 0.75], "n_gold": 3, "why": outputs.EXTENDED_WHY,
+    }  # fmt: skip
+    assert type(ext["bias"]) is bool and type(ext["n_gold"]) is int
+    nospam = outputs.model_description("extended", _problem(spam=False), "uniform", {}, None)
+    assert nospam["stages"] == ["model"] and nospam["spam_dist"] is None
+    assert outputs.model_description("x", _problem(), None, {"lambda_b": 0.0}, None)[
+        "bias_sd_prior"
+    ] is None  # fmt: skip
+
+
+def test_spam_distributions_frame() -> None:
+    assert outputs.spam_distributions_frame(np.array(["a"]), [1.0, 2.0], None) is None
+    dir_a = np.array([[1.0, 3.0, 4.0], [6.0, 1.0, 1.0]])
+    out = outputs.spam_distributions_frame(np.array(["a", "b"]), [1.0, 2.5, 4.0], dir_a)
+    expected = pd.DataFrame(
+        {"1": [0.125, 0.75], "2.5": [0.375, 0.125], "4": [0.5, 0.125], "favourite": [4.0, 1.0]},
+        index=pd.Index(["a", "b"], name="annotator"),
+    )
+    pd.testing.assert_frame_equal(out, expected)
+    ints = outputs.spam_distributions_frame(np.array(["a", "b"]), [1, 2, 3], dir_a)
+    assert ints["favourite"].dtype == np.float64 and ints["favourite"].tolist() == [3.0, 1.0]
+    assert list(ints.columns) == ["1", "2", "3", "favourite"]
+
+
+def test_table_rows_of_an_unnamed_index_and_without_a_fixed_order() -> None:
+    t = outputs.Table("t", "t_", ())
+    frame = pd.DataFrame({"b": [1], "a": [2]}, index=pd.Index([7], name="id"))
+    pd.testing.assert_frame_equal(t.rows(frame), frame.reset_index())
+    plain = pd.DataFrame({"b": [1]})
+    assert t.rows(plain) is plain
+
+
+def test_summary_json_has_every_field_with_the_models_values(schema_model, tmp_path) -> None:
+    m = schema_model
+    outputs.write_fit_outputs(m, tmp_path, settings={"func": print, "engine": "memory"})
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    from ordmix_core import __version__
+
+    params = m.get_params()
+    del params["random_state"]
+    expected = {
+        "ordmix_version": __version__,
+        "settings": {"engine": "memory"},
+        "model": json.loads(json.dumps(params, default=str)),
+        "n_ratings": len(m.data_.ann),
+        "n_instances": len(m.items_),
+        "n_annotators": len(m.annotators_),
+        "n_categories": len(m.categories_),
+        "hyperparameters": json.loads(json.dumps(m.hyperparams_)),
+        "model_choice": json.loads(json.dumps(m.model_)),
+        "winning_restart": m.best_restart_,
+        "selection_reason": m.selection_reason_,
+        "lower_bound": m.lower_bound_,
+        "iterations": m.n_iter_,
+        "converged": m.converged_,
+        "collapsed": m.collapsed_,
+        "interrupted": m.interrupted_,
+        "warnings": list(m.warnings_),
+        "seconds": round(m.seconds_, 3),
+    }
+    decisions_part = summary.pop("decisions")
+    assert summary == expected
+    assert summary["n_categories"] == m.items_["query"].nunique()  # query granularity
+    ann = pd.read_csv(tmp_path / "annotators.csv")
+    items = pd.read_csv(tmp_path / "items.csv")
+    assert decisions_part == {
+        "annotators": {**{f: int((ann["flag"] == f).sum()) for f in decisions.ANNOTATOR_FLAGS},
+                       "threshold": 0.5, "confidence": 0.9},
+        "items": {**{f: int((items["flag"] == f).sum()) for f in decisions.ITEM_FLAGS},
+                  "confidence": 0.9, "min_info": decisions.MIN_INFO},
+    }  # fmt: skip
+    assert isinstance(outputs.summary(m, {})["winning_restart"], int)
+
+
+def test_every_file_holds_the_models_values(schema_model, tmp_path) -> None:
+    m = schema_model
+    outputs.write_fit_outputs(m, tmp_path, settings={})
+    ids = {"instance": str, "annotator": str, "query": str, "category": str}
+    items = pd.read_csv(tmp_path / "items.csv", dtype=ids).set_index("instance")
+    ref = m.items_.set_index(m.items_.index.astype(str))
+    for col in ("estimate", "sd", "n_ratings"):
+        np.testing.assert_allclose(items[col], ref[col], rtol=1e-15, err_msg=col)
+    assert items["query"].tolist() == ref["query"].astype(str).tolist()
+    ann = pd.read_csv(tmp_path / "annotators.csv", dtype=ids).set_index("annotator")
+    ref = m.annotators_.set_index(m.annotators_.index.astype(str))
+    for col in ref.columns:
+        np.testing.assert_allclose(ann[col], ref[col], rtol=1e-15, err_msg=col)
+    cats = pd.read_csv(tmp_path / "categories.csv", dtype=ids).set_index("category")
+    np.testing.assert_allclose(cats["difficulty"], m.categories_["difficulty"], rtol=1e-15)
+    trace = pd.read_csv(tmp_path / "trace.csv")
+    assert len(trace) == len(m.trace_)
+    np.testing.assert_allclose(trace["lower_bound"], m.trace_["lower_bound"], rtol=1e-15)
+    restarts = pd.read_csv(tmp_path / "restarts.csv")
+    ref = m.restarts_.reset_index() if m.restarts_.index.name else m.restarts_
+    assert list(restarts.columns) == list(ref.columns) and len(restarts) == m.n_restarts
+    np.testing.assert_allclose(restarts["lower_bound"], ref["lower_bound"], rtol=1e-15)
+
+
+def test_download_tables_use_the_decisions_they_are_given(schema_model) -> None:
+    dec = outputs.decide(schema_model, threshold=0.7, confidence=0.6)
+    items = outputs.items_table(schema_model, dec).set_index("instance")
+    ref = decisions.item_decisions(schema_model, confidence=0.6)
+    default = decisions.item_decisions(schema_model)
+    assert (items["flag"] != default["flag"]).any()  # the setting matters on this crowd
+    pd.testing.assert_frame_equal(items[list(ref.columns)], ref, check_names=False)
+    ann = outputs.table(schema_model, "annotators", dec)
+    assert (ann["flag_threshold"] == 0.7).all() and (ann["flag_confidence"] == 0.6).all()
+
+
+def test_decide_uses_the_settings_it_is_given(schema_model) -> None:
+    dec = outputs.decide(schema_model, threshold=0.7, confidence=0.8)
+    assert (dec.threshold, dec.confidence, dec.no_flags) == (0.7, 0.8, None)
+    pd.testing.assert_frame_equal(dec.items, decisions.item_decisions(schema_model, confidence=0.8))
+    pd.testing.assert_frame_equal(
+        dec.annotators, decisions.annotator_flags(schema_model, threshold=0.7, confidence=0.8)
+    )
+    with pytest.raises(Exception, match="confidence"):
+        outputs.decide(schema_model, confidence=2.0)
+
+
+@pytest.fixture
+def sync_dask():
+    """Dask's synchronous scheduler: no thread pool (a forked mutmut worker would hang in
+    one the parent process started), and the same partitions in the same order every run."""
+    dask = pytest.importorskip("dask")
+    with dask.config.set(scheduler="synchronous"):
+        yield
+
+
+def _dask_like(model):
+    """What the Dask engine leaves above ``max_local_items``: items_ as a Dask DataFrame."""
+    dask = pytest.importorskip("dask")
+    dd = pytest.importorskip("dask.dataframe")
+
+    with dask.config.set({"dataframe.convert-string": False}):  # keep the IDs' dtype
+        items = dd.from_pandas(model.items_, npartitions=3, sort=False)
+
+    class DaskFit:
+        """The fitted model's attributes, but ``items_`` partitioned and no ``omega_``."""
+
+        items_ = items
+        omega_ = None
+
+        def __getattr__(self, name):
+            return getattr(model, name)
+
+    return DaskFit()
+
+
+def test_dask_items_get_the_decision_columns_per_partition(
+    schema_model, tmp_path, sync_dask
+) -> None:
+    fit = _dask_like(schema_model)
+    dec = outputs.decide(fit)
+    assert dec.items is None and dec.annotators is None and dec.no_flags == outputs.NO_FLAGS
+    assert outputs.decision_counts(fit, outputs.decide(fit, threshold=0.7))["annotators"] == {
+        "flags": outputs.NO_FLAGS, "threshold": 0.7, "confidence": 0.9,
+    }  # fmt: skip
+    no_attr = outputs.decide(_Override(schema_model, omega_=_MISSING))  # no omega_ at all
+    assert no_attr.annotators is None and no_attr.no_flags == outputs.NO_FLAGS
+    got = outputs.decided(fit, "items", dec).compute()
+    ann = schema_model.annotators_
+    share = float((ann["n_ratings"] * (1 - ann["spam_share"])).sum() / ann["n_ratings"].sum())
+    ref = decisions.item_decisions_from_frames(
+        schema_model.items_, schema_model.categories_, schema_model.hyperparams_, share
+    )
+    pd.testing.assert_frame_equal(got, schema_model.items_.join(ref))
+    counts = outputs.decision_counts(fit, dec)["items"]
+    assert counts == {**{f: int((ref["flag"] == f).sum()) for f in decisions.ITEM_FLAGS},
+                      "confidence": 0.9, "min_info": decisions.MIN_INFO}  # fmt: skip
+    written = []
+
+    def write_parts(table, frame, folder):
+        assert folder.is_dir() and folder == tmp_path / table.name
+        pd.testing.assert_frame_equal(frame.compute(), got)  # the items with their decisions
+        written.append((table.name, frame))
+
+    outputs.write_fit_outputs(fit, tmp_path, {}, write_parts=write_parts)
+    assert [name for name, _ in written] == ["items"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [*(f for f in outputs.FILES if f != "items.csv"), "items"]
+    )
+    with pytest.raises(TypeError, match=r"^items_ is a DataFrame; pass write_parts$"):
+        outputs.write_fit_outputs(fit, tmp_path / "again", {})
+
+
+def test_dask_items_at_instance_granularity_join_each_partitions_categories(
+    sync_dask,
+) -> None:
+    dask = pytest.importorskip("dask")
+    dd = pytest.importorskip("dask.dataframe")
+    crowd = simulate_crowd(n_items=30, n_annotators=5, ratings_per_item=3, random_state=4)
+    model = OrdinalMixture("instance", n_restarts=1, random_state=0).fit(crowd.ratings)
+    assert (model.categories_.index == model.items_["category"].to_numpy()).all()
+    with dask.config.set({"dataframe.convert-string": False}):
+        items = dd.from_pandas(model.items_, npartitions=3, sort=False)
+        cats = dd.from_pandas(model.categories_, npartitions=3, sort=False)
+
+    class DaskFit:
+        items_, categories_, omega_ = items, cats, None
+
+        def __getattr__(self, name):
+            return getattr(model, name)
+
+    got = outputs.decided(DaskFit(), "items", outputs.decide(DaskFit())).compute()
+    pd.testing.assert_frame_equal(got.drop(columns="truth_weight"),
+                                  outputs.items_table(model).set_index("instance")
+                                  .drop(columns="truth_weight"), check_names=False)  # fmt: skip
+
+
+def test_dask_items_use_the_given_confidence_and_the_share_of_honest_ratings(
+    schema_model, sync_dask
+) -> None:
+    fit = _dask_like(schema_model)
+    dec = outputs.decide(fit, confidence=0.6)
+    got = outputs.decided(fit, "items", dec).compute()
+    ann = schema_model.annotators_
+    share = float((ann["n_ratings"] * (1 - ann["spam_share"])).sum() / ann["n_ratings"].sum())
+    ref = decisions.item_decisions_from_frames(
+        schema_model.items_, schema_model.categories_, schema_model.hyperparams_, share,
+        confidence=0.6,
+    )  # fmt: skip
+    pd.testing.assert_frame_equal(got[list(ref.columns)], ref)
+    # a single rating: the share is that rating's honest part, not half of it
+    one = pd.DataFrame({"n_ratings": [1], "spam_share": [0.25]}, index=pd.Index(["a"]))
+    fit.annotators_ = one
+    got = outputs.decided(fit, "items", outputs.decide(fit)).compute()
+    ref = decisions.item_decisions_from_frames(
+        schema_model.items_, schema_model.categories_, schema_model.hyperparams_, 0.75
+    )
+    pd.testing.assert_frame_equal(got[list(ref.columns)], ref)
+
+
+class _Override:
+    """A fitted model with some attributes replaced (or hidden: ``_MISSING``)."""
+
+    def __init__(self, model, **attrs):
+        self._model, self._attrs = model, attrs
+
+    def __getattr__(self, name):
+        if name in self._attrs:
+            if self._attrs[name] is _MISSING:
+                raise AttributeError(name)
+            return self._attrs[name]
+        return getattr(self._model, name)
+
+
+_MISSING = object()
+
+
+def test_summary_says_collapsed_interrupted_and_uses_the_given_decisions(schema_model) -> None:
+    m = _Override(schema_model, collapsed_=np.True_, interrupted_=1, model_=_MISSING)
+    dec = outputs.decide(schema_model, threshold=0.9, confidence=0.6)
+    s = outputs.summary(m, {}, dec)
+    assert s["collapsed"] is True and s["interrupted"] is True
+    assert s["model_choice"] is None  # a result from before the model choice existed
+    assert s["decisions"]["annotators"]["threshold"] == 0.9
+    assert s["decisions"]["items"]["confidence"] == 0.6
+    assert outputs.summary(schema_model, {})["model_choice"] == schema_model.model_
+
+
+def test_written_files_read_back_to_the_tables_and_json_is_indented(schema_model, tmp_path):
+    outputs.write_fit_outputs(schema_model, tmp_path, settings={})
+    ids = {"instance": str, "annotator": str, "query": str, "category": str, "init": str,
+           "stage": str}  # fmt: skip
+    for name in outputs.TABLES:
+        written = pd.read_csv(tmp_path / f"{name}.csv", dtype=ids, keep_default_na=False)
+        expected = outputs.table(schema_model, name)
+        for col in expected.columns:
+            want = expected[col]
+            if want.dtype.kind in "fiub":
+                np.testing.assert_allclose(written[col].astype(float), want.astype(float),
+                                           rtol=1e-15, err_msg=f"{name}.{col}")  # fmt: skip
+            else:
+                assert written[col].tolist() == want.astype(str).tolist(), f"{name}.{col}"
+    text = (tmp_path / "summary.json").read_text()
+    assert text == json.dumps(json.loads(text), indent=2)  # readable: two-space indents
+
+
+def test_formula_like_ids_are_protected_in_every_id_column(tmp_path) -> None:
+    crowd = simulate_crowd(n_items=12, n_annotators=4, ratings_per_item=3, random_state=3)
+    r = crowd.ratings.copy()
+    r["instance"] = "=" + r["instance"].astype(str)
+    r["annotator"] = "+" + r["annotator"].astype(str)
+    r["query"] = "@" + r["query"].astype(str)
+    m = OrdinalMixture("query", n_restarts=1, random_state=0).fit(r)
+    outputs.write_fit_outputs(m, tmp_path, settings={})
+    items = pd.read_csv(tmp_path / "items.csv", dtype=str)
+    assert items["instance"].str.startswith("'=").all()
+    assert (
+        items["query"].str.startswith("'@").all() and items["category"].str.startswith("'@").all()
+    )
+    ann = pd.read_csv(tmp_path / "annotators.csv", dtype=str)
+    assert ann["annotator"].str.startswith("'+").all()
+    cats = pd.read_csv(tmp_path / "categories.csv", dtype=str)
+    assert cats["category"].str.startswith("'@").all()
