@@ -553,8 +553,9 @@ def test_each_flag_help_group_choices_and_metavar_come_from_its_entry():
             continue
         text = o.flag_help if o.switch else o.help
         if "(default:" not in text:
-            text += f" (default: {o.ui_default})"
-        assert a.help == text, o.name
+            default = o.kind.none if o.ui_default is None else o.ui_default
+            text += f" (default: {default})"
+        assert a.help == text.replace("%", "%%"), o.name  # argparse's own escape
         if o.switch:
             assert a.const == o.const and a.nargs == 0
         elif isinstance(o.kind, type(option("granularity").kind)):
@@ -593,4 +594,5 @@ def test_flag_help_is_only_a_switchs(monkeypatch):
     p = argparse.ArgumentParser()
     add_fit_options(p, "fit")
     assert p._actions[-2].help == f"the help (default: {SIGNATURE['tol']})"
-    assert p._actions[-1].help == f"the switch (default: {SIGNATURE['spam']})"
+    assert SIGNATURE["spam"] is None  # shown as the kind's words for None
+    assert p._actions[-1].help == f"the switch (default: {option('spam').kind.none})"
