@@ -75,6 +75,10 @@ ITEM_FLAGS = ("confident", "uncertain", "undetermined")
 # grid of the reliability posterior in logit space: mode +- _GRID_HALF_WIDTH sds, _GRID_N nodes
 _GRID_HALF_WIDTH = 16.0
 _GRID_N = 481
+# ... and with more than _BIG_L ratings (the 481-node grid costs 481 passes over the ratings):
+# _GRID_N_BIG nodes, probabilities to about 1e-4 instead of 1e-6 (tests)
+_BIG_L = 200_000
+_GRID_N_BIG = 161
 _BISECT_STEPS = 45
 # ratings per chunk of the per-rating passes (evidence, posterior): temporaries stay ~50 MB
 _CHUNK = 1 << 20
@@ -373,6 +377,7 @@ def reliability_posterior(
     threshold: float = THRESHOLD,
     interval: float = CONFIDENCE,
     prior: Sequence[float] = RELIABILITY_PRIOR,
+    nodes: int | None = None,
 ) -> pd.DataFrame:
     """Posterior of each annotator's reliability given the evidence of their ratings.
 
@@ -387,7 +392,9 @@ def reliability_posterior(
     correction, and the tails beyond are extrapolated as exponentials. Probabilities agree
     with the exact Beta-mixture form of the posterior to about 1e-6 (tests; 481 nodes: 241
     left errors of 2e-6 where a skewed posterior's long tail in u meets the threshold); the
-    work is ``O(L * _GRID_N)``.
+    work is ``O(L * _GRID_N)``. Above ``_BIG_L`` ratings (or with ``nodes``) the grid has
+    ``_GRID_N_BIG`` nodes, three times cheaper: probabilities and quantiles to about 1e-4, the
+    mean to about 1e-3 (tests), plenty for a flag at 0.9 confidence.
     """
     a0, b0 = _check_prior(prior)
     threshold = _check_probability("the reliability threshold", threshold)
@@ -423,9 +430,10 @@ def reliability_posterior(
     curv = a0 * (1.0 - e) ** 2 + b0 * e**2 + (e * (1.0 - e)) ** 2 * s2
     width = 1.0 / np.sqrt(curv)
 
-    z = np.linspace(-_GRID_HALF_WIDTH, _GRID_HALF_WIDTH, _GRID_N)
-    log_g = np.empty((n, _GRID_N))
-    eps_grid = np.empty((n, _GRID_N))
+    grid_n = nodes or (_GRID_N if len(ann) <= _BIG_L else _GRID_N_BIG)
+    z = np.linspace(-_GRID_HALF_WIDTH, _GRID_HALF_WIDTH, grid_n)
+    log_g = np.empty((n, grid_n))
+    eps_grid = np.empty((n, grid_n))
     for k, zk in enumerate(z):
         u = mode + width * zk
         log_e, log_1me = log_expit(u), log_expit(-u)
@@ -456,13 +464,13 @@ def reliability_posterior(
     def cdf_at(u: np.ndarray) -> np.ndarray:
         """P(logit eps < u) per annotator."""
         pos = np.clip((u - mode) / width - z[0], 0.0, z[-1] - z[0]) / dz
-        j = np.minimum(pos.astype(int), _GRID_N - 2)
+        j = np.minimum(pos.astype(int), grid_n - 2)
         return (cum[rows, j] + partial(j, pos - j)) / total
 
     def quantile(q: float) -> np.ndarray:
         """eps at which the posterior's cumulative reaches q (bisection within the cell)."""
         target = q * total
-        j = np.clip((cum <= target[:, None]).sum(axis=1) - 1, 0, _GRID_N - 2)
+        j = np.clip((cum <= target[:, None]).sum(axis=1) - 1, 0, grid_n - 2)
         rest = target - cum[rows, j]
         f_lo, f_hi = np.zeros(n), np.ones(n)
         for _ in range(40):

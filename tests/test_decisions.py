@@ -175,6 +175,41 @@ def test_reliability_posterior_matches_the_exact_beta_mixture(seed):
             assert post[col][n] == pytest.approx(want, abs=1e-4)
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_the_coarser_grid_of_big_fits_matches_the_exact_beta_mixture(seed):
+    rng = np.random.default_rng(seed)
+    prior = [(1.0, 1.0), (0.5, 0.5), (2.0, 3.0)][seed % 3]
+    ann = np.repeat(np.arange(4), rng.integers(1, 40, size=4))
+    log_r = rng.normal(0, 1.5, ann.size)
+    post = D.reliability_posterior(
+        ann, log_r, 4, threshold=0.4, interval=0.8, prior=prior, nodes=D._GRID_N_BIG
+    )
+    for n in range(4):
+        w, dists = _mixture_posterior(log_r[ann == n], *prior)
+
+        def cdf(x, w=w, dists=dists):
+            return sum(wk * d.cdf(x) for wk, d in zip(w, dists, strict=True))
+
+        assert post["p_below"][n] == pytest.approx(cdf(0.4), abs=1e-4)
+        assert post["mean"][n] == pytest.approx(
+            sum(wk * d.mean() for wk, d in zip(w, dists, strict=True)), abs=1e-3
+        )
+        for col, q in (("lower", 0.1), ("upper", 0.9)):
+            want = optimize.brentq(lambda x, q=q: cdf(x) - q, 1e-12, 1 - 1e-12)
+            assert post[col][n] == pytest.approx(want, abs=2e-4)
+
+
+def test_more_than_big_l_ratings_use_the_coarser_grid(monkeypatch):
+    rng = np.random.default_rng(0)
+    ann = np.repeat(np.arange(3), [5, 9, 30])
+    log_r = rng.normal(0, 1.5, ann.size)
+    fine, coarse = (D.reliability_posterior(ann, log_r, 3, nodes=k) for k in (481, 161))
+    pd.testing.assert_frame_equal(D.reliability_posterior(ann, log_r, 3), fine)
+    monkeypatch.setattr(D, "_BIG_L", ann.size - 1)
+    pd.testing.assert_frame_equal(D.reliability_posterior(ann, log_r, 3), coarse)
+    assert not fine.equals(coarse)
+
+
 def test_decisive_evidence_gives_the_beta_posterior():
     ann = np.repeat([0, 1, 2], [3, 7, 40])
     log_r = np.r_[np.full(3, -50.0), np.full(7, 50.0), np.full(40, -50.0)]
