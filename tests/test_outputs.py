@@ -663,3 +663,82 @@ def test_formula_like_ids_are_protected_in_every_id_column(tmp_path) -> None:
     assert ann["annotator"].str.startswith("'+").all()
     cats = pd.read_csv(tmp_path / "categories.csv", dtype=str)
     assert cats["category"].str.startswith("'@").all()
+
+
+# --------------------------------------------------------------------------- stability (issue 15)
+def _nearest(x: float, values: list[float]) -> int:
+    return min(range(len(values)), key=lambda k: (abs(x - values[k]), k))
+
+
+@pytest.mark.parametrize("step", [1.0, 2.0])
+def test_item_stability_against_a_loop(step) -> None:
+    rng = np.random.default_rng(7)
+    values = [step * k for k in range(5)]
+    mu = rng.uniform(0, 4 * step, size=(3, 60))
+    mu[:, 0] = [1.0 * step, 1.0 * step, 1.0 * step]  # the same everywhere: stable
+    limit = outputs.UNSTABLE_SPREAD_STEPS * step
+    mu[:, 1] = [0.2 * step, 0.2 * step + limit, 0.2 * step]  # spread exactly at the limit
+    mu[:, 2] = [0.45 * step, 0.55 * step, 0.5 * step]  # flips level within a small spread
+    got = outputs.item_stability(mu, np.array(values), step)
+    assert list(got.columns) == ["estimate_spread", "unstable"] and len(got) == 60
+    for m in range(60):
+        col = list(mu[:, m])
+        spread = max(col) - min(col)
+        levels = {_nearest(x, values) for x in col}
+        assert got["estimate_spread"][m] == pytest.approx(spread, abs=1e-12)
+        assert bool(got["unstable"][m]) == (len(levels) > 1 or spread >= limit - 1e-12), m
+    assert not got["unstable"][0] and got["unstable"][1] and got["unstable"][2]
+    one = outputs.item_stability(mu[:1], np.array(values), step)  # the winner alone
+    assert (one["estimate_spread"] == 0).all() and not one["unstable"].any()
+
+
+def test_annotator_stability_against_a_loop() -> None:
+    eps = np.array(
+        [[0.9, 0.6, 0.5, 0.2, 0.49], [0.8, 0.4, 0.5, 0.3, 0.5], [0.95, 0.7, 0.5, 0.1, 0.4]]
+    )
+    got = outputs.annotator_stability(eps)
+    assert list(got.columns) == ["reliability_spread", "unstable"]
+    for n in range(eps.shape[1]):
+        col = eps[:, n]
+        assert got["reliability_spread"][n] == pytest.approx(col.max() - col.min(), abs=1e-15)
+        assert bool(got["unstable"][n]) == (len({bool(e >= 0.5) for e in col}) > 1)
+    assert got["unstable"].tolist() == [False, True, False, False, True]
+
+
+def test_stability_summary_of_frames_and_of_what_is_missing() -> None:
+    from types import SimpleNamespace
+
+    items = pd.DataFrame({"estimate_spread": [0.1, 0.7, 0.0], "unstable": [False, True, True]})
+    ann = pd.DataFrame({"unstable": [True, False, True, True]})
+    m = SimpleNamespace(items_=items, annotators_=ann, ensemble_=[np.int64(3), 1],
+                        ensemble_gap_=np.float64(12.5), best_restart_=3)  # fmt: skip
+    s = outputs.stability_summary(m)
+    assert s == {"restarts": [3, 1], "bound_gap": 12.5, "unstable_items": 2,
+                 "max_estimate_spread": 0.7, "unstable_annotators": 3}  # fmt: skip
+    assert type(s["restarts"][0]) is int and type(s["bound_gap"]) is float
+    bare = SimpleNamespace(items_=items.iloc[:0], annotators_=pd.DataFrame({"x": [1]}),
+                           best_restart_=5)  # fmt: skip
+    assert outputs.stability_summary(bare) == {"restarts": [5], "bound_gap": 0.0,
+        "unstable_items": 0, "max_estimate_spread": 0.0, "unstable_annotators": None}  # fmt: skip
+    no_cols = SimpleNamespace(items_=pd.DataFrame({"estimate": [1.0]}), annotators_=ann,
+                              best_restart_=0)  # fmt: skip
+    s = outputs.stability_summary(no_cols)
+    assert s["unstable_items"] is None and s["max_estimate_spread"] is None
+    assert s["unstable_annotators"] == 3
+
+
+def test_decide_reuses_the_fits_own_flags_only_at_the_default_settings(schema_model) -> None:
+    from types import SimpleNamespace
+
+    fresh = decisions.annotator_flags(schema_model)
+    mine = fresh.copy()
+    m = SimpleNamespace(**{k: getattr(schema_model, k) for k in vars(schema_model)})
+    m.annotator_flags_ = mine
+    assert outputs.decide(m).annotators is mine  # the fit's own object, not recomputed
+    for kw in ({"threshold": 0.6}, {"confidence": 0.8}):
+        other = outputs.decide(m, **kw).annotators
+        assert other is not mine and len(other) == len(mine)
+    m.annotator_flags_ = None
+    pd.testing.assert_frame_equal(outputs.decide(m).annotators, fresh)
+    del m.annotator_flags_  # a model from before the attribute existed
+    pd.testing.assert_frame_equal(outputs.decide(m).annotators, fresh)
