@@ -677,8 +677,9 @@ def test_item_stability_against_a_loop(step) -> None:
     mu = rng.uniform(0, 4 * step, size=(3, 60))
     mu[:, 0] = [1.0 * step, 1.0 * step, 1.0 * step]  # the same everywhere: stable
     limit = outputs.UNSTABLE_SPREAD_STEPS * step
-    mu[:, 1] = [0.2 * step, 0.2 * step + limit, 0.2 * step]  # spread exactly at the limit
-    mu[:, 2] = [0.45 * step, 0.55 * step, 0.5 * step]  # flips level within a small spread
+    mu[:, 1] = [0.0, limit, 0.0]  # spread exactly at the limit (max - min is exact), no flip
+    mu[:, 2] = [0.48 * step, 0.52 * step, 0.5 * step]  # flips level within a small spread
+    mu[:, 3] = [1.0 * step, 1.0 * step + 0.5 * limit, 1.0 * step]  # under the limit, no flip
     got = outputs.item_stability(mu, np.array(values), step)
     assert list(got.columns) == ["estimate_spread", "unstable"] and len(got) == 60
     for m in range(60):
@@ -686,8 +687,8 @@ def test_item_stability_against_a_loop(step) -> None:
         spread = max(col) - min(col)
         levels = {_nearest(x, values) for x in col}
         assert got["estimate_spread"][m] == pytest.approx(spread, abs=1e-12)
-        assert bool(got["unstable"][m]) == (len(levels) > 1 or spread >= limit - 1e-12), m
-    assert not got["unstable"][0] and got["unstable"][1] and got["unstable"][2]
+        assert bool(got["unstable"][m]) == (len(levels) > 1 or spread >= limit), m
+    assert got["unstable"][:4].tolist() == [False, True, True, False]
     one = outputs.item_stability(mu[:1], np.array(values), step)  # the winner alone
     assert (one["estimate_spread"] == 0).all() and not one["unstable"].any()
 
