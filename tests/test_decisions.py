@@ -152,37 +152,21 @@ def _mixture_posterior(log_r, a0=1.0, b0=1.0):
     return w, dists
 
 
+#: the grid (default: 481 nodes; 161 above ``_BIG_L`` ratings) -> (the most ratings per
+#: annotator drawn, tolerance of p_below, mean, quantiles)
+GRIDS = {None: (12, 1e-5, 1e-4, 1e-4), D._GRID_N_BIG: (40, 1e-4, 1e-3, 2e-4)}
+
+
+@pytest.mark.parametrize("nodes", list(GRIDS), ids=["481-nodes", "161-nodes"])
 @pytest.mark.parametrize("seed", range(6))
-def test_reliability_posterior_matches_the_exact_beta_mixture(seed):
+def test_reliability_posterior_matches_the_exact_beta_mixture(seed, nodes):
+    most, tol_p, tol_mean, tol_q = GRIDS[nodes]
     rng = np.random.default_rng(seed)
     prior = [(1.0, 1.0), (0.5, 0.5), (2.0, 3.0)][seed % 3]
-    sizes = rng.integers(1, 12, size=4)
-    ann = np.repeat(np.arange(4), sizes)
-    log_r = rng.normal(0, 1.5, ann.size)
-    post = D.reliability_posterior(ann, log_r, 4, threshold=0.4, interval=0.8, prior=prior)
-    for n in range(4):
-        w, dists = _mixture_posterior(log_r[ann == n], *prior)
-
-        def cdf(x, w=w, dists=dists):
-            return sum(wk * d.cdf(x) for wk, d in zip(w, dists, strict=True))
-
-        assert post["p_below"][n] == pytest.approx(cdf(0.4), abs=1e-5)
-        assert post["mean"][n] == pytest.approx(
-            sum(wk * d.mean() for wk, d in zip(w, dists, strict=True)), abs=1e-4
-        )
-        for col, q in (("lower", 0.1), ("upper", 0.9)):
-            want = optimize.brentq(lambda x, q=q: cdf(x) - q, 1e-12, 1 - 1e-12)
-            assert post[col][n] == pytest.approx(want, abs=1e-4)
-
-
-@pytest.mark.parametrize("seed", range(6))
-def test_the_coarser_grid_of_big_fits_matches_the_exact_beta_mixture(seed):
-    rng = np.random.default_rng(seed)
-    prior = [(1.0, 1.0), (0.5, 0.5), (2.0, 3.0)][seed % 3]
-    ann = np.repeat(np.arange(4), rng.integers(1, 40, size=4))
+    ann = np.repeat(np.arange(4), rng.integers(1, most, size=4))
     log_r = rng.normal(0, 1.5, ann.size)
     post = D.reliability_posterior(
-        ann, log_r, 4, threshold=0.4, interval=0.8, prior=prior, nodes=D._GRID_N_BIG
+        ann, log_r, 4, threshold=0.4, interval=0.8, prior=prior, nodes=nodes
     )
     for n in range(4):
         w, dists = _mixture_posterior(log_r[ann == n], *prior)
@@ -190,13 +174,13 @@ def test_the_coarser_grid_of_big_fits_matches_the_exact_beta_mixture(seed):
         def cdf(x, w=w, dists=dists):
             return sum(wk * d.cdf(x) for wk, d in zip(w, dists, strict=True))
 
-        assert post["p_below"][n] == pytest.approx(cdf(0.4), abs=1e-4)
+        assert post["p_below"][n] == pytest.approx(cdf(0.4), abs=tol_p)
         assert post["mean"][n] == pytest.approx(
-            sum(wk * d.mean() for wk, d in zip(w, dists, strict=True)), abs=1e-3
+            sum(wk * d.mean() for wk, d in zip(w, dists, strict=True)), abs=tol_mean
         )
         for col, q in (("lower", 0.1), ("upper", 0.9)):
             want = optimize.brentq(lambda x, q=q: cdf(x) - q, 1e-12, 1 - 1e-12)
-            assert post[col][n] == pytest.approx(want, abs=2e-4)
+            assert post[col][n] == pytest.approx(want, abs=tol_q)
 
 
 def test_more_than_big_l_ratings_use_the_coarser_grid(monkeypatch):
