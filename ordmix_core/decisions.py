@@ -563,8 +563,14 @@ def annotator_flags(
     ``flag_threshold`` and ``flag_confidence`` (the settings used, so a CSV explains itself).
     The posterior is the module docstring's; it works for fits with or without the spam
     component (the evidence compares each rating with uniform-at-``pi`` spam either way).
+    At the default settings a fit's own flags (``annotator_flags_``, computed by the default's
+    spam decision) are returned as they are, not computed again.
     """
     threshold, confidence = check_flag_settings(threshold, confidence)
+    own = getattr(model, "annotator_flags_", None)
+    defaults = (THRESHOLD, CONFIDENCE, tuple(RELIABILITY_PRIOR))
+    if own is not None and (threshold, confidence, tuple(prior)) == defaults:
+        return own
     log_r = annotator_evidence(model)
     data = model.data_
     post = reliability_posterior(data.ann, log_r, data.n_annotators, threshold, confidence, prior)

@@ -171,7 +171,7 @@ class OrdinalMixture(CrowdEstimator):
     ``converged_``, ``n_iter_``, ``collapsed_``, ``warnings_``, ``interrupted_``, ``seconds_``,
     ``spam_`` (whether the fitted model has the spam component), ``annotator_flags_``
     (``decisions.annotator_flags`` at its default settings when the spam decision computed
-    them, else None; ``outputs.decide`` reuses them),
+    them, else None; ``annotator_flags`` returns them at those settings),
     ``ensemble_`` (the restarts near-tied with the winner, ``restarts.ensemble``) and
     ``ensemble_gap_``; ``items_`` and ``annotators_`` say what they disagree on
     (``estimate_spread`` / ``reliability_spread`` and ``unstable``, ``outputs``).

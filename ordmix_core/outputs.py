@@ -464,9 +464,7 @@ def decide(
         items = decisions.item_decisions(model, confidence=confidence)
     if getattr(model, "omega_", None) is None:
         return Decisions(items, None, threshold, confidence, NO_FLAGS)
-    flags = getattr(model, "annotator_flags_", None)  # the fit's own, at the default settings
-    if flags is None or (threshold, confidence) != (decisions.THRESHOLD, decisions.CONFIDENCE):
-        flags = decisions.annotator_flags(model, threshold=threshold, confidence=confidence)
+    flags = decisions.annotator_flags(model, threshold=threshold, confidence=confidence)
     return Decisions(items, flags, threshold, confidence)
 
 

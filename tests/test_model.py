@@ -1,4 +1,5 @@
 import warnings
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -304,7 +305,11 @@ def test_the_spam_decisions_flags_are_the_outputs_flags():
 
     m = OrdinalMixture(n_restarts=2, random_state=0).fit(_crowd(0.3))
     assert m.spam_ and m.annotator_flags_ is not None
-    pd.testing.assert_frame_equal(m.annotator_flags_, decisions.annotator_flags(m))
+    # the same as computed afresh (a copy of the model without them)
+    fresh = SimpleNamespace(**{**vars(m), "annotator_flags_": None})
+    pd.testing.assert_frame_equal(m.annotator_flags_, decisions.annotator_flags(fresh))
+    assert decisions.annotator_flags(m) is m.annotator_flags_  # reused at the defaults
+    assert decisions.annotator_flags(m, prior=(2.0, 2.0)) is not m.annotator_flags_
     assert outputs.decide(m).annotators is m.annotator_flags_  # reused, not recomputed
     other = outputs.decide(m, confidence=0.8).annotators  # other settings: computed
     assert other is not m.annotator_flags_ and (other["flag_confidence"] == 0.8).all()
