@@ -275,9 +275,10 @@ def selection_explanation(model: OrdinalMixture) -> str:
 def model_line(model: OrdinalMixture) -> str:
     """Which model was fitted and why, with what it learned (``model_``), in one sentence.
 
-    The default (``model="extended"``) is a fixed model, not a choice among candidates: the
-    sentence says what it adds to the paper's model, the learned spread of the annotators'
-    biases and the spammers' answer distribution.
+    The sentence says what the default (``model="extended"``) adds to the paper's model, the
+    learned spread of the annotators' biases and the spammers' answer distribution, and, when
+    the fit decided its spam component from the evidence (``model_["spam_choice"]``), which
+    way and why.
     """
     d = getattr(model, "model_", None) or {}
     if d.get("model") == "paper":
