@@ -34,6 +34,8 @@ import numpy as np
 import pandas as pd
 
 from ordmix_core.compare import compare_methods
+from ordmix_core.data import prepare
+from ordmix_core.experiments import add_spam
 from ordmix_core.io import read_gold, read_ratings
 from ordmix_core.model import SPAM_EVIDENCE, OrdinalMixture, spam_evidence
 from ordmix_core.simulate import simulate_crowd
@@ -60,16 +62,9 @@ def with_fake(name: str, k: int) -> pd.DataFrame:
 
 
 def add_fake(ratings: pd.DataFrame, k: int, seed: int = 99) -> pd.DataFrame:
-    """``k`` uniform ratings per item from new annotators (each as prolific as the average)."""
-    rng = np.random.default_rng(seed)
-    levels = np.sort(ratings["rating"].unique())
-    cols = ["instance"] + (["query"] if "query" in ratings else [])
-    inst = ratings.drop_duplicates("instance")[cols]
-    fake = inst.loc[inst.index.repeat(k)].reset_index(drop=True)
-    n_fake = max(1, round(len(fake) / (len(ratings) / ratings["annotator"].nunique())))
-    fake["annotator"] = [f"fake{i:04d}" for i in rng.integers(0, n_fake, len(fake))]
-    fake["rating"] = rng.choice(levels, len(fake))
-    return pd.concat([ratings, fake[ratings.columns]], ignore_index=True)
+    """``k`` uniform ratings per item from fake annotators (``experiments.add_spam``, the
+    paper's Figure 2 setup)."""
+    return add_spam(prepare(ratings, None, "instance"), k, np.random.default_rng(seed))
 
 
 def snow(levels: int = 4) -> tuple[pd.DataFrame, pd.Series]:

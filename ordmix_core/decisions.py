@@ -493,7 +493,7 @@ def reliability_posterior(
 
 
 def _pull(el: np.ndarray, r: np.ndarray) -> np.ndarray:
-    """d/d eps of log(1 - eps + eps r), times (1 - eps)-free form: ``(r - 1) / (1 - e + e r)``."""
+    """The derivative in eps of ``log(1 - eps + eps r)``: ``(r - 1) / (1 - e + e r)``."""
     return (r - 1.0) / (1.0 - el + el * r)
 
 
