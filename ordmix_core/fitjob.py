@@ -21,7 +21,7 @@ import numpy as np
 
 from . import decisions, options, outputs
 from .errors import InputError
-from .model import OrdinalMixture
+from .model import MODELS, OrdinalMixture
 from .report import Dataset
 
 #: options the Fit page does not show: the scale is the data set's (set on the Data page)
@@ -75,6 +75,9 @@ class FitParams:
     def describe(self) -> str:
         """The settings in words, for the result box (not a Python repr)."""
         mu = "the mean of the scale" if self.mu is None else f"{self.mu:g}"
+        base = MODELS[self.model]
+        phi = base["phi"] if self.phi is None else self.phi
+        eta = base["eta"] if self.eta is None else self.eta
         return (
             f"{self.granularity} granularity, {self.n_restarts} restart(s), at most "
             f"{self.max_iter} sweeps each, tolerance {self.tol:g} relative and "
@@ -88,8 +91,8 @@ class FitParams:
             }[self.spam]
             + f", {self.model} model, {self.updates} updates"
             + (", gold items known" if self.use_gold else "")
-            + f"; priors phi {self.phi:g}, "
-            f"eta {self.eta:g}, lambda {self.lam:g}, mu {mu}; seed {self.random_state}"
+            + f"; priors phi {phi:g}, "
+            f"eta {eta:g}, lambda {self.lam:g}, mu {mu}; seed {self.random_state}"
         )
 
 
