@@ -275,11 +275,16 @@ def selection_explanation(model: OrdinalMixture) -> str:
     return f"{kept}. Of the {model.n_restarts} restarts: {others}"
 
 
+def _in_words(parts: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return " and ".join([", ".join(parts[:-1]), parts[-1]] if len(parts) > 1 else parts)
+
+
 def model_line(model: OrdinalMixture) -> str:
     """Which model was fitted and why, with what it learned (``model_``), in one sentence.
 
-    The sentence says what the default (``model="extended"``) adds to the paper's model, the
-    learned spread of the annotators' biases and the spammers' answer distribution, and, when
+    The sentence says what the default (``model="extended"``) adds to the paper's model (and
+    its difficulty prior when not the paper's), the learned spread of the annotators' biases and the spammers' answer distribution, and, when
     the fit decided its spam component from the evidence (``model_["spam_choice"]``), which
     way and why.
     """
@@ -294,7 +299,13 @@ def model_line(model: OrdinalMixture) -> str:
             parts.append("a spam answer distribution learned from the data")
         elif d.get("spam_dist") == "annotator":
             parts.append("a spam answer distribution learned per annotator")
-        added = " and ".join(parts) or "nothing"
+        hp = getattr(model, "hyperparams_", None) or {}
+        if (hp.get("phi"), hp.get("eta")) != (MODELS["paper"]["phi"], MODELS["paper"]["eta"]):
+            parts.append(
+                f"a difficulty prior Gamma({hp.get('phi', 0):g}, {hp.get('eta', 0):g}) in place "
+                "of the paper's Gamma(10, 5)"
+            )
+        added = _in_words(parts) or "nothing"
         text = (
             f"Model: {d.get('model', 'extended')}, the paper's model plus {added}, so that a "
             "rater who is consistently lenient or strict is not mistaken for a spammer"
