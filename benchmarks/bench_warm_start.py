@@ -10,11 +10,15 @@ new ratings). Sweeps count every sweep of every restart and stage, on both sides
 "reaches" the from-scratch bound when its bound is at least that bound minus ``tol`` (relative:
 ``tol * |bound|`` nats).
 
-Reports bounds, sweeps, wall seconds with the load average (the machine may be shared: times
-are noisy, sweeps are not), gold MSE, and how far each answer is from yesterday's and from
-today's fit from scratch: annotators on the other side of reliability 1/2, and the
-correlation of the estimates. ``--sim`` adds simulated crowds (``simulate_crowd`` with
-bias and favourite-answer spammers, a random 10% late).
+Reports bounds, sweeps (in all, per start, and until the refit first reaches the from-scratch
+bound: ``sweeps_to_reach``), wall seconds with the load average (the machine may be shared:
+times are noisy, sweeps are not), gold MSE, and how far each answer is from yesterday's and
+from today's fit from scratch: annotators on the other side of reliability 1/2, the
+correlation of the estimates, their largest and mean difference. The control refits from
+today's own folder (``control``: the race; ``control_alone``: ``n_restarts=1``, which
+continues the from-scratch answer itself) show what a refit costs with no new ratings.
+``--sim`` adds simulated crowds (``simulate_crowd`` with bias and favourite-answer spammers, a
+random 10% late).
 
     python benchmarks/bench_warm_start.py [--split file random] [--sim] [--json out.json]
 """
@@ -73,6 +77,27 @@ def save(model: OrdinalMixture, folder: Path) -> str:
     folder.mkdir(parents=True)
     write_fit_outputs(model, folder, settings={})
     return str(folder)
+
+
+def sweeps_to_reach(model: OrdinalMixture, target: float) -> int | None:
+    """Sweeps of all the model's restarts until the first of them reaches ``target`` (they
+    race in lockstep rounds: when one reaches it at its sweep k, each has run at most k; as
+    ``tests/test_warm.py``'s ``_sweeps_to_reach``); None if none does."""
+    per = [g.loc[g["stage"] == g["stage"].iloc[-1], "lower_bound"].to_numpy()
+           for _, g in model.trace_.groupby("restart")]  # fmt: skip
+    hits = [int(np.argmax(f >= target)) + 1 for f in per if (f >= target).any()]
+    if not hits:
+        return None
+    earlier = len(model.trace_) - sum(len(f) for f in per)  # warm-up, uniform stage
+    return earlier + sum(min(len(f), min(hits)) for f in per)
+
+
+def estimate_diff(model: OrdinalMixture, other: OrdinalMixture) -> dict:
+    """How far ``model``'s estimates are from ``other``'s on the items both have: the largest
+    and the mean absolute difference, and how many items differ by more than 0.1."""
+    d = (model.estimates_ - other.estimates_.reindex(model.estimates_.index)).abs().dropna()
+    return {"max": round(float(d.max()), 4), "mean": round(float(d.mean()), 4),
+            "over_0.1": int((d > 0.1).sum())}  # fmt: skip
 
 
 def moved(model: OrdinalMixture, other: OrdinalMixture) -> tuple[int, float]:
@@ -164,6 +189,12 @@ def run(name: str, ratings: pd.DataFrame, yesterday_ratings: pd.DataFrame, gold:
             "reaches": bool(m.lower_bound_ >= target),
             "sweeps": len(m.trace_),
             "share_of_scratch_sweeps": round(len(m.trace_) / n, 3),
+            "sweeps_to_reach": sweeps_to_reach(m, target),
+            "sweeps_per_start": [
+                f"{r.init}:{r.n_iter}" + (" (pruned)" if r.dropped else "")
+                for r in m.restarts_.itertuples()
+            ],
+            "estimates_vs_scratch": estimate_diff(m, scratch),
             "winner": str(m.restarts_.loc[m.best_restart_, "init"]),
             "seconds": round(t, 1),
             "gold_mse": round(gold_mse(m, gold), 4),
@@ -183,10 +214,19 @@ def run(name: str, ratings: pd.DataFrame, yesterday_ratings: pd.DataFrame, gold:
         "yesterday_bound": round(yesterday.lower_bound_, 1),
     }
     if control:
-        same, _ = timed_fit(ratings, init_from=save(scratch, folder / f"today-{name}"))
+        today = save(scratch, folder / f"today-{name}")
+        same, _ = timed_fit(ratings, init_from=today)
         f = same.trace_.loc[same.trace_["restart"] == 0, "lower_bound"].to_numpy()
         hit = np.flatnonzero(f >= target)
         out["control_restart0_reach"] = int(hit[0]) + 1 if hit.size else None
+        # no new ratings: what a refit from today's own answer costs, and where it goes
+        for key, m in (("control", same), ("control_alone", timed_fit(
+                ratings, init_from=today, n_restarts=1)[0])):  # fmt: skip
+            out[key] = {
+                "sweeps": len(m.trace_),
+                "minus_scratch": round(m.lower_bound_ - scratch.lower_bound_, 1),
+                "estimates_vs_scratch": estimate_diff(m, scratch),
+            }
     if try_starts:
         out["tried"] = tried(ratings, yesterday_ratings, before, scratch, gold)
     out["load_average"] = [round(load0, 1), round(os.getloadavg()[0], 1)]

@@ -254,6 +254,38 @@ def test_trec_refit_after_late_ratings_reaches_the_scratch_bound_in_30_percent(t
 
 
 @pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    reason="measured 747 sweeps in all (180% of the fit from scratch's 415): after reaching the "
+    "scratch bound at 30, yesterday's start and the z-restarted one each leave the saddle where "
+    "yesterday's fit stopped, annotators flipping one at a time under eps's EM update, and the "
+    "stopping rule rightly waits (docs/benchmarks.md, 'Daily refits')",
+)
+def test_trec_refit_ends_within_30_percent_of_the_scratch_sweeps(trec_refit):
+    """Issue 12's claim taken for the whole refit: every sweep of every start until it stops
+    (issue 15's rule), at most 30% of the fit from scratch's sweeps, at its bound or above."""
+    scratch, warm_fit, _ = trec_refit
+    assert warm_fit.converged_
+    assert warm_fit.lower_bound_ >= scratch.lower_bound_ - _tol(scratch)
+    assert len(warm_fit.trace_) <= 0.3 * len(scratch.trace_)
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    reason="measured 551 sweeps (133%; restart 0 alone 268): the from-scratch answer is not a "
+    "fixed point; its winning restart stopped on the way into a saddle and a refit from it "
+    "leaves along the unstable direction (docs/benchmarks.md, 'Daily refits')",
+)
+def test_trec_refit_with_no_new_ratings_ends_within_30_percent_of_the_scratch_sweeps(trec_refit):
+    """The root cause of the test above without the new ratings: a refit from today's own fit
+    folder, on the same ratings, should stop at once; it runs on as long as a refit after 10%
+    new ratings does."""
+    scratch, _, control = trec_refit
+    assert len(control.trace_) <= 0.3 * len(scratch.trace_)
+
+
+@pytest.mark.slow
 def test_trec_refit_from_the_same_answer_reaches_its_bound_at_once(trec_refit):
     """No new ratings: the previous fit's own start (restart 0) reaches its bound within tol in
     at most 30% of the sweeps of the from-scratch fit's winning restart."""
