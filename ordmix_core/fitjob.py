@@ -328,6 +328,22 @@ def model_line(model: OrdinalMixture) -> str:
     return text + (f". Spam component: {choice['why']}" if choice else "")
 
 
+def no_spam_note(model: OrdinalMixture) -> str:
+    """Why a fit without the spam component has none (the model's decision and its reason, or
+    the user's switch), and what the annotator flags then rest on."""
+    choice = (getattr(model, "model_", None) or {}).get("spam_choice")
+    why = (
+        f"The model left its spam component out: {choice['why']}. "
+        if choice and not choice["spam"]
+        else "This fit has no spam component (it was switched off): it took every rating as "
+        "honest; refit with it on for reliabilities the fit itself estimates. "
+    )
+    return why + (
+        "The flags below still weigh each annotator's ratings against the other ratings of "
+        "their items."
+    )
+
+
 def ensemble_line(model: OrdinalMixture) -> str:
     """What the data cannot decide (issue 15): how many items and annotators the restarts
     near-tied with the winner (``model.ensemble_``) disagree on, with the largest spread."""

@@ -263,3 +263,17 @@ def test_in_words_joins_like_a_sentence():
     assert [_in_words(p) for p in ([], ["a"], ["a", "b"], ["a", "b", "c"])] == [
         "", "a", "a and b", "a, b and c",
     ]  # fmt: skip
+
+
+def test_no_spam_note_says_whether_the_model_or_the_user_left_spam_out():
+    from ordmix_core.fitjob import no_spam_note
+    from ordmix_core.simulate import simulate_crowd
+
+    clean = simulate_crowd(n_items=200, n_annotators=15, spammer_share=0.0, random_state=4)
+    decided = OrdinalMixture(n_restarts=2, random_state=0).fit(clean.ratings)
+    assert not decided.spam_  # no spammers: the default refitted without the component
+    note = no_spam_note(decided)
+    assert note.startswith("The model left its spam component out: ")
+    assert decided.model_["spam_choice"]["why"] in note and "switched off" not in note
+    off = OrdinalMixture(n_restarts=1, random_state=0, spam=False).fit(clean.ratings)
+    assert no_spam_note(off).startswith("This fit has no spam component (it was switched off)")
