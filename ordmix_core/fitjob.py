@@ -21,7 +21,7 @@ import numpy as np
 
 from . import decisions, options, outputs
 from .errors import InputError
-from .model import MODELS, OrdinalMixture
+from .model import MODELS, OrdinalMixture, difficulty_prior
 from .report import Dataset
 
 #: options the Fit page does not show: the scale is the data set's (set on the Data page)
@@ -75,9 +75,7 @@ class FitParams:
     def describe(self) -> str:
         """The settings in words, for the result box (not a Python repr)."""
         mu = "the mean of the scale" if self.mu is None else f"{self.mu:g}"
-        base = MODELS[self.model]
-        phi = base["phi"] if self.phi is None else self.phi
-        eta = base["eta"] if self.eta is None else self.eta
+        phi, eta = difficulty_prior(self.model, self.phi, self.eta)
         return (
             f"{self.granularity} granularity, {self.n_restarts} restart(s), at most "
             f"{self.max_iter} sweeps each, tolerance {self.tol:g} relative and "
@@ -283,10 +281,10 @@ def _in_words(parts: list[str]) -> str:
 def model_line(model: OrdinalMixture) -> str:
     """Which model was fitted and why, with what it learned (``model_``), in one sentence.
 
-    The sentence says what the default (``model="extended"``) adds to the paper's model (and
-    its difficulty prior when not the paper's), the learned spread of the annotators' biases and the spammers' answer distribution, and, when
-    the fit decided its spam component from the evidence (``model_["spam_choice"]``), which
-    way and why.
+    The sentence says what the default (``model="extended"``) adds to the paper's model (its
+    difficulty prior too, when not the paper's), the learned spread of the annotators' biases
+    and the spammers' answer distribution, and, when the fit decided its spam component from
+    the evidence (``model_["spam_choice"]``), which way and why.
     """
     d = getattr(model, "model_", None) or {}
     if d.get("model") == "paper":

@@ -63,6 +63,16 @@ MODELS = {
     "extended": {"bias": True, "spam_dist": "global", "phi": 2.0, "eta": 1.0, "choose_spam": True},
 }
 
+
+def difficulty_prior(model: str, phi: float | None, eta: float | None) -> tuple[float, float]:
+    """``(phi, eta)`` of a fit: as given, else the named ``model``'s (``MODELS``)."""
+    base = MODELS[model]
+    return (
+        base["phi"] if phi is None else float(phi),
+        base["eta"] if eta is None else float(eta),
+    )
+
+
 #: ``spam=None`` with the extended model: the spam component is kept when annotators the
 #: evidence judges unreliable (``decisions.annotator_flags`` of the spam fit: P(reliability <
 #: 0.5) >= 0.9 from their own ratings) gave at least this share of the ratings; below it the
@@ -269,13 +279,6 @@ class OrdinalMixture(CrowdEstimator):
             pre = None
         return bias, dist, pre
 
-    def _difficulty_prior(self) -> tuple[float, float]:
-        """``(phi, eta)`` of this fit: as given, else ``model``'s."""
-        base = MODELS[self.model]
-        phi = base["phi"] if self.phi is None else float(self.phi)
-        eta = base["eta"] if self.eta is None else float(self.eta)
-        return phi, eta
-
     def _gold_vector(self, gold: pd.Series | None, instances: Any) -> np.ndarray | None:
         """(M,) known truth of each instance (NaN: unknown) from a Series by instance."""
         if gold is None:
@@ -478,7 +481,7 @@ class OrdinalMixture(CrowdEstimator):
         """
         pi = self._check_params(scale.k, scale)
         bias, spam_dist, _ = self._extensions()
-        phi, eta = self._difficulty_prior()
+        phi, eta = difficulty_prior(self.model, self.phi, self.eta)
         problem = vb.Problem.create(
             scale,
             pi=pi,

@@ -36,8 +36,8 @@ and random 10% late) and stops after 24% (file order) or 87% (random) of them in
 simulated crowds). It can take long because a fit's answer, which a refit starts from, is
 where the stopping rule stopped on the way into a saddle of the bound; from there the refit's
 items move on, annotators flipping one at a time under eps's EM update (docs/benchmarks.md,
-"Daily refits", with what was tried; with the paper's difficulty prior the refit ran 112-180%). ``n_restarts=1``
-(``--restarts 1``) runs yesterday's start alone.
+"Daily refits", with what was tried; with the paper's difficulty prior the refit ran 112-180%).
+``n_restarts=1`` (``--restarts 1``) runs yesterday's start alone.
 
 Pure functions: no fitting; reading a folder goes through ``fitfolder``.
 """

@@ -73,8 +73,11 @@ BAD_PARAMS = [
     ({"tol": None}, "tol must be a number >= 0, not None"),
     ({"tol": -1}, "tol must be a number >= 0"),
     ({"tol": float("inf")}, "tol must be a number >= 0"),
-    ({"phi": "a"}, "phi must be a positive number up to 1e+06 (or None: the model's, paper 10, "
-     "extended 2), not 'a'"),
+    (
+        {"phi": "a"},
+        "phi must be a positive number up to 1e+06 (or None: the model's, paper 10, "
+        "extended 2), not 'a'",
+    ),
     ({"phi": 1e308}, "phi must be a positive number"),
     ({"eta": 0}, "eta must be a positive number"),
     ({"lam": float("nan")}, "lam must be a positive number"),
