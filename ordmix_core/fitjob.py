@@ -21,7 +21,7 @@ import numpy as np
 
 from . import decisions, options, outputs
 from .errors import InputError
-from .model import OrdinalMixture
+from .model import MODELS, OrdinalMixture, difficulty_prior
 from .report import Dataset
 
 #: options the Fit page does not show: the scale is the data set's (set on the Data page)
@@ -75,6 +75,7 @@ class FitParams:
     def describe(self) -> str:
         """The settings in words, for the result box (not a Python repr)."""
         mu = "the mean of the scale" if self.mu is None else f"{self.mu:g}"
+        phi, eta = difficulty_prior(self.model, self.phi, self.eta)
         return (
             f"{self.granularity} granularity, {self.n_restarts} restart(s), at most "
             f"{self.max_iter} sweeps each, tolerance {self.tol:g} relative and "
@@ -88,8 +89,8 @@ class FitParams:
             }[self.spam]
             + f", {self.model} model, {self.updates} updates"
             + (", gold items known" if self.use_gold else "")
-            + f"; priors phi {self.phi:g}, "
-            f"eta {self.eta:g}, lambda {self.lam:g}, mu {mu}; seed {self.random_state}"
+            + f"; priors phi {phi:g}, "
+            f"eta {eta:g}, lambda {self.lam:g}, mu {mu}; seed {self.random_state}"
         )
 
 
@@ -272,13 +273,18 @@ def selection_explanation(model: OrdinalMixture) -> str:
     return f"{kept}. Of the {model.n_restarts} restarts: {others}"
 
 
+def _in_words(parts: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return " and ".join([", ".join(parts[:-1]), parts[-1]] if len(parts) > 1 else parts)
+
+
 def model_line(model: OrdinalMixture) -> str:
     """Which model was fitted and why, with what it learned (``model_``), in one sentence.
 
-    The sentence says what the default (``model="extended"``) adds to the paper's model, the
-    learned spread of the annotators' biases and the spammers' answer distribution, and, when
-    the fit decided its spam component from the evidence (``model_["spam_choice"]``), which
-    way and why.
+    The sentence says what the default (``model="extended"``) adds to the paper's model (its
+    difficulty prior too, when not the paper's), the learned spread of the annotators' biases
+    and the spammers' answer distribution, and, when the fit decided its spam component from
+    the evidence (``model_["spam_choice"]``), which way and why.
     """
     d = getattr(model, "model_", None) or {}
     if d.get("model") == "paper":
@@ -291,7 +297,13 @@ def model_line(model: OrdinalMixture) -> str:
             parts.append("a spam answer distribution learned from the data")
         elif d.get("spam_dist") == "annotator":
             parts.append("a spam answer distribution learned per annotator")
-        added = " and ".join(parts) or "nothing"
+        hp = getattr(model, "hyperparams_", None) or {}
+        if (hp.get("phi"), hp.get("eta")) != (MODELS["paper"]["phi"], MODELS["paper"]["eta"]):
+            parts.append(
+                f"a difficulty prior Gamma({hp.get('phi', 0):g}, {hp.get('eta', 0):g}) in place "
+                "of the paper's Gamma(10, 5)"
+            )
+        added = _in_words(parts) or "nothing"
         text = (
             f"Model: {d.get('model', 'extended')}, the paper's model plus {added}, so that a "
             "rater who is consistently lenient or strict is not mistaken for a spammer"
@@ -312,6 +324,22 @@ def model_line(model: OrdinalMixture) -> str:
     choice = d.get("spam_choice")
     text += f" (learned: {'; '.join(learned)})" if learned else ""
     return text + (f". Spam component: {choice['why']}" if choice else "")
+
+
+def no_spam_note(model: OrdinalMixture) -> str:
+    """Why a fit without the spam component has none (the model's decision and its reason, or
+    the user's switch), and what the annotator flags then rest on."""
+    choice = (getattr(model, "model_", None) or {}).get("spam_choice")
+    why = (
+        f"The model left its spam component out: {choice['why']}. "
+        if choice and not choice["spam"]
+        else "This fit has no spam component (it was switched off): it took every rating as "
+        "honest; refit with it on for reliabilities the fit itself estimates. "
+    )
+    return why + (
+        "The flags below still weigh each annotator's ratings against the other ratings of "
+        "their items."
+    )
 
 
 def ensemble_line(model: OrdinalMixture) -> str:

@@ -552,21 +552,23 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "phi",
-        Real(0.0, MAX_PRIOR, lo_open=True),
-        "shape of the Gamma prior on how easy items are (prior mean phi/eta)",
+        Real(0.0, MAX_PRIOR, lo_open=True, none="the model's, paper 10, extended 2"),
+        "shape of the Gamma prior on how easy items are (prior mean phi/eta; small: items "
+        "differ a lot in difficulty) (default: as --model says, paper 10, extended 2)",
         "phi (difficulty prior shape)",
+        widget="text",
         flag="--phi",
         metavar="X",
-        widget_args={**_NUMBER, "step": 1.0},
     ),
     Option(
         "eta",
-        Real(0.0, MAX_PRIOR, lo_open=True),
-        "rate of the Gamma prior on how easy items are (prior mean phi/eta)",
+        Real(0.0, MAX_PRIOR, lo_open=True, none="the model's, paper 5, extended 1"),
+        "rate of the Gamma prior on how easy items are (prior mean phi/eta) (default: as "
+        "--model says, paper 5, extended 1)",
         "eta (difficulty prior rate)",
+        widget="text",
         flag="--eta",
         metavar="X",
-        widget_args={**_NUMBER, "step": 0.5},
     ),
     Option(
         "lam",

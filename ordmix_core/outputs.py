@@ -160,9 +160,11 @@ def hyperparams(
 #: why the default model is what it is (summary.json's ``model_choice.why``)
 EXTENDED_WHY = (
     "the default: the annotator bias explains lenient and strict raters as such "
-    "instead of as spam, and a learned spam distribution, started after a mixture stage "
-    "with uniform spam, captures spammers' favourite answers; measured on TREC RF10 and Web "
-    "(docs/results.md)"
+    "instead of as spam, a learned spam distribution, started after a mixture stage "
+    "with uniform spam, captures spammers' favourite answers, and a vaguer prior on the "
+    "items' difficulty (Gamma(2, 1), the paper's Gamma(10, 5)) puts a hard item's "
+    "disagreement down to the item rather than to its raters; measured on TREC RF10, Web, "
+    "Snow 2008 and simulated crowds (docs/results.md)"
 )
 
 

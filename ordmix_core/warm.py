@@ -31,13 +31,13 @@ the same annotators, categories and hyperparameters with q(z) restarted from the
 (restart 0's per-item means, then restarts 1, 2's noisy ones). The highest bound wins, as
 among restarts. Yesterday's q(z) alone keeps yesterday's optimum, which on TREC with a random
 10% of ratings late and on simulated crowds lies below today's fit from scratch; the race
-reaches the from-scratch bound within tol after 7-27% of that fit's sweeps on TREC (file-order
-and random 10% late). It is not cheaper in all: the stopping rule then waits 112-180% of the
-from-scratch fit's sweeps on TREC (28-63% on simulated crowds), because a fit's answer, which
-a refit starts from, is where the rule stopped on the way into a saddle of the bound; from
-there the refit's items move on, annotators flipping one at a time under eps's EM update
-(docs/benchmarks.md, "Daily refits", with what was tried). ``n_restarts=1``
-(``--restarts 1``) runs yesterday's start alone.
+reaches the from-scratch bound within tol after 6-9% of that fit's sweeps on TREC (file-order
+and random 10% late) and stops after 24% (file order) or 87% (random) of them in all (22-36% on
+simulated crowds). It can take long because a fit's answer, which a refit starts from, is
+where the stopping rule stopped on the way into a saddle of the bound; from there the refit's
+items move on, annotators flipping one at a time under eps's EM update (docs/benchmarks.md,
+"Daily refits", with what was tried; with the paper's difficulty prior the refit ran 112-180%).
+``n_restarts=1`` (``--restarts 1``) runs yesterday's start alone.
 
 Pure functions: no fitting; reading a folder goes through ``fitfolder``.
 """

@@ -8,6 +8,7 @@ threshold and the confidence are this page's widgets, and its downloads write th
 import streamlit as st
 
 from ordmix_core import decisions, figures, figures_decisions
+from ordmix_core.fitjob import no_spam_note
 from pages._ui import (
     csv_download,
     fit_caption,
@@ -53,11 +54,7 @@ confidence = c2.slider(
     "least this probable; otherwise they are undetermined.",
 )
 if not res.model.spam_:
-    st.info(
-        "This fit has no spam component: it took every rating as honest. The flags still weigh "
-        "each rating against the other ratings of its item; refit with the spam component for "
-        "reliabilities the fit itself estimates."
-    )
+    st.info(no_spam_note(res.model))
 dec = fit_decisions(res, res.fit_id, threshold, confidence)
 if dec.annotators is None:
     st.warning(f"Annotator flags: {dec.no_flags}.")

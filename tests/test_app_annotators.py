@@ -6,7 +6,16 @@ from __future__ import annotations
 import io
 
 import pandas as pd
-from test_app_main import ROOT, assert_clean, charts, demo_and_fit, fit_current, new_app, texts
+from test_app_main import (
+    ROOT,
+    assert_clean,
+    charts,
+    demo_and_fit,
+    fit_current,
+    load_simulated_demo,
+    new_app,
+    texts,
+)
 
 import ordmix_core.io as oio
 from ordmix_core import decisions, outputs
@@ -98,3 +107,11 @@ def test_downloads_write_the_cli_columns_safely(csv_downloads):
     res = at.session_state["ordmix"]["fit"]
     assert list(back.columns) == list(outputs.annotators_table(res.model).columns)
     assert list(back.columns)[-len(outputs.FLAG_COLUMNS) :] == list(outputs.FLAG_COLUMNS)
+
+
+def test_a_fit_without_spam_says_why_it_has_none():
+    at = fit_current(load_simulated_demo(new_app()), 1, fit_spam=False)
+    at.switch_page("pages/annotators.py").run()
+    assert_clean(at)
+    (info,) = [t for t in texts(at.info) if "spam component" in t]
+    assert info.startswith("This fit has no spam component (it was switched off)")

@@ -84,14 +84,12 @@ def test_defaults_are_the_papers():
     assert at.selectbox(key="fit_granularity").value == "query"
     values = {
         k: at.number_input(key=k).value
-        for k in ("fit_n_restarts", "fit_max_iter", "fit_tol", "fit_phi", "fit_eta", "fit_lam")
+        for k in ("fit_n_restarts", "fit_max_iter", "fit_tol", "fit_lam")
     }
     assert values == {
         "fit_n_restarts": 10,
         "fit_max_iter": 1000,
         "fit_tol": 1e-6,
-        "fit_phi": 10.0,
-        "fit_eta": 5.0,
         "fit_lam": 0.1,
     }
     assert at.number_input(key="fit_random_state").value == 0
@@ -100,7 +98,8 @@ def test_defaults_are_the_papers():
     spam = at.selectbox(key="fit_spam")
     assert spam.value is None and spam.options == ["as the model says", "on", "off"]
     assert at.selectbox(key="fit_updates").value == "exact"
-    assert at.text_input(key="fit_mu").value == ""
+    # empty: mu the mean of the scale, phi and eta as the model says
+    assert [at.text_input(key=k).value for k in ("fit_mu", "fit_phi", "fit_eta")] == [""] * 3
     assert all(w.help for w in at.number_input)
 
 

@@ -60,7 +60,8 @@ def test_fit_writes_every_output(files, capsys):
     assert set(trace["stage"]) == {"nospam", "uniform", "mixture"}
     summary = json.loads((out / "summary.json").read_text())
     assert summary["winning_restart"] in (0, 1) and "converged" in summary
-    assert summary["hyperparameters"]["phi"] == 10.0
+    # the extended model's difficulty prior Gamma(2, 1) (the paper's is Gamma(10, 5))
+    assert (summary["hyperparameters"]["phi"], summary["hyperparameters"]["eta"]) == (2.0, 1.0)
     choice = summary["model_choice"]
     assert choice["model"] == "extended" and choice["stages"] == ["nospam", "uniform", "mixture"]
     assert choice["lambda_b"] > 0 and len(choice["pi"]) == 5
@@ -207,7 +208,11 @@ BAD_ARGS = [
     (["--max-iter", "1e9"], "argument --max-iter: must be a whole number from 1 to 100,000"),
     (["--tol", "nan"], "argument --tol: must be a number >= 0, not nan"),
     (["--tol", "-1"], "argument --tol: must be a number >= 0, not -1.0"),
-    (["--phi", "0"], "argument --phi: must be a positive number up to 1e+06, not 0.0"),
+    (
+        ["--phi", "0"],
+        "argument --phi: must be a positive number up to 1e+06 (or None: the model's, paper 10, "
+        "extended 2), not 0.0",
+    ),
     (["--mu", "1e308"], "argument --mu: must be a number from -1e+150 to 1e+150"),
     (["--restarts"], "argument --restarts: expected one argument"),
 ]

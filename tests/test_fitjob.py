@@ -245,11 +245,35 @@ def test_summary_says_which_model_was_fitted_and_what_it_learned(demo, model):
     assert line + "." in fit_summary(m)
     if model == "paper":
         assert line.startswith("Model: the paper's") and "learned" not in line
+        assert "difficulty prior" not in line
         return
     assert "bias per annotator" in line and "spam answer distribution learned" in line
+    assert "a difficulty prior Gamma(2, 1) in place of the paper's Gamma(10, 5)" in line
     # the learned spread of the biases is 1/sqrt(lambda_b), the spam distribution pi
     assert f"±{m.hyperparams_['lambda_b'] ** -0.5:.2f}" in line
     pi = m.hyperparams_["pi"]
     assert abs(sum(pi) - 1) < 1e-9
     for v, p in zip(m.scale_.values, pi, strict=True):
         assert f"{v:g}: {p:.0%}" in line
+
+
+def test_in_words_joins_like_a_sentence():
+    from ordmix_core.fitjob import _in_words
+
+    assert [_in_words(p) for p in ([], ["a"], ["a", "b"], ["a", "b", "c"])] == [
+        "", "a", "a and b", "a, b and c",
+    ]  # fmt: skip
+
+
+def test_no_spam_note_says_whether_the_model_or_the_user_left_spam_out():
+    from ordmix_core.fitjob import no_spam_note
+    from ordmix_core.simulate import simulate_crowd
+
+    clean = simulate_crowd(n_items=200, n_annotators=15, spammer_share=0.0, random_state=4)
+    decided = OrdinalMixture(n_restarts=2, random_state=0).fit(clean.ratings)
+    assert not decided.spam_  # no spammers: the default refitted without the component
+    note = no_spam_note(decided)
+    assert note.startswith("The model left its spam component out: ")
+    assert decided.model_["spam_choice"]["why"] in note and "switched off" not in note
+    off = OrdinalMixture(n_restarts=1, random_state=0, spam=False).fit(clean.ratings)
+    assert no_spam_note(off).startswith("This fit has no spam component (it was switched off)")

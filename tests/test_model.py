@@ -315,3 +315,35 @@ def test_the_spam_decisions_flags_are_the_outputs_flags():
     assert other is not m.annotator_flags_ and (other["flag_confidence"] == 0.8).all()
     m.spam = False
     assert m.fit(_crowd(0.3)).annotator_flags_ is None
+
+
+@pytest.mark.parametrize(
+    ("kw", "prior"),
+    [
+        ({}, (2.0, 1.0)),  # the extended model's vaguer difficulty prior
+        ({"model": "paper"}, (10.0, 5.0)),  # the paper's
+        ({"phi": 3.0}, (3.0, 1.0)),  # a given value wins, the other stays the model's
+        ({"model": "paper", "eta": 0.5}, (10.0, 0.5)),
+    ],
+)
+def test_difficulty_prior_is_the_models_unless_given(spammy, kw, prior):
+    m = OrdinalMixture(n_restarts=1, max_iter=5, random_state=0, **kw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m.fit(spammy.ratings)
+    assert (m.hyperparams_["phi"], m.hyperparams_["eta"]) == prior
+    assert m.get_params()["phi"] == kw.get("phi")  # the parameter is stored as given
+
+
+def test_the_difficulty_prior_changes_the_fit(spammy):
+    def difficulty(**kw):
+        m = OrdinalMixture(n_restarts=1, max_iter=20, random_state=0, spam=True, **kw)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return m.fit(spammy.ratings).categories_["difficulty"].to_numpy()
+
+    default, paper_prior = difficulty(), difficulty(phi=10.0, eta=5.0)
+    assert np.array_equal(default, difficulty(phi=2.0, eta=1.0))
+    assert not np.allclose(default, paper_prior, rtol=1e-3)
+    # the vaguer prior lets the items' difficulties spread further from their mean
+    assert np.std(np.log(default)) > np.std(np.log(paper_prior))

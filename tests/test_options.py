@@ -73,7 +73,11 @@ BAD_PARAMS = [
     ({"tol": None}, "tol must be a number >= 0, not None"),
     ({"tol": -1}, "tol must be a number >= 0"),
     ({"tol": float("inf")}, "tol must be a number >= 0"),
-    ({"phi": "a"}, "phi must be a positive number up to 1e+06, not 'a'"),
+    (
+        {"phi": "a"},
+        "phi must be a positive number up to 1e+06 (or None: the model's, paper 10, "
+        "extended 2), not 'a'",
+    ),
     ({"phi": 1e308}, "phi must be a positive number"),
     ({"eta": 0}, "eta must be a positive number"),
     ({"lam": float("nan")}, "lam must be a positive number"),
@@ -332,7 +336,7 @@ def test_long_values_are_shown_cut_to_60_characters():
     assert _show(exact) == repr(exact)
     longer = "y" * 59  # 61 characters: the first 57 and "..."
     assert _show(longer) == repr(longer)[:57] + "..." and len(_show(longer)) == 60
-    assert _message(option("phi").kind, "z" * 100) == (
+    assert _message(option("lam").kind, "z" * 100) == (
         "must be a positive number up to 1e+06, not " + repr("z" * 100)[:57] + "..."
     )
 

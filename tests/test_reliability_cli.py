@@ -352,7 +352,11 @@ CASES = [
 #: Python API: ``OrdinalMixture(**kw).fit(ratings)`` raises InputError with this message
 API_CASES = [
     ({"tol": None}, "tol must be a number >= 0, not None"),
-    ({"phi": "a"}, "phi must be a positive number up to 1e+06, not 'a'"),
+    (
+        {"phi": "a"},
+        "phi must be a positive number up to 1e+06 (or None: the model's, paper 10, extended 2), "
+        "not 'a'",
+    ),
     (
         {"random_state": -1},
         "random_state must be a whole number >= 0 or a numpy Generator (or None: a fresh random "
