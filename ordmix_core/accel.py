@@ -20,6 +20,7 @@ states are kept) is tried again from the proposal; the engine supplies its sweep
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -190,6 +191,15 @@ class Sweeps(Protocol):
         step's new state): the stopping rule's second half (``restarts.converged``)."""
 
 
+def for_history(s: Any) -> Any:
+    """``s`` as SQUAREM's history keeps it once it is no longer the current state: without
+    its per-rating ``omega``, which no group extrapolates (8 bytes a rating that would
+    otherwise stay alive for two more sweeps); a state without one is kept as it is."""
+    if getattr(s, "omega", None) is None or not dataclasses.is_dataclass(s):
+        return s
+    return dataclasses.replace(s, omega=None)
+
+
 def make_step(engine: Sweeps, accelerate: bool) -> StepFn:
     """The ``step(run, spam)`` of ``restarts.race`` for both engines.
 
@@ -197,7 +207,8 @@ def make_step(engine: Sweeps, accelerate: bool) -> StepFn:
     history holds two swept states) a sweep from SQUAREM's proposal follows and replaces the
     plain one if its bound is finite and higher, so the trace never decreases; none once the
     stopping rule asks for plain sweeps (``run.polish_from``, ``restarts.converged``). Sets
-    ``run.truth_share`` and ``run.estimate_change`` (from the state before the step).
+    ``run.truth_share`` and ``run.estimate_change`` (from the state before the step). The
+    history's older state is kept without its per-rating omega (``for_history``).
     """
 
     def step(run: RestartRun, spam: bool) -> float:
@@ -212,7 +223,7 @@ def make_step(engine: Sweeps, accelerate: bool) -> StepFn:
                 cand, fc = engine.sweep_proposal(prop, spam, (*history, new))
                 if cand is not None and np.isfinite(fc) and fc > f:
                     new, f = cand, fc
-        run.history = (s, new) if engine.swept(s) else None
+        run.history = (for_history(s), new) if engine.swept(s) else None
         run.state = new
         run.truth_share = engine.truth_share(new)
         run.estimate_change = engine.estimate_change(s, new)

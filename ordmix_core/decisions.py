@@ -399,15 +399,19 @@ def reliability_posterior(
     a0, b0 = _check_prior(prior)
     threshold = _check_probability("the reliability threshold", threshold)
     interval = _check_probability("the credible interval", interval)
-    ann = np.asarray(ann, dtype=np.int64)
-    log_r = np.clip(np.asarray(log_r, dtype=float), -LOG_R_CLIP, LOG_R_CLIP)
+    # no per-rating copy: the codes as given (int32 from CrowdData), log_r clipped per chunk
+    ann = np.asarray(ann)
+    if ann.dtype.kind not in "iu":
+        ann = ann.astype(np.int64)
+    log_r = np.asarray(log_r, dtype=float)
     n = n_annotators
 
     def per_annotator(term: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
         """(N,) sums of ``term(ann, log_r)`` over each annotator's ratings, a chunk at a time."""
         out = np.zeros(n)
         for lo in range(0, len(ann), _CHUNK):
-            a, lr = ann[lo : lo + _CHUNK], log_r[lo : lo + _CHUNK]
+            a = ann[lo : lo + _CHUNK]
+            lr = np.clip(log_r[lo : lo + _CHUNK], -LOG_R_CLIP, LOG_R_CLIP)
             out += np.bincount(a, weights=term(a, lr), minlength=n)
         return out
 
