@@ -410,25 +410,10 @@ def _encode_arrow(arr) -> tuple[np.ndarray, object]:
     return indices.to_numpy(), dictionary
 
 
-#: from this many values on, IDs of at most 16 bytes are coded by ``radix.code_short_ids``
-#: (half the CPU of pyarrow's hash and sort at 10M values; below, pyarrow's path)
-RADIX_MIN_ROWS = 1_000_000
-
-
 def _code_arrow(arr) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Codes, sorted uniques and blanks of a pyarrow text (chunked) array; nulls get -1.
-
-    Big columns of short IDs without nulls go through ``radix.code_short_ids`` (the same
-    codes and uniques), anything else through pyarrow's hash and sort."""
+    """Codes, sorted uniques and blanks of a pyarrow text (chunked) array; nulls get -1."""
     import pyarrow.compute as pc
 
-    if len(arr) >= RADIX_MIN_ROWS:
-        from .radix import code_short_ids
-
-        fast = code_short_ids(arr)
-        if fast is not None:
-            codes, ordered = fast
-            return codes, ordered.to_numpy(zero_copy_only=False), _blank_text(ordered)
     idx, dictionary = _encode_arrow(arr)
     order = pc.sort_indices(dictionary)
     rank = np.empty(len(dictionary) + 1, dtype=np.int32)
