@@ -23,10 +23,12 @@ gets each item's label, level probabilities, credible interval, flag and expecte
 the model's columns, ``annotators.csv`` each annotator's evidence-aware flag with its evidence,
 and ``summary.json`` counts them (``decisions``). ``decide`` computes them once per fit;
 ``items_table`` / ``annotators_table`` (the dashboard's downloads) and ``write_fit_outputs``
-join them. What the Dask engine writes: items with their decision columns (per partition
-above ``max_local_items``; ``truth_weight`` empty, the per-rating omega stays on the
-workers), annotators without flag columns, since the flags need each rating's omega; its
-``summary.json`` says so under ``decisions.annotators``.
+join them (the latter writes an in-memory ``items.csv`` a chunk of items at a time,
+``write_items_csv``: the same bytes, never the whole table in memory). What the Dask engine
+writes: items with their decision columns (per partition above ``max_local_items``;
+``truth_weight`` empty, the per-rating omega stays on the workers), annotators without flag
+columns, since the flags need each rating's omega; its ``summary.json`` says so under
+``decisions.annotators``.
 
 Imports ``decisions`` (the judgements), ``io`` (the CSV writer, when writing) and
 ``_version``: the CLI, the dashboard and both engines import this module, never the reverse.
@@ -393,7 +395,8 @@ def write_fit_outputs(
     """items.csv, annotators.csv, categories.csv, trace.csv, restarts.csv, summary.json.
 
     A table that is not a pandas DataFrame is written by ``write_parts`` into a folder of the
-    table's name (``items/part-*.csv``) instead of one file.
+    table's name (``items/part-*.csv``) instead of one file; an in-memory ``items_`` a chunk
+    of items at a time with its decision columns (``write_items_csv``).
     """
     from .io import write_csv
 
