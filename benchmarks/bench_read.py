@@ -4,6 +4,7 @@
     python benchmarks/bench_read.py read /tmp/r10m.csv     # read_ratings + crowd_from_coded
     python benchmarks/bench_read.py fit /tmp/r10m.csv      # `ordmix fit`, 1 restart, 5 sweeps
     python benchmarks/bench_read.py fit-crowd /tmp/r10m.csv  # that fit from io.read_crowd
+    python benchmarks/bench_read.py stages /tmp/r10m.csv   # `ordmix fit`'s peak RSS by stage
     python benchmarks/bench_read.py upload --rows 1000000  # the dashboard's upload read path
     python benchmarks/bench_read.py hash /tmp/r10m.csv     # instance coding: pyarrow vs radix
     python benchmarks/bench_read.py all /tmp/r10m.csv      # all four, one JSON line each
@@ -17,7 +18,8 @@ sweep), wall and CPU (user + sys, all threads). ``fit`` runs ``ordmix fit ... --
 --max-iter 5 --tol 0 --granularity query`` as a child process and reports its wall time and
 peak RSS (output files included: their decision columns cost more than the fit at 10M
 ratings, see ``docs/benchmarks.md``); ``fit-crowd`` the same fit from ``io.read_crowd``
-without writing the output files. ``upload``
+without writing the output files; ``stages`` runs that ``ordmix fit`` in its own process with
+a thread sampling the RSS, and reports the peak of each stage (``STAGES``). ``upload``
 builds the 1,000,000-row frame of ``tests/test_app_data.py``'s upload test and times what
 the Data page does with it outside Streamlit: ``io.read_table`` on the bytes, then
 ``data.normalize_columns`` + ``data.prepare`` (``app.make_dataset``'s engine calls).
@@ -172,6 +174,80 @@ def measure_fit_crowd(path: str) -> dict:
         "exit": os.waitstatus_to_exitcode(status),
         "wall_s": round(time.perf_counter() - t0, 2),
         "peak_rss_mb": round(usage.ru_maxrss / 1024),
+    }
+
+
+#: what ``stages`` labels: (module, class or None, function, label)
+STAGES = (
+    ("ordmix_core.io", None, "read_ratings", "read_ratings"),
+    ("ordmix_core.data", None, "crowd_from_coded", "crowd_from_coded"),
+    ("ordmix_core.model", "_MemorySweeps", "sweep", "sweep"),
+    ("ordmix_core.model", "_MemorySweeps", "propose", "squarem proposal"),
+    ("ordmix_core.model", "_MemorySweeps", "sweep_proposal", "sweep from the proposal"),
+    ("ordmix_core.model", "OrdinalMixture", "_store", "learned attributes"),
+    ("ordmix_core.decisions", None, "annotator_flags", "spam decision's flags"),
+    ("ordmix_core.outputs", None, "write_items_csv", "items.csv"),
+    ("ordmix_core.io", None, "write_csv", "other files"),
+)
+
+
+def measure_stages(path: str) -> dict:
+    """``ordmix fit`` (the ``fit`` command) in this process, with a thread reading VmRSS every
+    10 ms: the peak RSS of each stage (the innermost running labelled function, else the
+    stage before). The sweeps are numba code that releases the GIL, so the polling thread
+    runs beside them."""
+    import functools
+    import importlib
+    import threading
+
+    stack = ["start"]
+    peaks: dict[str, float] = {}
+
+    def rss_mb() -> float:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmRSS"):
+                    return int(line.split()[1]) / 1024
+        return 0.0
+
+    def poll() -> None:
+        while True:
+            label = stack[-1]
+            peaks[label] = max(peaks.get(label, 0.0), rss_mb())
+            time.sleep(0.01)
+
+    def label(fn, name):
+        @functools.wraps(fn)
+        def wrapped(*a, **k):
+            stack.append(name)
+            try:
+                return fn(*a, **k)
+            finally:
+                stack.pop()
+
+        return wrapped
+
+    for mod, cls, fn, name in STAGES:
+        owner = importlib.import_module(mod)
+        owner = getattr(owner, cls) if cls else owner
+        setattr(owner, fn, label(getattr(owner, fn), name))
+    from ordmix_core.cli import main
+
+    threading.Thread(target=poll, daemon=True).start()
+    out = os.path.join(os.path.dirname(os.path.abspath(path)), "bench_read_stages_out")
+    args = ["fit", path, "--out", out, "--restarts", "1", "--max-iter", "5", "--tol", "0"]
+    args += ["--granularity", "query", "--seed", "0", "--quiet"]
+    t0 = time.perf_counter()
+    code = main(args)
+    wall = time.perf_counter() - t0
+    time.sleep(0.05)
+    return {
+        "what": "stages",
+        "exit": code,
+        "wall_s": round(wall, 1),
+        "load_avg": os.getloadavg()[0],
+        "peak_rss_mb": round(_peak_mb()),
+        "stage_peak_mb": {k: round(v) for k, v in peaks.items()},
     }
 
 
@@ -365,13 +441,14 @@ def _child(args: list[str]) -> dict:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("what", choices=["write", "read", "fit", "fit-crowd", "upload", "hash", "all"])
+    what = ["write", "read", "fit", "fit-crowd", "stages", "upload", "hash", "all"]
+    p.add_argument("what", choices=what)
     p.add_argument("path", nargs="?", help="the ratings CSV (written by `write`)")
     p.add_argument("--ratings", type=int, default=10_000_000, help="ratings to write")
     p.add_argument("--rows", type=int, default=1_000_000, help="rows of the upload test")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
-    if args.what in ("write", "read", "fit", "fit-crowd", "hash", "all") and not args.path:
+    if args.what != "upload" and not args.path:
         p.error(f"{args.what} needs the CSV path")
     if args.what == "write":
         res = write_ratings_csv(args.path, args.ratings, args.seed)
@@ -381,6 +458,8 @@ def main() -> None:
         res = measure_fit(args.path)
     elif args.what == "fit-crowd":
         res = measure_fit_crowd(args.path)
+    elif args.what == "stages":
+        res = measure_stages(args.path)
     elif args.what == "upload":
         res = measure_upload(args.rows)
     elif args.what == "hash":

@@ -20,6 +20,7 @@ states are kept) is tried again from the proposal; the engine supplies its sweep
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -190,6 +191,15 @@ class Sweeps(Protocol):
         step's new state): the stopping rule's second half (``restarts.converged``)."""
 
 
+def for_history(s: Any) -> Any:
+    """``s`` as SQUAREM's history keeps it once it is no longer the current state: without
+    its per-rating ``omega``, which no group extrapolates (8 bytes a rating that would
+    otherwise stay alive for two more sweeps); a state without one is kept as it is."""
+    if getattr(s, "omega", None) is None or not dataclasses.is_dataclass(s):
+        return s
+    return dataclasses.replace(s, omega=None)
+
+
 def make_step(engine: Sweeps, accelerate: bool) -> StepFn:
     """The ``step(run, spam)`` of ``restarts.race`` for both engines.
 
@@ -197,7 +207,11 @@ def make_step(engine: Sweeps, accelerate: bool) -> StepFn:
     history holds two swept states) a sweep from SQUAREM's proposal follows and replaces the
     plain one if its bound is finite and higher, so the trace never decreases; none once the
     stopping rule asks for plain sweeps (``run.polish_from``, ``restarts.converged``). Sets
-    ``run.truth_share`` and ``run.estimate_change`` (from the state before the step).
+    ``run.truth_share`` and ``run.estimate_change`` (from the state before the step). Once
+    swept from, the state before the step is kept (as the history's older state) without its
+    per-rating omega (``for_history``), so that at most two omegas are alive at once (the
+    state's being swept from and the new one's, then the new one's and a proposal
+    candidate's).
     """
 
     def step(run: RestartRun, spam: bool) -> float:
@@ -206,13 +220,18 @@ def make_step(engine: Sweeps, accelerate: bool) -> StepFn:
         due = due and run.polish_from is None  # the stopping rule's plain sweeps
         history = run.history if due else None
         new, f, extra = engine.sweep(s, spam, history)
+        swept = engine.swept(s)
+        if swept:  # s is history from here on: its omega is freed before the proposal's sweep
+            s = for_history(s)
+            run.state, run.history = s, None  # (no other reference to the old s is kept)
+            history = None if history is None else (history[0], s)
         if history is not None:
             prop = engine.propose(*history, new, extra)
             if prop is not None:
                 cand, fc = engine.sweep_proposal(prop, spam, (*history, new))
                 if cand is not None and np.isfinite(fc) and fc > f:
                     new, f = cand, fc
-        run.history = (s, new) if engine.swept(s) else None
+        run.history = (s, new) if swept else None
         run.state = new
         run.truth_share = engine.truth_share(new)
         run.estimate_change = engine.estimate_change(s, new)

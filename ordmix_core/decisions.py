@@ -46,7 +46,7 @@ precision (``expected_gain``); ``next_batch`` ranks items by it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -295,7 +295,32 @@ def item_decisions(
 
     ``truth_weight`` (sum of omega over the item's ratings) is filled when the model keeps
     ``omega_`` (the in-memory engine does; the Dask engine leaves it on the workers: NaN).
+    Computed ``ITEM_CHUNK`` items at a time (``iter_item_decisions``): the same values, with
+    temporaries of a chunk's size instead of a dozen (M, K) arrays.
     """
+    parts = list(
+        iter_item_decisions(model, interval=interval, confidence=confidence, min_info=min_info)
+    )
+    return parts[0] if len(parts) == 1 else pd.concat(parts)
+
+
+#: items per chunk of ``iter_item_decisions`` (the expected gain's quadrature makes several
+#: (chunk, K) temporaries per node: ~10 MB each at 5 levels)
+ITEM_CHUNK = 1 << 18
+
+
+def iter_item_decisions(
+    model,
+    *,
+    interval: float = INTERVAL,
+    confidence: float = CONFIDENCE,
+    min_info: float = MIN_INFO,
+    chunk: int | None = None,
+) -> Iterator[pd.DataFrame]:
+    """``item_decisions`` of ``model.items_``' rows ``chunk`` (default ``ITEM_CHUNK``) at a
+    time, in order (at least one frame, empty when there are no items): what ``ordmix fit``
+    writes ``items.csv`` from without holding every item's decision columns at once."""
+    chunk = max(int(ITEM_CHUNK if chunk is None else chunk), 1)
     omega = getattr(model, "omega_", None)
     if omega is not None:
         data = model.data_
@@ -306,16 +331,19 @@ def item_decisions(
         ann = model.annotators_
         total = float(ann["n_ratings"].sum())
         truth_share = float((ann["n_ratings"] * (1.0 - ann["spam_share"])).sum() / total)
-    return item_decisions_from_frames(
-        model.items_,
-        model.categories_,
-        model.hyperparams_,
-        truth_share,
-        truth_weight,
-        interval=interval,
-        confidence=confidence,
-        min_info=min_info,
-    )
+    items = model.items_
+    for lo in range(0, max(len(items), 1), chunk):
+        rows = slice(lo, lo + chunk)
+        yield item_decisions_from_frames(
+            items.iloc[rows],
+            model.categories_,
+            model.hyperparams_,
+            truth_share,
+            None if truth_weight is None else truth_weight[rows],
+            interval=interval,
+            confidence=confidence,
+            min_info=min_info,
+        )
 
 
 # --------------------------------------------------------------------------- annotators
@@ -399,15 +427,19 @@ def reliability_posterior(
     a0, b0 = _check_prior(prior)
     threshold = _check_probability("the reliability threshold", threshold)
     interval = _check_probability("the credible interval", interval)
-    ann = np.asarray(ann, dtype=np.int64)
-    log_r = np.clip(np.asarray(log_r, dtype=float), -LOG_R_CLIP, LOG_R_CLIP)
+    # no per-rating copy: the codes as given (int32 from CrowdData), log_r clipped per chunk
+    ann = np.asarray(ann)
+    if ann.dtype.kind not in "iu":
+        ann = ann.astype(np.int64)
+    log_r = np.asarray(log_r, dtype=float)
     n = n_annotators
 
     def per_annotator(term: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
         """(N,) sums of ``term(ann, log_r)`` over each annotator's ratings, a chunk at a time."""
         out = np.zeros(n)
         for lo in range(0, len(ann), _CHUNK):
-            a, lr = ann[lo : lo + _CHUNK], log_r[lo : lo + _CHUNK]
+            a = ann[lo : lo + _CHUNK]
+            lr = np.clip(log_r[lo : lo + _CHUNK], -LOG_R_CLIP, LOG_R_CLIP)
             out += np.bincount(a, weights=term(a, lr), minlength=n)
         return out
 

@@ -23,10 +23,12 @@ gets each item's label, level probabilities, credible interval, flag and expecte
 the model's columns, ``annotators.csv`` each annotator's evidence-aware flag with its evidence,
 and ``summary.json`` counts them (``decisions``). ``decide`` computes them once per fit;
 ``items_table`` / ``annotators_table`` (the dashboard's downloads) and ``write_fit_outputs``
-join them. What the Dask engine writes: items with their decision columns (per partition
-above ``max_local_items``; ``truth_weight`` empty, the per-rating omega stays on the
-workers), annotators without flag columns, since the flags need each rating's omega; its
-``summary.json`` says so under ``decisions.annotators``.
+join them (the latter writes an in-memory ``items.csv`` a chunk of items at a time,
+``write_items_csv``: the same bytes, never the whole table in memory). What the Dask engine
+writes: items with their decision columns (per partition above ``max_local_items``;
+``truth_weight`` empty, the per-rating omega stays on the workers), annotators without flag
+columns, since the flags need each rating's omega; its ``summary.json`` says so under
+``decisions.annotators``.
 
 Imports ``decisions`` (the judgements), ``io`` (the CSV writer, when writing) and
 ``_version``: the CLI, the dashboard and both engines import this module, never the reverse.
@@ -36,7 +38,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -222,6 +224,8 @@ def spam_distributions_frame(
 #: estimate's spread (max - min) reaches this share of the scale's step (0.1: ten times the
 #: 0.01 a converged fit is asked to hold its estimates to)
 UNSTABLE_SPREAD_STEPS = 0.1
+#: items per chunk of ``item_stability``'s nearest-level search
+_STABILITY_CHUNK = 1 << 18
 
 
 def item_stability(member_mu: np.ndarray, values: np.ndarray, step: float) -> pd.DataFrame:
@@ -230,8 +234,11 @@ def item_stability(member_mu: np.ndarray, values: np.ndarray, step: float) -> pd
     winner first); ``values`` (K,): the scale's levels; ``step``: its step."""
     values = np.asarray(values, dtype=float)
     spread = member_mu.max(axis=0) - member_mu.min(axis=0)
-    level = np.abs(member_mu[:, :, None] - values[None, None, :]).argmin(axis=2)
-    flips = (level != level[:1]).any(axis=0)
+    flips = np.zeros(spread.shape, dtype=bool)
+    for lo in range(0, member_mu.shape[1], _STABILITY_CHUNK):  # (E, chunk, K) at a time
+        mu = member_mu[:, lo : lo + _STABILITY_CHUNK]
+        level = np.abs(mu[:, :, None] - values[None, None, :]).argmin(axis=2)
+        flips[lo : lo + _STABILITY_CHUNK] = (level != level[:1]).any(axis=0)
     unstable = flips | (spread >= UNSTABLE_SPREAD_STEPS * step)
     return pd.DataFrame({"estimate_spread": spread, "unstable": unstable})
 
@@ -390,13 +397,19 @@ def write_fit_outputs(
     """items.csv, annotators.csv, categories.csv, trace.csv, restarts.csv, summary.json.
 
     A table that is not a pandas DataFrame is written by ``write_parts`` into a folder of the
-    table's name (``items/part-*.csv``) instead of one file.
+    table's name (``items/part-*.csv``) instead of one file; an in-memory ``items_`` a chunk
+    of items at a time with its decision columns (``write_items_csv``).
     """
     from .io import write_csv
 
     folder = Path(folder)
-    dec = decide(model)
+    in_memory = isinstance(model.items_, pd.DataFrame)
+    dec = decide(model, items=not in_memory)  # in memory: the items' columns chunk by chunk
     for t in TABLES.values():
+        if t.name == "items" and in_memory:
+            counts = write_items_csv(model, folder / "items.csv", dec.confidence)
+            dec = replace(dec, item_counts=counts)
+            continue
         frame = decided(model, t.name, dec)
         if isinstance(frame, pd.DataFrame):
             write_csv(t.rows(frame), folder / f"{t.name}.csv", id_columns=list(t.id_columns))
@@ -407,6 +420,31 @@ def write_fit_outputs(
             raise TypeError(f"{t.attr} is a {type(frame).__name__}; pass write_parts")
     text = json.dumps(summary(model, settings, dec), indent=2, default=_json_default)
     (folder / "summary.json").write_text(text)
+
+
+def write_items_csv(
+    model: Any, path: Path, confidence: float = decisions.CONFIDENCE
+) -> dict[str, int]:
+    """``items.csv`` of an in-memory fit, ``decisions.ITEM_CHUNK`` items at a time: the same
+    bytes as ``items_table(model)`` written whole, without the whole table (2 million items
+    and their decision columns are ~0.5 GB as frames). Returns the items per flag."""
+    from .io import write_csv_chunks
+
+    t = TABLES["items"]
+    counts = dict.fromkeys(decisions.ITEM_FLAGS, 0)
+    items = model.items_
+
+    def chunks():
+        lo = 0
+        for dec in decisions.iter_item_decisions(model, confidence=confidence):
+            rows = t.rows(items.iloc[lo : lo + len(dec)].join(dec))
+            lo += len(dec)
+            for flag, n in dec["flag"].value_counts().items():
+                counts[flag] += int(n)
+            yield rows
+
+    write_csv_chunks(chunks(), path, id_columns=list(t.id_columns))
+    return counts
 
 
 def _json_default(o: Any) -> Any:
@@ -440,9 +478,11 @@ class Decisions:
     """The decision columns of one fit, computed once for its tables and its summary.
 
     ``items``: ``decisions.item_decisions`` indexed by instance, or None when ``items_`` is a
-    Dask DataFrame (joined per partition instead); ``annotators``: ``annotator_flags``, or
-    None when the fit kept no per-rating omega (``no_flags`` says why); ``threshold``,
-    ``confidence``: the settings used.
+    Dask DataFrame (joined per partition instead) or when not asked for (``decide(model,
+    items=False)``: ``write_fit_outputs`` computes them a chunk at a time and fills
+    ``item_counts``, the items per flag); ``annotators``: ``annotator_flags``, or None when the
+    fit kept no per-rating omega (``no_flags`` says why); ``threshold``, ``confidence``: the
+    settings used.
     """
 
     items: pd.DataFrame | None
@@ -450,6 +490,7 @@ class Decisions:
     threshold: float
     confidence: float
     no_flags: str | None = None
+    item_counts: dict[str, int] | None = None
 
 
 def decide(
@@ -457,12 +498,13 @@ def decide(
     *,
     threshold: float = decisions.THRESHOLD,
     confidence: float = decisions.CONFIDENCE,
+    items: bool = True,
 ) -> Decisions:
     """The decision columns of a fitted model (``decisions.item_decisions`` and
-    ``decisions.annotator_flags`` at these settings)."""
+    ``decisions.annotator_flags`` at these settings); ``items=False``: the annotators' only."""
     threshold, confidence = decisions.check_flag_settings(threshold, confidence)
-    items = None
-    if isinstance(model.items_, pd.DataFrame):
+    want_items, items = items, None
+    if want_items and isinstance(model.items_, pd.DataFrame):
         items = decisions.item_decisions(model, confidence=confidence)
     if getattr(model, "omega_", None) is None:
         return Decisions(items, None, threshold, confidence, NO_FLAGS)
@@ -477,6 +519,8 @@ def decided(model: Any, name: str, dec: Decisions) -> Any:
     if name == "items":
         if dec.items is not None:
             return frame.join(dec.items)
+        if isinstance(frame, pd.DataFrame):  # decide(model, items=False)
+            return frame.join(decisions.item_decisions(model, confidence=dec.confidence))
         if not isinstance(frame, pd.DataFrame):
             return _partitioned_item_decisions(model, frame, dec.confidence)
     if name == "annotators" and dec.annotators is not None:
@@ -495,6 +539,10 @@ def decision_counts(model: Any, dec: Decisions) -> dict:
     ann.update(threshold=dec.threshold, confidence=dec.confidence)
     if dec.items is not None:
         counts = dec.items["flag"].value_counts()
+    elif dec.item_counts is not None:
+        counts = dec.item_counts
+    elif isinstance(model.items_, pd.DataFrame):
+        counts = decisions.item_decisions(model, confidence=dec.confidence)["flag"].value_counts()
     else:
         counts = decided(model, "items", dec)["flag"].value_counts().compute()
     items: dict[str, Any] = {f: int(counts.get(f, 0)) for f in decisions.ITEM_FLAGS}

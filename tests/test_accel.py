@@ -110,3 +110,37 @@ def test_extrapolate_clips_and_rejects():
 def test_no_direction_gives_none():
     s0, _, _ = _states(seed=2)
     assert accel.squarem_proposal(s0, s0, s0, LO, HI) is None
+
+
+@pytest.mark.filterwarnings("ignore::ordmix_core.errors.ConvergenceWarning")
+def test_history_keeps_the_older_state_without_omega(monkeypatch):
+    """``make_step`` keeps the state two sweeps back without its per-rating omega (memory),
+    the current one whole, and the fit is bit-identical to keeping both whole."""
+    from ordmix_core.model import OrdinalMixture
+    from ordmix_core.simulate import simulate_crowd
+
+    ratings = simulate_crowd(
+        n_items=150, n_annotators=12, ratings_per_item=4, random_state=3
+    ).ratings
+    kept = []
+    real = accel.for_history
+
+    def spy(s):
+        out = real(s)
+        kept.append((s, out))
+        return out
+
+    monkeypatch.setattr(accel, "for_history", spy)
+    kw = dict(n_restarts=2, max_iter=40, random_state=1, n_jobs=1)
+    lean = OrdinalMixture(**kw).fit(ratings)
+    assert kept and all(s.omega is not None and out.omega is None for s, out in kept)
+    assert all(
+        np.array_equal(accel.group_value(s, g), accel.group_value(out, g))
+        for s, out in kept
+        for g in accel.GROUPS
+    )
+    monkeypatch.setattr(accel, "for_history", lambda s: s)
+    whole = OrdinalMixture(**kw).fit(ratings)
+    assert lean.trace_.equals(whole.trace_)
+    np.testing.assert_array_equal(lean.omega_, whole.omega_)
+    np.testing.assert_array_equal(lean.estimates_.to_numpy(), whole.estimates_.to_numpy())

@@ -426,3 +426,25 @@ def test_flags_in_chunks_of_ratings_equal_flags_in_one_pass(monkeypatch, ordinal
     chunked_r, chunked = D.annotator_evidence(m), D.annotator_flags(m)
     np.testing.assert_allclose(chunked_r, whole_r, rtol=1e-12, atol=1e-12)
     pd.testing.assert_frame_equal(chunked, whole, rtol=1e-9)
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 64])
+def test_item_decisions_a_chunk_at_a_time_are_the_whole(chunk) -> None:
+    """``iter_item_decisions`` gives ``item_decisions_from_frames`` of all the items at once,
+    exactly (every column is elementwise), in chunks of ``chunk`` rows in order."""
+    crowd = simulate_crowd(n_items=50, n_annotators=6, ratings_per_item=3, random_state=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = OrdinalMixture("query", n_restarts=1, random_state=0).fit(crowd.ratings)
+    d = m.data_
+    whole = D.item_decisions_from_frames(
+        m.items_,
+        m.categories_,
+        m.hyperparams_,
+        float(np.mean(m.omega_)),
+        np.bincount(d.inst, weights=m.omega_, minlength=d.n_instances),
+    )
+    parts = list(D.iter_item_decisions(m, chunk=chunk))
+    assert [len(p) for p in parts[:-1]] == [chunk] * (len(parts) - 1)
+    pd.testing.assert_frame_equal(pd.concat(parts), whole, check_exact=True)
+    pd.testing.assert_frame_equal(D.item_decisions(m), whole, check_exact=True)

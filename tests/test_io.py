@@ -33,6 +33,7 @@ from ordmix_core.io import (
     read_table,
     to_csv_bytes,
     write_csv,
+    write_csv_chunks,
 )
 from ordmix_core.outpaths import atomic_output_dir
 
@@ -867,3 +868,37 @@ if __name__ == "__main__":
     print(_doc_table())
     print()
     print(_round_two_table())
+
+
+def test_write_csv_chunks_writes_the_bytes_of_the_whole_frame(tmp_path) -> None:
+    """Frames written one after another (formula-like IDs among them) give the bytes of the
+    frame they make together; nothing is left behind when a chunk fails."""
+    rng = np.random.default_rng(0)
+    n = 23
+    df = pd.DataFrame(
+        {
+            "instance": [("=" if k % 5 == 0 else "i") + str(k) for k in range(n)],
+            "estimate": rng.normal(size=n),
+            "n_ratings": rng.integers(0, 9, n),
+            "flag": rng.choice(["ok", "undetermined"], n),
+        }
+    )
+    whole = to_csv_bytes(df, ["instance"])
+    for cuts in ([], [1], [5, 6, 20], list(range(1, n))):
+        bounds = [0, *cuts, n]
+        parts = [
+            df.iloc[a:b].reset_index(drop=True)
+            for a, b in zip(bounds[:-1], bounds[1:], strict=True)
+        ]
+        path = write_csv_chunks(parts, tmp_path / "t.csv", ["instance"])
+        assert path.read_bytes() == whole, cuts
+    with pytest.raises(ValueError, match="at least one frame"):
+        write_csv_chunks([], tmp_path / "none.csv")
+
+    def failing():
+        yield df.iloc[:3]
+        raise RuntimeError("disk full")
+
+    with pytest.raises(RuntimeError):
+        write_csv_chunks(failing(), tmp_path / "half.csv")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.csv"]

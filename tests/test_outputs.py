@@ -670,8 +670,10 @@ def _nearest(x: float, values: list[float]) -> int:
     return min(range(len(values)), key=lambda k: (abs(x - values[k]), k))
 
 
+@pytest.mark.parametrize("chunk", [7, 1 << 18])
 @pytest.mark.parametrize("step", [1.0, 2.0])
-def test_item_stability_against_a_loop(step) -> None:
+def test_item_stability_against_a_loop(step, chunk, monkeypatch) -> None:
+    monkeypatch.setattr(outputs, "_STABILITY_CHUNK", chunk)  # items a chunk at a time, or all
     rng = np.random.default_rng(7)
     values = [step * k for k in range(5)]
     mu = rng.uniform(0, 4 * step, size=(3, 60))
@@ -743,3 +745,36 @@ def test_decide_reuses_the_fits_own_flags_only_at_the_default_settings(schema_mo
     pd.testing.assert_frame_equal(outputs.decide(m).annotators, fresh)
     del m.annotator_flags_  # a model from before the attribute existed
     pd.testing.assert_frame_equal(outputs.decide(m).annotators, fresh)
+
+
+def test_items_csv_written_in_chunks_is_the_whole_table(schema_model, tmp_path, monkeypatch):
+    """``write_fit_outputs`` writes items.csv a chunk of items at a time: the same bytes as the
+    whole table (``items_table``, the download), and summary.json counts the same flags."""
+    whole = oio.to_csv_bytes(
+        outputs.items_table(schema_model), list(outputs.TABLES["items"].id_columns)
+    )
+    flags = outputs.items_table(schema_model)["flag"].value_counts()
+    for chunk in (7, len(schema_model.items_), 1 << 18):
+        monkeypatch.setattr(decisions, "ITEM_CHUNK", chunk)
+        out = tmp_path / str(chunk)
+        out.mkdir()
+        outputs.write_fit_outputs(schema_model, out, settings={})
+        assert (out / "items.csv").read_bytes() == whole, chunk
+        counts = json.loads((out / "summary.json").read_text())["decisions"]["items"]
+        assert {f: counts[f] for f in decisions.ITEM_FLAGS} == {
+            f: int(flags.get(f, 0)) for f in decisions.ITEM_FLAGS
+        }
+        assert sum(counts[f] for f in decisions.ITEM_FLAGS) == len(schema_model.items_)
+
+
+def test_decide_without_items_still_gives_every_table(schema_model) -> None:
+    """``decide(model, items=False)`` (what ``write_fit_outputs`` starts from) leaves the item
+    columns to be computed when asked: the tables and counts are the full ones."""
+    full, lean = outputs.decide(schema_model), outputs.decide(schema_model, items=False)
+    assert lean.items is None and lean.annotators is not None
+    pd.testing.assert_frame_equal(
+        outputs.items_table(schema_model, lean), outputs.items_table(schema_model, full)
+    )
+    assert outputs.decision_counts(schema_model, lean) == outputs.decision_counts(
+        schema_model, full
+    )

@@ -17,7 +17,7 @@ One module per concern:
   sorted distinct IDs), :func:`read_crowd` (straight to ``CrowdData``), :func:`read_gold`;
   the column checks are ``ordmix_core.data``'s;
 - :mod:`.writing`: :func:`csv_safe`, :func:`csv_unescape`, :func:`write_csv`,
-  :func:`to_csv_bytes`.
+  :func:`write_csv_chunks`, :func:`to_csv_bytes`.
 """
 
 from ..data import GOLD_ALIASES
@@ -31,6 +31,7 @@ from .writing import (
     csv_unescape,
     to_csv_bytes,
     write_csv,
+    write_csv_chunks,
 )
 
 __all__ = [
@@ -53,4 +54,5 @@ __all__ = [
     "read_table",
     "to_csv_bytes",
     "write_csv",
+    "write_csv_chunks",
 ]

@@ -14,7 +14,7 @@ import contextlib
 import os
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -106,12 +106,29 @@ def write_csv(
     The same bytes as :func:`to_csv_bytes`, streamed to the file (never the whole text in
     memory: a 2-million-item ``items.csv`` is hundreds of MB).
     """
+    return write_csv_chunks([df], path, id_columns)
+
+
+def write_csv_chunks(
+    frames: Iterable[pd.DataFrame],
+    path: str | os.PathLike,
+    id_columns: Sequence[str] | None = None,
+) -> Path:
+    """:func:`write_csv` of the rows of ``frames`` one after the other (the same columns in
+    each; at least one frame), atomically: the same bytes as writing them concatenated, with
+    one frame in memory at a time. The header and the index (written as in
+    :func:`to_csv_bytes`) are the first frame's."""
     path = Path(path)
-    safe, index = _frame_for_csv(df, id_columns)
     tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:12]}")
     try:
         with open(tmp, "w", encoding="utf-8", newline="") as f:
-            safe.to_csv(f, index=index, lineterminator="\n")
+            index = None
+            for df in frames:
+                safe, own_index = _frame_for_csv(df, id_columns)
+                header, index = index is None, own_index if index is None else index
+                safe.to_csv(f, index=index, header=header, lineterminator="\n")
+            if index is None:
+                raise ValueError("write_csv_chunks needs at least one frame")
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
