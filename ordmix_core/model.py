@@ -375,7 +375,7 @@ class OrdinalMixture(CrowdEstimator):
             ]
         with np.errstate(over="ignore", under="ignore"):
             interrupted = self._race(p, runs, callback, self._memory_branch(data, p))
-        _release_sweep_scratch()  # two floats a rating, not needed by what follows
+        phases.release_scratch()  # two floats a rating, not needed by what follows
 
         def learned(s: vb.State) -> Learned:
             n_m = np.bincount(data.inst, minlength=data.n_instances)
@@ -684,13 +684,6 @@ class _MemorySweeps:
         d = np.abs(after.mu_m - before.mu_m)
         return float(d.max()) if d.size else 0.0
 
-
-def _release_sweep_scratch() -> None:
-    """Drop this thread's scratch of the fused sweep (``phases._scratch``: two (L,) float
-    arrays kept between sweeps so that each sweep does not fault its pages in again) once the
-    sweeps are over: the learned attributes, the spam decision's flags and the outputs need
-    the room (160 MB at 10M ratings). The next fit in this thread allocates it again."""
-    phases._SCRATCH.buf = None
 
 
 def _emit(warn: list[restarts.FitWarning]) -> None:

@@ -36,6 +36,13 @@ def _scratch(n: int) -> tuple[np.ndarray, np.ndarray]:
     return buf[0], buf[1]
 
 
+def release_scratch() -> None:
+    """Drop this thread's ``_scratch`` (two (L,) float arrays kept between sweeps so that a
+    sweep does not fault its pages in again) once the sweeps are over: what follows needs the
+    room (160 MB at 10M ratings). The next sweep in this thread allocates it again."""
+    _SCRATCH.buf = None
+
+
 def add_rows(acc: np.ndarray) -> np.ndarray:
     """The partial sums of the chunks ``acc`` (T, ...) added row by row in chunk order: the
     fixed order that makes a pass's result independent of the threads that computed it."""
