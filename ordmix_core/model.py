@@ -685,7 +685,6 @@ class _MemorySweeps:
         return float(d.max()) if d.size else 0.0
 
 
-
 def _emit(warn: list[restarts.FitWarning]) -> None:
     """Issue a fit's warnings with their classes, attributed to the line that called ``fit``
     (this is called from ``fit`` itself)."""
