@@ -40,7 +40,9 @@ import math
 import os
 import stat
 import tempfile
+import threading
 import types
+from collections.abc import Callable
 
 import numpy as np
 from numpy.polynomial import chebyshev as _cheb
@@ -492,11 +494,31 @@ def n_chunks(n_ratings: int, width: int) -> int:
     return max(1, min(MAX_CHUNKS, by_size, by_memory))
 
 
+#: per thread: ``check()`` says whether this thread's sweep is the only one running, so that
+#: its passes may take every core (``run_alone``); unset, the size alone decides
+_ALONE = threading.local()
+
+
+def run_alone(check: Callable[[], bool] | None) -> None:
+    """Set (or, with None, clear) this thread's ``check``: ``passes`` takes the parallel
+    passes for a smaller input too while ``check()`` is true. ``OrdinalMixture``'s race sets
+    it while restarts run in threads: a restart that runs alone (the shared warm-up, the
+    last finisher's tail) then uses both cores. The chunks are the same either way (a function
+    of the data's sizes), so the results are too, to the bit."""
+    _ALONE.check = check
+
+
 def passes(n_ratings: int, n_chunks: int) -> tuple:
-    """The three pass functions to use: parallel ones for large inputs and several chunks."""
-    if n_chunks > 1 and n_ratings >= PARALLEL_MIN_RATINGS:
+    """The three pass functions to use: parallel ones for several chunks of a large input, or
+    of any input while this thread's sweep runs alone (``run_alone``)."""
+    if n_chunks > 1 and (n_ratings >= PARALLEL_MIN_RATINGS or _alone()):
         return pass_xy, pass_tau, pass_delta
     return pass_xy_serial, pass_tau_serial, pass_delta_serial
+
+
+def _alone() -> bool:
+    check = getattr(_ALONE, "check", None)
+    return check is not None and bool(check())
 
 
 def tn_stats(lo: np.ndarray, hi: np.ndarray, mean: np.ndarray, prec: np.ndarray):

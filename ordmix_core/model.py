@@ -33,6 +33,7 @@ up to three variants with q(z) restarted from the data), raced with no warm-up s
 from __future__ import annotations
 
 import os
+import threading
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -174,7 +175,8 @@ class OrdinalMixture(CrowdEstimator):
         accelerate: SQUAREM extrapolation every third sweep, kept only when it raises the
             bound (the trace stays monotone); fewer sweeps to the same optimum.
         n_jobs: threads running restarts side by side (None: the cores, when the crowd is
-            small enough that the sweep itself runs on one thread); results do not change.
+            small enough that the sweep itself runs on one thread; a restart that sweeps
+            alone then takes every core for its passes); results do not change.
         random_state: seed or Generator; one Generator per fit, every restart draws from it.
 
     Learned attributes: ``estimates_``, ``sd_`` (Series by instance), ``items_``,
@@ -420,18 +422,23 @@ class OrdinalMixture(CrowdEstimator):
         run in ``n_jobs`` threads. Returns True if stopped."""
         step = accel.make_step(_MemorySweeps(p, self._eps_pack()), self.accelerate)
         jobs = self._n_jobs(p, len(runs))
+        running = _Running()
         with ThreadPoolExecutor(jobs, thread_name_prefix="ordmix") as pool:
 
             def map_runs(fn, todo: list[restarts.RestartRun]) -> None:
                 if jobs == 1:
                     return restarts.map_sequential(fn, todo)
-                futures = [pool.submit(fn, run) for run in todo]
+                futures = [pool.submit(running.run, fn, run) for run in todo]
                 errors = [f.exception() for f in futures]  # waits for every one
                 for err in errors:
                     if err is not None:
                         raise err
 
-            return self._schedule(runs, step, callback, map_runs, branch)
+            kernels.run_alone(running.alone if jobs > 1 else None)  # the shared warm-up
+            try:
+                return self._schedule(runs, step, callback, map_runs, branch)
+            finally:
+                kernels.run_alone(None)
 
     def _n_jobs(self, p: vb.Problem, n_runs: int) -> int:
         """Threads for restarts: the cores, unless the kernel itself is already parallel."""
@@ -683,6 +690,32 @@ class _MemorySweeps:
     def estimate_change(before: vb.State, after: vb.State) -> float:
         d = np.abs(after.mu_m - before.mu_m)
         return float(d.max()) if d.size else 0.0
+
+
+class _Running:
+    """How many restarts are sweeping in the race's threads right now, so that a restart that
+    runs alone (the last finisher's tail; the shared warm-up, on the calling thread) takes
+    every core for its passes (``kernels.run_alone``): the same chunks, the same bits. A
+    thread counts itself before its first sweep, so two threads never both see themselves
+    alone while both run."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.lock = threading.Lock()
+
+    def alone(self) -> bool:
+        return self.n <= 1
+
+    def run(self, fn: Callable[[restarts.RestartRun], None], run: restarts.RestartRun) -> None:
+        with self.lock:
+            self.n += 1
+        kernels.run_alone(self.alone)
+        try:
+            fn(run)
+        finally:
+            kernels.run_alone(None)
+            with self.lock:
+                self.n -= 1
 
 
 def _emit(warn: list[restarts.FitWarning]) -> None:
