@@ -52,6 +52,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import log_expit, ndtr, ndtri
 
+from . import kernels
 from .errors import InputError
 from .tn import tn_stats
 from .updates import update_z, z_from_sums
@@ -465,14 +466,19 @@ def reliability_posterior(
 
     grid_n = nodes or (_GRID_N if len(ann) <= _BIG_L else _GRID_N_BIG)
     z = np.linspace(-_GRID_HALF_WIDTH, _GRID_HALF_WIDTH, grid_n)
-    log_g = np.empty((n, grid_n))
-    eps_grid = np.empty((n, grid_n))
-    for k, zk in enumerate(z):
-        u = mode + width * zk
-        log_e, log_1me = log_expit(u), log_expit(-u)
-        lik = per_annotator(lambda a, lr, le=log_e, l1=log_1me: np.logaddexp(l1[a], le[a] + lr))
-        log_g[:, k] = a0 * log_e + b0 * log_1me + lik
-        eps_grid[:, k] = np.exp(log_e)
+    u = mode[None, :] + width[None, :] * z[:, None]  # (G, N)
+    log_e, log_1me = log_expit(u), log_expit(-u)
+    if kernels.USE_JIT:  # compiled: one pass per node, the nodes over the cores
+        lik = kernels.grid_loglik(ann, log_r, LOG_R_CLIP, log_e, log_1me)
+    else:
+        lik = np.stack(
+            [
+                per_annotator(lambda a, lr, le=le, l1=l1: np.logaddexp(l1[a], le[a] + lr))
+                for le, l1 in zip(log_e, log_1me, strict=True)
+            ]
+        )
+    log_g = np.ascontiguousarray((a0 * log_e + b0 * log_1me + lik).T)  # (N, G)
+    eps_grid = np.ascontiguousarray(np.exp(log_e).T)
     g = np.exp(log_g - log_g.max(axis=1, keepdims=True))
     # cumulative trapezoid in units of the node spacing, with the Euler-Maclaurin end
     # correction -(g'(z_j) - g'(z_0)) / 12 so that partial sums are accurate to O(h^4)

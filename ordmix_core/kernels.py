@@ -521,6 +521,37 @@ def _alone() -> bool:
     return check is not None and bool(check())
 
 
+@_jit(parallel=True)
+def _grid_loglik(ann, log_r, clip, log_e, log_1me, out):  # pragma: no cover - compiled
+    g = log_e.shape[0]
+    for k in prange(g):
+        for i in range(ann.size):
+            a = ann[i]
+            r = min(max(log_r[i], -clip), clip)
+            x = log_1me[k, a]
+            y = log_e[k, a] + r
+            if x >= y:
+                out[k, a] += x + math.log1p(math.exp(y - x))
+            else:
+                out[k, a] += y + math.log1p(math.exp(x - y))
+
+
+def grid_loglik(
+    ann: np.ndarray, log_r: np.ndarray, clip: float, log_e: np.ndarray, log_1me: np.ndarray
+) -> np.ndarray:
+    """(G, N): for each node k and annotator n, the sum over n's ratings i of
+    ``logaddexp(log_1me[k, n], log_e[k, n] + clip(log_r[i]))``, i.e. ``log(1 - eps + eps r)``
+    with ``eps = exp(log_e[k, n])`` (``decisions.reliability_posterior``'s grid). ``ann``,
+    ``log_r``: (L,); ``log_e``, ``log_1me``: (G, N). One pass over the ratings per node, the
+    nodes over the cores; each sum taken in rating order (as ``np.bincount`` takes it)."""
+    out = np.zeros(log_e.shape)
+    _grid_loglik(
+        np.ascontiguousarray(ann), np.ascontiguousarray(log_r, dtype=np.float64), float(clip),
+        np.ascontiguousarray(log_e), np.ascontiguousarray(log_1me), out,
+    )  # fmt: skip
+    return out
+
+
 def tn_stats(lo: np.ndarray, hi: np.ndarray, mean: np.ndarray, prec: np.ndarray):
     """``tn.tn_stats`` computed by the fused kernel's formulas; returns a ``tn.TNStats``."""
     f = [np.ascontiguousarray(x, dtype=np.float64) for x in np.broadcast_arrays(lo, hi, mean, prec)]

@@ -238,3 +238,22 @@ def test_import_and_version_without_a_writable_cache(tmp_path, temp_usable: bool
         assert any(private.rglob("*.nbi"))  # and its compiled code was kept there
     else:
         assert cache_line.startswith("False ")
+
+
+def test_grid_loglik_is_the_per_annotator_sum_of_logaddexp() -> None:
+    """The reliability posterior's grid, compiled, against numpy: for every node k and
+    annotator n, sum over n's ratings of logaddexp(log(1 - eps), log eps + clip(log r))."""
+    rng = np.random.default_rng(4)
+    n, g, length, clip = 7, 5, 400, 3.0
+    ann = rng.integers(0, n, length).astype(np.int32)
+    log_r = rng.normal(0, 3.0, length)  # some beyond the clip
+    u = rng.normal(0, 4.0, (g, n))
+    log_e, log_1me = -np.logaddexp(0, -u), -np.logaddexp(0, u)
+    want = np.stack(
+        [
+            np.bincount(ann, np.logaddexp(l1[ann], le[ann] + np.clip(log_r, -clip, clip)), n)
+            for le, l1 in zip(log_e, log_1me, strict=True)
+        ]
+    )
+    got = kernels.grid_loglik(ann, log_r, clip, log_e, log_1me)
+    np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-12)
