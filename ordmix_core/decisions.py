@@ -479,6 +479,7 @@ def reliability_posterior(
         )
     log_g = np.ascontiguousarray((a0 * log_e + b0 * log_1me + lik).T)  # (N, G)
     eps_grid = np.ascontiguousarray(np.exp(log_e).T)
+    del u, log_e, log_1me, lik  # (G, N) each: 26 MB at 20,000 annotators and 161 nodes
     g = np.exp(log_g - log_g.max(axis=1, keepdims=True))
     # cumulative trapezoid in units of the node spacing, with the Euler-Maclaurin end
     # correction -(g'(z_j) - g'(z_0)) / 12 so that partial sums are accurate to O(h^4)
