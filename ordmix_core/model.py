@@ -365,9 +365,10 @@ class OrdinalMixture(CrowdEstimator):
         p = p.with_ratings(data.ann, data.inst, data.cat, data.level, data.n_instances)
         p = p.with_gold(gold_m)
         runs = []
+        inputs = self._start_inputs(data)
         for r in range(self.n_restarts):
             kind, key = self._start(r, rng)
-            state = self._initial_from_key(data, p, r, kind, key)
+            state = self._initial_from_key(data, p, r, kind, key, inputs)
             runs.append(restarts.RestartRun(r, kind, state, key=key))
         if self.init_from is not None:  # a refit: starts from the previous posteriors race
             prev = warm.load_previous(self.init_from)
@@ -376,7 +377,8 @@ class OrdinalMixture(CrowdEstimator):
                 restarts.RestartRun(r, *start, key=runs[r].key) for r, start in enumerate(starts)
             ]
         with np.errstate(over="ignore", under="ignore"):
-            interrupted = self._race(p, runs, callback, self._memory_branch(data, p))
+            branch = self._memory_branch(data, p, inputs[2], inputs[3])
+            interrupted = self._race(p, runs, callback, branch)
         phases.release_scratch()  # two floats a rating, not needed by what follows
 
         def learned(s: vb.State) -> Learned:
@@ -394,11 +396,12 @@ class OrdinalMixture(CrowdEstimator):
             data, p, pi, data.annotators, runs, interrupted, t0, learned, lambda s: s.mu_m
         )
 
-    def _memory_branch(self, data: CrowdData, p: vb.Problem) -> restarts.BranchFn:
+    def _memory_branch(
+        self, data: CrowdData, p: vb.Problem, inst_hash: np.ndarray, ann_hash: np.ndarray
+    ) -> restarts.BranchFn:
         """``branch`` of the shared warm-up: the warm-up's state with the restart's own noise
-        on q(z)'s means and q(tau) (``init.branch_instances``, ``init.branch_annotators``);
-        gold items keep their truth."""
-        inst_hash, ann_hash = id_hash(data.instances), id_hash(data.annotators)
+        on q(z)'s means and q(tau) (``init.branch_instances``, ``init.branch_annotators``;
+        ``inst_hash``, ``ann_hash``: the IDs' ``id_hash``); gold items keep their truth."""
 
         def branch(source: vb.State, run: restarts.RestartRun) -> vb.State:
             s = source.copy()
@@ -459,22 +462,37 @@ class OrdinalMixture(CrowdEstimator):
         kind, key = self._start(restart, rng)
         return kind, self._initial_from_key(data, p, restart, kind, key)
 
+    @staticmethod
+    def _start_inputs(data: CrowdData) -> tuple[np.ndarray, ...]:
+        """What every restart's start reads of the data, computed once per fit: ratings and
+        their sum per instance, the instances' and annotators' ID hashes, ratings per
+        category."""
+        return (
+            np.bincount(data.inst, minlength=data.n_instances),
+            np.bincount(data.inst, weights=data.values, minlength=data.n_instances),
+            id_hash(data.instances),
+            id_hash(data.annotators),
+            np.bincount(data.cat, minlength=data.n_categories),
+        )
+
     def _initial_from_key(
-        self, data: CrowdData, p: vb.Problem, restart: int, kind: str, key: int
+        self,
+        data: CrowdData,
+        p: vb.Problem,
+        restart: int,
+        kind: str,
+        key: int,
+        inputs: tuple[np.ndarray, ...] | None = None,
     ) -> vb.State:
-        """The start of a restart of ``kind`` with random ``key`` (``_initial_state``)."""
+        """The start of a restart of ``kind`` with random ``key`` (``_initial_state``);
+        ``inputs``: ``_start_inputs(data)`` if already computed."""
         step = data.scale.step
-        n_m = np.bincount(data.inst, minlength=data.n_instances)
-        sum_m = np.bincount(data.inst, weights=data.values, minlength=data.n_instances)
+        n_m, sum_m, inst_hash, ann_hash, n_c = inputs or self._start_inputs(data)
         mu_m, lam_m = init.init_instances(
-            sum_m, n_m, id_hash(data.instances), key, restart, p.mu, p.lam,
-            data.scale.thresholds, step,
-        )  # fmt: skip
+            sum_m, n_m, inst_hash, key, restart, p.mu, p.lam, data.scale.thresholds, step
+        )
         mu_m = vb_updates.apply_gold(mu_m, p.gold)
-        g = self._global_start(
-            p, id_hash(data.annotators), np.bincount(data.cat, minlength=data.n_categories),
-            kind, key, restart, step,
-        )  # fmt: skip
+        g = self._global_start(p, ann_hash, n_c, kind, key, restart, step)
         return vb.State(mu_m=mu_m, lam_m=lam_m, **g._asdict())
 
     # ------------------------------------------------------------------ both engines
