@@ -15,7 +15,14 @@ import textwrap
 from collections.abc import Sequence
 
 from . import __version__, options
-from .cli_common import Progress, collect_warnings, folder_name, n_runs, print_warnings
+from .cli_common import (
+    Progress,
+    collect_warnings,
+    folder_name,
+    n_runs,
+    print_warnings,
+    refit_note,
+)
 from .errors import InputError
 
 #: how long ``--scheduler`` may take to answer before the fit gives up (seconds)
@@ -188,6 +195,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
             files = listing(tmp)
     print_warnings(caught)
     if not args.quiet:
+        if (note := refit_note(model)) is not None:
+            print(f"ordmix: note: {note}", file=sys.stderr)
         print(
             f"ordmix: wrote {folder_name(args.out)}{', '.join(files)} ({model.seconds_:.1f} s)",
             file=sys.stderr,

@@ -480,6 +480,34 @@ def test_seed_zero_by_default_two_runs_agree(small, default_fit):
     assert summary["settings"]["random_state"] == 0
 
 
+def test_a_refit_without_spam_is_said_once_the_fit_is_written(small, tmp_path):
+    """The spam decision's refit runs the restarts again, which the progress lines do not
+    show: the closing lines say why; a fit that kept its spam component says nothing."""
+    clean = simulate_crowd(80, 8, 4, spammer_share=0.0, random_state=5).ratings
+    clean.to_csv(tmp_path / "clean.csv", index=False)
+    rc, err, _ = run_cli(
+        ["fit", tmp_path / "clean.csv", "--out", tmp_path / "c", "--restarts", "2"]
+    )
+    assert rc == 0, err
+    choice = json.loads((tmp_path / "c" / "summary.json").read_text())["model_choice"]
+    assert choice["spam_choice"]["spam"] is False
+    notes = [line for line in err if line.startswith("ordmix: note:")]
+    assert notes == [
+        f"ordmix: note: the spam component was left out: {choice['spam_choice']['why']}"
+    ]
+    assert err[-1].startswith("ordmix: wrote ")
+    d, _ = small
+    rc, err, _ = run_cli(["fit", d / "r.csv", "--out", tmp_path / "s", "--restarts", "2"])
+    assert rc == 0, err
+    spam = json.loads((tmp_path / "s" / "summary.json").read_text())["model_choice"]
+    assert spam["spam_choice"]["spam"] is True
+    assert not [line for line in err if "note:" in line]
+    rc, err, _ = run_cli(
+        ["fit", tmp_path / "clean.csv", "--out", tmp_path / "q", "--restarts", "2", "--quiet"]
+    )
+    assert rc == 0 and err == []
+
+
 # --------------------------------------------------------------------------- compare
 def test_compare_granularity_chooses_the_model_rows(files, tmp_path):
     base = ["compare", files / "r.csv", "--gold", files / "gold.csv", "--restarts", "1"]
