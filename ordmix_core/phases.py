@@ -39,7 +39,8 @@ def _scratch(n: int) -> tuple[np.ndarray, np.ndarray]:
 def release_scratch() -> None:
     """Drop this thread's ``_scratch`` (two (L,) float arrays kept between sweeps so that a
     sweep does not fault its pages in again) once the sweeps are over: what follows needs the
-    room (160 MB at 10M ratings). The next sweep in this thread allocates it again."""
+    room (160 MB at 10M ratings). The next sweep in this thread allocates it again. Its
+    remembered Gamma statistics (``remember_gamma``) go too."""
     _SCRATCH.buf = None
     forget_gamma()
 
