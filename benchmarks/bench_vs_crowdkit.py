@@ -6,7 +6,7 @@ Run with the interpreter of a venv that has crowd-kit, numba and ordmix (see doc
 
 Every measurement is one fresh subprocess (interpreter start, imports, CSV load and fit), timed
 from outside; the minimum over ``--repeats`` alternating runs is reported (the machine may be
-shared). Pairs:
+shared), and the ratio of each run of ours to the crowd-kit run after it, with their median. Pairs:
 
 1. TREC RF10 (``../shared/data/trec-rf10/ratings.csv``): ``OrdinalMixture(random_state=0)``,
    the true default with the command line's seed (instance granularity, the default model,
@@ -73,7 +73,11 @@ def pair(name: str, path: str, ours: str, theirs: str, repeats: int, target: flo
     print(f"  ordmix  OrdinalMixture({ours}): {min(a):7.2f} s  (runs {fmt(a)}; "
           f"sweeps: chosen restart, all restarts and stages = {out_a})")  # fmt: skip
     print(f"  crowdkit DawidSkene({theirs}): {min(b):7.2f} s  (runs {fmt(b)}; iterations {out_b})")
-    print(f"  ratio ordmix / crowd-kit = {ratio:.3f}  (target <= {target})", flush=True)
+    print(f"  ratio ordmix / crowd-kit = {ratio:.3f}  (target <= {target})")
+    # each run of ours beside the crowd-kit run right after it: how much the ratio of a
+    # single pair of runs (the issues' "one run") moves with the machine's load
+    pairs = sorted(x / y for x, y in zip(a, b, strict=True))
+    print(f"  run by run: {fmt(pairs)}; median {pairs[len(pairs) // 2]:.2f}", flush=True)
 
 
 def fmt(xs: list[float]) -> str:
