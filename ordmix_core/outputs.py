@@ -521,8 +521,7 @@ def decided(model: Any, name: str, dec: Decisions) -> Any:
             return frame.join(dec.items)
         if isinstance(frame, pd.DataFrame):  # decide(model, items=False)
             return frame.join(decisions.item_decisions(model, confidence=dec.confidence))
-        if not isinstance(frame, pd.DataFrame):
-            return _partitioned_item_decisions(model, frame, dec.confidence)
+        return _partitioned_item_decisions(model, frame, dec.confidence)
     if name == "annotators" and dec.annotators is not None:
         return frame.join(dec.annotators)
     return frame
