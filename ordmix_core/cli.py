@@ -15,14 +15,7 @@ import textwrap
 from collections.abc import Sequence
 
 from . import __version__, options
-from .cli_common import (
-    Progress,
-    collect_warnings,
-    folder_name,
-    n_runs,
-    print_warnings,
-    refit_note,
-)
+from .cli_common import Progress, collect_warnings, folder_name, n_runs, print_warnings
 from .errors import InputError
 
 #: how long ``--scheduler`` may take to answer before the fit gives up (seconds)
@@ -162,6 +155,7 @@ def check_fit_args(args: argparse.Namespace):
 def cmd_fit(args: argparse.Namespace) -> int:
     from .data import as_scale, crowd_from_coded
     from .io import read_ratings
+    from .model import spam_left_out
     from .outpaths import listing, safe_output_dir
     from .outputs import write_fit_outputs
 
@@ -195,8 +189,9 @@ def cmd_fit(args: argparse.Namespace) -> int:
             files = listing(tmp)
     print_warnings(caught)
     if not args.quiet:
-        if (note := refit_note(model)) is not None:
-            print(f"ordmix: note: {note}", file=sys.stderr)
+        # the refit's restarts are not in the progress lines: say why it ran twice
+        if (why := spam_left_out(model)) is not None:
+            print(f"ordmix: note: the spam component was left out: {why}", file=sys.stderr)
         print(
             f"ordmix: wrote {folder_name(args.out)}{', '.join(files)} ({model.seconds_:.1f} s)",
             file=sys.stderr,

@@ -98,15 +98,6 @@ def print_warnings(caught: list[warnings.WarningMessage], prefix: str = "warning
         print(f"ordmix: {kind}: {text}", file=sys.stderr)
 
 
-def refit_note(model: object) -> str | None:
-    """Why the fit ran twice, when its spam decision (``model_["spam_choice"]``) refitted it
-    without the spam component: the progress lines show the restarts of the first fit only."""
-    choice = (getattr(model, "model_", None) or {}).get("spam_choice")
-    if not choice or choice.get("spam"):
-        return None
-    return f"the spam component was left out: {choice['why']}"
-
-
 def folder_name(path: str) -> str:
     """``path`` with one trailing slash, to put file names after it."""
     return path.rstrip("/") + "/"

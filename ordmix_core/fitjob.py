@@ -21,7 +21,7 @@ import numpy as np
 
 from . import decisions, options, outputs
 from .errors import InputError
-from .model import MODELS, OrdinalMixture, difficulty_prior
+from .model import MODELS, OrdinalMixture, difficulty_prior, spam_left_out
 from .report import Dataset
 
 #: options the Fit page does not show: the scale is the data set's (set on the Data page)
@@ -329,10 +329,10 @@ def model_line(model: OrdinalMixture) -> str:
 def no_spam_note(model: OrdinalMixture) -> str:
     """Why a fit without the spam component has none (the model's decision and its reason, or
     the user's switch), and what the annotator flags then rest on."""
-    choice = (getattr(model, "model_", None) or {}).get("spam_choice")
+    left_out = spam_left_out(model)
     why = (
-        f"The model left its spam component out: {choice['why']}. "
-        if choice and not choice["spam"]
+        f"The model left its spam component out: {left_out}. "
+        if left_out is not None
         else "This fit has no spam component (it was switched off): it took every rating as "
         "honest; refit with it on for reliabilities the fit itself estimates. "
     )

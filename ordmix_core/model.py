@@ -120,6 +120,14 @@ def spam_choice(spam_fit: dict, model: OrdinalMixture) -> dict:
     }
 
 
+def spam_left_out(model: object) -> str | None:
+    """Why the fit's spam decision left the spam component out (``model_["spam_choice"]``'s
+    ``why``: it was refitted without it), or None when it kept it or decided nothing (the
+    paper's model, ``spam`` given, a collapsed fit)."""
+    choice = (getattr(model, "model_", None) or {}).get("spam_choice")
+    return choice["why"] if choice and not choice["spam"] else None
+
+
 ProgressCallback = Callable[[int, int, float], "bool | None"]
 
 #: what an engine gives ``_store`` from the winning state: ``items_``, ``categories_``, the
