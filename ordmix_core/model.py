@@ -38,7 +38,7 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -126,6 +126,18 @@ def spam_left_out(model: object) -> str | None:
     paper's model, ``spam`` given, a collapsed fit)."""
     choice = (getattr(model, "model_", None) or {}).get("spam_choice")
     return choice["why"] if choice and not choice["spam"] else None
+
+
+class _StartInputs(NamedTuple):
+    """What every restart's start reads of the data (``OrdinalMixture._start_inputs``):
+    ratings and their sum per instance (M,), the IDs' ``id_hash`` (M,), (N,), ratings per
+    category (C,)."""
+
+    n_m: np.ndarray
+    sum_m: np.ndarray
+    inst_hash: np.ndarray
+    ann_hash: np.ndarray
+    n_c: np.ndarray
 
 
 ProgressCallback = Callable[[int, int, float], "bool | None"]
@@ -385,7 +397,7 @@ class OrdinalMixture(CrowdEstimator):
                 restarts.RestartRun(r, *start, key=runs[r].key) for r, start in enumerate(starts)
             ]
         with np.errstate(over="ignore", under="ignore"):
-            branch = self._memory_branch(data, p, inputs[2], inputs[3])
+            branch = self._memory_branch(data, p, inputs.inst_hash, inputs.ann_hash)
             interrupted = self._race(p, runs, callback, branch)
         phases.release_scratch()  # two floats a rating, not needed by what follows
 
@@ -471,11 +483,9 @@ class OrdinalMixture(CrowdEstimator):
         return kind, self._initial_from_key(data, p, restart, kind, key)
 
     @staticmethod
-    def _start_inputs(data: CrowdData) -> tuple[np.ndarray, ...]:
-        """What every restart's start reads of the data, computed once per fit: ratings and
-        their sum per instance, the instances' and annotators' ID hashes, ratings per
-        category."""
-        return (
+    def _start_inputs(data: CrowdData) -> _StartInputs:
+        """What every restart's start reads of the data, computed once per fit."""
+        return _StartInputs(
             np.bincount(data.inst, minlength=data.n_instances),
             np.bincount(data.inst, weights=data.values, minlength=data.n_instances),
             id_hash(data.instances),
@@ -490,7 +500,7 @@ class OrdinalMixture(CrowdEstimator):
         restart: int,
         kind: str,
         key: int,
-        inputs: tuple[np.ndarray, ...] | None = None,
+        inputs: _StartInputs | None = None,
     ) -> vb.State:
         """The start of a restart of ``kind`` with random ``key`` (``_initial_state``);
         ``inputs``: ``_start_inputs(data)`` if already computed."""
