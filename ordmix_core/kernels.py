@@ -31,15 +31,12 @@ relative error < 2e-15), a continued fraction beyond 50.
 ``USE_JIT`` (False when numba is missing or ``ORDMIX_NO_JIT=1``) tells ``vb.sweep`` whether to
 use these kernels or the numpy reference. Without numba the functions below still run, as slow
 pure Python (for tests of the formulas only). Compiled kernels are cached on disk where numba
-can write (``CACHE``, ``CACHE_WHERE``; see ``_choose_cache``), else compiled per process.
+can write (``CACHE``, ``CACHE_WHERE``; see ``jit._choose_cache``), else compiled per process.
 """
 
 from __future__ import annotations
 
 import math
-import os
-import stat
-import tempfile
 import threading
 import types
 from collections.abc import Callable
@@ -49,85 +46,13 @@ from numpy.polynomial import chebyshev as _cheb
 from scipy.special import erfcx as _erfcx_ref
 
 from . import tn
-
-try:  # pragma: no cover - exercised by the environment, not by a test
-    import numba
-    from numba import njit, prange
-
-    HAVE_NUMBA = True
-except ImportError:  # pragma: no cover
-    numba = None
-    HAVE_NUMBA = False
-    prange = range
-
-    def njit(*args, **kwargs):  # type: ignore[no-redef]
-        """Stand-in for ``numba.njit``: returns the function unchanged."""
-        if args and callable(args[0]):
-            return args[0]
-        return lambda f: f
-
-
-#: use the compiled kernels in ``vb.sweep`` (switch off with ORDMIX_NO_JIT=1 or by assignment)
-USE_JIT: bool = HAVE_NUMBA and os.environ.get("ORDMIX_NO_JIT", "") in ("", "0")
-
-
-def _probe(x: float) -> float:  # pragma: no cover - never called, only decorated
-    return x
-
-
-def _cache_usable() -> bool:
-    """Whether numba finds a folder it can write for this module's compiled kernels."""
-    try:
-        njit(cache=True)(_probe)  # raises RuntimeError when no cache location is writable
-    except RuntimeError:
-        return False
-    return True
-
-
-def _private_cache_folder() -> str | None:
-    """``ordmix-numba-<uid>`` in the temp folder, if it is (or can be made) this user's own
-    and writable by no one else: kernels cached there are loaded as code."""
-    uid = os.getuid() if hasattr(os, "getuid") else None
-    if uid is None:
-        return None
-    path = os.path.join(tempfile.gettempdir(), f"ordmix-numba-{uid}")
-    try:
-        os.makedirs(path, mode=0o700, exist_ok=True)
-        st = os.lstat(path)
-    except OSError:
-        return None
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != uid or st.st_mode & 0o077:
-        return None
-    return path
-
-
-def _choose_cache() -> tuple[bool, str]:
-    """numba's on-disk cache where it works (next to this file, or numba's user cache), else a
-    private folder in the temp folder (as ``NUMBA_CACHE_DIR``), else none: the kernels are then
-    compiled in memory in every process. Importing ordmix (and ``ordmix --version``) must not
-    fail on a read-only install without a home folder."""
-    if not HAVE_NUMBA:
-        return False, "numba not installed"
-    if _cache_usable():
-        return True, "numba's default"
-    before = numba.config.CACHE_DIR
-    folder = _private_cache_folder()
-    if folder is not None:
-        numba.config.CACHE_DIR = folder
-        if _cache_usable():
-            return True, folder
-    numba.config.CACHE_DIR = before
-    return False, "none writable: compiled in memory per process"
-
-
-#: whether the compiled kernels are cached on disk, and where
-CACHE, CACHE_WHERE = _choose_cache()
-
-
-def _jit(**flags):
-    """``numba.njit`` with the on-disk cache when there is one (``CACHE``)."""
-    return njit(cache=CACHE, **flags)
-
+from .jit import CACHE as CACHE  # re-exported: where the compiled kernels are cached
+from .jit import CACHE_WHERE as CACHE_WHERE
+from .jit import HAVE_NUMBA as HAVE_NUMBA
+from .jit import USE_JIT as USE_JIT  # the sweep's switch (``vb.sweep``); tests assign it
+from .jit import jit as _jit
+from .jit import numba as numba
+from .jit import prange
 
 _HALF_LOG_2PI = tn._HALF_LOG_2PI  # a float: numba freezes it as a constant
 _INV_SQRT2 = 1.0 / math.sqrt(2.0)

@@ -1,0 +1,92 @@
+"""numba, if it is there: ``njit`` (or a stand-in), ``prange``, whether to use compiled code
+(``USE_JIT``) and the on-disk cache of compiled code (``CACHE``, ``jit``).
+
+One home for how ordmix compiles: the sweep's kernels (``kernels``) and the coding of big ID
+columns (``idhash``) both decorate with ``jit``. Without numba the decorated functions run as
+plain Python.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+
+try:  # pragma: no cover - exercised by the environment, not by a test
+    import numba
+    from numba import njit, prange
+
+    HAVE_NUMBA = True
+except ImportError:  # pragma: no cover
+    numba = None
+    HAVE_NUMBA = False
+    prange = range
+
+    def njit(*args, **kwargs):  # type: ignore[no-redef]
+        """Stand-in for ``numba.njit``: returns the function unchanged."""
+        if args and callable(args[0]):
+            return args[0]
+        return lambda f: f
+
+
+#: use compiled code (switch off with ORDMIX_NO_JIT=1): ``idhash`` reads it here; the sweep
+#: reads ``kernels.USE_JIT``, this value at import, which tests may assign
+USE_JIT: bool = HAVE_NUMBA and os.environ.get("ORDMIX_NO_JIT", "") in ("", "0")
+
+
+def _probe(x: float) -> float:  # pragma: no cover - never called, only decorated
+    return x
+
+
+def _cache_usable() -> bool:
+    """Whether numba finds a folder it can write for this module's compiled kernels."""
+    try:
+        njit(cache=True)(_probe)  # raises RuntimeError when no cache location is writable
+    except RuntimeError:
+        return False
+    return True
+
+
+def _private_cache_folder() -> str | None:
+    """``ordmix-numba-<uid>`` in the temp folder, if it is (or can be made) this user's own
+    and writable by no one else: kernels cached there are loaded as code."""
+    uid = os.getuid() if hasattr(os, "getuid") else None
+    if uid is None:
+        return None
+    path = os.path.join(tempfile.gettempdir(), f"ordmix-numba-{uid}")
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        st = os.lstat(path)
+    except OSError:
+        return None
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != uid or st.st_mode & 0o077:
+        return None
+    return path
+
+
+def _choose_cache() -> tuple[bool, str]:
+    """numba's on-disk cache where it works (next to this file, or numba's user cache), else a
+    private folder in the temp folder (as ``NUMBA_CACHE_DIR``), else none: the kernels are then
+    compiled in memory in every process. Importing ordmix (and ``ordmix --version``) must not
+    fail on a read-only install without a home folder."""
+    if not HAVE_NUMBA:
+        return False, "numba not installed"
+    if _cache_usable():
+        return True, "numba's default"
+    before = numba.config.CACHE_DIR
+    folder = _private_cache_folder()
+    if folder is not None:
+        numba.config.CACHE_DIR = folder
+        if _cache_usable():
+            return True, folder
+    numba.config.CACHE_DIR = before
+    return False, "none writable: compiled in memory per process"
+
+
+#: whether the compiled kernels are cached on disk, and where
+CACHE, CACHE_WHERE = _choose_cache()
+
+
+def jit(**flags):
+    """``numba.njit`` with the on-disk cache when there is one (``CACHE``)."""
+    return njit(cache=CACHE, **flags)
