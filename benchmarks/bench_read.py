@@ -6,7 +6,7 @@
     python benchmarks/bench_read.py fit-crowd /tmp/r10m.csv  # that fit from io.read_crowd
     python benchmarks/bench_read.py stages /tmp/r10m.csv   # `ordmix fit`'s peak RSS by stage
     python benchmarks/bench_read.py upload --rows 1000000  # the dashboard's upload read path
-    python benchmarks/bench_read.py hash /tmp/r10m.csv     # instance coding: pyarrow vs radix
+    python benchmarks/bench_read.py hash /tmp/r10m.csv     # instance coding: pyarrow vs idhash
     python benchmarks/bench_read.py all /tmp/r10m.csv      # all four, one JSON line each
 
 ``write`` draws ``synth.synth_arrays`` (5 levels, 5 ratings per item, L/500 annotators, 1,000
@@ -23,13 +23,12 @@ a thread sampling the RSS, and reports the peak of each stage (``STAGES``). ``up
 builds the 1,000,000-row frame of ``tests/test_app_data.py``'s upload test and times what
 the Data page does with it outside Streamlit: ``io.read_table`` on the bytes, then
 ``data.normalize_columns`` + ``data.prepare`` (``app.make_dataset``'s engine calls).
-``hash`` codes the instance column twice, as ``data`` does today (pyarrow's hash, then sorting
-the distinct IDs) and with a prototype for the next round (IDs of at most 16 bytes packed as
-big-endian integer keys, rows scattered into 1,024 partitions by hash so that each partition's
-table stays in cache, the distinct keys sorted with ``np.lexsort``), checks that both give the
-same sorted dictionary, and reports CPU per step (the numba steps after a warm-up call).
-Each measurement runs in its own process (``resource.getrusage``: peak RSS of that run only);
-``ordmix_core`` is whatever ``PYTHONPATH`` points at, so the same script measures two trees.
+``hash`` codes the instance column twice, with pyarrow's hash and sort and with
+``idhash`` (what ``data`` uses for a big column of many distinct short IDs), checks that both
+give the same codes and sorted dictionary, and reports CPU and wall of each (numba's first
+call excluded). Each measurement runs in its own process (``resource.getrusage``: peak RSS
+of that run only); ``ordmix_core`` is whatever ``PYTHONPATH`` points at, so the same
+script measures two trees.
 """
 
 from __future__ import annotations
@@ -251,139 +250,34 @@ def measure_stages(path: str) -> dict:
     }
 
 
-def _radix_kernels():
-    """The prototype's two numba passes (``hash``): packed keys and partition of each row;
-    codes (first appearance within partitions), distinct keys and their first rows."""
-    import numpy as np
-    from numba import njit
-
-    U = np.uint64
-    P_BITS = 10
-
-    @njit(cache=True, nogil=True)
-    def keys_and_parts(off, data, k0s, k1s, lens, part):
-        n = off.size - 1
-        for i in range(n):
-            a = off[i]
-            b = off[i + 1]
-            k0 = U(0)
-            k1 = U(0)
-            for p in range(a, min(b, a + 8)):
-                k0 |= U(data[p]) << U(8 * (7 - (p - a)))
-            for p in range(a + 8, b):
-                k1 |= U(data[p]) << U(8 * (15 - (p - a)))
-            ln = U(b - a + 1)
-            h = (k0 ^ (k1 * U(0x9E3779B97F4A7C15)) ^ ln) * U(0xBF58476D1CE4E5B9)
-            h ^= h >> U(31)
-            k0s[i] = k0
-            k1s[i] = k1
-            lens[i] = np.uint32(b - a + 1)
-            part[i] = np.uint32(h >> U(64 - P_BITS))
-
-    @njit(cache=True, nogil=True)
-    def encode_parts(k0s, k1s, lens, part):
-        n = k0s.size
-        P = 1 << P_BITS
-        cnt = np.zeros(P + 1, np.int64)
-        for i in range(n):
-            cnt[part[i] + 1] += 1
-        start = np.cumsum(cnt)
-        pos = start[:-1].copy()
-        perm = np.empty(n, np.int32)
-        for i in range(n):
-            p = part[i]
-            perm[pos[p]] = i
-            pos[p] += 1
-        codes = np.empty(n, np.int32)
-        uk0 = np.empty(n // 2 + 16, np.uint64)
-        uk1 = np.empty_like(uk0)
-        ul = np.empty(uk0.size, np.uint32)
-        first = np.empty(uk0.size, np.int64)
-        u = 0
-        maxc = 0
-        for p in range(P):
-            maxc = max(maxc, start[p + 1] - start[p])
-        cap = 1
-        while cap < 2 * maxc:
-            cap *= 2
-        table = np.full(cap, -1, np.int32)
-        for p in range(P):
-            s0 = start[p]
-            s1 = start[p + 1]
-            c = 1
-            while c < 2 * (s1 - s0):
-                c *= 2
-            m = c - 1
-            for j in range(s0, s1):
-                i = perm[j]
-                k0 = k0s[i]
-                k1 = k1s[i]
-                ln = lens[i]
-                h = (k0 ^ (k1 * U(0x9E3779B97F4A7C15)) ^ U(ln)) * U(0xC2B2AE3D27D4EB4F)
-                s = np.int64(h >> U(40)) & m
-                while True:
-                    k = table[s]
-                    if k < 0:
-                        table[s] = u
-                        uk0[u] = k0
-                        uk1[u] = k1
-                        ul[u] = ln
-                        first[u] = i
-                        codes[i] = u
-                        u += 1
-                        break
-                    if uk0[k] == k0 and uk1[k] == k1 and ul[k] == ln:
-                        codes[i] = k
-                        break
-                    s = (s + 1) & m
-            table[:c] = -1
-        return codes, uk0[:u], uk1[:u], ul[:u], first[:u]
-
-    return keys_and_parts, encode_parts
-
-
 def measure_hash(path: str) -> dict:
+    """The instance column coded both ways, warm (numba's first call excluded), CPU."""
     import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
 
+    from ordmix_core import data, idhash
     from ordmix_core.io import read_arrow
 
     table, _ = read_arrow(path, large=False)
     col = table.column("instance")
-    keys_and_parts, encode_parts = _radix_kernels()
+    idhash._load_kernels()
     res: dict = {"what": "hash", "load_avg": os.getloadavg()[0]}
-    for warm in (True, False):  # the first round compiles the numba passes
-        c0 = time.process_time()
-        enc = pc.dictionary_encode(col)
-        dictionary = enc.chunks[-1].dictionary
-        c1 = time.process_time()
-        ref = dictionary.take(pc.sort_indices(dictionary))
-        c2 = time.process_time()
-        n = len(col)
-        k0s, k1s = np.empty(n, np.uint64), np.empty(n, np.uint64)
-        lens, part = np.empty(n, np.uint32), np.empty(n, np.uint32)
-        o = 0
-        for ch in col.chunks:
-            off = np.frombuffer(ch.buffers()[1], np.int32)[ch.offset : ch.offset + len(ch) + 1]
-            data = np.frombuffer(ch.buffers()[2], np.uint8)
-            sl = slice(o, o + len(ch))
-            keys_and_parts(off, data, k0s[sl], k1s[sl], lens[sl], part[sl])
-            o += len(ch)
-        c3 = time.process_time()
-        _, uk0, uk1, ul, first = encode_parts(k0s, k1s, lens, part)
-        c4 = time.process_time()
-        order = np.lexsort((ul, uk1, uk0))
-        c5 = time.process_time()
+    real = idhash.sorted_codes
+    for warm in (True, False):
+        idhash.sorted_codes = lambda arr: None  # pyarrow's hash and sort
+        c0, w0 = time.process_time(), time.perf_counter()
+        ref = data._code_arrow(col)
+        c1, w1 = time.process_time(), time.perf_counter()
+        idhash.sorted_codes = real
+        fast = data._code_arrow(col)
+        c2, w2 = time.process_time(), time.perf_counter()
         if not warm:
             res.update(
-                pyarrow_hash_cpu_s=round(c1 - c0, 2),
-                pyarrow_sort_cpu_s=round(c2 - c1, 2),
-                radix_keys_cpu_s=round(c3 - c2, 2),
-                radix_hash_cpu_s=round(c4 - c3, 2),
-                radix_lexsort_cpu_s=round(c5 - c4, 2),
-                same=bool(col.combine_chunks().take(pa.array(first[order])).equals(ref)),
-                n_distinct=len(ref),
+                pyarrow_cpu_s=round(c1 - c0, 2),
+                pyarrow_wall_s=round(w1 - w0, 2),
+                idhash_cpu_s=round(c2 - c1, 2),
+                idhash_wall_s=round(w2 - w1, 2),
+                same=all(np.array_equal(a, b) for a, b in zip(ref, fast, strict=True)),
+                n_distinct=len(ref[1]),
             )
     return res
 

@@ -20,15 +20,23 @@ def instance_queries(
     rating; ``clash`` the first rating (row index into ``inst``/``query``, each (L,)) whose
     query differs from its instance's, None when there is none.
 
-    Compares integer codes, so it costs the same for numpy objects and Arrow strings.
+    Compares integer codes, so it costs the same for numpy objects and Arrow strings: each
+    instance first takes the query of any one of its ratings, and only when some rating
+    differs is the first rating of each instance looked for (the message names it).
     """
-    codes, names = pd.factorize(query)
-    first = np.zeros(n_instances, dtype=np.int64)
-    first[inst[::-1]] = np.arange(inst.size)[::-1]
-    first_code = codes[first]
-    clash = np.flatnonzero(codes != first_code[inst])
-    inst_query = np.asarray(names, dtype=object)[first_code]
-    return inst_query, (int(clash[0]) if clash.size else None)
+    if isinstance(query, pd.Categorical):
+        codes, names = query.codes, query.categories  # 1-2 bytes a rating, no hashing
+    else:
+        codes, names = pd.factorize(query)
+    some = np.zeros(n_instances, dtype=codes.dtype)
+    some[inst] = codes
+    if not np.array_equal(codes, some[inst]):
+        first = np.zeros(n_instances, dtype=np.int64)
+        first[inst[::-1]] = np.arange(inst.size)[::-1]
+        some = codes[first]
+        clash = np.flatnonzero(codes != some[inst])
+        return np.asarray(names, dtype=object)[some], int(clash[0])
+    return np.asarray(names, dtype=object)[some], None
 
 
 def query_clash(instance: object, query: object, first: object, row: int | None = None) -> str:

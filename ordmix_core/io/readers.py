@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .. import idhash
 from ..data import (
     GOLD_ALIASES,
     CrowdData,
@@ -27,12 +28,18 @@ from .sniff import sniff_kind as _sniff_kind
 from .text import read_text
 
 
-def read_arrow(source: Source, name: str | None = None, large: bool = True) -> tuple[Any, str]:
+def read_arrow(
+    source: Source, name: str | None = None, large: bool = True, coding: bool = False
+) -> tuple[Any, str]:
     """``(pyarrow.Table of text columns, label)``: :func:`read_table` before pandas.
 
     ``large``: ``large_string`` columns (what pandas' ``str`` holds), else ``string``.
+    ``coding``: the IDs are coded next; a big file's coding kernels load while it is parsed
+    (``idhash.preload``).
     """
     data, label, ext = load(source, name)
+    if coding:
+        idhash.preload(len(data))
     if not data:
         raise InputError(
             "the file is empty (0 bytes); export the ratings again with a header row "
@@ -128,7 +135,7 @@ def read_crowd(
 def read_coded(source: Source, name: str | None = None) -> pd.DataFrame:
     """:func:`read_ratings` without the scale check: the columns checked and coded, the
     parse's buffers handed back."""
-    table, label = read_arrow(source, name, large=False)  # 4 bytes an offset: coded next
+    table, label = read_arrow(source, name, large=False, coding=True)  # 4 bytes an offset
     df = normalize_columns(table, label, coded=True)  # codes the Arrow columns directly
     del table
     _release_arrow_memory()
