@@ -291,15 +291,23 @@ def sorted_codes(arr: Any) -> tuple[np.ndarray, Any] | None:
     n = len(arr)
     k0s, k1s = np.empty(n, np.uint64), np.empty(n, np.uint64)
     lens, part = np.empty(n, np.uint8), np.empty(n, np.uint16)
-    at = longest = 0
-    for chunk in chunks:
-        off, data = _chunk_buffers(chunk)
-        end = at + len(chunk)
-        longest = max(longest, _pack(off, data, k0s[at:end], k1s[at:end], lens[at:end],
-                                     part[at:end], PART_BITS))  # fmt: skip
-        if longest > MAX_BYTES:
-            return None
-        at = end
+    ends = np.cumsum([len(chunk) for chunk in chunks])
+
+    def pack(todo: range, out: tuple[np.ndarray, ...]) -> int:
+        """Pack chunks ``todo`` into ``out`` (keys, lengths, partitions); the longest ID."""
+        longest = 0
+        for c in todo:
+            off, data = _chunk_buffers(chunks[c])
+            rows = slice(int(ends[c] - len(chunks[c])), int(ends[c]))
+            longest = max(longest, _pack(off, data, *(a[rows] for a in out), PART_BITS))
+        return longest
+
+    half = int(np.searchsorted(ends, n // 2))  # the chunks in two halves, side by side
+    with ThreadPoolExecutor(1) as pool:
+        later = pool.submit(pack, range(half, len(chunks)), (k0s, k1s, lens, part))
+        longest = max(pack(range(half), (k0s, k1s, lens, part)), later.result())
+    if longest > MAX_BYTES:
+        return None
     start, rows = _partition(part, PART_BITS)
     del part
     n_part = start.size - 1
