@@ -20,8 +20,10 @@ def _reference(inst: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, int | None]
     return np.array([first[m] for m in range(len(first))], dtype=object), clash
 
 
-@pytest.mark.parametrize("arrow", [False, True])
-def test_instance_queries_equal_a_plain_loop(arrow: bool) -> None:
+@pytest.mark.parametrize("kind", ["numpy", "arrow", "categorical"])
+def test_instance_queries_equal_a_plain_loop(kind: str) -> None:
+    """Queries as objects, Arrow strings or a Categorical (``io.read_ratings``' coded column,
+    with an unused category)."""
     rng = np.random.default_rng(0)
     for _ in range(100):
         n_inst = int(rng.integers(1, 8))
@@ -32,7 +34,12 @@ def test_instance_queries_equal_a_plain_loop(arrow: bool) -> None:
         if rng.random() < 0.5:
             q[rng.integers(0, q.size)] = "other"
         ref, ref_row = _reference(inst, q)
-        got, row = instance_queries(inst, pd.array(q, dtype="string") if arrow else q, n_inst)
+        given = {
+            "numpy": q,
+            "arrow": pd.array(q, dtype="string"),
+            "categorical": pd.Categorical(q, categories=["unused", *sorted(set(q))]),
+        }[kind]
+        got, row = instance_queries(inst, given, n_inst)
         assert got.dtype == object and list(got) == list(ref)
         assert row == ref_row
 
