@@ -163,6 +163,18 @@ def _spell(uk0, uk1, ulen, order):  # pragma: no cover - compiled
     return off, data
 
 
+@jit.jit(nogil=True, inline="always")
+def _digit(k0, k1, ln, i, key_no, n_keys, with_len, shift):  # pragma: no cover - compiled
+    """Row ``i``'s 16-bit digit at ``shift`` of sort key ``key_no`` (``_radix_order``)."""
+    if with_len and key_no == 0:
+        v = _U(ln[i])
+    elif key_no == n_keys - 1:
+        v = k0[i]
+    else:
+        v = k1[i]
+    return np.int64((v >> shift) & _U(0xFFFF))
+
+
 @jit.jit(nogil=True)
 def _radix_order(k0, k1, ln, with_len):  # pragma: no cover - compiled
     """The permutation that sorts by (``k0``, ``k1``[, ``ln``]) ascending: an LSD radix sort
@@ -175,22 +187,12 @@ def _radix_order(k0, k1, ln, with_len):  # pragma: no cover - compiled
     count = np.zeros(1 << 16, np.int64)
     n_keys = 3 if with_len else 2
     for key_no in range(n_keys):  # least significant key first
-        if with_len and key_no == 0:
-            shifts = 1
-        else:
-            shifts = 4
+        shifts = 1 if with_len and key_no == 0 else 4
         for d in range(shifts):
             shift = _U(16 * d)
             count[:] = 0
-            for j in range(m):
-                i = order[j]
-                if with_len and key_no == 0:
-                    v = _U(ln[i])
-                elif key_no == n_keys - 1:
-                    v = k0[i]
-                else:
-                    v = k1[i]
-                count[np.int64((v >> shift) & _U(0xFFFF))] += 1
+            for i in range(m):  # counting needs no order
+                count[_digit(k0, k1, ln, i, key_no, n_keys, with_len, shift)] += 1
             if count.max() == m:
                 continue  # every key has this digit: the order stands
             total = 0
@@ -200,13 +202,7 @@ def _radix_order(k0, k1, ln, with_len):  # pragma: no cover - compiled
                 total += c
             for j in range(m):
                 i = order[j]
-                if with_len and key_no == 0:
-                    v = _U(ln[i])
-                elif key_no == n_keys - 1:
-                    v = k0[i]
-                else:
-                    v = k1[i]
-                b = np.int64((v >> shift) & _U(0xFFFF))
+                b = _digit(k0, k1, ln, i, key_no, n_keys, with_len, shift)
                 tmp[count[b]] = i
                 count[b] += 1
             order, tmp = tmp, order
