@@ -5,10 +5,13 @@ pyarrow's ``dictionary_encode`` probes one hash table of all distinct IDs for ev
 costs a cache miss, and coding the column took 2.1-2.5 s of one core, then 0.9 s to sort the
 distinct IDs. Here IDs of at most 16 bytes are packed into two big-endian 64-bit keys plus
 their length, the rows are scattered into ``2**PART_BITS`` partitions by a hash of the key,
-and each partition is hashed with its own small table, which stays in cache; the distinct keys
-are then sorted by ``np.lexsort`` on (first 8 bytes, next 8 bytes, length), which is the order
-of the bytes (a shorter ID sorts before any ID it begins). The result is the same as
-``data._code_arrow``'s pyarrow path, codes and sorted dictionary alike (``tests/test_idhash.py``).
+and each partition is hashed with its own small table, which stays in cache (packing and
+hashing each in two halves side by side); the distinct keys are then sorted on (first 8 bytes,
+next 8 bytes, length) by an LSD radix sort (``_radix_order``, ``np.lexsort``'s order in a
+third of its time), which is the order of the bytes (a shorter ID sorts before any ID it
+begins), and the sorted IDs are spelled back from their keys. The result is the same as
+``data._code_arrow``'s pyarrow path, codes and sorted dictionary alike (``tests/test_idhash.py``):
+1.1 s instead of 2.9 for the 2M instance IDs of 10M ratings.
 
 Used for columns of at least ``MIN_ROWS`` rows without nulls (``sorted_codes`` returns None
 otherwise, and for an ID over 16 bytes: the caller then takes pyarrow's path). Needs numba
