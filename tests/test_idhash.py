@@ -159,3 +159,42 @@ def test_a_big_column_takes_the_fast_path_through_normalize_columns(monkeypatch)
     got = frame["instance"]
     assert list(got.cat.categories) == sorted(set(inst))
     np.testing.assert_array_equal(got.astype(str).to_numpy(), inst)
+
+
+def test_the_readers_messages_hold_on_the_fast_path(monkeypatch, tmp_path):
+    """``io.read_ratings`` on a file coded by idhash (sizes patched): the same frame as
+    pyarrow's path, and a blank ID is refused naming its row, as docs/reliability.md says."""
+    from ordmix_core import io
+    from ordmix_core.errors import InputError
+
+    monkeypatch.setattr(idhash, "MIN_ROWS", 100)
+    monkeypatch.setattr(idhash, "PRELOAD_BYTES", 100)
+    monkeypatch.setattr(idhash, "_PRELOADED", type(idhash._PRELOADED)())
+    taken = []  # per ID column asked: whether idhash coded it
+    real = idhash.sorted_codes
+
+    def spy(arr):
+        got = real(arr)
+        taken.append(got is not None)
+        return got
+
+    monkeypatch.setattr(idhash, "sorted_codes", spy)
+    rows = [f"w{i % 7},doc{i:05d},{1 + i % 5}" for i in range(400)]
+    good = tmp_path / "r.csv"
+    good.write_text("annotator,instance,rating\n" + "\n".join(rows) + "\n")
+    fast = io.read_ratings(good)
+    assert taken == [False, True] and idhash._PRELOADED.is_set()  # annotators: 7 distinct
+    with monkeypatch.context() as m:
+        m.setattr(idhash, "sorted_codes", lambda arr: None)
+        slow = io.read_ratings(good)
+    for c in ("annotator", "instance"):
+        assert list(fast[c].cat.categories) == list(slow[c].cat.categories)
+        np.testing.assert_array_equal(fast[c].cat.codes, slow[c].cat.codes)
+    np.testing.assert_array_equal(fast["rating"], slow["rating"])
+    for blank in ("", "   "):
+        bad = rows.copy()
+        bad[250] = f"w1,{blank},3"
+        path = tmp_path / "bad.csv"
+        path.write_text("annotator,instance,rating\n" + "\n".join(bad) + "\n")
+        with pytest.raises(InputError, match=r"row 252 .*empty 'instance' cell"):
+            io.read_ratings(path)
