@@ -21,6 +21,7 @@ otherwise, and for an ID over 16 bytes: the caller then takes pyarrow's path). N
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -211,6 +212,14 @@ def _rerank(codes, rank):  # pragma: no cover - compiled
         codes[i] = rank[codes[i]]
 
 
+def _side_by_side(fn: Callable[..., Any], first: tuple, second: tuple) -> tuple[Any, Any]:
+    """``(fn(*first), fn(*second))``, the second in another thread (the kernels release the
+    GIL, so the two halves share the cores)."""
+    with ThreadPoolExecutor(1) as pool:
+        later = pool.submit(fn, *second)
+        return fn(*first), later.result()
+
+
 def _chunk_buffers(chunk: Any) -> tuple[np.ndarray, np.ndarray]:
     """(n+1,) offsets and the value bytes of one Arrow string / large_string chunk."""
     import pyarrow as pa
@@ -294,10 +303,9 @@ def sorted_codes(arr: Any) -> tuple[np.ndarray, Any] | None:
             longest = max(longest, _pack(off, data, *(a[rows] for a in out), PART_BITS))
         return longest
 
-    half = int(np.searchsorted(ends, n // 2))  # the chunks in two halves, side by side
-    with ThreadPoolExecutor(1) as pool:
-        later = pool.submit(pack, range(half, len(chunks)), (k0s, k1s, lens, part))
-        longest = max(pack(range(half), (k0s, k1s, lens, part)), later.result())
+    half = int(np.searchsorted(ends, n // 2))  # the chunks in two halves
+    out = (k0s, k1s, lens, part)
+    longest = max(_side_by_side(pack, (range(half), out), (range(half, len(chunks)), out)))
     if longest > MAX_BYTES:
         return None
     start, rows = _partition(part, PART_BITS)
@@ -307,10 +315,10 @@ def sorted_codes(arr: Any) -> tuple[np.ndarray, Any] | None:
     mid = min(max(mid, 1), n_part - 1)
     codes = np.empty(n, np.int32)
     base = int(start[mid])  # the second half's codes start here: no clash with the first's
-    with ThreadPoolExecutor(1) as pool:
-        later = pool.submit(_encode, k0s, k1s, lens, start, rows, mid, n_part, base, codes)
-        first_half = _encode(k0s, k1s, lens, start, rows, 0, mid, 0, codes)
-        second_half = later.result()
+    keys = (k0s, k1s, lens, start, rows)
+    first_half, second_half = _side_by_side(
+        _encode, (*keys, 0, mid, 0, codes), (*keys, mid, n_part, base, codes)
+    )
     del k0s, k1s, lens, rows
     uk0, uk1, ulen = (np.concatenate(pair) for pair in zip(first_half, second_half, strict=True))
     u1 = first_half[0].size
