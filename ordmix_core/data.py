@@ -433,14 +433,16 @@ def _code_arrow(arr) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
     A big column of many distinct short IDs goes through ``idhash`` (a partitioned hash, the
     same result in about a third of the time); anything else through pyarrow's hash and sort."""
-    import pyarrow.compute as pc
-
     from . import idhash
 
-    fast = idhash.sorted_codes(arr)
-    if fast is not None:
-        codes, ordered = fast
-        return codes, ordered.to_numpy(zero_copy_only=False), _blank_text(ordered)
+    codes, ordered = idhash.sorted_codes(arr) or _sorted_by_pyarrow(arr)
+    return codes, ordered.to_numpy(zero_copy_only=False), _blank_text(ordered)
+
+
+def _sorted_by_pyarrow(arr) -> tuple[np.ndarray, Any]:
+    """``(codes (L,) int32, the distinct values sorted)`` by pyarrow's hash and sort."""
+    import pyarrow.compute as pc
+
     idx, dictionary = _encode_arrow(arr)
     order = pc.sort_indices(dictionary)
     rank = np.empty(len(dictionary) + 1, dtype=np.int32)
@@ -448,8 +450,7 @@ def _code_arrow(arr) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     rank[-1] = -1  # index -1 (null) stays -1
     codes = rank[idx]
     del idx
-    ordered = dictionary.take(order)
-    return codes, ordered.to_numpy(zero_copy_only=False), _blank_text(ordered)
+    return codes, dictionary.take(order)
 
 
 def _blank_sorted(uniq: np.ndarray) -> np.ndarray:
