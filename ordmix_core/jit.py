@@ -88,5 +88,8 @@ CACHE, CACHE_WHERE = _choose_cache()
 
 
 def jit(**flags):
-    """``numba.njit`` with the on-disk cache when there is one (``CACHE``)."""
+    """``numba.njit`` with the on-disk cache when there is one (``CACHE``) and numpy's error
+    model: a division by zero gives inf or nan, as in numpy, rather than a check before every
+    division for Python's ZeroDivisionError (2% of a TREC sweep's first pass)."""
+    flags.setdefault("error_model", "numpy")
     return njit(cache=CACHE, **flags)

@@ -433,12 +433,40 @@ def run_alone(check: Callable[[], bool] | None) -> None:
     _ALONE.check = check
 
 
+def take_turns(turn: threading.Lock | None) -> None:
+    """Set (or, with None, clear) this thread's turn lock: a thread that holds ``turn`` while it
+    runs Python hands it over only while its passes run (``passes`` wraps them).
+
+    Restarts side by side in threads otherwise hand the GIL to each other at every small
+    numpy call of a sweep's bookkeeping (numpy lets go of the GIL for each), and each such
+    handover waits for the other thread; taking turns leaves one thread's bookkeeping to run
+    while the other's passes run. It orders nothing that the results depend on."""
+    _ALONE.turn = turn
+
+
+def _taking_turns(fn: Callable, turn: threading.Lock) -> Callable:
+    def call(*args):
+        turn.release()
+        try:
+            return fn(*args)
+        finally:
+            turn.acquire()
+
+    return call
+
+
 def passes(n_ratings: int, n_chunks: int) -> tuple:
     """The three pass functions to use: parallel ones for several chunks of a large input, or
-    of any input while this thread's sweep runs alone (``run_alone``)."""
+    of any input while this thread's sweep runs alone (``run_alone``); each lets go of this
+    thread's turn lock while it runs (``take_turns``)."""
     if n_chunks > 1 and (n_ratings >= PARALLEL_MIN_RATINGS or _alone()):
-        return pass_xy, pass_tau, pass_delta
-    return pass_xy_serial, pass_tau_serial, pass_delta_serial
+        fns = (pass_xy, pass_tau, pass_delta)
+    else:
+        fns = (pass_xy_serial, pass_tau_serial, pass_delta_serial)
+    turn = getattr(_ALONE, "turn", None)
+    if turn is None:
+        return fns
+    return tuple(_taking_turns(fn, turn) for fn in fns)
 
 
 def _alone() -> bool:

@@ -733,11 +733,14 @@ class _Running:
     runs alone (the last finisher's tail; the shared warm-up, on the calling thread) takes
     every core for its passes (``kernels.run_alone``): the same chunks, the same bits. A
     thread counts itself before its first sweep, so two threads never both see themselves
-    alone while both run."""
+    alone while both run. The threads take turns at Python (``turn``, ``kernels.take_turns``):
+    one thread's bookkeeping between passes runs while the other's passes run, instead of
+    the two handing the GIL back and forth at every small numpy call."""
 
     def __init__(self) -> None:
         self.n = 0
         self.lock = threading.Lock()
+        self.turn = threading.Lock()
 
     def alone(self) -> bool:
         return self.n <= 1
@@ -746,9 +749,13 @@ class _Running:
         with self.lock:
             self.n += 1
         kernels.run_alone(self.alone)
+        self.turn.acquire()
+        kernels.take_turns(self.turn)
         try:
             fn(run)
         finally:
+            kernels.take_turns(None)
+            self.turn.release()
             kernels.run_alone(None)
             with self.lock:
                 self.n -= 1

@@ -98,6 +98,14 @@ def dot(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.sum(a * b))
 
 
+def rating_codes(p: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The passes' ``codes``: ann, inst, cat_l, level of ``p``'s ratings as unsigned views (no
+    copy; codes are never negative), so that the compiled passes index without the check for
+    a negative index (3% of the first pass)."""
+    codes = (p.ann, p.inst, p.cat_l, p.level)
+    return tuple(np.asarray(a, dtype=np.int32).view(np.uint32) for a in codes)
+
+
 def chunk_width(p: Problem) -> int:
     """Floats of one chunk's partial sums in phase 1 (the widest): ``2M + N + C + 3``."""
     return 2 * p.n_instances + p.n_annotators + p.n_categories + 3
@@ -233,7 +241,7 @@ def phase_xy(
     acc_cell = np.zeros((n_chunks, table.size if learn else 0))
     pass_xy = kernels.passes(n_rat, n_chunks)[0]
     pass_xy(
-        (p.ann, p.inst, p.cat_l, p.level),
+        rating_codes(p),
         (b[:-1], b[1:], p.values, np.ascontiguousarray(table, dtype=float)),
         (mu_m, updates.inv_lam_z(lam_m, p.gold_mask)),
         tuple(ann_f),
@@ -270,7 +278,7 @@ def phase_tau(
     acc_ann = np.zeros((n_chunks, p.n_annotators))
     acc_b = np.zeros((n_chunks, p.n_annotators if p.bias else 0, 2))
     pass_tau = kernels.passes(p.n_ratings, n_chunks)[1]
-    codes = (p.ann, p.inst, p.cat_l, p.level)
+    codes = rating_codes(p)
     inst_f = (mu_m, updates.inv_lam_z(lam_m, p.gold_mask))
     pass_tau(codes, work.ex, work.var_ws, work.omega, inst_f, e_delta, acc_ann, acc_b)
     return add_rows(acc_ann), (add_rows(acc_b) if p.bias else None)
@@ -308,7 +316,7 @@ def phase_delta(
     else:
         empty = np.zeros(0)
         bias_f = (empty, empty, empty, empty)
-    pass_delta((p.ann, p.inst, p.cat_l, p.level), work.var_ws, e_tau, bias_f, acc_cat)
+    pass_delta(rating_codes(p), work.var_ws, e_tau, bias_f, acc_cat)
     return add_rows(acc_cat)
 
 

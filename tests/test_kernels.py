@@ -257,3 +257,47 @@ def test_grid_loglik_is_the_per_annotator_sum_of_logaddexp() -> None:
     )
     got = kernels.grid_loglik(ann, log_r, clip, log_e, log_1me)
     np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-12)
+
+
+def test_passes_hand_the_turn_over_while_they_run():
+    """A thread taking turns (``take_turns``) holds its turn lock in Python and lets go of it
+    only inside a pass, and has it back afterwards; without a turn the passes are the plain
+    compiled functions."""
+    import threading
+
+    assert kernels.passes(10, 1) == (
+        kernels.pass_xy_serial, kernels.pass_tau_serial, kernels.pass_delta_serial
+    )  # fmt: skip
+    turn = threading.Lock()
+    seen = []
+
+    def fake_pass(x):
+        seen.append(turn.locked())
+        return x + 1
+
+    turn.acquire()
+    kernels.take_turns(turn)
+    try:
+        wrapped = kernels.passes(10, 1)
+        assert all(f not in (kernels.pass_xy_serial, kernels.pass_xy) for f in wrapped)
+        assert kernels._taking_turns(fake_pass, turn)(1) == 2
+        assert seen == [False] and turn.locked()
+        with pytest.raises(ZeroDivisionError):
+            kernels._taking_turns(lambda: 1 / 0, turn)()
+        assert turn.locked()  # taken back after an error too
+    finally:
+        kernels.take_turns(None)
+        turn.release()
+    assert kernels.passes(10, 1)[0] is kernels.pass_xy_serial
+
+
+@pytest.mark.skipif(not kernels.USE_JIT, reason="numba's error model")
+def test_compiled_division_by_zero_is_numpys():
+    """``jit.jit`` compiles with numpy's error model: 1/0 is inf, not a ZeroDivisionError (no
+    check before every division in the passes)."""
+    from ordmix_core import jit
+
+    def inverse(x):
+        return 1.0 / x
+
+    assert jit.jit()(inverse)(0.0) == np.inf

@@ -63,3 +63,13 @@ def test_recall_computes_for_other_arrays_with_the_same_values(problem) -> None:
     assert got[0][0] == pytest.approx(kept[0][0] / 2.0)
     phases.release_scratch()  # forgets them too
     assert phases.recall_gamma(s.delta_shape, s.delta_rate) is not kept
+
+
+def test_rating_codes_are_unsigned_views_of_the_problems_codes():
+    """The passes get the codes as uint32 views: the same memory, the same values."""
+    data = prepare(simulate_crowd(n_items=30, n_annotators=6, random_state=1).ratings)
+    p = make_problem(data)
+    codes = phases.rating_codes(p)
+    for got, want in zip(codes, (p.ann, p.inst, p.cat_l, p.level), strict=True):
+        assert got.dtype == np.uint32 and np.shares_memory(got, want)
+        np.testing.assert_array_equal(got, want)
