@@ -457,7 +457,10 @@ class OrdinalMixture(CrowdEstimator):
                     if err is not None:
                         raise err
 
-            kernels.run_alone(running.alone if jobs > 1 else None)  # the shared warm-up
+            # a restart sweeping alone takes every core for its passes: the shared warm-up,
+            # the last finisher's tail, a fit of one restart (unless n_jobs asks for one thread)
+            alone = running.alone if jobs > 1 else (lambda: True) if self.n_jobs is None else None
+            kernels.run_alone(alone)
             try:
                 return self._schedule(runs, step, callback, map_runs, branch)
             finally:

@@ -1,3 +1,4 @@
+import threading
 import warnings
 from pathlib import Path
 from types import SimpleNamespace
@@ -7,7 +8,7 @@ import pandas as pd
 import pytest
 from _shared import need_trec
 
-from ordmix_core import InputError, OrdinalMixture
+from ordmix_core import InputError, OrdinalMixture, kernels
 from ordmix_core.metrics import evaluate
 from ordmix_core.restarts import RestartRun, select
 from ordmix_core.simulate import simulate_crowd
@@ -237,8 +238,6 @@ def test_a_restart_running_alone_takes_both_cores_with_the_same_bits(monkeypatch
     """Restarts in two threads: the passes of a restart that sweeps alone (the shared warm-up,
     the last finisher's tail) are the parallel ones, never while another restart sweeps, and
     the fit is bit-identical to one in a single thread (same chunks: 91,783 ratings, 2)."""
-    from ordmix_core import kernels
-
     demo = Path(__file__).resolve().parents[1] / "demo_data" / "trec-rf10-ratings.csv"
     ratings = pd.read_csv(demo, dtype=str)
     kw = dict(n_restarts=3, max_iter=40, random_state=0)
@@ -249,19 +248,47 @@ def test_a_restart_running_alone_takes_both_cores_with_the_same_bits(monkeypatch
 
     def spy(n_ratings, n_chunks):
         chosen = original(n_ratings, n_chunks)
-        seen.append((chosen[0] is kernels.pass_xy, kernels._alone()))
+        xy = getattr(chosen[0], "__wrapped__", chosen[0])  # threads take turns around it
+        seen.append((xy is kernels.pass_xy, kernels._alone(), threading.current_thread()))
         return chosen
 
     monkeypatch.setattr(kernels, "passes", spy)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         threaded = OrdinalMixture(n_jobs=2, **kw).fit(ratings)
-    parallel = [p for p, _ in seen]
+    parallel = [p for p, _, _ in seen]
     assert any(parallel) and not all(parallel)  # alone sometimes, side by side other times
-    assert all(alone for p, alone in seen if p)
+    assert all(alone for p, alone, _ in seen if p)
+    main = threading.main_thread()
+    assert any(p for p, _, thread in seen if thread is not main)  # a tail in a thread
     pd.testing.assert_frame_equal(serial.trace_, threaded.trace_, check_exact=True)
     pd.testing.assert_series_equal(serial.estimates_, threaded.estimates_, check_exact=True)
     assert kernels._alone() is False  # the race cleared the calling thread's check
+
+
+@pytest.mark.skipif(not kernels.USE_JIT, reason="the compiled passes")
+def test_a_fit_of_one_restart_takes_both_cores_unless_told_one_thread(monkeypatch):
+    """One restart sweeps alone: its passes are the parallel ones (same chunks, same bits);
+    ``n_jobs=1`` keeps them on the calling thread."""
+    demo = Path(__file__).resolve().parents[1] / "demo_data" / "trec-rf10-ratings.csv"
+    ratings = pd.read_csv(demo, dtype=str)
+    original, fits = kernels.passes, {}
+    for n_jobs in (None, 1):
+        seen = fits[n_jobs] = []
+
+        def spy(n_ratings, n_chunks, seen=seen):
+            chosen = original(n_ratings, n_chunks)
+            seen.append(chosen[0] is kernels.pass_xy)
+            return chosen
+
+        monkeypatch.setattr(kernels, "passes", spy)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fit = OrdinalMixture(n_restarts=1, max_iter=8, n_jobs=n_jobs, random_state=0)
+            fits[n_jobs, "estimates"] = fit.fit(ratings).estimates_
+    assert fits[None] and all(fits[None])
+    assert fits[1] and not any(fits[1])
+    pd.testing.assert_series_equal(fits[None, "estimates"], fits[1, "estimates"], check_exact=True)
 
 
 def test_acceleration_reaches_the_same_optimum_in_fewer_sweeps(spammy):
