@@ -196,7 +196,8 @@ class OrdinalMixture(CrowdEstimator):
             bound (the trace stays monotone); fewer sweeps to the same optimum.
         n_jobs: threads running restarts side by side (None: the cores, when the crowd is
             small enough that the sweep itself runs on one thread; a restart that sweeps
-            alone then takes every core for its passes); results do not change.
+            alone, as in a fit of one restart, then takes every core for its passes; 1:
+            everything on the calling thread); results do not change.
         random_state: seed or Generator; one Generator per fit, every restart draws from it.
 
     Learned attributes: ``estimates_``, ``sd_`` (Series by instance), ``items_``,
