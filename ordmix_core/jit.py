@@ -90,6 +90,9 @@ CACHE, CACHE_WHERE = _choose_cache()
 def jit(**flags):
     """``numba.njit`` with the on-disk cache when there is one (``CACHE``) and numpy's error
     model: a division by zero gives inf or nan, as in numpy, rather than a check before every
-    division for Python's ZeroDivisionError (2% of a TREC sweep's first pass)."""
+    division for Python's ZeroDivisionError (2% of a TREC sweep's first pass).
+
+    numba keys its cache on a kernel's bytecode and its file's time stamp, not on these flags:
+    a change of flags reaches a cached kernel only when its source file changes."""
     flags.setdefault("error_model", "numpy")
     return njit(cache=CACHE, **flags)
