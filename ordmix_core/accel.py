@@ -200,6 +200,40 @@ def for_history(s: Any) -> Any:
     return dataclasses.replace(s, omega=None)
 
 
+#: the stopping rule's plain sweeps look, every ``FLIP_WINDOW`` sweeps, for annotators leaving a
+#: saddle (``escaping``): over the window, ``log(1 - eps)`` of a reliable annotator (``log eps``
+#: of an unreliable one) grows by more than ``FLIP_GROWTH`` a sweep (measured on TREC RF10:
+#: 1-3% a sweep for hundreds of sweeps before the crossing itself; the window of 15 keeps a
+#: TREC refit within issue 12's 30% of a fit from scratch, 20 did not: ``docs/benchmarks.md``)
+FLIP_WINDOW = 15
+FLIP_GROWTH = 0.005
+
+
+def escaping(window: Sequence[np.ndarray], growth: float = FLIP_GROWTH) -> np.ndarray:
+    """Annotators whose reliability is slowly leaving its side of 0.5: ``window`` (W,) of eps
+    (N,) from consecutive sweeps; returns the indices whose distance from their side's end
+    (``1 - eps`` above 0.5, ``eps`` below, from the last sweep) grows by more than ``growth``
+    a sweep in log, least squares over the window (an escape from a saddle grows
+    geometrically). Annotators at exactly 0 or 1 are left out."""
+    e = np.asarray(window, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        side = np.where(e[-1] > 0.5, np.log1p(-e), np.log(e))
+    ok = np.all(np.isfinite(side), axis=0)
+    side = np.where(ok, side, 0.0)
+    t = np.arange(len(e)) - 0.5 * (len(e) - 1)
+    slope = (t @ (side - side.mean(axis=0))) / (t @ t)
+    return np.flatnonzero(ok & (slope > growth))
+
+
+def flipped(state: Any, idx: np.ndarray) -> Any:
+    """``state`` with the reliability of annotators ``idx`` mirrored (``eps -> 1 - eps``): the
+    other side of the saddle they are leaving; the next sweep moves their ratings' q(y) and
+    their items' q(z) with it."""
+    eps = np.array(state.eps, dtype=float, copy=True)
+    eps[idx] = 1.0 - eps[idx]
+    return dataclasses.replace(state, eps=eps)
+
+
 def make_step(engine: Sweeps, accelerate: bool) -> StepFn:
     """The ``step(run, spam)`` of ``restarts.race`` for both engines.
 
@@ -212,7 +246,27 @@ def make_step(engine: Sweeps, accelerate: bool) -> StepFn:
     per-rating omega (``for_history``), so that at most two omegas are alive at once (the
     state's being swept from and the new one's, then the new one's and a proposal
     candidate's).
+
+    With ``accelerate``, the stopping rule's plain sweeps of the model with the spam component
+    also try annotator flips: every ``FLIP_WINDOW`` of them, the annotators ``escaping`` a
+    saddle get their reliability mirrored (``flipped``) and a sweep from there replaces the
+    plain one if its bound is finite and higher (one extra sweep per try). An escape the
+    plain sweeps follow over hundreds of sweeps is then made in one.
     """
+
+    def flip(run: RestartRun, spam: bool, new: Any, f: float) -> tuple[Any, float]:
+        window = run.eps_window
+        window.append(np.array(new.eps, dtype=float, copy=True))
+        if len(window) < FLIP_WINDOW:
+            return new, f
+        idx = escaping(window)
+        window.clear()
+        if idx.size == 0:
+            return new, f
+        cand, fc, _ = engine.sweep(flipped(new, idx), spam, None)
+        if cand is not None and np.isfinite(fc) and fc > f:
+            return cand, fc
+        return new, f
 
     def step(run: RestartRun, spam: bool) -> float:
         s = run.state
@@ -231,6 +285,8 @@ def make_step(engine: Sweeps, accelerate: bool) -> StepFn:
                 cand, fc = engine.sweep_proposal(prop, spam, (*history, new))
                 if cand is not None and np.isfinite(fc) and fc > f:
                     new, f = cand, fc
+        if accelerate and spam is True and run.polish_from is not None:
+            new, f = flip(run, spam, new, f)
         run.history = (s, new) if swept else None
         run.state = new
         run.truth_share = engine.truth_share(new)

@@ -193,7 +193,10 @@ class OrdinalMixture(CrowdEstimator):
         prune_restarts: successive halving: after ``prune_start`` mixture iterations, then
             after each doubling, drop the worse half of the unfinished restarts.
         accelerate: SQUAREM extrapolation every third sweep, kept only when it raises the
-            bound (the trace stays monotone); fewer sweeps to the same optimum.
+            bound (the trace stays monotone); fewer sweeps to the same optimum. In the stopping
+            rule's plain sweeps, annotator flips instead (``accel.make_step``): annotators
+            slowly leaving a saddle get their reliability mirrored, kept only when that raises
+            the bound.
         n_jobs: threads running restarts side by side (None: the cores, when the crowd is
             small enough that the sweep itself runs on one thread; a restart that sweeps
             alone, as in a fit of one restart, then takes every core for its passes; 1:

@@ -652,7 +652,9 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "accelerate",
         Flag(),
-        "try a SQUAREM extrapolation every third sweep, kept only when it raises the score",
+        "try a SQUAREM extrapolation every third sweep, and in the final plain sweeps a flip "
+        "of annotators slowly leaving their side of 0.5 reliability; each kept only when it "
+        "raises the score",
         "Accelerate",
         widget="none",
     ),

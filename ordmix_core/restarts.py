@@ -66,7 +66,8 @@ class RestartRun:
     ``key``: its random key (``restart_key``), for the noise of a branch; ``polish_from``:
     the sweep of the stage from which it runs without SQUAREM (``converged``);
     ``pruned_at``: the mixture sweep after which successive halving dropped it; ``stopped``:
-    it was still running when the fit was stopped.
+    it was still running when the fit was stopped; ``eps_window``: the reliabilities of its
+    last plain sweeps, for ``accel.make_step``'s annotator flips.
     """
 
     restart: int
@@ -87,6 +88,7 @@ class RestartRun:
     polish_from: int | None = None
     pruned_at: int | None = None
     stopped: bool = False
+    eps_window: list = field(default_factory=list)  # ``accel.make_step``'s annotator flips
 
     @property
     def lower_bound(self) -> float:

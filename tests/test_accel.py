@@ -3,6 +3,8 @@ and by block, as the Dask engine runs it."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pytest
 from scipy.special import expit, logit
@@ -144,3 +146,101 @@ def test_history_keeps_the_older_state_without_omega(monkeypatch):
     assert lean.trace_.equals(whole.trace_)
     np.testing.assert_array_equal(lean.omega_, whole.omega_)
     np.testing.assert_array_equal(lean.estimates_.to_numpy(), whole.estimates_.to_numpy())
+
+
+def test_escaping_finds_a_geometric_escape_towards_the_other_side():
+    """Over the window, ``1 - eps`` of a reliable annotator (``eps`` of an unreliable one)
+    growing by more than ``FLIP_GROWTH`` a sweep in log: growth 2% and 1% are found, 0.3%,
+    a shrinking one and one at exactly 1 are not."""
+    t = np.arange(accel.FLIP_WINDOW)[:, None]
+    window = np.hstack(
+        [
+            1.0 - 1e-3 * 1.02**t,  # reliable, leaving at 2% a sweep
+            1e-4 * 1.01**t,  # unreliable, leaving at 1%
+            1.0 - 1e-3 * 1.003**t,  # reliable, 0.3%: below the threshold
+            1.0 - 1e-2 * 0.97**t,  # reliable, settling
+            np.ones_like(t, dtype=float),  # exactly 1: left out
+        ]
+    )
+    assert accel.escaping(list(window)).tolist() == [0, 1]
+    assert accel.escaping(list(window), growth=0.0025).tolist() == [0, 1, 2]
+
+
+@dataclass
+class _Toy:
+    eps: np.ndarray
+    omega: np.ndarray | None = None
+    mu_m: np.ndarray | None = None
+
+
+def test_flipped_mirrors_only_the_chosen_annotators():
+    s = _Toy(np.array([0.9, 0.2, 0.6]), mu_m=np.zeros(2))
+    f = accel.flipped(s, np.array([0, 2]))
+    np.testing.assert_allclose(f.eps, [0.1, 0.2, 0.4])
+    np.testing.assert_array_equal(s.eps, [0.9, 0.2, 0.6])  # the state itself unchanged
+    assert f.mu_m is s.mu_m
+
+
+class _Escape:
+    """A toy engine: each sweep moves ``1 - eps`` of annotator 0 up by 3% (a slow escape);
+    the bound is ``sign * -sum(eps)``, so a flip raises it (``sign`` 1) or lowers it (-1)."""
+
+    def __init__(self, sign: float) -> None:
+        self.sign, self.sweeps = sign, 0
+
+    def sweep(self, state, spam, history):
+        self.sweeps += 1
+        eps = state.eps.copy()
+        eps[0] = 1.0 - (1.0 - eps[0]) * 1.03 if eps[0] > 0.5 else eps[0]
+        new = _Toy(eps, np.ones(3))
+        return new, self.sign * -float(eps.sum()), None
+
+    def propose(self, *args):  # pragma: no cover - SQUAREM is off in the plain sweeps
+        raise AssertionError
+
+    swept = staticmethod(lambda state: True)
+    truth_share = staticmethod(lambda state: 1.0)
+    estimate_change = staticmethod(lambda before, after: 0.0)
+
+
+def _escape_run(sign: float):
+    from ordmix_core.restarts import RestartRun
+
+    engine = _Escape(sign)
+    step = accel.make_step(engine, accelerate=True)
+    run = RestartRun(0, "warm", _Toy(np.array([1.0 - 1e-3, 0.99, 0.3])))
+    run.polish_from = 0  # the stopping rule's plain sweeps
+    fs = [step(run, True) for _ in range(accel.FLIP_WINDOW)]
+    return engine, run, fs
+
+
+def test_a_flip_replaces_the_plain_sweep_when_it_raises_the_bound():
+    """After ``FLIP_WINDOW`` plain sweeps the escaping annotator 0 is mirrored and swept once
+    more (one extra sweep); the bound is higher, so that sweep is the step's result."""
+    engine, run, fs = _escape_run(1.0)
+    assert engine.sweeps == accel.FLIP_WINDOW + 1
+    assert run.state.eps[0] < 0.5  # flipped: 1 - (1 - 1e-3 * 1.03**20) ...
+    assert run.state.eps[1:].tolist() == [0.99, 0.3]  # not escaping: left alone
+    assert fs[-1] == -float(run.state.eps.sum())
+    assert np.all(np.diff(fs) >= 0)
+    assert run.eps_window == []  # a new window starts
+
+
+def test_a_flip_that_lowers_the_bound_is_dropped():
+    engine, run, fs = _escape_run(-1.0)
+    assert engine.sweeps == accel.FLIP_WINDOW + 1  # tried
+    assert run.state.eps[0] > 0.5  # but the plain sweep kept
+    assert fs[-1] == float(run.state.eps.sum())
+
+
+def test_no_flips_without_acceleration_or_before_the_plain_sweeps():
+    from ordmix_core.restarts import RestartRun
+
+    for accelerate, polish in ((False, 0), (True, None)):
+        engine = _Escape(1.0)
+        step = accel.make_step(engine, accelerate=accelerate)
+        run = RestartRun(0, "warm", _Toy(np.array([1.0 - 1e-3, 0.99, 0.3])))
+        run.polish_from = polish  # (no SQUAREM either: it is due only on a trace's 3rd sweep)
+        for _ in range(accel.FLIP_WINDOW):
+            step(run, True)
+        assert engine.sweeps == accel.FLIP_WINDOW and run.state.eps[0] > 0.5
