@@ -419,9 +419,10 @@ def n_chunks(n_ratings: int, width: int) -> int:
     return max(1, min(MAX_CHUNKS, by_size, by_memory))
 
 
-#: per thread: ``check()`` says whether this thread's sweep is the only one running, so that
-#: its passes may take every core (``run_alone``); unset, the size alone decides
-_ALONE = threading.local()
+#: per thread, what the race set for its passes: ``check()`` says whether this thread's sweep is
+#: the only one running, so that its passes may take every core (``run_alone``; unset, the
+#: size alone decides), and ``turn`` is the lock it lets go of while they run (``take_turns``)
+_RACE = threading.local()
 
 
 def run_alone(check: Callable[[], bool] | None) -> None:
@@ -430,7 +431,7 @@ def run_alone(check: Callable[[], bool] | None) -> None:
     it while restarts run in threads: a restart that runs alone (the shared warm-up, the
     last finisher's tail) then uses both cores. The chunks are the same either way (a function
     of the data's sizes), so the results are too, to the bit."""
-    _ALONE.check = check
+    _RACE.check = check
 
 
 def take_turns(turn: threading.Lock | None) -> None:
@@ -441,7 +442,7 @@ def take_turns(turn: threading.Lock | None) -> None:
     numpy call of a sweep's bookkeeping (numpy lets go of the GIL for each), and each such
     handover waits for the other thread; taking turns leaves one thread's bookkeeping to run
     while the other's passes run. It orders nothing that the results depend on."""
-    _ALONE.turn = turn
+    _RACE.turn = turn
 
 
 def _taking_turns(fn: Callable, turn: threading.Lock) -> Callable:
@@ -464,14 +465,14 @@ def passes(n_ratings: int, n_chunks: int) -> tuple:
         fns = (pass_xy, pass_tau, pass_delta)
     else:
         fns = (pass_xy_serial, pass_tau_serial, pass_delta_serial)
-    turn = getattr(_ALONE, "turn", None)
+    turn = getattr(_RACE, "turn", None)
     if turn is None:
         return fns
     return tuple(_taking_turns(fn, turn) for fn in fns)
 
 
 def _alone() -> bool:
-    check = getattr(_ALONE, "check", None)
+    check = getattr(_RACE, "check", None)
     return check is not None and bool(check())
 
 

@@ -203,13 +203,15 @@ class _Escape:
     estimate_change = staticmethod(lambda before, after: 0.0)
 
 
-def _escape_run(sign: float):
+def _escape_run(sign: float, accelerate: bool = True, polish: int | None = 0):
+    """``FLIP_WINDOW`` steps of the toy escape from the stopping rule's plain sweeps
+    (``polish`` 0; None: before them); ``(engine, run, the bound after each step)``."""
     from ordmix_core.restarts import RestartRun
 
     engine = _Escape(sign)
-    step = accel.make_step(engine, accelerate=True)
+    step = accel.make_step(engine, accelerate=accelerate)
     run = RestartRun(0, "warm", _Toy(np.array([1.0 - 1e-3, 0.99, 0.3])))
-    run.polish_from = 0  # the stopping rule's plain sweeps
+    run.polish_from = polish  # (no SQUAREM either: it is due only on a trace's 3rd sweep)
     fs = [step(run, True) for _ in range(accel.FLIP_WINDOW)]
     return engine, run, fs
 
@@ -219,7 +221,7 @@ def test_a_flip_replaces_the_plain_sweep_when_it_raises_the_bound():
     more (one extra sweep); the bound is higher, so that sweep is the step's result."""
     engine, run, fs = _escape_run(1.0)
     assert engine.sweeps == accel.FLIP_WINDOW + 1
-    assert run.state.eps[0] < 0.5  # flipped: 1 - (1 - 1e-3 * 1.03**20) ...
+    assert run.state.eps[0] < 0.5  # flipped: about 1e-3 * 1.03**FLIP_WINDOW
     assert run.state.eps[1:].tolist() == [0.99, 0.3]  # not escaping: left alone
     assert fs[-1] == -float(run.state.eps.sum())
     assert np.all(np.diff(fs) >= 0)
@@ -234,13 +236,6 @@ def test_a_flip_that_lowers_the_bound_is_dropped():
 
 
 def test_no_flips_without_acceleration_or_before_the_plain_sweeps():
-    from ordmix_core.restarts import RestartRun
-
     for accelerate, polish in ((False, 0), (True, None)):
-        engine = _Escape(1.0)
-        step = accel.make_step(engine, accelerate=accelerate)
-        run = RestartRun(0, "warm", _Toy(np.array([1.0 - 1e-3, 0.99, 0.3])))
-        run.polish_from = polish  # (no SQUAREM either: it is due only on a trace's 3rd sweep)
-        for _ in range(accel.FLIP_WINDOW):
-            step(run, True)
+        engine, run, _ = _escape_run(1.0, accelerate, polish)
         assert engine.sweeps == accel.FLIP_WINDOW and run.state.eps[0] > 0.5

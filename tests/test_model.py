@@ -13,6 +13,8 @@ from ordmix_core.metrics import evaluate
 from ordmix_core.restarts import RestartRun, select
 from ordmix_core.simulate import simulate_crowd
 
+DEMO_TREC = Path(__file__).resolve().parents[1] / "demo_data" / "trec-rf10-ratings.csv"
+
 VARIANTS = [(o, s) for o in (True, False) for s in (True, False)]
 
 
@@ -238,8 +240,7 @@ def test_a_restart_running_alone_takes_both_cores_with_the_same_bits(monkeypatch
     """Restarts in two threads: the passes of a restart that sweeps alone (the shared warm-up,
     the last finisher's tail) are the parallel ones, never while another restart sweeps, and
     the fit is bit-identical to one in a single thread (same chunks: 91,783 ratings, 2)."""
-    demo = Path(__file__).resolve().parents[1] / "demo_data" / "trec-rf10-ratings.csv"
-    ratings = pd.read_csv(demo, dtype=str)
+    ratings = pd.read_csv(DEMO_TREC, dtype=str)
     kw = dict(n_restarts=3, max_iter=40, random_state=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -270,8 +271,7 @@ def test_a_restart_running_alone_takes_both_cores_with_the_same_bits(monkeypatch
 def test_a_fit_of_one_restart_takes_both_cores_unless_told_one_thread(monkeypatch):
     """One restart sweeps alone: its passes are the parallel ones (same chunks, same bits);
     ``n_jobs=1`` keeps them on the calling thread."""
-    demo = Path(__file__).resolve().parents[1] / "demo_data" / "trec-rf10-ratings.csv"
-    ratings = pd.read_csv(demo, dtype=str)
+    ratings = pd.read_csv(DEMO_TREC, dtype=str)
     original, fits = kernels.passes, {}
     for n_jobs in (None, 1):
         seen = fits[n_jobs] = []
