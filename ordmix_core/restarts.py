@@ -151,6 +151,12 @@ MAX_RATE = 0.99
 MIN_PLAIN_SWEEPS = 4 * WINDOW - 1
 
 
+#: the bound's relative change below which the plain sweeps start when ``tol`` is tighter (the
+#: default ``tol``): a tighter tolerance then continues the default's path rather than taking
+#: another (issue 15's check of the default against a 100x tighter tolerance)
+POLISH_TOL = 1e-6
+
+
 def remaining_change(changes: list[float]) -> float:
     """Estimated distance of the items' means to the fixed point (Aitken): the last
     ``WINDOW`` sweeps' largest changes summed, ``D``, times ``r / (1 - r)`` with ``r`` the
@@ -169,18 +175,22 @@ def remaining_change(changes: list[float]) -> float:
 def converged(run: RestartRun, tol: float, tol_estimate: float) -> bool:
     """The stopping rule after a sweep of ``run``: the bound changed by less than ``tol``
     relative to it AND (``tol_estimate > 0``) the items' means are within ``tol_estimate`` of
-    where they are heading (``remaining_change``)."""
+    where they are heading (``remaining_change``).
+
+    With ``tol_estimate > 0`` the plain sweeps start once the bound's relative change is below
+    ``max(tol, POLISH_TOL)``, so a tighter ``tol`` follows the default's path and goes on from
+    where the default stopped, instead of taking another path to another optimum."""
     if len(run.trace) < 2:
         return False
     f, prev = run.trace[-1], run.trace[-2]
-    if run.polish_from is None and not abs(f - prev) < tol * abs(f):
-        return False
+    settled = abs(f - prev) < tol * abs(f)
     if tol_estimate <= 0:
-        return True
-    if run.polish_from is None:  # the bound has settled: plain sweeps from now on
-        run.polish_from = len(run.changes)
+        return settled
+    if run.polish_from is None:  # once the bound has settled: plain sweeps from now on
+        if abs(f - prev) < max(tol, POLISH_TOL) * abs(f):
+            run.polish_from = len(run.changes)
         return False
-    if not abs(f - prev) < tol * abs(f):
+    if not settled:
         return False
     # held for two windows of plain sweeps, so a transient's fast decay does not hide a
     # slow mode (measured on TREC RF10)
