@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from . import decisions, options, outputs
+from . import accel, decisions, options, outputs
 from .errors import InputError
 from .model import MODELS, OrdinalMixture, difficulty_prior, spam_left_out
 from .report import Dataset
@@ -368,6 +368,22 @@ def ensemble_line(model: OrdinalMixture) -> str:
     )
 
 
+def moving_line(model: OrdinalMixture) -> str | None:
+    """The annotators the fit had not settled (``still_moving``), or None if there are none:
+    a longer fit may change their reliability, and their items' estimates with it."""
+    ann = model.annotators_
+    if "still_moving" not in ann or not ann["still_moving"].any():
+        return None
+    moving = ann.index[ann["still_moving"].to_numpy()]
+    names = ", ".join(str(a) for a in moving[:5]) + (", ..." if len(moving) > 5 else "")
+    return (
+        f"Still moving: the reliability of {_count(len(moving), 'annotator')} ({names}) was "
+        f"still leaving its end by more than {accel.MOVING_GROWTH:.1%} a sweep when the fit "
+        "stopped; a longer fit (a tighter tolerance) may change their verdict and the "
+        "estimates of the items they rated. Marked still_moving on the Annotators page."
+    )
+
+
 def fit_summary(model: OrdinalMixture, dec: outputs.Decisions | None = None) -> list[str]:
     """What the fit says about the data and about itself, one plain sentence each.
 
@@ -433,6 +449,9 @@ def fit_summary(model: OrdinalMixture, dec: outputs.Decisions | None = None) -> 
             f"Not converged: the chosen restart reached the cap of {model.max_iter} sweeps; "
             "raise Max sweeps per restart or the tolerances."
         )
+    moving = None if warm_up_only else moving_line(model)
+    if moving is not None:
+        lines.append(moving)
     if model.collapsed_:
         lines.append(
             "Collapsed: every restart explains almost all ratings as spam; compare with the "

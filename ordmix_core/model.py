@@ -685,7 +685,10 @@ class OrdinalMixture(CrowdEstimator):
     ) -> None:
         """What the data cannot decide (issue 15): ``ensemble_`` (the near-tied restarts, the
         winner first, ``restarts.ensemble``), ``ensemble_gap_``, and the stability columns of
-        ``items_`` (with ``member_mu``) and ``annotators_`` (``outputs``)."""
+        ``items_`` (with ``member_mu``) and ``annotators_`` (``outputs``); and what the fit
+        has not settled: ``annotators_['still_moving']``, the annotators whose reliability
+        was still leaving its end over the winner's last plain sweeps (``accel.still_moving``;
+        all False without the spam component)."""
         members = restarts.ensemble(results, best, self.spam_, self.collapse_threshold)
         self.ensemble_ = [m.restart for m in members]
         self.ensemble_gap_ = restarts.ensemble_gap(best.lower_bound)
@@ -695,6 +698,10 @@ class OrdinalMixture(CrowdEstimator):
         ann = outputs.annotator_stability(eps)
         self.annotators_["reliability_spread"] = ann["reliability_spread"].to_numpy()
         self.annotators_["unstable"] = ann["unstable"].to_numpy()
+        n = len(self.annotators_)
+        self.annotators_["still_moving"] = (
+            accel.still_moving(best.eps_window, n) if self.spam_ else np.zeros(n, dtype=bool)
+        )
         if member_mu is not None and isinstance(self.items_, pd.DataFrame):
             mu = np.stack([member_mu(m.state) for m in members])
             it = outputs.item_stability(mu, sc.values, sc.step)

@@ -272,6 +272,13 @@ def stability_summary(model: Any) -> dict:
     return out
 
 
+def still_moving_count(model: Any) -> int | None:
+    """How many annotators the fit had not settled (``still_moving``, ``accel``); None for a
+    model without the column."""
+    ann = model.annotators_
+    return int(ann["still_moving"].sum()) if "still_moving" in ann else None
+
+
 # --------------------------------------------------------------------------- files
 
 
@@ -316,6 +323,7 @@ TABLES: dict[str, Table] = {
                 "bias_sd",
                 "reliability_spread",
                 "unstable",
+                "still_moving",
             ),  # fmt: skip
         ),
         Table("categories", "categories_", ("category",)),
@@ -348,7 +356,8 @@ def items_table(model: Any, dec: Decisions | None = None) -> pd.DataFrame:
 
 def annotators_table(model: Any, dec: Decisions | None = None) -> pd.DataFrame:
     """``annotators.csv``: annotator, n_ratings, expertise, reliability, expertise_sd,
-    spam_share, bias, bias_sd, reliability_spread, unstable (``annotator_stability``), then
+    spam_share, bias, bias_sd, reliability_spread, unstable (``annotator_stability``),
+    still_moving (``accel.still_moving``), then
     the flag columns (``FLAG_COLUMNS``) when the fit kept
     per-rating omega."""
     return table(model, "annotators", dec)
@@ -358,7 +367,9 @@ def summary(model: Any, settings: dict, dec: Decisions | None = None) -> dict:
     """The content of ``summary.json``: settings, parameters, sizes, hyperparameters, the
     winning restart and why, convergence, warnings, time, and the decisions' counts
     (``decision_counts``; ``dec`` default ``decide(model)``), and the near-tied restarts'
-    disagreement (``unstable_items``, ``unstable_annotators``, ``ensemble``)."""
+    disagreement (``unstable_items``, ``unstable_annotators``, ``ensemble``), and how many
+    annotators' reliability was still moving when the fit stopped
+    (``still_moving_annotators``)."""
     stab = stability_summary(model)
     return {
         "ordmix_version": __version__,
@@ -378,6 +389,7 @@ def summary(model: Any, settings: dict, dec: Decisions | None = None) -> dict:
         "collapsed": bool(model.collapsed_),
         "unstable_items": stab["unstable_items"],
         "unstable_annotators": stab["unstable_annotators"],
+        "still_moving_annotators": still_moving_count(model),
         "ensemble": stab,
         "interrupted": bool(model.interrupted_),
         "warnings": list(model.warnings_),

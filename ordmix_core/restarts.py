@@ -67,7 +67,8 @@ class RestartRun:
     the sweep of the stage from which it runs without SQUAREM (``converged``);
     ``pruned_at``: the mixture sweep after which successive halving dropped it; ``stopped``:
     it was still running when the fit was stopped; ``eps_window``: the reliabilities of its
-    last plain sweeps, for ``accel.make_step``'s annotator flips.
+    last plain sweeps (at most ``accel.FLIP_WINDOW``, since the last accepted flip), for
+    ``accel.make_step``'s annotator flips and ``accel.still_moving``.
     """
 
     restart: int

@@ -195,25 +195,29 @@ class _Escape:
         new = _Toy(eps, np.ones(3))
         return new, self.sign * -float(eps.sum()), None
 
-    def propose(self, *args):  # pragma: no cover - SQUAREM is off in the plain sweeps
-        raise AssertionError
+    def propose(self, *args):  # before the plain sweeps: SQUAREM finds no usable step
+        return None
 
     swept = staticmethod(lambda state: True)
     truth_share = staticmethod(lambda state: 1.0)
     estimate_change = staticmethod(lambda before, after: 0.0)
 
 
-def _escape_run(sign: float, accelerate: bool = True, polish: int | None = 0):
-    """``FLIP_WINDOW`` steps of the toy escape from the stopping rule's plain sweeps
-    (``polish`` 0; None: before them); ``(engine, run, the bound after each step)``."""
+def _escape_run(
+    sign: float, accelerate: bool = True, polish: int | None = 0, n: int = accel.FLIP_WINDOW
+):
+    """``n`` steps of the toy escape from the stopping rule's plain sweeps (``polish`` 0;
+    None: before them), each appended to the trace as ``restarts.advance`` does;
+    ``(engine, run, the bound after each step)``."""
     from ordmix_core.restarts import RestartRun
 
     engine = _Escape(sign)
     step = accel.make_step(engine, accelerate=accelerate)
     run = RestartRun(0, "warm", _Toy(np.array([1.0 - 1e-3, 0.99, 0.3])))
-    run.polish_from = polish  # (no SQUAREM either: it is due only on a trace's 3rd sweep)
-    fs = [step(run, True) for _ in range(accel.FLIP_WINDOW)]
-    return engine, run, fs
+    run.polish_from = polish
+    for _ in range(n):
+        run.trace.append(step(run, True))
+    return engine, run, run.trace
 
 
 def test_a_flip_replaces_the_plain_sweep_when_it_raises_the_bound():
@@ -239,3 +243,37 @@ def test_no_flips_without_acceleration_or_before_the_plain_sweeps():
     for accelerate, polish in ((False, 0), (True, None)):
         engine, run, _ = _escape_run(1.0, accelerate, polish)
         assert engine.sweeps == accel.FLIP_WINDOW and run.state.eps[0] > 0.5
+
+
+def test_the_plain_sweeps_keep_their_last_window_and_an_accepted_flip_empties_it():
+    """The window slides over the last ``FLIP_WINDOW`` plain sweeps (a refused flip leaves it;
+    flips are still tried every ``FLIP_WINDOW`` sweeps), is kept without acceleration too
+    (for ``still_moving``), and starts again after an accepted flip."""
+    w = accel.FLIP_WINDOW
+    engine, run, _ = _escape_run(-1.0, n=w + 5)
+    assert engine.sweeps == w + 5 + 1  # one try, at the w-th plain sweep
+    assert len(run.eps_window) == w
+    np.testing.assert_array_equal(run.eps_window[-1], run.state.eps)
+    assert run.eps_window[0][0] > 1.0 - 1e-3 * 1.03**6  # the 6th sweep's, not the 1st's
+    engine, run, _ = _escape_run(-1.0, n=2 * w)
+    assert engine.sweeps == 2 * w + 2  # tried again at 2w
+    engine, run, _ = _escape_run(1.0, accelerate=False, n=w + 3)
+    assert engine.sweeps == w + 3 and len(run.eps_window) == w  # kept, never flipped
+    engine, run, _ = _escape_run(1.0, n=w + 3)
+    assert len(run.eps_window) == 3  # the sweeps since the accepted flip
+
+
+def test_still_moving_marks_annotators_leaving_their_end_by_more_than_01_percent():
+    t = np.arange(accel.FLIP_WINDOW)[:, None]
+    window = np.hstack(
+        [
+            1.0 - 1e-3 * 1.002**t,  # reliable, leaving at 0.2% a sweep (TREC's w294: 0.2-0.4%)
+            1e-4 * 1.0005**t,  # unreliable, 0.05%: settled enough
+            0.6 + 0.0 * t,  # still
+        ]
+    )
+    assert accel.still_moving(list(window), 3).tolist() == [True, False, False]
+    short = list(window[: accel.MOVING_MIN_SWEEPS - 1])
+    assert accel.still_moving(short, 3).tolist() == [False, False, False]
+    assert accel.still_moving(list(window[: accel.MOVING_MIN_SWEEPS]), 3).tolist()[0]
+    assert not accel.escaping(list(window)).size  # below the flips' FLIP_GROWTH

@@ -62,6 +62,10 @@ def test_flags_with_their_evidence_in_three_groups():
         assert words in captions
     labels = [d.label for d in at.get("download_button")]
     assert labels == ["Download review.csv", "Download annotators.csv"]
+    # still_moving (issue 15) is a column of every group, explained in the caption
+    assert "Still moving: their reliability was still leaving its end" in captions
+    for table in t.values():
+        assert list(table.columns)[-1] == "still_moving" and table["still_moving"].dtype == bool
 
 
 def test_threshold_and_confidence_give_the_library_flags():

@@ -21,6 +21,7 @@ from ordmix_core.fitjob import (
     fit_page_options,
     fit_summary,
     model_line,
+    moving_line,
     selection_explanation,
 )
 from ordmix_core.model import OrdinalMixture
@@ -277,3 +278,23 @@ def test_no_spam_note_says_whether_the_model_or_the_user_left_spam_out():
     assert decided.model_["spam_choice"]["why"] in note and "switched off" not in note
     off = OrdinalMixture(n_restarts=1, random_state=0, spam=False).fit(clean.ratings)
     assert no_spam_note(off).startswith("This fit has no spam component (it was switched off)")
+
+
+def test_the_summary_names_the_annotators_still_moving_or_says_nothing(demo):
+    """``moving_line``: the count and the first five names of ``still_moving``, in the Fit
+    summary after the convergence line; no line when none is moving."""
+    m = OrdinalMixture(n_restarts=1, random_state=0).fit(demo.ratings)
+    m.annotators_["still_moving"] = False
+    assert moving_line(m) is None
+    assert not any(line.startswith("Still moving") for line in fit_summary(m))
+    names = list(m.annotators_.index[[3, 5, 7, 9, 11, 13]])
+    m.annotators_.loc[names, "still_moving"] = True
+    line = moving_line(m)
+    assert line.startswith("Still moving: the reliability of 6 annotators (")
+    assert ", ".join(names[:5]) + ", ...)" in line and names[5] not in line
+    assert "more than 0.1% a sweep" in line
+    lines = fit_summary(m)
+    conv = next(i for i, x in enumerate(lines) if x.startswith(("Converged", "Not converged")))
+    assert lines[conv + 1] == line
+    m.annotators_.loc[names[1:], "still_moving"] = False
+    assert f"of 1 annotator ({names[0]})" in moving_line(m)

@@ -39,7 +39,8 @@ MODEL_ANN_COLUMNS = [
     "bias_sd",
     "reliability_spread",
     "unstable",
-]  # fmt: skip  (bias: the extended default; then the ensemble's, issue 15)
+    "still_moving",
+]  # fmt: skip  (bias: the extended default; then the ensemble's and still_moving, issue 15)
 
 
 @pytest.fixture(scope="module")
@@ -210,8 +211,8 @@ def test_tables_put_ids_first_in_a_fixed_order(schema_model) -> None:
     assert list(items.columns[8:]) == list(decisions.item_decisions(schema_model).columns)
     np.testing.assert_array_equal(items["estimate"], schema_model.estimates_)
     ann = outputs.annotators_table(schema_model)
-    assert list(ann.columns[:10]) == MODEL_ANN_COLUMNS  # the model's columns in a fixed order
-    assert list(ann.columns[10:]) == list(decisions.annotator_flags(schema_model).columns)
+    assert list(ann.columns[:11]) == MODEL_ANN_COLUMNS  # the model's columns in a fixed order
+    assert list(ann.columns[11:]) == list(decisions.annotator_flags(schema_model).columns)
     trace = outputs.table(schema_model, "trace")  # no named index: nothing added
     assert list(trace.columns) == ["restart", "iteration", "lower_bound", "stage"]
 
@@ -418,6 +419,7 @@ def test_summary_json_has_every_field_with_the_models_values(schema_model, tmp_p
         # what the near-tied restarts disagree on (issue 15), counted from the frames
         "unstable_items": int(m.items_["unstable"].sum()),
         "unstable_annotators": int(m.annotators_["unstable"].sum()),
+        "still_moving_annotators": int(m.annotators_["still_moving"].sum()),
         "ensemble": {
             "restarts": [int(r) for r in m.ensemble_],
             "bound_gap": m.ensemble_gap_,
@@ -778,3 +780,12 @@ def test_decide_without_items_still_gives_every_table(schema_model) -> None:
     assert outputs.decision_counts(schema_model, lean) == outputs.decision_counts(
         schema_model, full
     )
+
+
+def test_still_moving_count_counts_the_column_or_says_it_is_missing() -> None:
+    from types import SimpleNamespace
+
+    ann = pd.DataFrame({"still_moving": [True, False, True]})
+    assert outputs.still_moving_count(SimpleNamespace(annotators_=ann)) == 2
+    bare = SimpleNamespace(annotators_=pd.DataFrame({"x": [1]}))
+    assert outputs.still_moving_count(bare) is None
