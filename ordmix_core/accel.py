@@ -28,6 +28,7 @@ import numpy as np
 from scipy.special import expit, logit
 
 from .problem import State
+from .restarts import WINDOW, remaining_changes
 
 if TYPE_CHECKING:
     from .restarts import RestartRun, StepFn
@@ -212,8 +213,12 @@ FLIP_GROWTH = 0.005
 #: (``still_moving``): measured on TREC RF10 at the default's stop, the two annotators that a
 #: 300x tighter fit carries across 0.5 grow by 0.2-0.4% a sweep and no other by 0.05-0.5%
 MOVING_GROWTH = 0.001
-#: the fewest plain sweeps over which ``still_moving`` measures a growth
-MOVING_MIN_SWEEPS = 5
+#: ... or whose reliability is estimated to move by more than this still (the stopping rule's
+#: Aitken estimate, ``restarts.remaining_changes``, of its changes per sweep): a steady drift
+#: between the ends (TREC RF10 seeds 1 and 3: w420, which a 300x tighter fit moves by 0.27)
+MOVING_DRIFT = 0.05
+#: the fewest plain sweeps over which ``still_moving`` measures (two windows of changes)
+MOVING_MIN_SWEEPS = 2 * WINDOW + 1
 
 
 def escaping(window: Sequence[np.ndarray], growth: float = FLIP_GROWTH) -> np.ndarray:
@@ -233,14 +238,16 @@ def escaping(window: Sequence[np.ndarray], growth: float = FLIP_GROWTH) -> np.nd
 
 
 def still_moving(window: Sequence[np.ndarray], n_annotators: int) -> np.ndarray:
-    """(N,) bool: the annotators whose reliability was still leaving its side's end over the
-    last plain sweeps (``window``, a run's ``eps_window``; ``escaping`` at ``MOVING_GROWTH``):
-    their verdict, and their items' estimates, may change with a longer fit. All False with
-    fewer than ``MOVING_MIN_SWEEPS`` sweeps (a fit stopped before its plain sweeps, or just
-    after an accepted flip)."""
+    """(N,) bool: the annotators the fit had not settled over its last plain sweeps
+    (``window``, a run's ``eps_window``): their reliability was still leaving its side's end
+    (``escaping`` at ``MOVING_GROWTH``), or is estimated to move by more than ``MOVING_DRIFT``
+    still (``restarts.remaining_changes``). Their verdict, and their items' estimates, may
+    change with a longer fit. All False with fewer than ``MOVING_MIN_SWEEPS`` sweeps (a fit
+    stopped before its plain sweeps, or just after an accepted flip)."""
     out = np.zeros(n_annotators, dtype=bool)
     if len(window) >= MOVING_MIN_SWEEPS:
         out[escaping(window, MOVING_GROWTH)] = True
+        out |= remaining_changes(np.abs(np.diff(np.asarray(window), axis=0))) > MOVING_DRIFT
     return out
 
 

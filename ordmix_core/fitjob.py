@@ -378,9 +378,10 @@ def moving_line(model: OrdinalMixture) -> str | None:
     names = ", ".join(str(a) for a in moving[:5]) + (", ..." if len(moving) > 5 else "")
     return (
         f"Still moving: the reliability of {_count(len(moving), 'annotator')} ({names}) was "
-        f"still leaving its end by more than {accel.MOVING_GROWTH:.1%} a sweep when the fit "
-        "stopped; a longer fit (a tighter tolerance) may change their verdict and the "
-        "estimates of the items they rated. Marked still_moving on the Annotators page."
+        f"still changing when the fit stopped (leaving its end by more than "
+        f"{accel.MOVING_GROWTH:.1%} a sweep, or expected to move by more than "
+        f"{accel.MOVING_DRIFT:g}); a longer fit (a tighter tolerance) may change their verdict "
+        "and the estimates of the items they rated. Marked still_moving on the Annotators page."
     )
 
 

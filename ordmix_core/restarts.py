@@ -180,6 +180,19 @@ def remaining_change(changes: list[float]) -> float:
     return now * r / (1.0 - r)
 
 
+def remaining_changes(changes: np.ndarray) -> np.ndarray:
+    """``remaining_change`` of each column: ``changes`` (S, N), the change of each of N
+    quantities at each of S sweeps; returns (N,) (inf before two windows)."""
+    c = np.asarray(changes, dtype=float)
+    if len(c) < 2 * WINDOW:
+        return np.full(c.shape[1:], np.inf)
+    now = c[-WINDOW:].sum(axis=0)
+    before = c[-2 * WINDOW : -WINDOW].sum(axis=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.where(before > 0, np.clip(now / before, 0.0, MAX_RATE), MAX_RATE)
+        return np.where(now == 0.0, 0.0, now * r / (1.0 - r))
+
+
 def converged(run: RestartRun, tol: float, tol_estimate: float) -> bool:
     """The stopping rule after a sweep of ``run``: the bound changed by less than ``tol``
     relative to it AND (``tol_estimate > 0``) the items' means are within ``tol_estimate`` of

@@ -101,8 +101,8 @@ st.caption(
     "Expertise: how precisely an annotator's honest ratings track the truth. Reliability: the "
     "share of their ratings the fit takes as honest rather than spam. Bias: how far above (+, "
     "lenient) or below (-, strict) the truth they rate, in units of the scale (0 under the "
-    "paper's model, which has no bias). Still moving: their reliability was still leaving "
-    "its end when the fit stopped, so a longer fit may change their verdict."
+    "paper's model, which has no bias). Still moving: their reliability was still changing "
+    "when the fit stopped, so a longer fit may change their verdict."
 )
 tabs = st.tabs(
     [f"{flag.capitalize()} ({(ann['flag'] == flag).sum():,})" for flag in decisions.ANNOTATOR_FLAGS]

@@ -263,17 +263,22 @@ def test_the_plain_sweeps_keep_their_last_window_and_an_accepted_flip_empties_it
     assert len(run.eps_window) == 3  # the sweeps since the accepted flip
 
 
-def test_still_moving_marks_annotators_leaving_their_end_by_more_than_01_percent():
+def test_still_moving_marks_annotators_leaving_their_end_or_drifting():
     t = np.arange(accel.FLIP_WINDOW)[:, None]
     window = np.hstack(
         [
             1.0 - 1e-3 * 1.002**t,  # reliable, leaving at 0.2% a sweep (TREC's w294: 0.2-0.4%)
             1e-4 * 1.0005**t,  # unreliable, 0.05%: settled enough
             0.6 + 0.0 * t,  # still
+            0.3 - 5e-4 * t,  # a steady drift (TREC's w420 at seed 1): 99 more windows of it
+            0.3 + 0.05 * 0.5**t,  # settling fast: little left
         ]
     )
-    assert accel.still_moving(list(window), 3).tolist() == [True, False, False]
+    expected = [True, False, False, True, False]
+    assert accel.still_moving(list(window), 5).tolist() == expected
     short = list(window[: accel.MOVING_MIN_SWEEPS - 1])
-    assert accel.still_moving(short, 3).tolist() == [False, False, False]
-    assert accel.still_moving(list(window[: accel.MOVING_MIN_SWEEPS]), 3).tolist()[0]
-    assert not accel.escaping(list(window)).size  # below the flips' FLIP_GROWTH
+    assert accel.still_moving(short, 5).tolist() == [False] * 5
+    assert accel.still_moving(list(window[: accel.MOVING_MIN_SWEEPS]), 5).tolist() == expected
+    assert accel.escaping(list(window)).tolist() == []  # below the flips' FLIP_GROWTH
+    # the drift is the stopping rule's estimate: 3 sweeps of 5e-4, the ratio clipped at 0.99
+    assert 1.5e-3 * 0.99 / 0.01 > accel.MOVING_DRIFT > 0.05 * 0.5**8

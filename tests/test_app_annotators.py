@@ -63,7 +63,7 @@ def test_flags_with_their_evidence_in_three_groups():
     labels = [d.label for d in at.get("download_button")]
     assert labels == ["Download review.csv", "Download annotators.csv"]
     # still_moving (issue 15) is a column of every group, explained in the caption
-    assert "Still moving: their reliability was still leaving its end" in captions
+    assert "Still moving: their reliability was still changing when the fit stopped" in captions
     for table in t.values():
         assert list(table.columns)[-1] == "still_moving" and table["still_moving"].dtype == bool
 

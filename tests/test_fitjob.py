@@ -292,7 +292,7 @@ def test_the_summary_names_the_annotators_still_moving_or_says_nothing(demo):
     line = moving_line(m)
     assert line.startswith("Still moving: the reliability of 6 annotators (")
     assert ", ".join(names[:5]) + ", ...)" in line and names[5] not in line
-    assert "more than 0.1% a sweep" in line
+    assert "more than 0.1% a sweep, or expected to move by more than 0.05)" in line
     lines = fit_summary(m)
     conv = next(i for i, x in enumerate(lines) if x.startswith(("Converged", "Not converged")))
     assert lines[conv + 1] == line

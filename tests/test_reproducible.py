@@ -145,6 +145,18 @@ def test_still_moving_marks_the_annotators_a_longer_fit_moves_on_trec(trec, monk
     assert (moved & rated).sum() >= 0.95 * moved.sum()
 
 
+def test_remaining_changes_is_remaining_change_of_each_column() -> None:
+    rng = np.random.default_rng(3)
+    c = rng.random((9, 6)) * rng.integers(0, 2, (9, 6))  # zeros too
+    c[:, 0] = 0.0
+    c[:, 1] = [0.5**i for i in range(9)]
+    c[:, 2] = [1.1**i for i in range(9)]
+    got = restarts.remaining_changes(c)
+    for k in range(c.shape[1]):
+        assert got[k] == restarts.remaining_change(list(c[:, k])), k
+    assert np.isinf(restarts.remaining_changes(c[: 2 * restarts.WINDOW - 1])).all()
+
+
 def test_the_rule_holds_long_enough_to_see_a_decay_turn_into_growth(monkeypatch) -> None:
     """Changes that decay by 0.6 a sweep for 10 sweeps, then grow by 15% a sweep (an
     annotator starting to leave a saddle; TREC RF10 restart 0 did this at the stop): held for
