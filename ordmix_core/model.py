@@ -687,8 +687,8 @@ class OrdinalMixture(CrowdEstimator):
         winner first, ``restarts.ensemble``), ``ensemble_gap_``, and the stability columns of
         ``items_`` (with ``member_mu``) and ``annotators_`` (``outputs``); and what the fit
         has not settled: ``annotators_['still_moving']``, the annotators whose reliability
-        was still leaving its end over the winner's last plain sweeps (``accel.still_moving``;
-        all False without the spam component)."""
+        was still leaving its end, or drifting, over the winner's last plain sweeps
+        (``accel.still_moving``; all False without the spam component)."""
         members = restarts.ensemble(results, best, self.spam_, self.collapse_threshold)
         self.ensemble_ = [m.restart for m in members]
         self.ensemble_gap_ = restarts.ensemble_gap(best.lower_bound)
