@@ -169,15 +169,8 @@ def remaining_change(changes: list[float]) -> float:
     """Estimated distance of the items' means to the fixed point (Aitken): the last
     ``WINDOW`` sweeps' largest changes summed, ``D``, times ``r / (1 - r)`` with ``r`` the
     ratio of ``D`` to the window before (clipped to [0, ``MAX_RATE``]); inf before two
-    windows."""
-    if len(changes) < 2 * WINDOW:
-        return np.inf
-    now = float(sum(changes[-WINDOW:]))
-    before = float(sum(changes[-2 * WINDOW : -WINDOW]))
-    if now == 0.0:
-        return 0.0
-    r = min(max(now / before, 0.0), MAX_RATE) if before > 0 else MAX_RATE
-    return now * r / (1.0 - r)
+    windows. ``remaining_changes`` of one column."""
+    return float(remaining_changes(np.asarray(changes, dtype=float)[:, None])[0])
 
 
 def remaining_changes(changes: np.ndarray) -> np.ndarray:
