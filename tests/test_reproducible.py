@@ -146,6 +146,17 @@ def test_still_moving_marks_the_annotators_a_longer_fit_moves_on_trec(trec, monk
 
 
 def test_remaining_changes_is_remaining_change_of_each_column() -> None:
+    """Each column against the estimate written out in plain Python, and against the scalar
+    form the stopping rule calls."""
+    w, cap = restarts.WINDOW, restarts.MAX_RATE
+
+    def by_hand(col: list[float]) -> float:
+        now, before = sum(col[-w:]), sum(col[-2 * w : -w])
+        if now == 0.0:
+            return 0.0
+        r = min(max(now / before, 0.0), cap) if before > 0 else cap
+        return now * r / (1.0 - r)
+
     rng = np.random.default_rng(3)
     c = rng.random((9, 6)) * rng.integers(0, 2, (9, 6))  # zeros too
     c[:, 0] = 0.0
@@ -153,8 +164,9 @@ def test_remaining_changes_is_remaining_change_of_each_column() -> None:
     c[:, 2] = [1.1**i for i in range(9)]
     got = restarts.remaining_changes(c)
     for k in range(c.shape[1]):
-        assert got[k] == restarts.remaining_change(list(c[:, k])), k
-    assert np.isinf(restarts.remaining_changes(c[: 2 * restarts.WINDOW - 1])).all()
+        assert got[k] == pytest.approx(by_hand(list(c[:, k])), rel=1e-15, abs=0), k
+        assert restarts.remaining_change(list(c[:, k])) == got[k]
+    assert np.isinf(restarts.remaining_changes(c[: 2 * w - 1])).all()
 
 
 def test_the_rule_holds_long_enough_to_see_a_decay_turn_into_growth(monkeypatch) -> None:
