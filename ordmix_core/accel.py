@@ -204,14 +204,15 @@ def for_history(s: Any) -> Any:
 #: the stopping rule's plain sweeps look, every ``FLIP_WINDOW`` sweeps, for annotators leaving a
 #: saddle (``escaping``): over the window, ``log(1 - eps)`` of a reliable annotator (``log eps``
 #: of an unreliable one) grows by more than ``FLIP_GROWTH`` a sweep (measured on TREC RF10:
-#: 1-3% a sweep for hundreds of sweeps before the crossing itself; the window of 15 keeps a
-#: TREC refit within issue 12's 30% of a fit from scratch, 20 did not: ``docs/benchmarks.md``)
+#: 1-3% a sweep for hundreds of sweeps before the crossing itself; chosen while the estimates'
+#: rule was held for 2 windows, when a TREC refit took 28% of a fit from scratch's sweeps with
+#: a window of 15 and 31% with 20: ``docs/benchmarks.md``)
 FLIP_WINDOW = 15
 FLIP_GROWTH = 0.005
 #: an annotator whose reliability, over the winner's last plain sweeps, still leaves its
-#: side's end by more than this a sweep (``escaping``) is reported ``still_moving``
-#: (``still_moving``): measured on TREC RF10 at the default's stop, the two annotators that a
-#: 300x tighter fit carries across 0.5 grow by 0.2-0.4% a sweep and no other by 0.05-0.5%
+#: side's end by more than this a sweep (``escaping``) is reported by ``still_moving``:
+#: measured on TREC RF10 at the default's stop, the two annotators that a 300x tighter fit
+#: carries across 0.5 grow by 0.2-0.4% a sweep, and they are the only ones it reports
 MOVING_GROWTH = 0.001
 #: ... or whose reliability is estimated to move by more than this still (the stopping rule's
 #: Aitken estimate, ``restarts.remaining_changes``, of its changes per sweep): a steady drift

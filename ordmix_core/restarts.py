@@ -89,7 +89,7 @@ class RestartRun:
     polish_from: int | None = None
     pruned_at: int | None = None
     stopped: bool = False
-    eps_window: list = field(default_factory=list)  # ``accel.make_step``'s annotator flips
+    eps_window: list = field(default_factory=list)  # flips and ``still_moving`` (``accel``)
 
     @property
     def lower_bound(self) -> float:
