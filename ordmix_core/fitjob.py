@@ -343,15 +343,34 @@ def no_spam_note(model: OrdinalMixture) -> str:
 
 
 def ensemble_line(model: OrdinalMixture) -> str:
-    """What the data cannot decide (issue 15): how many items and annotators the restarts
-    near-tied with the winner (``model.ensemble_``) disagree on, with the largest spread."""
+    """What the data cannot decide (issue 15): how many items and annotators the answers
+    near-tied with the winner disagree on, with the largest spread. Those answers are the
+    restarts that finished near the best bound (``model.ensemble_``) and the answer with the
+    still-moving annotators judged the other way (``model.alternative_``) when near-tied."""
     ens = outputs.stability_summary(model)
     n = len(ens["restarts"])
     gap = f"{ens['bound_gap']:,.1f}"
-    if n < 2:
-        return (
+    alt = ens["alternative"]
+    near = alt is not None and alt["near_tied"]
+    if n < 2 and not near:
+        text = (
             f"Unstable: no other restart finished within {gap} of the best lower bound, so "
             "there is no near-tied answer to compare it with."
+        )
+        if alt is not None:
+            text += (
+                f" Judging the {_count(len(alt['annotators']), 'still-moving annotator')} the "
+                f"other way ends {-alt['bound_above_winner']:,.1f} below it."
+            )
+        return text
+    answers = []
+    if n >= 2:
+        answers.append(f"{n} restarts finished within {gap} of the best lower bound")
+    if near:
+        answers.append(
+            f"judging the {_count(len(alt['annotators']), 'still-moving annotator')} the other "
+            f"way ends {alt['bound_above_winner']:+,.1f} from the winner's bound (within {gap} "
+            "below it, or above)"
         )
     items = ens["unstable_items"]
     about = (
@@ -361,10 +380,9 @@ def ensemble_line(model: OrdinalMixture) -> str:
         "and "
     )
     return (
-        f"Unstable: {n} restarts finished within {gap} of the best lower bound (near-tied "
-        f"answers the data cannot tell apart); they disagree on {about}"
-        f"{ens['unstable_annotators']:,} annotator(s), marked unstable on the Items and "
-        "Annotators pages."
+        f"Unstable: {' and '.join(answers)}: near-tied answers the data cannot tell apart. "
+        f"They disagree on {about}{ens['unstable_annotators']:,} annotator(s), marked unstable "
+        "on the Items and Annotators pages."
     )
 
 

@@ -212,8 +212,10 @@ class OrdinalMixture(CrowdEstimator):
     ``spam_`` (whether the fitted model has the spam component), ``annotator_flags_``
     (``decisions.annotator_flags`` at its default settings when the spam decision computed
     them, else None; ``annotator_flags`` returns them at those settings),
-    ``ensemble_`` (the restarts near-tied with the winner, ``restarts.ensemble``) and
-    ``ensemble_gap_``; ``items_`` and ``annotators_`` say what they disagree on
+    ``ensemble_`` (the restarts near-tied with the winner, ``restarts.ensemble``),
+    ``ensemble_gap_`` and ``alternative_`` (the answer with the still-moving annotators
+    judged the other way, ``accel.alternative``; in the ensemble when near-tied; None when no
+    annotator was still moving); ``items_`` and ``annotators_`` say what they disagree on
     (``estimate_spread`` / ``reliability_spread`` and ``unstable``, ``outputs``).
     """
 
@@ -402,8 +404,15 @@ class OrdinalMixture(CrowdEstimator):
             ]
         with np.errstate(over="ignore", under="ignore"):
             branch = self._memory_branch(data, p, inputs.inst_hash, inputs.ann_hash)
-            interrupted = self._race(p, runs, callback, branch)
+            sweeps = _MemorySweeps(p, self._eps_pack())
+            interrupted = self._race(p, runs, callback, branch, sweeps)
         phases.release_scratch()  # two floats a rating, not needed by what follows
+
+        def alternative(s: vb.State, idx: np.ndarray) -> tuple[vb.State, float, int]:
+            with np.errstate(over="ignore", under="ignore"):
+                out = accel.alternative(sweeps, s, idx)
+            phases.release_scratch()
+            return out
 
         def learned(s: vb.State) -> Learned:
             n_m = np.bincount(data.inst, minlength=data.n_instances)
@@ -417,8 +426,9 @@ class OrdinalMixture(CrowdEstimator):
             return items, cats, w_ann, s.omega
 
         return self._store(
-            data, p, pi, data.annotators, runs, interrupted, t0, learned, lambda s: s.mu_m
-        )
+            data, p, pi, data.annotators, runs, interrupted, t0, learned, lambda s: s.mu_m,
+            alternative,
+        )  # fmt: skip
 
     def _memory_branch(
         self, data: CrowdData, p: vb.Problem, inst_hash: np.ndarray, ann_hash: np.ndarray
@@ -444,10 +454,12 @@ class OrdinalMixture(CrowdEstimator):
         runs: list[restarts.RestartRun],
         callback: ProgressCallback | None,
         branch: restarts.BranchFn | None = None,
+        sweeps: _MemorySweeps | None = None,
     ) -> bool:
-        """The shared schedule (``_schedule``) with this engine's sweep; restarts of a round
-        run in ``n_jobs`` threads. Returns True if stopped."""
-        step = accel.make_step(_MemorySweeps(p, self._eps_pack()), self.accelerate)
+        """The shared schedule (``_schedule``) with this engine's sweep (``sweeps``, made here
+        when None); restarts of a round run in ``n_jobs`` threads. Returns True if stopped."""
+        sweeps = _MemorySweeps(p, self._eps_pack()) if sweeps is None else sweeps
+        step = accel.make_step(sweeps, self.accelerate)
         jobs = self._n_jobs(p, len(runs))
         running = _Running()
         with ThreadPoolExecutor(jobs, thread_name_prefix="ordmix") as pool:
@@ -617,6 +629,7 @@ class OrdinalMixture(CrowdEstimator):
         t0: float,
         learned: Callable[[Any], Learned],
         member_mu: Callable[[Any], np.ndarray] | None = None,
+        alternative: Callable[[Any, np.ndarray], tuple[Any, float, int]] | None = None,
     ) -> list[restarts.FitWarning]:
         """Choose the winning restart and set every learned attribute (both engines).
 
@@ -624,8 +637,9 @@ class OrdinalMixture(CrowdEstimator):
         ``annotators`` (N,): their IDs; ``learned(state)`` gives from the winner's state what
         only the engine can (``Learned``). The state is read by ``vb.State``'s names (q(tau),
         eps, alpha, beta). ``member_mu(state)``: its items' posterior means (M,) in
-        ``items_``'s order, for the ensemble's item columns (None: items get none). Returns
-        the warnings for ``fit`` to issue.
+        ``items_``'s order, for the ensemble's item columns (None: items get none);
+        ``alternative(state, idx)``: the engine's ``accel.alternative`` (None: no alternative
+        answer is made). Returns the warnings for ``fit`` to issue.
         """
         results = restarts.race_results(runs)
         if not results:
@@ -652,7 +666,8 @@ class OrdinalMixture(CrowdEstimator):
             s.bias_mean if p.bias else None,
             s.bias_prec if p.bias else None,
         )
-        self._store_ensemble(results, best, sc, member_mu)
+        settled = interrupted or collapsed  # no sweeps after a stop; nothing to weigh
+        self._store_ensemble(results, best, sc, member_mu, None if settled else alternative)
         self.spam_distributions_ = outputs.spam_distributions_frame(
             annotators, sc.values, s.dir_a if (self.spam_ and p.spam_dist == "annotator") else None
         )
@@ -682,28 +697,50 @@ class OrdinalMixture(CrowdEstimator):
         best: restarts.RestartRun,
         sc: Scale,
         member_mu: Callable[[Any], np.ndarray] | None,
+        alternative: Callable[[Any, np.ndarray], tuple[Any, float, int]] | None = None,
     ) -> None:
         """What the data cannot decide (issue 15): ``ensemble_`` (the near-tied restarts, the
         winner first, ``restarts.ensemble``), ``ensemble_gap_``, and the stability columns of
         ``items_`` (with ``member_mu``) and ``annotators_`` (``outputs``); and what the fit
         has not settled: ``annotators_['still_moving']``, the annotators whose reliability
         was still leaving its end, or drifting, over the winner's last plain sweeps
-        (``accel.still_moving``; all False without the spam component)."""
+        (``accel.still_moving``; all False without the spam component).
+
+        With ``alternative`` and annotators still moving, ``alternative_`` is the answer with
+        their verdicts the other way (``accel.alternative``): ``annotators`` (their IDs),
+        ``lower_bound``, ``bound_above_winner`` (its bound minus the winner's), ``n_iter`` and
+        ``near_tied`` (a bound no lower than the winner's by more than ``ensemble_gap_``).
+        A near-tied alternative joins the ensemble's stability columns: an answer the data
+        support as well as the winner's (or better) that differs from it. None otherwise."""
         members = restarts.ensemble(results, best, self.spam_, self.collapse_threshold)
         self.ensemble_ = [m.restart for m in members]
         self.ensemble_gap_ = restarts.ensemble_gap(best.lower_bound)
-        eps = np.stack([np.asarray(m.state.eps, dtype=float) for m in members])
+        n = len(self.annotators_)
+        moving = accel.still_moving(best.eps_window, n) if self.spam_ else np.zeros(n, dtype=bool)
+        states = [m.state for m in members]
+        self.alternative_ = None
+        if alternative is not None and moving.any():
+            idx = np.flatnonzero(moving)
+            alt, f, n_iter = alternative(best.state, idx)
+            near = bool(f >= best.lower_bound - self.ensemble_gap_)
+            self.alternative_ = {
+                "annotators": self.annotators_.index[idx].tolist(),
+                "lower_bound": f,
+                "bound_above_winner": float(f - best.lower_bound),
+                "n_iter": n_iter,
+                "near_tied": near,
+            }
+            if near:
+                states.append(alt)
+        eps = np.stack([np.asarray(s.eps, dtype=float) for s in states])
         if not self.spam_:
             eps = np.ones_like(eps)
         ann = outputs.annotator_stability(eps)
         self.annotators_["reliability_spread"] = ann["reliability_spread"].to_numpy()
         self.annotators_["unstable"] = ann["unstable"].to_numpy()
-        n = len(self.annotators_)
-        self.annotators_["still_moving"] = (
-            accel.still_moving(best.eps_window, n) if self.spam_ else np.zeros(n, dtype=bool)
-        )
+        self.annotators_["still_moving"] = moving
         if member_mu is not None and isinstance(self.items_, pd.DataFrame):
-            mu = np.stack([member_mu(m.state) for m in members])
+            mu = np.stack([member_mu(s) for s in states])
             it = outputs.item_stability(mu, sc.values, sc.step)
             self.items_["estimate_spread"] = it["estimate_spread"].to_numpy()
             self.items_["unstable"] = it["unstable"].to_numpy()

@@ -257,7 +257,8 @@ def annotator_stability(member_eps: np.ndarray) -> pd.DataFrame:
 def stability_summary(model: Any) -> dict:
     """``summary.json``'s ``ensemble``: the near-tied restarts, the bound gap that defines
     them, and what they disagree on (``unstable_items`` is None when ``items_`` is a Dask
-    DataFrame, which has no stability columns)."""
+    DataFrame, which has no stability columns); ``alternative``: the answer with the
+    still-moving annotators judged the other way (``model.alternative_``), or None."""
     items, ann = model.items_, model.annotators_
     out: dict = {
         "restarts": [int(r) for r in getattr(model, "ensemble_", [model.best_restart_])],
@@ -269,6 +270,10 @@ def stability_summary(model: Any) -> dict:
         out["unstable_items"] = int(items["unstable"].sum())
         out["max_estimate_spread"] = float(items["estimate_spread"].max()) if len(items) else 0.0
     out["unstable_annotators"] = int(ann["unstable"].sum()) if "unstable" in ann else None
+    alt = getattr(model, "alternative_", None)
+    out["alternative"] = (
+        None if alt is None else {**alt, "annotators": [str(a) for a in alt["annotators"]]}
+    )
     return out
 
 

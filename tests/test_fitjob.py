@@ -18,6 +18,7 @@ from ordmix_core import decisions, options
 from ordmix_core.fitjob import (
     FitJob,
     FitParams,
+    ensemble_line,
     fit_page_options,
     fit_summary,
     model_line,
@@ -298,3 +299,39 @@ def test_the_summary_names_the_annotators_still_moving_or_says_nothing(demo):
     assert lines[conv + 1] == line
     m.annotators_.loc[names[1:], "still_moving"] = False
     assert f"of 1 annotator ({names[0]})" in moving_line(m)
+
+
+def test_the_unstable_line_names_the_near_tied_answers_and_the_alternative(demo):
+    """``ensemble_line``: the near-tied restarts and the alternative (the still-moving
+    annotators judged the other way) when near-tied, what they disagree on counted from the
+    frames; an alternative that is not near-tied is only said to end below the winner."""
+    m = OrdinalMixture(n_restarts=1, random_state=0).fit(demo.ratings)
+    m.ensemble_, m.ensemble_gap_ = [m.best_restart_], 12.0
+    m.alternative_ = None
+    assert ensemble_line(m) == (
+        "Unstable: no other restart finished within 12.0 of the best lower bound, so there is "
+        "no near-tied answer to compare it with."
+    )
+    m.alternative_ = {"annotators": ["a", "b"], "lower_bound": -10.0,
+                      "bound_above_winner": -20.5, "n_iter": 9, "near_tied": False}  # fmt: skip
+    assert ensemble_line(m).endswith(
+        "Judging the 2 still-moving annotators the other way ends 20.5 below it."
+    )
+    m.alternative_.update(bound_above_winner=15.25, near_tied=True)
+    m.items_["unstable"] = False
+    m.items_.iloc[[0, 2, 4], m.items_.columns.get_loc("unstable")] = True
+    m.items_["estimate_spread"] = 0.0
+    m.items_.iloc[2, m.items_.columns.get_loc("estimate_spread")] = 0.75
+    m.annotators_["unstable"] = False
+    m.annotators_.iloc[1, m.annotators_.columns.get_loc("unstable")] = True
+    line = ensemble_line(m)
+    assert line.startswith(
+        "Unstable: judging the 2 still-moving annotators the other way ends +15.2 from the "
+        "winner's bound (within 12.0 below it, or above): near-tied answers"
+    )
+    assert "disagree on 3 item(s) (largest spread of an estimate 0.750) and 1 annotator(s)" in line
+    m.ensemble_ = [m.best_restart_, 4]
+    assert ensemble_line(m).startswith(
+        "Unstable: 2 restarts finished within 12.0 of the best lower bound and judging the 2 "
+    )
+    assert ensemble_line(m) in fit_summary(m)

@@ -426,6 +426,10 @@ def test_summary_json_has_every_field_with_the_models_values(schema_model, tmp_p
             "unstable_items": int(m.items_["unstable"].sum()),
             "max_estimate_spread": float(m.items_["estimate_spread"].max()),
             "unstable_annotators": int(m.annotators_["unstable"].sum()),
+            # the still-moving annotators judged the other way, with their IDs as text
+            "alternative": None
+            if m.alternative_ is None
+            else {**m.alternative_, "annotators": [str(a) for a in m.alternative_["annotators"]]},
         },
     }
     decisions_part = summary.pop("decisions")
@@ -719,12 +723,20 @@ def test_stability_summary_of_frames_and_of_what_is_missing() -> None:
                         ensemble_gap_=np.float64(12.5), best_restart_=3)  # fmt: skip
     s = outputs.stability_summary(m)
     assert s == {"restarts": [3, 1], "bound_gap": 12.5, "unstable_items": 2,
-                 "max_estimate_spread": 0.7, "unstable_annotators": 3}  # fmt: skip
+                 "max_estimate_spread": 0.7, "unstable_annotators": 3,
+                 "alternative": None}  # fmt: skip
     assert type(s["restarts"][0]) is int and type(s["bound_gap"]) is float
+    # the alternative as the model keeps it, its annotator IDs as text for the JSON
+    alt = {"annotators": [np.int64(7), 12], "lower_bound": -10.0, "bound_above_winner": 2.5,
+           "n_iter": 9, "near_tied": True}  # fmt: skip
+    m.alternative_ = alt
+    assert outputs.stability_summary(m)["alternative"] == {**alt, "annotators": ["7", "12"]}
+    assert alt["annotators"] == [7, 12]  # the model's own is left as it was
     bare = SimpleNamespace(items_=items.iloc[:0], annotators_=pd.DataFrame({"x": [1]}),
                            best_restart_=5)  # fmt: skip
     assert outputs.stability_summary(bare) == {"restarts": [5], "bound_gap": 0.0,
-        "unstable_items": 0, "max_estimate_spread": 0.0, "unstable_annotators": None}  # fmt: skip
+        "unstable_items": 0, "max_estimate_spread": 0.0, "unstable_annotators": None,
+        "alternative": None}  # fmt: skip
     no_cols = SimpleNamespace(items_=pd.DataFrame({"estimate": [1.0]}), annotators_=ann,
                               best_restart_=0)  # fmt: skip
     s = outputs.stability_summary(no_cols)

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ordmix_core import OrdinalMixture, outputs, restarts
+from ordmix_core import OrdinalMixture, accel, outputs, reference, restarts
 from ordmix_core.errors import ConvergenceWarning
 from ordmix_core.io import read_ratings
 from ordmix_core.simulate import simulate_crowd
@@ -37,20 +37,29 @@ def crowd() -> pd.DataFrame:
     ).ratings  # fmt: skip
 
 
-#: the real ``select``: a second ``_fit_keeping_runs`` in a test must not wrap the first's spy
-#: (which would then overwrite the first fit's runs with the second's)
+#: the real ``select`` and ``alternative``: a second ``_fit_keeping_runs`` in a test must not
+#: wrap the first's spy (which would then overwrite the first fit's runs with the second's)
 _SELECT = restarts.select
+_ALTERNATIVE = accel.alternative
 
 
 def _fit_keeping_runs(monkeypatch, df: pd.DataFrame, **kw) -> tuple[OrdinalMixture, dict]:
-    """A quiet fit and its restarts' final ``RestartRun`` by restart (taken at selection)."""
+    """A quiet fit and its restarts' final ``RestartRun`` by restart (taken at selection);
+    under ``"alternative"``, when the fit made one, ``accel.alternative``'s arguments
+    ``(engine, state, idx)`` and its result ``(state, bound, sweeps)``."""
     seen: dict = {}
 
     def spy(results, *args, **kwargs):
         seen.update({run.restart: run for run in results})
         return _SELECT(results, *args, **kwargs)
 
+    def alternative(engine, state, idx, *args, **kwargs):
+        out = _ALTERNATIVE(engine, state, idx, *args, **kwargs)
+        seen["alternative"] = ((engine, state, idx), out)
+        return out
+
     monkeypatch.setattr(restarts, "select", spy)
+    monkeypatch.setattr(accel, "alternative", alternative)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         m = OrdinalMixture(**kw).fit(df)
@@ -263,16 +272,19 @@ def test_near_tied_restarts_that_disagree_mark_items_unstable_on_trec(
     )
     assert m.ensemble_ == [m.best_restart_, 1 - m.best_restart_]
     assert abs(runs[0].lower_bound - runs[1].lower_bound) <= m.ensemble_gap_
-    mu = np.stack([runs[r].state.mu_m for r in m.ensemble_])
+    states = [runs[r].state for r in m.ensemble_]
+    if m.alternative_ is not None and m.alternative_["near_tied"]:
+        states.append(runs["alternative"][1][0])
+    mu = np.stack([s.mu_m for s in states])
     spread = mu.max(axis=0) - mu.min(axis=0)
     levels = np.array([1.0, 2.0, 3.0])
     nearest = levels[np.abs(mu[:, :, None] - levels).argmin(axis=2)]
-    unstable = (nearest[0] != nearest[1]) | (spread >= outputs.UNSTABLE_SPREAD_STEPS)
+    unstable = (nearest != nearest[0]).any(axis=0) | (spread >= outputs.UNSTABLE_SPREAD_STEPS)
     assert unstable.sum() > 0  # they disagree
     np.testing.assert_allclose(m.items_["estimate_spread"], spread)
     assert (m.items_["unstable"].to_numpy() == unstable).all()
-    eps = np.stack([runs[r].state.eps for r in m.ensemble_])
-    flips = (eps[0] >= 0.5) != (eps[1] >= 0.5)
+    eps = np.stack([s.eps for s in states])
+    flips = ((eps >= 0.5) != (eps[0] >= 0.5)).any(axis=0)
     assert (m.annotators_["unstable"].to_numpy() == flips).all()
     outputs.write_fit_outputs(m, tmp_path, {})
     summary = json.loads((tmp_path / "summary.json").read_text())
@@ -285,6 +297,65 @@ def test_near_tied_restarts_that_disagree_mark_items_unstable_on_trec(
 
 #: a seed whose two TREC restarts end near-tied and disagree (found by trying seeds)
 NEAR_TIED_SEED = 5
+
+
+def test_the_default_fit_of_trec_marks_what_its_still_moving_annotators_decide(
+    trec, monkeypatch, tmp_path
+) -> None:
+    """The default fit of TREC RF10 (seed 0) ends with no other restart near its bound, but
+    with two annotators still moving (w294, w312: a 300x tighter fit carries them across
+    0.5). Judged the other way, the answer ends 15 nats higher and moves 399 of 20,026 items
+    by 0.1 or more: those items, and the two annotators, are unstable. The alternative is
+    recomputed here with the numpy reference sweep from the winner's state with exactly the
+    still-moving reliabilities mirrored, and its stop checked against ``POLISH_TOL``."""
+    m, runs = _fit_keeping_runs(monkeypatch, trec, random_state=0)
+    assert m.ensemble_ == [m.best_restart_]  # no near-tied restart: the alternative decides
+    (engine, state, idx), (alt, f_alt, n_alt) = runs["alternative"]
+    best = runs[m.best_restart_]
+    assert state is best.state
+    moving = m.annotators_["still_moving"].to_numpy()
+    assert np.flatnonzero(moving).tolist() == idx.tolist() and 1 <= idx.size <= 5
+    # the reference: mirror those reliabilities by hand, then plain numpy sweeps until the
+    # bound's relative change is below POLISH_TOL
+    p = engine.problems[True]
+    s = state.copy()
+    s.eps = np.where(moving, 1.0 - np.asarray(state.eps), np.asarray(state.eps))
+    bounds = []
+    while len(bounds) < 2 or abs(bounds[-1] - bounds[-2]) >= restarts.POLISH_TOL * abs(bounds[-1]):
+        s, f = reference.sweep_numpy(p, s)
+        bounds.append(f)
+        assert len(bounds) <= accel.ALT_MAX_SWEEPS
+    assert n_alt == len(bounds)
+    assert f_alt == pytest.approx(bounds[-1], rel=1e-10)
+    np.testing.assert_allclose(alt.mu_m, s.mu_m, rtol=0, atol=1e-7)
+    gain = f_alt - best.lower_bound
+    assert gain > 0  # a better bound than the winner's: near-tied by the rule (or above)
+    assert m.alternative_ == {
+        "annotators": m.annotators_.index[moving].tolist(),
+        "lower_bound": f_alt,
+        "bound_above_winner": gain,
+        "n_iter": n_alt,
+        "near_tied": True,
+    }
+    # what the two answers disagree on, written out
+    mu = np.stack([best.state.mu_m, s.mu_m])
+    levels = np.array([1.0, 2.0, 3.0])
+    nearest = levels[np.abs(mu[:, :, None] - levels).argmin(axis=2)]
+    spread = np.abs(mu[1] - mu[0])
+    unstable = (nearest[0] != nearest[1]) | (spread >= outputs.UNSTABLE_SPREAD_STEPS)
+    assert 100 <= unstable.sum() <= 1000  # ~2% of the items
+    assert (m.items_["unstable"].to_numpy() == unstable).all()
+    eps = np.stack([np.asarray(best.state.eps), np.asarray(s.eps)])
+    sides = (eps[0] >= 0.5) != (eps[1] >= 0.5)
+    assert (m.annotators_["unstable"].to_numpy() == sides).all() and sides[moving].all()
+    # the estimates are the winner's: the alternative only marks
+    np.testing.assert_array_equal(m.items_["estimate"].to_numpy(), best.state.mu_m)
+    outputs.write_fit_outputs(m, tmp_path, {})
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["unstable_items"] == int(unstable.sum())
+    alt_json = summary["ensemble"]["alternative"]
+    assert alt_json["annotators"] == [str(a) for a in m.alternative_["annotators"]]
+    assert alt_json["bound_above_winner"] == pytest.approx(gain)
 
 
 # ------------------------------------------------------------------ selection wording

@@ -133,8 +133,10 @@ class DaskOrdinalMixture(OrdinalMixture):
     ``lower_bound_``, ``trace_``, ``restarts_``, ``best_restart_``, ``selection_reason_``,
     ``converged_``, ``n_iter_``, ``collapsed_``, ``warnings_``, ``interrupted_``,
     ``seconds_``), except ``omega_`` (per rating, left on the workers: ``None``) and
-    ``data_``, a :class:`DaskData` of sizes. ``init_from`` (a warm start) is refused: it is
-    the in-memory engine's.
+    ``data_``, a :class:`DaskData` of sizes, and ``alternative_`` (always ``None``: the
+    answer with the still-moving annotators judged the other way is the in-memory engine's,
+    so the ensemble here is the near-tied restarts only). ``init_from`` (a warm start) is
+    refused: it is the in-memory engine's.
     """
 
     name = "odm-dask"
