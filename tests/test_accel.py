@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy.special import expit, logit
 
-from ordmix_core import accel
+from ordmix_core import accel, restarts
 from ordmix_core.vb import State
 
 LO, HI = 0.5, 5.5
@@ -282,3 +282,38 @@ def test_still_moving_marks_annotators_leaving_their_end_or_drifting():
     assert accel.escaping(list(window)).tolist() == []  # below the flips' FLIP_GROWTH
     # the drift is the stopping rule's estimate: 3 sweeps of 5e-4, the ratio clipped at 0.99
     assert 1.5e-3 * 0.99 / 0.01 > accel.MOVING_DRIFT > 0.05 * 0.5**8
+
+
+class _Settling:
+    """A toy engine for ``alternative``: the bounds it returns, one per sweep, in turn; the
+    state records which sweep made it and whether it was swept as the mixture."""
+
+    def __init__(self, bounds) -> None:
+        self.bounds, self.calls = list(bounds), []
+
+    def sweep(self, state, spam, history):
+        self.calls.append((spam, history))
+        return _Toy(state.eps, mu_m=np.array([len(self.calls)])), self.bounds.pop(0), None
+
+
+def test_alternative_mirrors_then_sweeps_until_the_bound_settles():
+    """The still-moving annotators are mirrored, then plain mixture sweeps (``spam`` True, no
+    history) run until the bound's relative change is below ``POLISH_TOL``; the last sweep's
+    state and bound, and the count, are returned."""
+    f = -1000.0
+    tol = restarts.POLISH_TOL * 1000.0
+    bounds = [f - 50, f - 5, f - 1, f - 1 + 1.5 * tol, f - 1 + 2.0 * tol, f]
+    engine = _Settling(bounds)
+    start = _Toy(np.array([0.9, 0.2, 0.6]))
+    s, bound, n = accel.alternative(engine, start, np.array([0, 2]))
+    assert n == 5 and bound == f - 1 + 2.0 * tol  # |change| 0.5 tol < tol: the fifth stops
+    np.testing.assert_allclose(s.eps, [0.1, 0.2, 0.4])
+    assert s.mu_m.tolist() == [5]
+    assert engine.calls == [(True, None)] * 5
+    np.testing.assert_array_equal(start.eps, [0.9, 0.2, 0.6])  # the winner's state unchanged
+    # at most max_sweeps; a non-finite bound ends it at once
+    s, bound, n = accel.alternative(_Settling([f - 50 * i for i in range(9)]), start,
+                                    np.array([1]), max_sweeps=4)  # fmt: skip
+    assert n == 4 and bound == f - 150
+    s, bound, n = accel.alternative(_Settling([f, -np.inf, f]), start, np.array([1]))
+    assert n == 2 and bound == -np.inf
