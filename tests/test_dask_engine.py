@@ -97,6 +97,20 @@ def assert_same_spread(got: pd.DataFrame, ref: pd.DataFrame, value: str, rtol, a
     assert (got["unstable"].to_numpy() == ref["unstable"].to_numpy()).all()
 
 
+def assert_same_alternative(got: dict | None, ref: dict | None) -> None:
+    """The same annotators judged the other way, sweeps and verdict; bounds within RTOL."""
+    if ref is None:
+        assert got is None
+        return
+    assert {k: got[k] for k in ("annotators", "n_iter", "near_tied")} == {
+        k: ref[k] for k in ("annotators", "n_iter", "near_tied")
+    }
+    assert got["lower_bound"] == pytest.approx(ref["lower_bound"], rel=RTOL)
+    assert got["bound_above_winner"] == pytest.approx(
+        ref["bound_above_winner"], abs=RTOL * abs(ref["lower_bound"])
+    )
+
+
 def assert_same_fit(
     mem: OrdinalMixture, dsk: DaskOrdinalMixture, rtol: float = RTOL, atol: float = 1e-12
 ) -> None:
@@ -140,6 +154,7 @@ def assert_same_fit(
     pd.testing.assert_frame_equal(dsk.restarts_, mem.restarts_, rtol=RTOL)
     assert dsk.best_restart_ == mem.best_restart_
     assert dsk.selection_reason_ == mem.selection_reason_
+    assert_same_alternative(dsk.alternative_, mem.alternative_)
     assert dsk.converged_ == mem.converged_ and dsk.n_iter_ == mem.n_iter_
     assert dsk.collapsed_ == mem.collapsed_ and dsk.warnings_ == mem.warnings_
     assert dsk.alpha_ == pytest.approx(mem.alpha_, rel=rtol)
@@ -163,6 +178,22 @@ def test_same_fit_as_in_memory(client, ratings, granularity, spam):
     if spam:  # SQUAREM changed the course of the fit, and the Dask engine followed it
         plain = quiet_fit(in_memory(**kw, accelerate=False), ratings)
         assert len(plain.trace_) != len(mem.trace_)
+
+
+def test_the_same_alternative_as_in_memory(client):
+    """A crowd whose default fit ends with an annotator still moving (worker006): both
+    engines judge it the other way, with the same sweeps, bound and unstable items (the
+    blocks keep the winner's slot while the alternative sweeps from it)."""
+    crowd = simulate_crowd(
+        n_items=240, n_annotators=20, ratings_per_item=5, n_queries=6, spammer_share=0.3,
+        random_state=1,
+    ).ratings  # fmt: skip
+    kw = dict(n_restarts=3, random_state=3)
+    mem = quiet_fit(in_memory(**kw), crowd)
+    assert mem.alternative_ is not None and mem.alternative_["near_tied"]
+    assert mem.items_["unstable"].any()
+    dsk = quiet_fit(DaskOrdinalMixture(**kw, scheduler=client, n_partitions=3), crowd)
+    assert_same_fit(mem, dsk, EST_RTOL, EST_ATOL)
 
 
 @pytest.mark.parametrize("granularity", ["instance", "global"])

@@ -133,9 +133,9 @@ class DaskOrdinalMixture(OrdinalMixture):
     ``lower_bound_``, ``trace_``, ``restarts_``, ``best_restart_``, ``selection_reason_``,
     ``converged_``, ``n_iter_``, ``collapsed_``, ``warnings_``, ``interrupted_``,
     ``seconds_``), except ``omega_`` (per rating, left on the workers: ``None``) and
-    ``data_``, a :class:`DaskData` of sizes, and ``alternative_`` (always ``None``: the
-    answer with the still-moving annotators judged the other way is the in-memory engine's,
-    so the ensemble here is the near-tied restarts only). ``init_from`` (a warm start) is
+    ``data_``, a :class:`DaskData` of sizes. ``alternative_`` is made as in memory, by
+    plain sweeps over the blocks from the winner's slot (kept meanwhile); items held as a
+    Dask DataFrame get no stability columns from it either. ``init_from`` (a warm start) is
     refused: it is the in-memory engine's.
     """
 
@@ -358,8 +358,9 @@ class DaskOrdinalMixture(OrdinalMixture):
             return pd.concat(got).sort_index(kind="stable").to_numpy(dtype=float)
 
         return self._store(
-            self.data_, gp, pi, annotators, runs, interrupted, t0, learned, member_mu
-        )
+            self.data_, gp, pi, annotators, runs, interrupted, t0, learned, member_mu,
+            sweeps.alternative,
+        )  # fmt: skip
 
     def _dask_frames(self, bl: _Blocks, parts: list, local_cats: bool, summary: dict) -> tuple:
         """``items_`` (and local ``categories_``) as Dask DataFrames of the blocks' results,
@@ -431,6 +432,7 @@ class _Sweeps:
         self.n_ratings = n_ratings
         self.accelerate = accelerate
         self.next_slot = {r: 1 for r in range(n_restarts)}  # slot 0: the start
+        self.pinned: tuple[int, ...] = ()  # slots every plain sweep keeps (``alternative``)
         self.eps_pack = accel.EPS_PACK  # SQUAREM's clip of eps (``OrdinalMixture._eps_pack``)
         self.lo, self.hi = float(gp.thresholds[0]), float(gp.thresholds[-1])
 
@@ -527,7 +529,17 @@ class _Sweeps:
             h0, h1 = history
             return self._sweep(g, spam, (h0.slot, h1.slot, g.slot), norms=(h0.slot, h1.slot))
         # the blocks keep g only while a later step may extrapolate from it
-        return self._sweep(g, spam, (g.slot,), keep_after=(g.slot,) * self.accelerate)
+        pin = self.pinned
+        return self._sweep(g, spam, (g.slot, *pin), keep_after=(g.slot,) * self.accelerate + pin)
+
+    def alternative(self, g: _Global, idx: np.ndarray) -> tuple[_Global, float, int]:
+        """``accel.alternative`` from the winner ``g``, whose slot the blocks keep meanwhile
+        (its items' means are read after, for the ensemble's columns)."""
+        self.pinned = (g.slot,)
+        try:
+            return accel.alternative(self, g, idx)
+        finally:
+            self.pinned = ()
 
     def propose(self, s0: _Global, s1: _Global, s2: _Global, norms: np.ndarray):
         """``accel.squarem_proposal`` split: the client's groups here, the blocks' as a
