@@ -352,26 +352,24 @@ def ensemble_line(model: OrdinalMixture) -> str:
     gap = f"{ens['bound_gap']:,.1f}"
     alt = ens["alternative"]
     near = alt is not None and alt["near_tied"]
+    judged = ""
+    if alt is not None:
+        names = ", ".join(alt["annotators"][:5]) + (", ..." if len(alt["annotators"]) > 5 else "")
+        d = alt["bound_above_winner"]
+        judged = (
+            f"judging the {_count(len(alt['annotators']), 'still-moving annotator')} ({names}) "
+            f"the other way gives an answer whose lower bound is {abs(d):,.1f} "
+            f"{'above' if d >= 0 else 'below'} the chosen one's"
+        )
     if n < 2 and not near:
         text = (
             f"Unstable: no other restart finished within {gap} of the best lower bound, so "
             "there is no near-tied answer to compare it with."
         )
-        if alt is not None:
-            text += (
-                f" Judging the {_count(len(alt['annotators']), 'still-moving annotator')} the "
-                f"other way ends {-alt['bound_above_winner']:,.1f} below it."
-            )
-        return text
-    answers = []
-    if n >= 2:
-        answers.append(f"{n} restarts finished within {gap} of the best lower bound")
+        return text + (f" And {judged} (more than {gap} below)." if judged else "")
+    answers = [f"{n} restarts finished within {gap} of the best lower bound"] if n >= 2 else []
     if near:
-        answers.append(
-            f"judging the {_count(len(alt['annotators']), 'still-moving annotator')} the other "
-            f"way ends {alt['bound_above_winner']:+,.1f} from the winner's bound (within {gap} "
-            "below it, or above)"
-        )
+        answers.append(judged + ("" if alt["bound_above_winner"] >= 0 else f" (within {gap})"))
     items = ens["unstable_items"]
     about = (
         ""
@@ -380,9 +378,9 @@ def ensemble_line(model: OrdinalMixture) -> str:
         "and "
     )
     return (
-        f"Unstable: {' and '.join(answers)}: near-tied answers the data cannot tell apart. "
-        f"They disagree on {about}{ens['unstable_annotators']:,} annotator(s), marked unstable "
-        "on the Items and Annotators pages."
+        f"Unstable: {', and '.join(answers)}. These answers disagree on {about}"
+        f"{ens['unstable_annotators']:,} annotator(s), marked unstable on the Items and "
+        "Annotators pages: the data do not settle them."
     )
 
 
