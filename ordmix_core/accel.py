@@ -245,11 +245,18 @@ def still_moving(window: Sequence[np.ndarray], n_annotators: int) -> np.ndarray:
     still (``restarts.remaining_changes``). Their verdict, and their items' estimates, may
     change with a longer fit. All False with fewer than ``MOVING_MIN_SWEEPS`` sweeps (a fit
     stopped before its plain sweeps, or just after an accepted flip)."""
-    out = np.zeros(n_annotators, dtype=bool)
+    leaving, drifting, _ = _moving(window, n_annotators)
+    return leaving | drifting
+
+
+def _moving(window: Sequence[np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``still_moving``'s two halves, (N,) bool each: leaving their end, and otherwise
+    drifting; with the estimated remaining change (N,) (zeros below ``MOVING_MIN_SWEEPS``)."""
+    leaving, remaining = np.zeros(n, dtype=bool), np.zeros(n)
     if len(window) >= MOVING_MIN_SWEEPS:
-        out[escaping(window, MOVING_GROWTH)] = True
-        out |= remaining_changes(np.abs(np.diff(np.asarray(window), axis=0))) > MOVING_DRIFT
-    return out
+        leaving[escaping(window, MOVING_GROWTH)] = True
+        remaining = remaining_changes(np.abs(np.diff(np.asarray(window), axis=0)))
+    return leaving, (remaining > MOVING_DRIFT) & ~leaving, remaining
 
 
 def flipped(state: Any, idx: np.ndarray) -> Any:
@@ -262,22 +269,42 @@ def flipped(state: Any, idx: np.ndarray) -> Any:
 
 
 #: the most plain sweeps ``alternative`` runs (measured on TREC RF10 and Web at seeds 0-3: it
-#: stops at ``POLISH_TOL`` after 4-9 sweeps on TREC, 24-38 on Web)
+#: stops at ``POLISH_TOL`` after 4-16 sweeps on TREC, 24-38 on Web)
 ALT_MAX_SWEEPS = 100
 
 
+def alternative_start(state: Any, window: Sequence[np.ndarray]) -> Any:
+    """Where the verdicts the fit had not settled (``still_moving`` over ``window``, the
+    winner's ``eps_window``) could go: ``state`` with the reliability of the annotators
+    leaving their end mirrored (``flipped``: the other side of the saddle) and that of those
+    drifting carried by their estimated remaining change (``restarts.remaining_changes``) in
+    the direction they moved over its last ``2 * WINDOW`` sweeps, within ``[EPS_PACK,
+    1 - EPS_PACK]`` (mirroring a drift, 0.27 to 0.73, would only send it back)."""
+    e = np.asarray(window, dtype=float)
+    leaving, drifting, remaining = _moving(window, e.shape[1])
+    s = flipped(state, np.flatnonzero(leaving))
+    if drifting.any():
+        toward = np.sign(e[-1] - e[-1 - 2 * WINDOW])
+        eps = np.asarray(s.eps, dtype=float).copy()
+        eps[drifting] += toward[drifting] * remaining[drifting]
+        eps[drifting] = np.clip(eps[drifting], EPS_PACK, 1.0 - EPS_PACK)
+        s = dataclasses.replace(s, eps=eps)
+    return s
+
+
 def alternative(
-    engine: Sweeps, state: Any, idx: np.ndarray, max_sweeps: int = ALT_MAX_SWEEPS
+    engine: Sweeps, state: Any, window: Sequence[np.ndarray], max_sweeps: int = ALT_MAX_SWEEPS
 ) -> tuple[Any, float, int]:
-    """The answer with annotators ``idx`` (``still_moving``) judged the other way: ``state``
-    ``flipped`` for them, then plain sweeps of the mixture until the bound's relative change
-    is below ``POLISH_TOL`` or after ``max_sweeps``. Returns ``(state, bound, sweeps)``.
+    """The answer with the still-moving annotators' verdicts as they could go
+    (``alternative_start`` from the winner's ``state`` and ``window``), then plain sweeps of
+    the mixture until the bound's relative change is below ``POLISH_TOL`` or after
+    ``max_sweeps``. Returns ``(state, bound, sweeps)``.
 
     Another optimum near the winner's, on the other side of the verdicts the fit had not
     settled: where its estimates differ from the winner's, the winner's answer rests on those
     verdicts (``model.OrdinalMixture``'s ensemble). The sweeps may carry an annotator back
-    to its first side; the result says where they end."""
-    s, f, n = flipped(state, idx), -np.inf, 0
+    to where it was; the result says where they end."""
+    s, f, n = alternative_start(state, window), -np.inf, 0
     while n < max_sweeps:
         s, f_new, _ = engine.sweep(s, True, None)
         n += 1

@@ -345,8 +345,9 @@ def no_spam_note(model: OrdinalMixture) -> str:
 def ensemble_line(model: OrdinalMixture) -> str:
     """What the data cannot decide (issue 15): how many items and annotators the answers
     near-tied with the winner disagree on, with the largest spread. Those answers are the
-    restarts that finished near the best bound (``model.ensemble_``) and the answer with the
-    still-moving annotators judged the other way (``model.alternative_``) when near-tied."""
+    restarts that finished near the best bound (``model.ensemble_``) and, when near-tied, the
+    answer with the still-moving annotators carried the way they were going
+    (``model.alternative_``)."""
     ens = outputs.stability_summary(model)
     n = len(ens["restarts"])
     gap = f"{ens['bound_gap']:,.1f}"
@@ -357,8 +358,8 @@ def ensemble_line(model: OrdinalMixture) -> str:
         names = ", ".join(alt["annotators"][:5]) + (", ..." if len(alt["annotators"]) > 5 else "")
         d = alt["bound_above_winner"]
         judged = (
-            f"judging the {_count(len(alt['annotators']), 'still-moving annotator')} ({names}) "
-            f"the other way gives an answer whose lower bound is {abs(d):,.1f} "
+            f"carrying the {_count(len(alt['annotators']), 'still-moving annotator')} ({names}) "
+            f"the way they were going gives an answer whose lower bound is {abs(d):,.1f} "
             f"{'above' if d >= 0 else 'below'} the chosen one's"
         )
     if n < 2 and not near:

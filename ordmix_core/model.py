@@ -214,9 +214,9 @@ class OrdinalMixture(CrowdEstimator):
     them, else None; ``annotator_flags`` returns them at those settings),
     ``ensemble_`` (the restarts near-tied with the winner, ``restarts.ensemble``),
     ``ensemble_gap_`` and ``alternative_`` (the answer with the still-moving annotators
-    judged the other way, ``accel.alternative``; in the ensemble when near-tied; None when no
-    annotator was still moving); ``items_`` and ``annotators_`` say what they disagree on
-    (``estimate_spread`` / ``reliability_spread`` and ``unstable``, ``outputs``).
+    carried the way they were going, ``accel.alternative``; in the ensemble when near-tied;
+    None when no annotator was still moving); ``items_`` and ``annotators_`` say what they
+    disagree on (``estimate_spread`` / ``reliability_spread`` and ``unstable``, ``outputs``).
     """
 
     name = "odm"
@@ -408,9 +408,9 @@ class OrdinalMixture(CrowdEstimator):
             interrupted = self._race(p, runs, callback, branch, sweeps)
         phases.release_scratch()  # two floats a rating, not needed by what follows
 
-        def alternative(s: vb.State, idx: np.ndarray) -> tuple[vb.State, float, int]:
+        def alternative(s: vb.State, window: list) -> tuple[vb.State, float, int]:
             with np.errstate(over="ignore", under="ignore"):
-                out = accel.alternative(sweeps, s, idx)
+                out = accel.alternative(sweeps, s, window)
             phases.release_scratch()
             return out
 
@@ -629,7 +629,7 @@ class OrdinalMixture(CrowdEstimator):
         t0: float,
         learned: Callable[[Any], Learned],
         member_mu: Callable[[Any], np.ndarray] | None = None,
-        alternative: Callable[[Any, np.ndarray], tuple[Any, float, int]] | None = None,
+        alternative: Callable[[Any, list], tuple[Any, float, int]] | None = None,
     ) -> list[restarts.FitWarning]:
         """Choose the winning restart and set every learned attribute (both engines).
 
@@ -638,8 +638,8 @@ class OrdinalMixture(CrowdEstimator):
         only the engine can (``Learned``). The state is read by ``vb.State``'s names (q(tau),
         eps, alpha, beta). ``member_mu(state)``: its items' posterior means (M,) in
         ``items_``'s order, for the ensemble's item columns (None: items get none);
-        ``alternative(state, idx)``: the engine's ``accel.alternative`` (None: no alternative
-        answer is made). Returns the warnings for ``fit`` to issue.
+        ``alternative(state, window)``: the engine's ``accel.alternative`` (None: no
+        alternative answer is made). Returns the warnings for ``fit`` to issue.
         """
         results = restarts.race_results(runs)
         if not results:
@@ -697,7 +697,7 @@ class OrdinalMixture(CrowdEstimator):
         best: restarts.RestartRun,
         sc: Scale,
         member_mu: Callable[[Any], np.ndarray] | None,
-        alternative: Callable[[Any, np.ndarray], tuple[Any, float, int]] | None = None,
+        alternative: Callable[[Any, list], tuple[Any, float, int]] | None = None,
     ) -> None:
         """What the data cannot decide (issue 15): ``ensemble_`` (the near-tied restarts, the
         winner first, ``restarts.ensemble``), ``ensemble_gap_``, and the stability columns of
@@ -707,7 +707,8 @@ class OrdinalMixture(CrowdEstimator):
         (``accel.still_moving``; all False without the spam component).
 
         With ``alternative`` and annotators still moving, ``alternative_`` is the answer with
-        their verdicts the other way (``accel.alternative``): ``annotators`` (their IDs),
+        their verdicts as they could go (``accel.alternative``: mirrored, or carried on along
+        their drift): ``annotators`` (their IDs),
         ``lower_bound``, ``bound_above_winner`` (its bound minus the winner's), ``n_iter`` and
         ``near_tied`` (a bound no lower than the winner's by more than ``ensemble_gap_``).
         A near-tied alternative joins the ensemble's stability columns: an answer the data
@@ -721,7 +722,7 @@ class OrdinalMixture(CrowdEstimator):
         self.alternative_ = None
         if alternative is not None and moving.any():
             idx = np.flatnonzero(moving)
-            alt, f, n_iter = alternative(best.state, idx)
+            alt, f, n_iter = alternative(best.state, best.eps_window)
             near = bool(f >= best.lower_bound - self.ensemble_gap_)
             self.alternative_ = {
                 "annotators": self.annotators_.index[idx].tolist(),

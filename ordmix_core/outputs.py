@@ -258,7 +258,7 @@ def stability_summary(model: Any) -> dict:
     """``summary.json``'s ``ensemble``: the near-tied restarts, the bound gap that defines
     them, and what they disagree on (``unstable_items`` is None when ``items_`` is a Dask
     DataFrame, which has no stability columns); ``alternative``: the answer with the
-    still-moving annotators judged the other way (``model.alternative_``), or None."""
+    still-moving annotators carried the way they were going (``model.alternative_``), or None."""
     items, ann = model.items_, model.annotators_
     out: dict = {
         "restarts": [int(r) for r in getattr(model, "ensemble_", [model.best_restart_])],

@@ -296,24 +296,52 @@ class _Settling:
         return _Toy(state.eps, mu_m=np.array([len(self.calls)])), self.bounds.pop(0), None
 
 
-def test_alternative_mirrors_then_sweeps_until_the_bound_settles():
-    """The still-moving annotators are mirrored, then plain mixture sweeps (``spam`` True, no
-    history) run until the bound's relative change is below ``POLISH_TOL``; the last sweep's
-    state and bound, and the count, are returned."""
+def test_alternative_sweeps_from_its_start_until_the_bound_settles():
+    """From ``alternative_start`` (here a settled window: the state itself), plain mixture
+    sweeps (``spam`` True, no history) run until the bound's relative change is below
+    ``POLISH_TOL``; the last sweep's state and bound, and the count, are returned."""
     f = -1000.0
     tol = restarts.POLISH_TOL * 1000.0
     bounds = [f - 50, f - 5, f - 1, f - 1 + 1.5 * tol, f - 1 + 2.0 * tol, f]
     engine = _Settling(bounds)
     start = _Toy(np.array([0.9, 0.2, 0.6]))
-    s, bound, n = accel.alternative(engine, start, np.array([0, 2]))
+    settled = [start.eps.copy() for _ in range(accel.MOVING_MIN_SWEEPS)]
+    s, bound, n = accel.alternative(engine, start, settled)
     assert n == 5 and bound == f - 1 + 2.0 * tol  # |change| 0.5 tol < tol: the fifth stops
-    np.testing.assert_allclose(s.eps, [0.1, 0.2, 0.4])
+    np.testing.assert_array_equal(s.eps, [0.9, 0.2, 0.6])
     assert s.mu_m.tolist() == [5]
     assert engine.calls == [(True, None)] * 5
-    np.testing.assert_array_equal(start.eps, [0.9, 0.2, 0.6])  # the winner's state unchanged
     # at most max_sweeps; a non-finite bound ends it at once
-    s, bound, n = accel.alternative(_Settling([f - 50 * i for i in range(9)]), start,
-                                    np.array([1]), max_sweeps=4)  # fmt: skip
+    s, bound, n = accel.alternative(_Settling([f - 50 * i for i in range(9)]), start, settled,
+                                    max_sweeps=4)  # fmt: skip
     assert n == 4 and bound == f - 150
-    s, bound, n = accel.alternative(_Settling([f, -np.inf, f]), start, np.array([1]))
+    s, bound, n = accel.alternative(_Settling([f, -np.inf, f]), start, settled)
     assert n == 2 and bound == -np.inf
+
+
+def test_alternative_start_mirrors_the_annotators_leaving_and_carries_on_those_drifting():
+    """Over a window of ``MOVING_MIN_SWEEPS``: annotator 0 leaves its end (``1 - eps`` grows
+    3% a sweep) and is mirrored; annotator 1 drifts down by changes that shrink by half a
+    window (ratio 1/2 per window of ``WINDOW`` sweeps: the remaining change is the last
+    window's sum again, 0.075), and is carried that far down; annotator 2 is settled;
+    annotator 3 drifts up as fast, past 1, and stops at ``1 - EPS_PACK``. The state itself
+    is left alone."""
+    w, n = restarts.WINDOW, accel.MOVING_MIN_SWEEPS
+    step = [0.05 * 0.5 ** (i // w) for i in range(n - 1)]  # per sweep, halving each window
+    e1 = 0.4 - np.concatenate([[0.0], np.cumsum(step)])  # 0.175, heading for 0.1
+    e3 = 0.75 + np.concatenate([[0.0], np.cumsum(step)])  # 0.975, heading for 1.05
+    window = [np.array([1.0 - 1e-3 * 1.03**i, e1[i], 0.7, e3[i]]) for i in range(n)]
+    state = _Toy(window[-1].copy())
+    s = accel.alternative_start(state, window)
+    last = step[-w:]
+    before = step[-2 * w : -w]
+    r = sum(last) / sum(before)  # 1/2
+    remaining = sum(last) * r / (1 - r)
+    assert remaining == pytest.approx(0.075) and r == pytest.approx(0.5)
+    assert accel.still_moving(window, 4).tolist() == [True, True, False, True]
+    np.testing.assert_allclose(s.eps[:3], [1e-3 * 1.03 ** (n - 1), e1[-1] - remaining, 0.7])
+    assert s.eps[3] == 1 - accel.EPS_PACK
+    np.testing.assert_array_equal(state.eps, window[-1])  # the winner's state unchanged
+    # too few sweeps: nothing moves, nothing changes
+    short = accel.alternative_start(state, window[:-1])
+    np.testing.assert_array_equal(short.eps, state.eps)

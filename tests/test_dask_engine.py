@@ -98,7 +98,7 @@ def assert_same_spread(got: pd.DataFrame, ref: pd.DataFrame, value: str, rtol, a
 
 
 def assert_same_alternative(got: dict | None, ref: dict | None) -> None:
-    """The same annotators judged the other way, sweeps and verdict; bounds within RTOL."""
+    """The same annotators carried on, sweeps and verdict; bounds within RTOL."""
     if ref is None:
         assert got is None
         return

@@ -303,8 +303,9 @@ def test_the_summary_names_the_annotators_still_moving_or_says_nothing(demo):
 
 def test_the_unstable_line_names_the_near_tied_answers_and_the_alternative(demo):
     """``ensemble_line``: the near-tied restarts and the alternative (the still-moving
-    annotators judged the other way) when near-tied, what they disagree on counted from the
-    frames; an alternative that is not near-tied is only said to end below the winner."""
+    annotators carried the way they were going) when near-tied, what they disagree on
+    counted from the frames; an alternative that is not near-tied is only said to end below
+    the winner."""
     m = OrdinalMixture(n_restarts=1, random_state=0).fit(demo.ratings)
     m.ensemble_, m.ensemble_gap_ = [m.best_restart_], 12.0
     m.alternative_ = None
@@ -315,9 +316,9 @@ def test_the_unstable_line_names_the_near_tied_answers_and_the_alternative(demo)
     m.alternative_ = {"annotators": ["a", "b"], "lower_bound": -10.0,
                       "bound_above_winner": -20.5, "n_iter": 9, "near_tied": False}  # fmt: skip
     assert ensemble_line(m).endswith(
-        "compare it with. And judging the 2 still-moving annotators (a, b) the other way "
-        "gives an answer whose lower bound is 20.5 below the chosen one's (more than 12.0 "
-        "below)."
+        "compare it with. And carrying the 2 still-moving annotators (a, b) the way they were "
+        "going gives an answer whose lower bound is 20.5 below the chosen one's (more than "
+        "12.0 below)."
     )
     m.alternative_.update(bound_above_winner=15.25, near_tied=True)
     m.items_["unstable"] = False
@@ -328,15 +329,17 @@ def test_the_unstable_line_names_the_near_tied_answers_and_the_alternative(demo)
     m.annotators_.iloc[1, m.annotators_.columns.get_loc("unstable")] = True
     line = ensemble_line(m)
     assert line.startswith(
-        "Unstable: judging the 2 still-moving annotators (a, b) the other way gives an answer "
-        "whose lower bound is 15.2 above the chosen one's. These answers disagree on 3 item(s) "
+        "Unstable: carrying the 2 still-moving annotators (a, b) the way they were going gives "
+        "an answer whose lower bound is 15.2 above the chosen one's. These answers disagree on "
+        "3 item(s) "
         "(largest spread of an estimate 0.750) and 1 annotator(s)"
     )
     m.ensemble_ = [m.best_restart_, 4]
     m.alternative_.update(bound_above_winner=-0.17, annotators=list("abcdefg"))
     assert ensemble_line(m).startswith(
-        "Unstable: 2 restarts finished within 12.0 of the best lower bound, and judging the 7 "
-        "still-moving annotators (a, b, c, d, e, ...) the other way gives an answer whose lower "
+        "Unstable: 2 restarts finished within 12.0 of the best lower bound, and carrying the 7 "
+        "still-moving annotators (a, b, c, d, e, ...) the way they were going gives an answer "
+        "whose lower "
         "bound is 0.2 below the chosen one's (within 12.0). These answers disagree on 3 item(s)"
     )
     assert ensemble_line(m) in fit_summary(m)

@@ -426,7 +426,7 @@ def test_summary_json_has_every_field_with_the_models_values(schema_model, tmp_p
             "unstable_items": int(m.items_["unstable"].sum()),
             "max_estimate_spread": float(m.items_["estimate_spread"].max()),
             "unstable_annotators": int(m.annotators_["unstable"].sum()),
-            # the still-moving annotators judged the other way, with their IDs as text
+            # the still-moving annotators carried the way they were going, with their IDs as text
             "alternative": None
             if m.alternative_ is None
             else {**m.alternative_, "annotators": [str(a) for a in m.alternative_["annotators"]]},

@@ -532,12 +532,12 @@ class _Sweeps:
         pin = self.pinned
         return self._sweep(g, spam, (g.slot, *pin), keep_after=(g.slot,) * self.accelerate + pin)
 
-    def alternative(self, g: _Global, idx: np.ndarray) -> tuple[_Global, float, int]:
+    def alternative(self, g: _Global, window: list) -> tuple[_Global, float, int]:
         """``accel.alternative`` from the winner ``g``, whose slot the blocks keep meanwhile
         (its items' means are read after, for the ensemble's columns)."""
         self.pinned = (g.slot,)
         try:
-            return accel.alternative(self, g, idx)
+            return accel.alternative(self, g, window)
         finally:
             self.pinned = ()
 
