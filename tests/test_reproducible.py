@@ -388,3 +388,33 @@ def test_a_stopped_fit_does_not_say_restarts_were_behind(crowd) -> None:
     assert reason.startswith("the fit was stopped")
     if m.restarts_["dropped"].any():
         assert "had been pruned before the stop by successive halving" in reason
+
+
+def test_a_stopped_fit_makes_no_alternative(monkeypatch) -> None:
+    """A fit whose winner ends with an annotator still moving makes the alternative; the same
+    fit reported as stopped (the user pressed Stop) does not sweep any further."""
+    crowd = simulate_crowd(
+        n_items=240, n_annotators=20, ratings_per_item=5, n_queries=6, spammer_share=0.3,
+        random_state=1,
+    ).ratings  # fmt: skip
+    calls = []
+
+    def alternative(*args, **kwargs):
+        calls.append(args)
+        return _ALTERNATIVE(*args, **kwargs)
+
+    monkeypatch.setattr(accel, "alternative", alternative)
+    kw = dict(n_restarts=3, random_state=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        done = OrdinalMixture(**kw).fit(crowd)
+    assert len(calls) == 1 and done.alternative_ is not None
+    schedule = OrdinalMixture._schedule
+    monkeypatch.setattr(
+        OrdinalMixture, "_schedule", lambda self, *a, **k: schedule(self, *a, **k) or True
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        stopped = OrdinalMixture(**kw).fit(crowd)
+    assert stopped.interrupted_ and stopped.annotators_["still_moving"].any()
+    assert len(calls) == 1 and stopped.alternative_ is None
