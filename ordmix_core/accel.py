@@ -300,9 +300,9 @@ def alternative(
     the mixture until the bound's relative change is below ``POLISH_TOL`` or after
     ``max_sweeps``. Returns ``(state, bound, sweeps)``.
 
-    Another optimum near the winner's, on the other side of the verdicts the fit had not
-    settled: where its estimates differ from the winner's, the winner's answer rests on those
-    verdicts (``model.OrdinalMixture``'s ensemble). The sweeps may carry an annotator back
+    Another optimum near the winner's, past the verdicts the fit had not settled: where its
+    estimates differ from the winner's, the winner's answer rests on those verdicts
+    (``model.OrdinalMixture``'s ensemble). The sweeps may carry an annotator back
     to where it was; the result says where they end."""
     s, f, n = alternative_start(state, window), -np.inf, 0
     while n < max_sweeps:

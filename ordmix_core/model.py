@@ -666,7 +666,7 @@ class OrdinalMixture(CrowdEstimator):
             s.bias_mean if p.bias else None,
             s.bias_prec if p.bias else None,
         )
-        settled = interrupted or collapsed  # no sweeps after a stop; nothing to weigh
+        settled = interrupted or collapsed  # no sweeps after a Stop, nor for an all-spam answer
         self._store_ensemble(results, best, sc, member_mu, None if settled else alternative)
         self.spam_distributions_ = outputs.spam_distributions_frame(
             annotators, sc.values, s.dir_a if (self.spam_ and p.spam_dist == "annotator") else None
@@ -707,10 +707,10 @@ class OrdinalMixture(CrowdEstimator):
         (``accel.still_moving``; all False without the spam component).
 
         With ``alternative`` and annotators still moving, ``alternative_`` is the answer with
-        their verdicts as they could go (``accel.alternative``: mirrored, or carried on along
-        their drift): ``annotators`` (their IDs),
-        ``lower_bound``, ``bound_above_winner`` (its bound minus the winner's), ``n_iter`` and
-        ``near_tied`` (a bound no lower than the winner's by more than ``ensemble_gap_``).
+        them carried the way they were going (``accel.alternative``: mirrored if leaving their
+        end, moved on if drifting): ``annotators`` (their IDs), ``lower_bound``,
+        ``bound_above_winner`` (its bound minus the winner's), ``n_iter`` and ``near_tied``
+        (a bound no lower than the winner's by more than ``ensemble_gap_``).
         A near-tied alternative joins the ensemble's stability columns: an answer the data
         support as well as the winner's (or better) that differs from it. None otherwise."""
         members = restarts.ensemble(results, best, self.spam_, self.collapse_threshold)
