@@ -103,3 +103,24 @@ def test_reported_bound_equals_an_independent_computation(crowd, gran, variant, 
     ref_crowd = Crowd.from_frame(df, list(scale), gran)
     q, h = to_reference(ref_crowd, m.data_, final, fixed, ordinal=variant[0])
     assert lower_bound(ref_crowd, q, h) == pytest.approx(m.lower_bound_, abs=1e-6)
+
+
+@FAST
+@given(crowds(), GRAN, VARIANT)
+def test_an_alternative_only_with_annotators_still_moving_and_spreads_mark_items(
+    crowd, gran, variant
+):
+    """For any crowd: an alternative exactly when an annotator is still moving (and the fit
+    neither stopped nor collapsed); spreads never negative, and an item spread by 0.1 of a
+    step or more is unstable. (Crowds this small end with no annotator still moving, so
+    they make no alternative: its contents are tested on TREC and a simulated crowd in
+    test_reproducible.py and test_dask_engine.py.)"""
+    df, scale = crowd
+    m = _fit(df, scale, gran, variant)
+    moving = m.annotators_["still_moving"].to_numpy()
+    made = m.alternative_ is not None
+    assert made == (bool(moving.any()) and not m.collapsed_ and not m.interrupted_)
+    spread = m.items_["estimate_spread"].to_numpy()
+    assert np.all(spread >= 0)
+    assert m.items_["unstable"].to_numpy()[spread >= 0.1 * m.scale_.step].all()
+    assert np.all(m.annotators_["reliability_spread"].to_numpy() >= 0)
