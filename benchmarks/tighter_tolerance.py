@@ -2,9 +2,11 @@
 
     python benchmarks/tighter_tolerance.py [ratings.csv] [--seed S]
 
-Default: the demo TREC RF10 ratings, seed 0. For each tighter setting, the winning restart's
-mixture sweeps and bound, whether its trace starts with the default's (the same path), and
-how far its items' means are from the default's.
+Default: the demo TREC RF10 ratings, seed 0. The default's alternative (its still-moving
+annotators carried the way they were going) and the items it marks unstable; for each tighter
+setting, the winning restart's mixture sweeps and bound, whether its trace starts with the
+default's (the same path), how far its items' means are from the default's, and how many of
+the items it moves by more than 0.1 the default marks unstable.
 """
 
 from __future__ import annotations
@@ -53,6 +55,18 @@ def main() -> None:
     b = m.best_restart_
     run = runs[b]
     print(f"default: winner {b}, {len(run.trace)} mixture sweeps, bound {run.lower_bound:.2f}")
+    alt = m.alternative_
+    unstable = m.items_["unstable"].to_numpy()
+    if alt is None:
+        print("  no alternative (no annotator still moving)")
+    else:
+        print(
+            f"  alternative: {len(alt['annotators'])} still-moving annotator(s) "
+            f"({', '.join(map(str, alt['annotators'][:5]))}), {alt['n_iter']} sweeps, bound "
+            f"{alt['bound_above_winner']:+.2f} against the winner's, near-tied "
+            f"{alt['near_tied']}"
+        )
+    print(f"  unstable: {unstable.sum()} of {len(unstable)} items")
     for name, kw in TIGHTER.items():
         mt, rt = fit(df, a.seed, max_iter=5000, **kw)
         t = rt[b]
@@ -61,7 +75,8 @@ def main() -> None:
         print(
             f"{name} {kw}: winner {mt.best_restart_}, {len(t.trace)} mixture sweeps, bound "
             f"{t.lower_bound:.2f}, same path {same}; items moved > 0.1: {(d > 0.1).sum()}, "
-            f"> 0.01: {(d > 0.01).sum()}, largest {d.max():.3f}"
+            f"> 0.01: {(d > 0.01).sum()}, largest {d.max():.3f}; of those > 0.1 marked "
+            f"unstable by the default: {(unstable & (d > 0.1)).sum()}"
         )
 
 
