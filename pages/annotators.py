@@ -92,17 +92,20 @@ evidence_cols = {
     "spam_share": st.column_config.NumberColumn(format="%.3f"),
     "bias": st.column_config.NumberColumn(format="%+.2f"),
     "bias_sd": st.column_config.NumberColumn(format="%.2f"),
+    "unstable": st.column_config.CheckboxColumn("unstable"),
     "still_moving": st.column_config.CheckboxColumn("still moving"),
 }
 shown = ["annotator", "n_ratings", "p_unreliable", "reliability_lower", "reliability_upper",
-         "reliability", "expertise", "bias", "spam_share", "still_moving"]  # fmt: skip
+         "reliability", "expertise", "bias", "spam_share", "unstable", "still_moving"]  # fmt: skip
 shown = [c for c in shown if c == "annotator" or c in ann.columns]
 st.caption(
     "Expertise: how precisely an annotator's honest ratings track the truth. Reliability: the "
     "share of their ratings the fit takes as honest rather than spam. Bias: how far above (+, "
     "lenient) or below (-, strict) the truth they rate, in units of the scale (0 under the "
-    "paper's model, which has no bias). Still moving: their reliability was still changing "
-    "when the fit stopped, so a longer fit may change their verdict."
+    "paper's model, which has no bias). Unstable: answers the data support about as well "
+    "(near-tied restarts, or the still-moving annotators carried the way they were going) "
+    "put their reliability on both sides of 0.5. Still moving: their reliability was still "
+    "changing when the fit stopped, so a longer fit may change their verdict."
 )
 tabs = st.tabs(
     [f"{flag.capitalize()} ({(ann['flag'] == flag).sum():,})" for flag in decisions.ANNOTATOR_FLAGS]

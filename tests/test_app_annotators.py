@@ -62,10 +62,15 @@ def test_flags_with_their_evidence_in_three_groups():
         assert words in captions
     labels = [d.label for d in at.get("download_button")]
     assert labels == ["Download review.csv", "Download annotators.csv"]
-    # still_moving (issue 15) is a column of every group, explained in the caption
+    # unstable and still_moving (issue 15) are columns of every group, explained in the
+    # caption, with the fit's own values
     assert "Still moving: their reliability was still changing when the fit stopped" in captions
+    assert "Unstable: answers the data support about as well" in captions
+    fitted = at.session_state["ordmix"]["fit"].model.annotators_
     for table in t.values():
-        assert list(table.columns)[-1] == "still_moving" and table["still_moving"].dtype == bool
+        assert list(table.columns)[-2:] == ["unstable", "still_moving"]
+        want = fitted.loc[table["annotator"], ["unstable", "still_moving"]].to_numpy()
+        assert (table[["unstable", "still_moving"]].to_numpy() == want).all()
 
 
 def test_threshold_and_confidence_give_the_library_flags():
