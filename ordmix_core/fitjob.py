@@ -227,6 +227,12 @@ def _count(n: int, what: str) -> str:
     return f"{n:,} {what}" + ("" if n == 1 else "s")
 
 
+def _first_names(ids: Any, n: int = 5) -> str:
+    """The first ``n`` IDs, comma-separated, with ", ..." when there are more."""
+    ids = list(ids)
+    return ", ".join(str(a) for a in ids[:n]) + (", ..." if len(ids) > n else "")
+
+
 def selection_explanation(model: OrdinalMixture) -> str:
     """Why this restart was chosen, in words.
 
@@ -355,10 +361,10 @@ def ensemble_line(model: OrdinalMixture) -> str:
     near = alt is not None and alt["near_tied"]
     judged = ""
     if alt is not None:
-        names = ", ".join(alt["annotators"][:5]) + (", ..." if len(alt["annotators"]) > 5 else "")
         d = alt["bound_above_winner"]
         judged = (
-            f"carrying the {_count(len(alt['annotators']), 'still-moving annotator')} ({names}) "
+            f"carrying the {_count(len(alt['annotators']), 'still-moving annotator')} "
+            f"({_first_names(alt['annotators'])}) "
             f"the way they were going gives an answer whose lower bound is {abs(d):,.1f} "
             f"{'above' if d >= 0 else 'below'} the chosen one's"
         )
@@ -392,9 +398,9 @@ def moving_line(model: OrdinalMixture) -> str | None:
     if "still_moving" not in ann or not ann["still_moving"].any():
         return None
     moving = ann.index[ann["still_moving"].to_numpy()]
-    names = ", ".join(str(a) for a in moving[:5]) + (", ..." if len(moving) > 5 else "")
     return (
-        f"Still moving: the reliability of {_count(len(moving), 'annotator')} ({names}) was "
+        f"Still moving: the reliability of {_count(len(moving), 'annotator')} "
+        f"({_first_names(moving)}) was "
         f"still changing when the fit stopped (leaving its end by more than "
         f"{accel.MOVING_GROWTH:.1%} a sweep, or expected to move by more than "
         f"{accel.MOVING_DRIFT:g}); a longer fit (a tighter tolerance) may change their verdict "
