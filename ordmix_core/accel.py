@@ -315,7 +315,7 @@ def alternative(
     return s, float(f), n
 
 
-def make_step(engine: Sweeps, accelerate: bool) -> StepFn:
+def make_step(engine: Sweeps, accelerate: bool, exact_eps: bool = True) -> StepFn:
     """The ``step(run, spam)`` of ``restarts.race`` for both engines.
 
     A plain sweep; with ``accelerate``, every third sweep (``len(trace) % 3 == 2``, once the
@@ -335,7 +335,25 @@ def make_step(engine: Sweeps, accelerate: bool) -> StepFn:
     their reliability mirrored (``flipped``) and a sweep from there replaces the plain one if
     its bound is finite and higher (one extra sweep per try). An escape the plain sweeps
     follow over hundreds of sweeps is then made in one.
+
+    With ``accelerate``, ``exact_eps`` and an engine that has ``eps_block``, every sweep
+    of the model with spam after the first starts from the state with each annotator's eps
+    at the exact optimum of its block (``updates.eps_block``, from the q(y) of the last sweep
+    and the eps they were computed with, ``omega_eps``), instead of eq. (5)'s one EM
+    step. The sweep is kept if its bound is finite and not below the last; otherwise the
+    plain sweep is made (one extra sweep). An annotator slowly leaving 0 or 1 then moves in a
+    few sweeps, not hundreds (issue 15: ``docs/benchmarks.md``).
     """
+
+    block = getattr(engine, "eps_block", None) if accelerate and exact_eps else None
+
+    def eps_start(run: RestartRun, spam: bool, s: Any) -> Any:
+        """The state the sweep starts from: ``s``, or ``s`` with the block-optimal eps."""
+        # the mixture only: in the extended model's stage with uniform spam it drove TREC RF10
+        # towards the all-spam answer (truth share 0.26 against 0.73; docs/benchmarks.md)
+        if block is None or spam is not True or not run.trace or not engine.swept(s):
+            return s
+        return s if getattr(s, "omega_eps", None) is None else block(s)
 
     def flip(run: RestartRun, spam: bool, new: Any, f: float) -> tuple[Any, float]:
         window = run.eps_window  # the last FLIP_WINDOW plain sweeps since an accepted flip
@@ -358,7 +376,11 @@ def make_step(engine: Sweeps, accelerate: bool) -> StepFn:
         due = accelerate and run.history is not None and len(run.trace) % 3 == 2
         due = due and run.polish_from is None  # the stopping rule's plain sweeps
         history = run.history if due else None
-        new, f, extra = engine.sweep(s, spam, history)
+        start = eps_start(run, spam, s)
+        new, f, extra = engine.sweep(start, spam, history)
+        if start is not s and not (np.isfinite(f) and f >= run.trace[-1]):
+            start = s
+            new, f, extra = engine.sweep(s, spam, history)
         swept = engine.swept(s)
         if swept:  # s is history from here on: its omega is freed before the proposal's sweep
             s = for_history(s)

@@ -53,6 +53,7 @@ from .jit import USE_JIT as USE_JIT  # the sweep's switch (``vb.sweep``); tests 
 from .jit import jit as _jit
 from .jit import numba as numba
 from .jit import prange
+from .updates import EPS_BLOCK_ITERS, EPS_BLOCK_TOL, EPS_FLOOR
 
 _HALF_LOG_2PI = tn._HALF_LOG_2PI  # a float: numba freezes it as a constant
 _INV_SQRT2 = 1.0 / math.sqrt(2.0)
@@ -505,6 +506,72 @@ def grid_loglik(
         np.ascontiguousarray(log_e), np.ascontiguousarray(log_1me), out,
     )  # fmt: skip
     return out
+
+
+@_jit()
+def _eps_block(ann, a, b, x, blo, bhi, done, lo, hi, iters, tol_rel):  # pragma: no cover - compiled
+    n = x.size
+    g = np.zeros(n)
+    h = np.zeros(n)
+    for _ in range(iters):
+        g[:] = 0.0
+        h[:] = 0.0
+        for i in range(ann.size):
+            k = ann[i]
+            t = a[i] / (b[i] + x[k] * a[i])
+            g[k] += t
+            h[k] += t * t
+        left = 0
+        for k in range(n):
+            if done[k]:
+                continue
+            gk, xk = g[k], x[k]
+            at_end = (xk <= lo and gk <= 0.0) or (xk >= hi and gk >= 0.0) or gk == 0.0
+            if gk > 0.0:
+                blo[k] = xk
+            if gk < 0.0:
+                bhi[k] = xk
+            if at_end:
+                done[k] = True
+                continue
+            q = xk * (1.0 - xk)
+            xn = xk - q * gk / ((1.0 - 2.0 * xk) * gk - q * h[k])
+            if math.isfinite(xn):
+                xn = min(max(xn, lo), hi)
+            else:
+                xn = 0.5 * (blo[k] + bhi[k])
+            inside = (xn > blo[k] and xn < bhi[k]) or (xn == hi and bhi[k] == hi)
+            inside = (inside or (xn == lo and blo[k] == lo)) and (xn - xk) * gk > 0.0
+            if not inside:
+                xn = 0.5 * (blo[k] + bhi[k])
+            tol = tol_rel * min(xk, 1.0 - xk)
+            if abs(xn - xk) <= tol or bhi[k] - blo[k] <= tol:
+                done[k] = True
+            x[k] = xn
+            if not done[k]:
+                left += 1
+        if left == 0:
+            break
+
+
+def eps_block(
+    ann: np.ndarray, omega: np.ndarray, eps_used: np.ndarray, start: np.ndarray
+) -> np.ndarray:
+    """``updates.eps_block`` compiled: the same sums in the same (rating) order, the same
+    Newton steps, one thread (the same bits whatever the thread count)."""
+    ann = np.ascontiguousarray(ann)
+    w = np.asarray(omega, dtype=np.float64)
+    e_l = np.asarray(eps_used, dtype=np.float64)[ann]
+    a = w - e_l
+    b = (1.0 - w) * e_l
+    n = start.size
+    x = np.clip(np.asarray(start, dtype=np.float64), EPS_FLOOR, 1.0 - EPS_FLOOR)
+    done = np.bincount(ann, minlength=n) == 0
+    blo, bhi = np.full(n, EPS_FLOOR), np.full(n, 1.0 - EPS_FLOOR)
+    _eps_block(
+        ann, a, b, x, blo, bhi, done, EPS_FLOOR, 1.0 - EPS_FLOOR, EPS_BLOCK_ITERS, EPS_BLOCK_TOL
+    )
+    return x
 
 
 def tn_stats(lo: np.ndarray, hi: np.ndarray, mean: np.ndarray, prec: np.ndarray):

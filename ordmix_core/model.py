@@ -32,6 +32,7 @@ up to three variants with q(z) restarted from the data), raced with no warm-up s
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import time
@@ -180,7 +181,8 @@ class OrdinalMixture(CrowdEstimator):
             ``tol_estimate=0``: the bound alone decides, as before issue 15).
         schedule: ``shared`` (one no-spam warm-up that the other restarts branch from with
             their own noise; halving keeps two restarts to the end) or ``per-restart`` (the
-            schedule before issue 15: a warm-up each, halving down to one).
+            schedule before issue 15: a warm-up each, halving down to one, and eps by eq.
+            (5)'s EM step alone, without the exact step of ``accelerate``).
         phi, eta: Gamma prior (shape, rate) of the inverse difficulty, fixed (for
             identifiability); None: as ``model`` says (paper: 10, 5; extended: 2, 1).
         lam, mu: precision and mean of the prior of z (``mu=None``: the mean of the scale).
@@ -196,7 +198,10 @@ class OrdinalMixture(CrowdEstimator):
             bound (the trace stays monotone); fewer sweeps to the same optimum. In the stopping
             rule's plain sweeps, annotator flips instead (``accel.make_step``): annotators
             slowly leaving a saddle get their reliability mirrored, kept only when that raises
-            the bound.
+            the bound. And (``schedule='shared'``) every mixture sweep starts from each
+            annotator's reliability at the exact optimum given the rest
+            (``updates.eps_block``; eq. (5) is one EM step towards it), kept only when the
+            bound does not fall.
         n_jobs: threads running restarts side by side (None: the cores, when the crowd is
             small enough that the sweep itself runs on one thread; a restart that sweeps
             alone, as in a fit of one restart, then takes every core for its passes; 1:
@@ -459,7 +464,7 @@ class OrdinalMixture(CrowdEstimator):
         """The shared schedule (``_schedule``) with this engine's sweep (``sweeps``, made here
         when None); restarts of a round run in ``n_jobs`` threads. Returns True if stopped."""
         sweeps = _MemorySweeps(p, self._eps_pack()) if sweeps is None else sweeps
-        step = accel.make_step(sweeps, self.accelerate)
+        step = accel.make_step(sweeps, self.accelerate, self._exact_eps())
         jobs = self._n_jobs(p, len(runs))
         running = _Running()
         with ThreadPoolExecutor(jobs, thread_name_prefix="ordmix") as pool:
@@ -589,6 +594,13 @@ class OrdinalMixture(CrowdEstimator):
         """SQUAREM's clip of eps (``accel.EPS_PACK``; the one before issue 15 with its
         schedule, ``per-restart``, so that earlier fits are reproduced)."""
         return accel.EPS_PACK if self.schedule == "shared" else accel.EPS_PACK_BEFORE_15
+
+    def _exact_eps(self) -> bool:
+        """Whether mixture sweeps start from each annotator's exact eps optimum
+        (``accel.make_step``): with ``accelerate`` and the current schedule; the schedule
+        before issue 15, ``per-restart``, keeps eq. (5)'s EM step alone, so that earlier fits
+        are reproduced."""
+        return bool(self.accelerate) and self.schedule == "shared"
 
     def _schedule(
         self,
@@ -769,6 +781,16 @@ class _MemorySweeps:
     @staticmethod
     def swept(state: vb.State) -> bool:
         return state.omega is not None
+
+    def eps_block(self, state: vb.State) -> vb.State:
+        """``state`` with each annotator's eps at the exact optimum of its block given the
+        other factors (``updates.eps_block``; compiled: ``kernels.eps_block``), from its
+        ratings' q(y), which were computed with ``state.omega_eps``."""
+        solve = kernels.eps_block if kernels.USE_JIT else vb_updates.eps_block
+        ann = self.problems[True].ann
+        start = np.asarray(state.eps, dtype=float)
+        eps = solve(ann, state.omega, state.omega_eps, start)
+        return dataclasses.replace(state, eps=eps)
 
     @staticmethod
     def truth_share(state: vb.State) -> float:

@@ -629,8 +629,9 @@ OPTIONS: tuple[Option, ...] = (
         Choice(("shared", "per-restart")),
         "how restarts start: shared (one no-spam warm-up, the other restarts branch from it "
         "with their own noise; successive halving keeps two restarts to the end, to compare "
-        "near-tied answers) or per-restart (a warm-up each and halving down to one: the "
-        "schedule before issue 15, to reproduce earlier results)",
+        "near-tied answers) or per-restart (a warm-up each and halving down to one, and "
+        "reliabilities by the paper's EM step alone: the schedule before issue 15, to "
+        "reproduce earlier results)",
         "Restart schedule",
         widget="none",
         flag="--schedule",

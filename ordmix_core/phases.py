@@ -459,6 +459,6 @@ def sweep_fused(p: Problem, s: State, n_chunks: int | None = None) -> tuple[Stat
         f += f_spam
     new = State(
         xy.mu_m, xy.lam_m, tau_shape, tau_rate, delta_shape, delta_rate, eps, alpha, beta,
-        work.omega, bias_mean, bias_prec, lam_b, pi, dir_a, kappa,
+        work.omega, bias_mean, bias_prec, lam_b, pi, dir_a, kappa, s.eps,
     )  # fmt: skip
     return new, float(f)

@@ -233,6 +233,7 @@ class State:
     pi: np.ndarray | None = None  # (K,) learned spam distribution (global), or Dirichlet mean
     dir_a: np.ndarray | None = None  # (N, K) q(pi_n) = Dirichlet(dir_a) (spam_dist annotator)
     kappa: float = 0.0  # concentration of the per-annotator Dirichlet(kappa pi)
+    omega_eps: np.ndarray | None = None  # (N,) the eps omega was computed with (a sweep's)
 
     def copy(self) -> State:
         return State(

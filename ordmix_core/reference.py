@@ -111,7 +111,7 @@ def sweep_numpy(p: Problem, s: State) -> tuple[State, float]:
 
     new = State(
         mu_m, lam_m, tau_shape, tau_rate, delta_shape, delta_rate, eps, alpha, beta, omega,
-        bias_mean, bias_prec, lam_b, pi, dir_a, kappa,
+        bias_mean, bias_prec, lam_b, pi, dir_a, kappa, s.eps,
     )  # fmt: skip
     f = lower_bound(p, new, e_tau_l, e_logtau_l, e_delta_l, e_logdelta_l, s_l, ent, one_m_omega)
     if spam_count is not None:  # the rating terms' share with the learned distribution

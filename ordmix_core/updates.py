@@ -8,6 +8,8 @@ the bound never decreases over a sweep (model-notes.md).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from scipy.special import digamma, expit, polygamma
 
@@ -136,6 +138,104 @@ def gamma_from_sums(
 def update_eps(ann: np.ndarray, omega: np.ndarray, n_ratings_n: np.ndarray) -> np.ndarray:
     """Eq. (5): eps_n = mean of omega over n's ratings, kept inside [EPS_FLOOR, 1 - EPS_FLOOR]."""
     return eps_from_sums(np.bincount(ann, weights=omega, minlength=n_ratings_n.size), n_ratings_n)
+
+
+#: Newton steps at most of ``eps_block`` (it stops when every annotator's has converged: about 5
+#: on TREC RF10)
+EPS_BLOCK_ITERS = 50
+#: ``eps_block`` has converged when a step, or the bracket, is below this share of the
+#: distance to the nearer end of (0, 1)
+EPS_BLOCK_TOL = 1e-6
+
+
+def eps_block(
+    ann: np.ndarray, omega: np.ndarray, eps_used: np.ndarray, start: np.ndarray
+) -> np.ndarray:
+    """The exact maximiser of the bound over each annotator's eps together with the q(y) of
+    its ratings, the other factors fixed; ``(N,)``.
+
+    ``omega`` (L,) was computed with ``eps_used`` (N,), so each rating's likelihood ratio,
+    truth against spam, is ``r_l = odds(omega_l) / odds(eps_used_n)``; with q(y) at its
+    optimum the bound's eps terms are ``sum_l log(1 - e + e r_l)``, concave in ``e``, whose
+    maximiser on ``[EPS_FLOOR, 1 - EPS_FLOOR]`` this returns (safeguarded Newton from
+    ``start``, e.g. eq. (5)'s mean of omega). Eq. (5) is one EM step towards it: near 0 or 1
+    an annotator whose ratings favour the other side leaves its end by a few per cent a sweep,
+    and this moves it in one. With ``a_l = omega_l - e_n``, ``b_l = (1 - omega_l) e_n`` the
+    derivative is ``sum_l a_l / (b_l + e a_l)``: no logs, no overflow. ``kernels.eps_block``
+    is the same loop compiled."""
+    ann = np.asarray(ann)
+    n = start.size
+    a, b = eps_block_terms(omega, np.asarray(eps_used, dtype=float)[ann])
+
+    def sums(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return eps_block_sums(ann, a, b, x, n)
+
+    return eps_block_solve(sums, start, np.bincount(ann, minlength=n) > 0)
+
+
+def eps_block_terms(omega: np.ndarray, eps_used_l: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``eps_block``'s per-rating ``a_l = omega_l - e_n`` and ``b_l = (1 - omega_l) e_n``,
+    ``(L,)`` each (``eps_used_l``: the eps q(y) was computed with, gathered per rating)."""
+    w = np.asarray(omega, dtype=float)
+    return w - eps_used_l, (1.0 - w) * eps_used_l
+
+
+def eps_block_sums(
+    ann: np.ndarray, a: np.ndarray, b: np.ndarray, x: np.ndarray, n: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(g, h)`` (N,) at ``x`` (N,): the derivative of ``eps_block``'s objective and minus
+    its second derivative, ``sum_l t_l`` and ``sum_l t_l^2`` with ``t_l = a_l / (b_l + x
+    a_l)``, summed over each annotator's ratings in order (``np.bincount``)."""
+    t = a / (b + x[ann] * a)
+    return np.bincount(ann, weights=t, minlength=n), np.bincount(ann, weights=t * t, minlength=n)
+
+
+def eps_block_solve(
+    sums: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
+    start: np.ndarray,
+    rated: np.ndarray,
+) -> np.ndarray:
+    """``eps_block``'s safeguarded Newton iterations (``_eps_newton``) from ``start`` (N,),
+    with ``sums(x) -> (g, h)`` over all ratings (one block's, or every block's added: the
+    Dask engine); annotators not ``rated`` keep ``start``."""
+    n = start.size
+    x = np.clip(np.asarray(start, dtype=float), EPS_FLOOR, 1.0 - EPS_FLOOR)
+    blo, bhi = np.full(n, EPS_FLOOR), np.full(n, 1.0 - EPS_FLOOR)
+    done = ~np.asarray(rated, dtype=bool)
+    for _ in range(EPS_BLOCK_ITERS):
+        g, h = sums(x)
+        x, blo, bhi, done = _eps_newton(x, g, h, blo, bhi, done)
+        if done.all():
+            break
+    return x
+
+
+def _eps_newton(
+    x: np.ndarray, g: np.ndarray, h: np.ndarray, blo: np.ndarray, bhi: np.ndarray, done: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """One safeguarded Newton step of ``eps_block`` for every annotator not ``done``, on
+    ``x (1 - x) g(x)``, which has the same root and is linear in the terms of ratings that
+    are surely truth or surely spam (``1/x``, ``-1/(1 - x)`` in ``g``, on which Newton on
+    ``g`` overshoots); ``h = -g'``. The bracket ``[blo, bhi]`` shrinks to x on the side the
+    derivative ``g`` points away from; a step that leaves it, or goes downhill, halves it
+    instead; an end
+    reached with ``g`` pointing out is the maximiser."""
+    lo, hi = EPS_FLOOR, 1.0 - EPS_FLOOR
+    at_end = ((x <= lo) & (g <= 0)) | ((x >= hi) & (g >= 0)) | (g == 0)
+    blo = np.where(g > 0, x, blo)
+    bhi = np.where(g < 0, x, bhi)
+    with np.errstate(divide="ignore", invalid="ignore"):  # Newton on x (1 - x) g(x)
+        q = x * (1.0 - x)
+        xn = x - q * g / ((1.0 - 2.0 * x) * g - q * h)
+    xn = np.where(np.isfinite(xn), np.clip(xn, lo, hi), 0.5 * (blo + bhi))
+    inside = (xn > blo) & (xn < bhi) | ((xn == hi) & (bhi == hi)) | ((xn == lo) & (blo == lo))
+    inside &= (xn - x) * g > 0  # uphill only
+    xn = np.where(inside, xn, 0.5 * (blo + bhi))
+    tol = EPS_BLOCK_TOL * np.minimum(x, 1.0 - x)
+    conv = (np.abs(xn - x) <= tol) | (bhi - blo <= tol)
+    new_done = done | at_end | conv
+    x = np.where(done | at_end, x, xn)
+    return x, blo, bhi, new_done
 
 
 def eps_from_sums(sum_omega: np.ndarray, n_ratings_n: np.ndarray) -> np.ndarray:

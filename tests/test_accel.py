@@ -345,3 +345,80 @@ def test_alternative_start_mirrors_the_annotators_leaving_and_carries_on_those_d
     # too few sweeps: nothing moves, nothing changes
     short = accel.alternative_start(state, window[:-1])
     np.testing.assert_array_equal(short.eps, state.eps)
+
+
+# ------------------------------------------------------------------ the exact eps step
+
+
+@dataclass
+class _EpsToy:
+    eps: np.ndarray
+    omega: np.ndarray | None = None
+    omega_eps: np.ndarray | None = None
+
+
+class _EpsEngine:
+    """A toy engine for the exact eps step: a sweep's bound is ``-|eps - target|`` summed
+    (``target`` is where the block optimum is), plus ``bias``, so a sweep from the block
+    optimum scores higher (``bias`` 0) or, with a large negative ``jump_bias``, lower than
+    the last bound; ``eps_block`` returns the target."""
+
+    def __init__(self, target, jump_bias=0.0) -> None:
+        self.target, self.jump_bias = np.asarray(target, float), jump_bias
+        self.starts: list[np.ndarray] = []
+
+    def sweep(self, state, spam, history):
+        self.starts.append(np.array(state.eps))
+        eps = 0.9 * state.eps + 0.1 * self.target  # a slow EM step towards the target
+        f = -float(np.abs(eps - self.target).sum())
+        if np.array_equal(state.eps, self.target):
+            f += self.jump_bias
+        return _EpsToy(eps, np.ones(2), state.eps), f, None
+
+    def eps_block(self, state):
+        return _EpsToy(self.target.copy(), state.omega, state.omega_eps)
+
+    def propose(self, *args):
+        return None
+
+    swept = staticmethod(lambda state: state.omega is not None)
+    truth_share = staticmethod(lambda state: 1.0)
+    estimate_change = staticmethod(lambda before, after: 0.0)
+
+
+def _eps_steps(engine, n=3, spam=True, accelerate=True, exact=True):
+    from ordmix_core.restarts import RestartRun
+
+    step = accel.make_step(engine, accelerate, exact)
+    run = RestartRun(0, "warm", _EpsToy(np.array([0.99, 0.01])))
+    for _ in range(n):
+        run.trace.append(step(run, spam))
+    return run
+
+
+def test_a_sweep_starts_from_the_exact_eps_when_the_bound_does_not_fall():
+    """The first sweep (no q(y) yet, no trace) is plain; every later one starts from the
+    block optimum, which the sweep's bound keeps: one sweep per step, no extra."""
+    engine = _EpsEngine([0.5, 0.5])
+    run = _eps_steps(engine)
+    assert len(engine.starts) == 3
+    np.testing.assert_array_equal(engine.starts[0], [0.99, 0.01])
+    np.testing.assert_array_equal(engine.starts[1], [0.5, 0.5])
+    np.testing.assert_array_equal(run.state.omega_eps, [0.5, 0.5])
+    assert np.all(np.diff(run.trace) >= 0)
+
+
+def test_a_jump_that_lowers_the_bound_is_replaced_by_the_plain_sweep():
+    engine = _EpsEngine([0.5, 0.5], jump_bias=-10.0)
+    run = _eps_steps(engine)
+    assert len(engine.starts) == 1 + 2 * 2  # each later step: the jump, then the plain sweep
+    assert not np.array_equal(run.state.omega_eps, [0.5, 0.5])  # the plain sweep's
+    assert np.all(np.diff(run.trace) >= 0)
+
+
+def test_no_exact_eps_step_without_acceleration_outside_the_mixture_or_when_switched_off():
+    for kw in (dict(accelerate=False), dict(spam="uniform"), dict(exact=False)):
+        engine = _EpsEngine([0.5, 0.5])
+        _eps_steps(engine, **kw)
+        assert len(engine.starts) == 3
+        assert not any(np.array_equal(s, [0.5, 0.5]) for s in engine.starts), kw

@@ -301,3 +301,23 @@ def test_compiled_division_by_zero_is_numpys():
         return 1.0 / x
 
     assert jit.jit()(inverse)(0.0) == np.inf
+
+
+@pytest.mark.skipif(not kernels.HAVE_NUMBA, reason="numba")
+def test_eps_block_compiled_is_the_numpy_one_bit_for_bit():
+    """The same sums in the same order and the same Newton steps: identical bits."""
+    from scipy.special import expit
+
+    from ordmix_core import updates
+
+    rng = np.random.default_rng(3)
+    n, size = 40, 3000
+    ann = rng.integers(0, n, size).astype(np.int32)  # annotators n, n + 1: no ratings
+    eps_used = np.clip(rng.uniform(0, 1, n + 2) ** rng.choice([0.05, 1, 20], n + 2), 1e-10, 1)
+    eps_used = np.minimum(eps_used, 1 - 1e-10)
+    omega = expit(np.log(eps_used / (1 - eps_used))[ann] + rng.normal(0, 4, size))
+    start = rng.uniform(0, 1, n + 2)
+    np.testing.assert_array_equal(
+        kernels.eps_block(ann, omega, eps_used, start),
+        updates.eps_block(ann, omega, eps_used, start),
+    )

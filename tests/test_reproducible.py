@@ -87,9 +87,10 @@ def test_a_100x_tighter_tolerance_moves_the_winners_estimates_by_less_than_001(
     which, crowd, trec, monkeypatch
 ) -> None:
     """The winner of a 3-restart fit of a simulated crowd, and restart 0 of TREC RF10 (its
-    per-item-means start; one restart keeps the test short). Measured on TREC: 0.0035 (0.085
-    with the rule held for 2 windows, 0.38 before ``POLISH_TOL``); the default 10-restart
-    fit's winner: ``test_a_tighter_tolerance_continues_the_default_winners_path_on_trec``."""
+    per-item-means start; one restart keeps the test short). Measured on TREC: 0.0065 (80
+    and 325 mixture sweeps; 0.0035 before the exact eps step, 0.085 with the rule held for 2
+    windows, 0.38 before ``POLISH_TOL``); the default 10-restart fit's winner:
+    ``test_a_tighter_tolerance_continues_the_default_winners_path_on_trec``."""
     df = crowd if which == "simulated" else trec
     kw = dict(n_restarts=3 if which == "simulated" else 1, random_state=0)
     default, runs = _fit_keeping_runs(monkeypatch, df, **kw)
@@ -106,21 +107,23 @@ def test_a_100x_tighter_tolerance_moves_the_winners_estimates_by_less_than_001(
 
 
 @pytest.mark.slow
-def test_a_tighter_tolerance_continues_the_default_winners_path_on_trec(trec, monkeypatch) -> None:
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_tighter_tolerance_continues_the_default_winners_path_on_trec(
+    trec, monkeypatch, seed
+) -> None:
     """The default 10-restart fit of TREC RF10 and the same with a 100x tighter tolerance:
     the plain sweeps start at ``POLISH_TOL`` in both, so the tighter fit's winner sweeps
     exactly as the default's did (the same bound, sweep for sweep) and then goes on from
-    where it stopped. Measured (seed 0): restart 8 wins both, 124 and 186 mixture sweeps,
-    items move by at most 0.006 (0.041 with the rule held for 2 windows; before
-    ``POLISH_TOL`` the tighter fit kept SQUAREM on until its own tolerance, took another path
-    to another optimum and moved items by up to 0.81). Seeds 1-3 are not within 0.01 (0.10,
-    0.44, 0.11: ``docs/benchmarks.md``), and a fit 300x tighter on the estimates (1,413
-    sweeps) follows two annotators across a saddle and moves items by 0.81."""
-    default, runs = _fit_keeping_runs(monkeypatch, trec, random_state=0)
+    where it stopped. Measured: seed 0, restart 1 wins both, 116 and 149 mixture sweeps,
+    items move by at most 0.004; seed 1, restart 3, 69 and 290 sweeps, 0.004. Before the
+    exact eps step (``accel.make_step``) annotators left 0 or 1 by a few per cent a sweep
+    and the tighter fit followed them for hundreds of sweeps: 0.006 at seed 0, 0.103 at seed
+    1 (0.44 and 0.11 at seeds 2 and 3, now 0.013 and 0.102: ``docs/benchmarks.md``)."""
+    default, runs = _fit_keeping_runs(monkeypatch, trec, random_state=seed)
     best = default.best_restart_
     base = OrdinalMixture()
     tight, tight_runs = _fit_keeping_runs(
-        monkeypatch, trec, random_state=0, tol=base.tol / 100,
+        monkeypatch, trec, random_state=seed, tol=base.tol / 100,
         tol_estimate=base.tol_estimate / 100, max_iter=5000,
     )  # fmt: skip
     assert tight.best_restart_ == best
@@ -132,26 +135,22 @@ def test_a_tighter_tolerance_continues_the_default_winners_path_on_trec(trec, mo
 
 
 @pytest.mark.slow
-def test_still_moving_marks_the_annotators_a_longer_fit_moves_on_trec(trec, monkeypatch) -> None:
-    """``still_moving`` at the default's stop against a fit 300x tighter on the estimates,
-    which follows two annotators across a saddle (1,413 mixture sweeps instead of 124): the
-    two whose reliability changes most are marked, and the items that move by more than 0.1
-    were rated by a marked annotator (measured: 2 of 762 marked, w294 and w312; 191 of 194
-    items)."""
-    default, _ = _fit_keeping_runs(monkeypatch, trec, random_state=0)
+def test_what_a_longer_fit_moves_is_marked_unstable_on_trec(trec, monkeypatch) -> None:
+    """The default fit of TREC RF10 at seed 3 against a fit 300x tighter on the estimates
+    (the same winner, 73 and 346 mixture sweeps): the one item the longer fit moves by more
+    than 0.1 (by 0.102) is marked unstable, through the alternative answer of the default's
+    still-moving annotator (w241). Before the exact eps step the longer fit followed
+    annotators across saddles for 1,000 sweeps and moved 194 items at seed 0, 5 at seed 3;
+    with it, seeds 0-2 move none (``docs/benchmarks.md``)."""
+    default, _ = _fit_keeping_runs(monkeypatch, trec, random_state=3)
     longer, _ = _fit_keeping_runs(
-        monkeypatch, trec, random_state=0, tol=1e-8, tol_estimate=1e-4, max_iter=5000
+        monkeypatch, trec, random_state=3, tol=1e-8, tol_estimate=1e-4, max_iter=5000
     )
     assert longer.best_restart_ == default.best_restart_
-    moving = default.annotators_["still_moving"].to_numpy()
-    assert 0 < moving.sum() <= 10
-    d_eps = np.abs(default.annotators_["reliability"] - longer.annotators_["reliability"])
-    assert moving[np.argsort(-d_eps.to_numpy())[:2]].all()
-    moved = (default.estimates_ - longer.estimates_).abs() > 0.1
-    marked = trec["annotator"].isin(default.annotators_.index[moving])
-    rated = default.items_.index.isin(trec.loc[marked, "instance"].unique())
-    assert moved.sum() > 100
-    assert (moved & rated).sum() >= 0.95 * moved.sum()
+    assert default.annotators_["still_moving"].any()
+    moved = ((default.estimates_ - longer.estimates_).abs() > 0.1).to_numpy()
+    assert moved.sum() >= 1
+    assert default.items_["unstable"].to_numpy()[moved].all()
 
 
 def test_remaining_changes_is_remaining_change_of_each_column() -> None:
@@ -261,24 +260,21 @@ def test_ensemble_is_the_finished_healthy_restarts_within_the_gap() -> None:
 def test_near_tied_restarts_that_disagree_mark_items_unstable_on_trec(
     trec, monkeypatch, tmp_path
 ) -> None:
-    """Two restarts of TREC RF10 that end near-tied (seed 5: bounds -116,342.4 and -116,352.2,
-    within the gap of 11.6; seed 0 was, before the rule held for 4 windows) but put items on
-    different levels, with the alternative (the still-moving annotators judged the other
-    way) near-tied too: the items they disagree on are unstable, recomputed here from the
-    three states, and counted in summary.json. With the
-    paper's difficulty prior Gamma(10, 5): with the default Gamma(2, 1) the two-restart fits of
-    seeds 0-13 (and three-restart ones) end 20-300 nats apart, outside the gap (12)."""
-    m, runs = _fit_keeping_runs(
-        monkeypatch, trec, n_restarts=2, random_state=NEAR_TIED_SEED, phi=10.0, eta=5.0
-    )
+    """Two restarts of TREC RF10 that end near-tied (the default fit's settings with two
+    restarts, seed 4: bounds -120,527.4 and -120,529.3, within the gap of 12.1) but put
+    items on different levels, with the alternative (the still-moving annotators judged the
+    other way) near-tied too: the items they disagree on are unstable (690), recomputed here
+    from the three states, and counted in summary.json. Two-restart fits of seeds 0-19 end
+    near-tied at this seed only (the others 17-260 nats apart)."""
+    m, runs = _fit_keeping_runs(monkeypatch, trec, n_restarts=2, random_state=NEAR_TIED_SEED)
     assert m.ensemble_ == [m.best_restart_, 1 - m.best_restart_]
     assert abs(runs[0].lower_bound - runs[1].lower_bound) <= m.ensemble_gap_
     states = [runs[r].state for r in m.ensemble_]
-    # 17 annotators still moving; carried the way they were going, the answer ends 0.17 nats
-    # below the winner, within the gap: it joins the ensemble
+    # two annotators still moving; carried the way they were going, the answer ends 1.6 nats
+    # above the winner: it joins the ensemble
     alt = m.alternative_
     assert alt["bound_above_winner"] == pytest.approx(runs["alternative"][1][1] - m.lower_bound_)
-    assert -m.ensemble_gap_ <= alt["bound_above_winner"] < 0 and alt["near_tied"]
+    assert -m.ensemble_gap_ <= alt["bound_above_winner"] and alt["near_tied"]
     states.append(runs["alternative"][1][0])
     mu = np.stack([s.mu_m for s in states])
     spread = mu.max(axis=0) - mu.min(axis=0)
@@ -300,21 +296,21 @@ def test_near_tied_restarts_that_disagree_mark_items_unstable_on_trec(
     assert int(items["unstable"].sum()) == int(unstable.sum())
 
 
-#: a seed whose two TREC restarts end near-tied and disagree (found by trying seeds)
-NEAR_TIED_SEED = 5
+#: a seed whose two TREC restarts end near-tied and disagree (found by trying seeds 0-19)
+NEAR_TIED_SEED = 4
 
 
 def test_the_default_fit_of_trec_marks_what_its_still_moving_annotators_decide(
     trec, monkeypatch, tmp_path
 ) -> None:
-    """The default fit of TREC RF10 (seed 0) ends with no other restart near its bound, but
-    with two annotators still moving (w294, w312: a 300x tighter fit carries them across
-    0.5). Carried across (mirrored), the answer ends 15 nats higher and moves 399 of 20,026 items
-    by 0.1 or more: those items, and the two annotators, are unstable. The alternative is
-    recomputed here with the numpy reference sweep from the winner's state with exactly the
-    still-moving reliabilities mirrored (both leave their end), and its stop checked
-    against ``POLISH_TOL``."""
-    m, runs = _fit_keeping_runs(monkeypatch, trec, random_state=0)
+    """The default fit of TREC RF10 at seed 1 ends with no other restart near its bound, but
+    with an annotator still moving (w449). Carried across (mirrored), the answer ends 1.2
+    nats lower, within the ensemble's gap, and moves 5 of 20,026 items by 0.1 or more: those
+    items, and the annotator, are unstable. The alternative is recomputed here with the
+    numpy reference sweep from the winner's state with exactly the still-moving reliabilities
+    mirrored (it leaves its end), and its stop checked against ``POLISH_TOL``. (At seed 0 the
+    default fit ends with two restarts near-tied as well.)"""
+    m, runs = _fit_keeping_runs(monkeypatch, trec, random_state=1)
     assert m.ensemble_ == [m.best_restart_]  # no near-tied restart: the alternative decides
     (engine, state, window), (alt, f_alt, n_alt) = runs["alternative"]
     best = runs[m.best_restart_]
@@ -337,7 +333,7 @@ def test_the_default_fit_of_trec_marks_what_its_still_moving_annotators_decide(
     assert f_alt == pytest.approx(bounds[-1], rel=1e-10)
     np.testing.assert_allclose(alt.mu_m, s.mu_m, rtol=0, atol=1e-7)
     gain = f_alt - best.lower_bound
-    assert gain > 0  # a better bound than the winner's: near-tied by the rule (or above)
+    assert -m.ensemble_gap_ <= gain  # near-tied by the rule
     assert m.alternative_ == {
         "annotators": m.annotators_.index[moving].tolist(),
         "lower_bound": f_alt,
@@ -351,7 +347,7 @@ def test_the_default_fit_of_trec_marks_what_its_still_moving_annotators_decide(
     nearest = levels[np.abs(mu[:, :, None] - levels).argmin(axis=2)]
     spread = np.abs(mu[1] - mu[0])
     unstable = (nearest[0] != nearest[1]) | (spread >= outputs.UNSTABLE_SPREAD_STEPS)
-    assert 100 <= unstable.sum() <= 1000  # ~2% of the items
+    assert 1 <= unstable.sum() <= 100
     assert (m.items_["unstable"].to_numpy() == unstable).all()
     eps = np.stack([np.asarray(best.state.eps), np.asarray(s.eps)])
     sides = (eps[0] >= 0.5) != (eps[1] >= 0.5)

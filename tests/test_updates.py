@@ -68,3 +68,61 @@ def test_gamma_factor_and_eps():
     assert rate.tolist() == [2 + 0.5 * (2 + 2), 2 + 0.5 * 2]
     eps = update_eps(group, omega, np.array([2, 1]))
     assert eps.tolist() == [0.75, 0.25]
+
+
+# ------------------------------------------------------------------ the exact eps step
+
+
+def _eps_block_case(seed: int, n: int = 12, per: int = 30):
+    """Random q(y) of ``n`` annotators' ratings, computed from known likelihood ratios
+    ``r_l`` and an ``eps_used`` that includes values at the floor and near 1."""
+    from scipy.special import expit
+
+    rng = np.random.default_rng(seed)
+    ann = np.repeat(np.arange(n), per)
+    rng.shuffle(ann)
+    eps_used = np.clip(rng.uniform(0, 1, n) ** rng.choice([0.05, 1.0, 20.0], n), 1e-10, 1 - 1e-10)
+    log_r = rng.normal(rng.normal(0.0, 4.0, n)[ann], 3.0)
+    omega = expit(np.log(eps_used / (1 - eps_used))[ann] + log_r)
+    return ann, omega, eps_used, log_r
+
+
+def _block_objective(e: np.ndarray, ann: np.ndarray, log_r: np.ndarray) -> np.ndarray:
+    """The bound's eps terms with q(y) at its optimum: ``sum_l log(1 - e + e r_l)`` per
+    annotator, for each row of ``e`` (G, N); computed with logaddexp, independently of the
+    solver's ``a_l / (b_l + e a_l)`` form."""
+    le, l1me = np.log(e), np.log1p(-e)
+    terms = np.logaddexp(l1me[:, ann], le[:, ann] + log_r[None, :])
+    return np.stack([np.bincount(ann, weights=t, minlength=e.shape[1]) for t in terms])
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_eps_block_maximises_the_bound_over_eps_and_q_y(seed):
+    """Against a dense grid of eps (in log-odds, from the floor to 1 - floor): the solver's
+    eps is at least as good as every node and as eq. (5)'s mean of omega."""
+    from ordmix_core.updates import EPS_FLOOR, eps_block
+
+    ann, omega, eps_used, log_r = _eps_block_case(seed)
+    n = eps_used.size
+    em = np.bincount(ann, weights=omega, minlength=n) / np.bincount(ann, minlength=n)
+    x = eps_block(ann, omega, eps_used, em)
+    assert np.all((x >= EPS_FLOOR) & (x <= 1 - EPS_FLOOR))
+    u = np.linspace(np.log(EPS_FLOOR), -np.log(EPS_FLOOR), 4001)
+    grid = np.repeat((1 / (1 + np.exp(-u)))[:, None], n, axis=1)
+    best_grid = _block_objective(grid, ann, log_r).max(axis=0)
+    at_x = _block_objective(x[None, :], ann, log_r)[0]
+    at_em = _block_objective(np.clip(em, EPS_FLOOR, 1 - EPS_FLOOR)[None, :], ann, log_r)[0]
+    assert np.all(at_x >= best_grid - 1e-7), (at_x - best_grid).min()
+    assert np.all(at_x >= at_em - 1e-9)
+    assert np.any(at_x > at_em + 1e-3)  # the case has annotators EM leaves short of it
+
+
+def test_eps_block_goes_to_an_end_when_every_rating_points_there():
+    from ordmix_core.updates import EPS_FLOOR, eps_block
+
+    ann = np.array([0, 0, 0, 1, 1, 1, 2])
+    eps_used = np.array([0.5, 0.5, 0.5])
+    omega = np.array([1e-6, 1e-4, 0.01, 0.999, 0.99999, 0.9, 0.5])  # 2: no information
+    x = eps_block(ann, omega, eps_used, np.array([0.3, 0.7, 0.5]))
+    assert x[0] == EPS_FLOOR and x[1] == 1 - EPS_FLOOR
+    assert x[2] == pytest.approx(0.5)

@@ -10,12 +10,15 @@ never spilled or moved; every task on a block is pinned to its worker. The math 
 Each restart keeps its block-local factors (q(z), and q(delta) at instance granularity) in
 numbered *slots*, one per state: the client names the slot a sweep starts from and the one it
 writes, and which slots to keep (``keep``): the current state and, for SQUAREM, the one before
-it, the plain sweep's result and the candidate swept from the proposal. Nothing per rating
-outlives a sweep (``phases.Work`` is rewritten by every phase 1), so rejecting a candidate is only
-a matter of which slot the client keeps.
+it, the plain sweep's result and the candidate swept from the proposal. Per rating, only the
+q(y) of each restart's newest state outlives a sweep, for the exact eps step
+(``accel.make_step``, ``eps_sums``); ``phases.Work`` is rewritten by every phase 1. Rejecting
+a candidate is only a matter of which slot the client keeps.
 
 Memory per rating of a block: 16 bytes of codes (annotator, instance, category, level) and
-24 bytes of per-sweep buffers (``phases.Work``); per instance and restart 16 bytes (q(z)) per
+24 bytes of per-sweep buffers (``phases.Work``), and in the mixture with ``accelerate`` 8
+bytes of q(y) per restart (16 during a SQUAREM step; the in-memory engine's states hold as
+much); per instance and restart 16 bytes (q(z)) per
 slot, plus 16 per slot for q(delta) at instance granularity: 2 slots between sweeps, up to 4
 during an accelerated sweep (as many states as the in-memory engine holds then).
 """
@@ -27,7 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .. import accel, init, kernels, outputs, phases
+from .. import accel, init, kernels, outputs, phases, updates
 from ..data import numeric_ratings
 from ..errors import InputError
 from ..problem import Problem
@@ -91,6 +94,7 @@ class Local:
     delta_shape: np.ndarray | None = None
     delta_rate: np.ndarray | None = None
     w_cat: np.ndarray | None = None  # (M,) phase 1's sum omega, until phase 3 (local cats)
+    omega: np.ndarray | None = None  # (L,) the sweep's q(y), for the exact eps step
 
 
 @dataclass
@@ -355,6 +359,7 @@ def phase_xy_tau(
     dst: int,
     keep: tuple[int, ...],
     ref: int | None = None,
+    keep_omega: bool = False,
 ) -> dict:
     """Phases 1 and 2 on the block (q(z) is local, so no reduction is needed between them).
 
@@ -364,7 +369,9 @@ def phase_xy_tau(
     so far) and ``bad`` (1.0 when the proposal is not valid on this block: nothing swept);
     with the bias ``bias_sums`` (N, 2), with a learned spam distribution ``spam_cells`` (the
     spam weight per cell; ``phases.phase_tau`` / ``phase_xy``). ``spam``: the step's key
-    (``Problem.at``).
+    (``Problem.at``). ``keep_omega``: the new slot keeps the sweep's q(y) (``eps_sums``); a
+    plain sweep (not from a proposal) drops that of the restart's other slots, which are
+    history from then on.
     """
     b = _REGISTRY[f"{fit_id}/{index}"]
     p = b.problem.at(spam)
@@ -388,6 +395,11 @@ def phase_xy_tau(
     before = slots[src if ref is None else ref].mu_m
     dmu = float(np.abs(xy.mu_m - before).max()) if before.size else 0.0
     slots[dst] = Local(xy.mu_m, xy.lam_m, w_cat=xy.w_cat if b.local_categories else None)
+    if keep_omega:
+        if not isinstance(src, Proposal):
+            for loc in slots.values():
+                loc.omega = None
+        slots[dst].omega = b.work.omega.copy()
     return {
         "max_dmu": dmu,
         "w_ann": xy.w_ann,
@@ -397,6 +409,19 @@ def phase_xy_tau(
         "bad": 0.0,
         **_extension_sums(p, bias_sums, xy.spam_cells),
     }
+
+
+def eps_sums(fit_id: str, index: int, restart: int, slot: int, box: Box) -> dict:
+    """The block's share of ``updates.eps_block_sums`` for the restart's state in ``slot``
+    (its q(y), kept by ``phase_xy_tau``), with ``box`` = ``(x, eps_used)`` (N,) each:
+    ``{"g": (N,), "h": (N,)}``."""
+    b = _REGISTRY[f"{fit_id}/{index}"]
+    p = b.problem
+    x, eps_used = box.value
+    omega = b.states[restart][slot].omega
+    a, c = updates.eps_block_terms(omega, eps_used[p.ann])
+    g, h = updates.eps_block_sums(p.ann, a, c, x, p.n_annotators)
+    return {"g": g, "h": h}
 
 
 def _extension_sums(p: Problem, bias_sums, spam_cells) -> dict:

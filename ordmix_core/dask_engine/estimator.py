@@ -52,7 +52,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .. import accel, init, outputs, phases, restarts
+from .. import accel, init, outputs, phases, restarts, updates
 from ..base import extends_params
 from ..data import (
     COLUMN_ALIASES,
@@ -112,9 +112,9 @@ class DaskOrdinalMixture(OrdinalMixture):
     """``OrdinalMixture`` fitted on a Dask cluster; the same parameters plus the cluster's.
 
     Model parameters: those of :class:`ordmix_core.model.OrdinalMixture` (same defaults,
-    same meaning, same positions), SQUAREM ``accelerate`` included, so the same seed gives
-    the same fit. ``n_jobs`` is accepted and ignored: restarts run in turn here (each sweep
-    already uses every worker).
+    same meaning, same positions), SQUAREM ``accelerate`` and the exact eps step included,
+    so the same seed gives the same fit. ``n_jobs`` is accepted and ignored: restarts run in
+    turn here (each sweep already uses every worker).
 
     Cluster parameters (keyword only):
         scheduler: ``None`` starts a ``LocalCluster`` of ``n_workers`` processes with one
@@ -333,7 +333,8 @@ class DaskOrdinalMixture(OrdinalMixture):
 
         sweeps = _Sweeps(bl, gp, local_cats, n_ratings, self.n_restarts, self.accelerate)
         sweeps.eps_pack = self._eps_pack()
-        step = accel.make_step(sweeps, self.accelerate)
+        sweeps.exact_eps = self._exact_eps()
+        step = accel.make_step(sweeps, self.accelerate, sweeps.exact_eps)
         interrupted = self._schedule(runs, step, callback, branch=sweeps.branch_fn(ann_hash, sc))
 
         def learned(g: _Global) -> Learned:
@@ -434,6 +435,7 @@ class _Sweeps:
         self.next_slot = {r: 1 for r in range(n_restarts)}  # slot 0: the start
         self.pinned: tuple[int, ...] = ()  # slots every plain sweep keeps (``alternative``)
         self.eps_pack = accel.EPS_PACK  # SQUAREM's clip of eps (``OrdinalMixture._eps_pack``)
+        self.exact_eps = accelerate  # the exact eps step (``OrdinalMixture._exact_eps``)
         self.lo, self.hi = float(gp.thresholds[0]), float(gp.thresholds[-1])
 
     def branch_fn(self, ann_hash: np.ndarray, sc) -> restarts.BranchFn:
@@ -490,7 +492,7 @@ class _Sweeps:
         s1 = bl.reduce(
             bl.run(
                 blocks.phase_xy_tau, g.restart, spam, bl.send(fac),
-                g.slot if src is None else src, dst, keep, ref,
+                g.slot if src is None else src, dst, keep, ref, self.exact_eps and spam is True,
             )
         )  # fmt: skip
         if s1["bad"] > 0:
@@ -518,7 +520,7 @@ class _Sweeps:
             f += f_spam
         new = _Global(
             None, None, tau_shape, tau_rate, delta_shape, delta_rate, eps, alpha, beta,
-            None, bias_mean, bias_prec, lam_b, pi, dir_a, kappa,
+            None, bias_mean, bias_prec, lam_b, pi, dir_a, kappa, g.eps,
             restart=g.restart, w_ann=s1["w_ann"], slot=dst, swept=True,
             max_dmu=float(s1["max_dmu"]),
         )  # fmt: skip
@@ -531,6 +533,20 @@ class _Sweeps:
         # the blocks keep g only while a later step may extrapolate from it
         pin = self.pinned
         return self._sweep(g, spam, (g.slot, *pin), keep_after=(g.slot,) * self.accelerate + pin)
+
+    def eps_block(self, g: _Global) -> _Global:
+        """``g`` with each annotator's eps at the exact optimum of its block
+        (``updates.eps_block``): each Newton step one round over the blocks
+        (``blocks.eps_sums`` on the q(y) ``g``'s slot kept, computed with ``g.omega_eps``)."""
+        bl = self.bl
+
+        def sums(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            sent = bl.send((x, g.omega_eps))
+            s = bl.reduce(bl.run(blocks.eps_sums, g.restart, g.slot, sent))
+            return s["g"], s["h"]
+
+        eps = updates.eps_block_solve(sums, np.asarray(g.eps, dtype=float), self.gp.n_per_ann > 0)
+        return dataclasses.replace(g, eps=eps)
 
     def alternative(self, g: _Global, window: list) -> tuple[_Global, float, int]:
         """``accel.alternative`` from the winner ``g``, whose slot the blocks keep meanwhile
