@@ -198,8 +198,8 @@ class OrdinalMixture(CrowdEstimator):
             bound (the trace stays monotone); fewer sweeps to the same optimum. In the stopping
             rule's plain sweeps, annotator flips instead (``accel.make_step``): annotators
             slowly leaving a saddle get their reliability mirrored, kept only when that raises
-            the bound. And (``schedule='shared'``) every mixture sweep starts from each
-            annotator's reliability at the exact optimum given the rest
+            the bound. And (``schedule='shared'``, a learned ``spam_dist``) every mixture
+            sweep starts from each annotator's reliability at the exact optimum given the rest
             (``updates.eps_block``; eq. (5) is one EM step towards it), kept only when the
             bound does not fall.
         n_jobs: threads running restarts side by side (None: the cores, when the crowd is
@@ -597,10 +597,13 @@ class OrdinalMixture(CrowdEstimator):
 
     def _exact_eps(self) -> bool:
         """Whether mixture sweeps start from each annotator's exact eps optimum
-        (``accel.make_step``): with ``accelerate`` and the current schedule; the schedule
-        before issue 15, ``per-restart``, keeps eq. (5)'s EM step alone, so that earlier fits
-        are reproduced."""
-        return bool(self.accelerate) and self.schedule == "shared"
+        (``accel.make_step``): with ``accelerate``, the current schedule and a learned spam
+        distribution. The schedule before issue 15, ``per-restart``, keeps eq. (5)'s EM step
+        alone, so that earlier fits are reproduced; so does a fixed (uniform) spam
+        distribution, whose highest bound is the all-spam answer: there the exact step found
+        it (the paper's model on TREC RF10: Pearson 0.01 against 0.40; ``docs/benchmarks.md``)."""
+        learned = self._extensions()[1] != "uniform"
+        return bool(self.accelerate) and self.schedule == "shared" and learned
 
     def _schedule(
         self,

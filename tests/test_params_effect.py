@@ -112,22 +112,15 @@ def test_pi_shifts_the_log_odds_of_omega_by_log_pi(ratings) -> None:
 
 def test_pi_on_a_favourite_answer_marks_its_spammer(ratings) -> None:
     """An annotator who answers 1 to everything: the more pi expects spam to say 1, the more
-    of that annotator's ratings are spam (lower reliability, lower odds of truth). Measured:
-    reliability 0.33, then the floor 1e-10 twice (the exact eps step; eq. (5)'s EM steps
-    stopped at 0.98 for "favours 5", 7.7 nats lower), the mean log-odds of truth of its
-    ratings -6.1, -29.4, -30.4."""
+    of that annotator's ratings are spam (lower reliability)."""
     first = ratings.groupby("instance")["query"].first()
     fav = pd.DataFrame(
         {"annotator": "fav", "instance": first.index, "rating": 1.0, "query": first.to_numpy()}
     )
     data = pd.concat([ratings, fav], ignore_index=True)
-    is_fav = (data["annotator"] == "fav").to_numpy()
-    rel, odds = {}, {}
-    for name, pi in [("favours 5", [1, 1, 1, 1, 7]), ("uniform", None),
-                     ("favours 1", [7, 1, 1, 1, 1])]:  # fmt: skip
-        m = _fit(data, pi=pi)
-        rel[name] = m.annotators_.loc["fav", "reliability"]
-        odds[name] = float(np.mean(logit(np.asarray(m.omega_)[is_fav])))
-    assert rel["favours 5"] > rel["uniform"] >= rel["favours 1"], rel
-    assert rel["uniform"] < 0.5
-    assert odds["favours 5"] > odds["uniform"] > odds["favours 1"], odds
+    rel = {
+        name: _fit(data, pi=pi).annotators_.loc["fav", "reliability"]
+        for name, pi in [("favours 5", [1, 1, 1, 1, 7]), ("uniform", None),
+                         ("favours 1", [7, 1, 1, 1, 1])]
+    }  # fmt: skip
+    assert rel["favours 5"] > 0.5 > rel["uniform"] > rel["favours 1"], rel
