@@ -535,17 +535,25 @@ def _eps_block(ann, a, b, x, blo, bhi, done, lo, hi, iters, tol_rel):  # pragma:
                 done[k] = True
                 continue
             q = xk * (1.0 - xk)
-            xn = xk - q * gk / ((1.0 - 2.0 * xk) * gk - q * h[k])
-            if math.isfinite(xn):
-                xn = min(max(xn, lo), hi)
-            else:
-                xn = 0.5 * (blo[k] + bhi[k])
-            inside = (xn > blo[k] and xn < bhi[k]) or (xn == hi and bhi[k] == hi)
-            inside = (inside or (xn == lo and blo[k] == lo)) and (xn - xk) * gk > 0.0
-            if not inside:
-                xn = 0.5 * (blo[k] + bhi[k])
+            step = -q * gk / ((1.0 - 2.0 * xk) * gk - q * h[k])
+            ok = math.isfinite(step)
+            xn = min(max(xk + step, lo), hi) if ok else xk
+            to_hi = ok and gk > 0.0 and bhi[k] == 1.0 and xn - xk > 0.5 * (hi - xk)
+            to_lo = ok and gk < 0.0 and blo[k] == 0.0 and xk - xn > 0.5 * (xk - lo)
+            inside = ok and xn > blo[k] and xn < bhi[k] and (xn - xk) * gk > 0.0
+            ca, cb = min(max(blo[k], lo), hi), min(max(bhi[k], lo), hi)
             tol = tol_rel * min(xk, 1.0 - xk)
-            if abs(xn - xk) <= tol or bhi[k] - blo[k] <= tol:
+            conv = (ok and abs(step) <= tol) or cb - ca <= tol  # Newton's own step is tiny
+            if to_hi:
+                xn = hi
+            elif to_lo:
+                xn = lo
+            elif not inside:
+                s, c = math.sqrt(ca * cb), math.sqrt((1.0 - ca) * (1.0 - cb))
+                xn = s / (s + c)
+            if conv and ok and not to_hi and not to_lo:
+                xn = xk
+            if conv:
                 done[k] = True
             x[k] = xn
             if not done[k]:
@@ -567,7 +575,7 @@ def eps_block(
     n = start.size
     x = np.clip(np.asarray(start, dtype=np.float64), EPS_FLOOR, 1.0 - EPS_FLOOR)
     done = np.bincount(ann, minlength=n) == 0
-    blo, bhi = np.full(n, EPS_FLOOR), np.full(n, 1.0 - EPS_FLOOR)
+    blo, bhi = np.zeros(n), np.ones(n)  # no end tried yet
     _eps_block(
         ann, a, b, x, blo, bhi, done, EPS_FLOOR, 1.0 - EPS_FLOOR, EPS_BLOCK_ITERS, EPS_BLOCK_TOL
     )
