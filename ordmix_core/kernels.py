@@ -508,8 +508,8 @@ def grid_loglik(
     return out
 
 
-@_jit()
-def _eps_block(ann, a, b, x, blo, bhi, done, lo, hi, iters, tol_rel):  # pragma: no cover - compiled
+@_jit(nogil=True)
+def _eps_block(ann, w, e, x, blo, bhi, done, lo, hi, iters, tol_rel):  # pragma: no cover
     n = x.size
     g = np.zeros(n)
     h = np.zeros(n)
@@ -518,7 +518,8 @@ def _eps_block(ann, a, b, x, blo, bhi, done, lo, hi, iters, tol_rel):  # pragma:
         h[:] = 0.0
         for i in range(ann.size):
             k = ann[i]
-            t = a[i] / (b[i] + x[k] * a[i])
+            a = w[i] - e[k]
+            t = a / ((1.0 - w[i]) * e[k] + x[k] * a)
             g[k] += t
             h[k] += t * t
         left = 0
@@ -566,19 +567,17 @@ def eps_block(
     ann: np.ndarray, omega: np.ndarray, eps_used: np.ndarray, start: np.ndarray
 ) -> np.ndarray:
     """``updates.eps_block`` compiled: the same sums in the same (rating) order, the same
-    Newton steps, one thread (the same bits whatever the thread count)."""
-    ann = np.ascontiguousarray(ann)
-    w = np.asarray(omega, dtype=np.float64)
-    e_l = np.asarray(eps_used, dtype=np.float64)[ann]
-    a = w - e_l
-    b = (1.0 - w) * e_l
+    Newton steps, one thread (the same bits whatever the thread count), without the GIL (the
+    other restart's thread runs meanwhile) and without per-rating temporaries."""
     n = start.size
     x = np.clip(np.asarray(start, dtype=np.float64), EPS_FLOOR, 1.0 - EPS_FLOOR)
-    done = np.bincount(ann, minlength=n) == 0
+    done = np.zeros(n, dtype=np.bool_)  # an annotator without ratings: g = 0 at once
     blo, bhi = np.zeros(n), np.ones(n)  # no end tried yet
     _eps_block(
-        ann, a, b, x, blo, bhi, done, EPS_FLOOR, 1.0 - EPS_FLOOR, EPS_BLOCK_ITERS, EPS_BLOCK_TOL
-    )
+        np.ascontiguousarray(ann), np.ascontiguousarray(omega, dtype=np.float64),
+        np.ascontiguousarray(eps_used, dtype=np.float64), x, blo, bhi, done, EPS_FLOOR,
+        1.0 - EPS_FLOOR, EPS_BLOCK_ITERS, EPS_BLOCK_TOL,
+    )  # fmt: skip
     return x
 
 
