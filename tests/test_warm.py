@@ -271,9 +271,9 @@ def test_trec_refit_ends_within_30_percent_of_the_scratch_sweeps(trec_refit):
 @pytest.mark.slow
 def test_trec_refit_with_no_new_ratings_ends_within_30_percent_of_the_scratch_sweeps(trec_refit):
     """A refit from today's own fit folder, on the same ratings, stops soon: 55 sweeps of 513
-    (11%) with the exact eps step, 77 of 488 (16%) since the annotator flips. Before them it ran 551 (133%): the from-scratch answer had
-    stopped on the way out of a saddle, and a refit from it left along the unstable direction
-    (docs/benchmarks.md, 'Daily refits')."""
+    (11%) with the exact eps step, 77 of 488 (16%) since the annotator flips. Before them it
+    ran 551 (133%): the from-scratch answer had stopped on the way out of a saddle, and a
+    refit from it left along the unstable direction (docs/benchmarks.md, 'Daily refits')."""
     scratch, _, control = trec_refit
     assert len(control.trace_) <= 0.3 * len(scratch.trace_)
 
