@@ -36,7 +36,7 @@ pytest.importorskip("dask.dataframe")
 
 from distributed import Client, LocalCluster  # noqa: E402
 
-from ordmix_core import outputs  # noqa: E402
+from ordmix_core import accel, outputs  # noqa: E402
 from ordmix_core.cli import main  # noqa: E402
 from ordmix_core.dask_engine import DaskOrdinalMixture, write_outputs  # noqa: E402
 from ordmix_core.model import OrdinalMixture  # noqa: E402
@@ -193,6 +193,25 @@ def test_the_same_alternative_as_in_memory(client):
     assert mem.alternative_ is not None and mem.alternative_["near_tied"]
     assert mem.items_["unstable"].any()
     dsk = quiet_fit(DaskOrdinalMixture(**kw, scheduler=client, n_partitions=3), crowd)
+    assert_same_fit(mem, dsk, EST_RTOL, EST_ATOL)
+
+
+def test_a_refused_flip_leaves_its_start_current_with_its_q_y(client, ratings, monkeypatch):
+    """A flip tried and refused leaves the state it was tried from current, so the blocks
+    must still hold that state's q(y) for the next exact eps step. Forced here: every try
+    flips annotator 0 (``accel.escaping`` patched in this process, where both engines' steps
+    run), which lowers the bound; both engines refuse it alike."""
+    tries = []
+
+    def escaping(window, growth=accel.FLIP_GROWTH):
+        tries.append(growth)
+        return np.array([0])
+
+    monkeypatch.setattr(accel, "escaping", escaping)
+    kw = dict(n_restarts=2, random_state=3)
+    mem = quiet_fit(in_memory(**kw), ratings)
+    assert accel.FLIP_GROWTH in tries  # flips were tried
+    dsk = quiet_fit(DaskOrdinalMixture(**kw, scheduler=client, n_partitions=3), ratings)
     assert_same_fit(mem, dsk, EST_RTOL, EST_ATOL)
 
 

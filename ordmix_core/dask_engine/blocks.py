@@ -11,14 +11,14 @@ Each restart keeps its block-local factors (q(z), and q(delta) at instance granu
 numbered *slots*, one per state: the client names the slot a sweep starts from and the one it
 writes, and which slots to keep (``keep``): the current state and, for SQUAREM, the one before
 it, the plain sweep's result and the candidate swept from the proposal. Per rating, only the
-q(y) of each restart's newest state outlives a sweep, for the exact eps step
+q(y) of a restart's last swept states outlives a sweep, for the exact eps step
 (``accel.make_step``, ``eps_sums``); ``phases.Work`` is rewritten by every phase 1. Rejecting
 a candidate is only a matter of which slot the client keeps.
 
 Memory per rating of a block: 16 bytes of codes (annotator, instance, category, level) and
-24 bytes of per-sweep buffers (``phases.Work``), and in the mixture with ``accelerate`` 8
-bytes of q(y) per restart (16 during a SQUAREM step; the in-memory engine's states hold as
-much); per instance and restart 16 bytes (q(z)) per
+24 bytes of per-sweep buffers (``phases.Work``), and in the mixture with ``accelerate`` 16
+bytes of q(y) per restart (its last sweep's start and result; 24 during a SQUAREM step; the
+in-memory engine's states hold 8 to 16); per instance and restart 16 bytes (q(z)) per
 slot, plus 16 per slot for q(delta) at instance granularity: 2 slots between sweeps, up to 4
 during an accelerated sweep (as many states as the in-memory engine holds then).
 """
@@ -370,8 +370,9 @@ def phase_xy_tau(
     with the bias ``bias_sums`` (N, 2), with a learned spam distribution ``spam_cells`` (the
     spam weight per cell; ``phases.phase_tau`` / ``phase_xy``). ``spam``: the step's key
     (``Problem.at``). ``keep_omega``: the new slot keeps the sweep's q(y) (``eps_sums``); a
-    plain sweep (not from a proposal) drops that of the restart's other slots, which are
-    history from then on.
+    sweep from a slot (not from a proposal) drops that of the restart's slots other than its
+    start, which a step always makes from the current state: the start stays current if this
+    sweep is refused (a flip, or the exact eps step's fallback), else the new slot is.
     """
     b = _REGISTRY[f"{fit_id}/{index}"]
     p = b.problem.at(spam)
@@ -396,9 +397,10 @@ def phase_xy_tau(
     dmu = float(np.abs(xy.mu_m - before).max()) if before.size else 0.0
     slots[dst] = Local(xy.mu_m, xy.lam_m, w_cat=xy.w_cat if b.local_categories else None)
     if keep_omega:
-        if not isinstance(src, Proposal):
-            for loc in slots.values():
-                loc.omega = None
+        if not isinstance(src, Proposal):  # a step starts from the current state, src
+            for k, loc in slots.items():
+                if k != src:
+                    loc.omega = None
         slots[dst].omega = b.work.omega.copy()
     return {
         "max_dmu": dmu,
@@ -419,6 +421,8 @@ def eps_sums(fit_id: str, index: int, restart: int, slot: int, box: Box) -> dict
     p = b.problem
     x, eps_used = box.value
     omega = b.states[restart][slot].omega
+    if omega is None:  # an engine bug, not a user's mistake: the client's state lost its q(y)
+        raise RuntimeError(f"block {index}: restart {restart}'s slot {slot} keeps no q(y)")
     a, c = updates.eps_block_terms(omega, eps_used[p.ann])
     g, h = updates.eps_block_sums(p.ann, a, c, x, p.n_annotators)
     return {"g": g, "h": h}
