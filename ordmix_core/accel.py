@@ -31,7 +31,7 @@ from .problem import State
 from .restarts import POLISH_TOL, WINDOW, remaining_changes
 
 if TYPE_CHECKING:
-    from .restarts import RestartRun, StepFn
+    from .restarts import RestartRun, SettleFn, StepFn
 
 #: the parameter groups, in the order their squared norms are summed (a new variational
 #: parameter that SQUAREM should extrapolate is added here; ``ab`` is [alpha, beta])
@@ -313,6 +313,41 @@ def alternative(
         if done or not np.isfinite(f):
             break
     return s, float(f), n
+
+
+#: times a restart's stop may be undone by its items' blocks (``make_settle``); each costs the
+#: estimates' rule its windows again (``restarts.MIN_PLAIN_SWEEPS`` sweeps at least)
+MAX_SETTLES = 3
+
+
+def make_settle(engine: Sweeps, enabled: bool) -> SettleFn | None:
+    """The ``settle(run, tol_estimate)`` of ``restarts.advance``, or None (not ``enabled``, or
+    an engine without ``settle_items``).
+
+    At a mixture restart's stop, each item's own block is solved with the annotators held
+    (``settle.settle_items``). If that moves an item's mean by ``tol_estimate`` or more, the
+    stop was at a slow point of that item (it would have got there over many more sweeps),
+    so the run goes on from the settled state: the next sweep starts there (its bound is not
+    below the last: every round is a coordinate update), the estimates' rule measures its
+    windows again, and the stopping rule's annotator flips count their window again. At most
+    ``MAX_SETTLES`` times a run; never with the bound-only rule (``tol_estimate`` 0)."""
+    solve = getattr(engine, "settle_items", None) if enabled else None
+    if solve is None:
+        return None
+
+    def settle(run: RestartRun, tol_estimate: float) -> bool:
+        if tol_estimate <= 0 or run.settles >= MAX_SETTLES:
+            return False
+        run.settles += 1
+        new, moved = solve(run.state)
+        if moved.size == 0 or not moved.max() >= tol_estimate:
+            return False
+        run.state, run.history = new, None
+        run.polish_from = len(run.changes)
+        run.eps_window.clear()
+        return True
+
+    return settle
 
 
 def make_step(engine: Sweeps, accelerate: bool, exact_eps: bool = True) -> StepFn:

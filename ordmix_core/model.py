@@ -50,6 +50,7 @@ from .base import CrowdEstimator
 from .data import CrowdData, Scale, prepare
 from .errors import CollapseWarning, ConvergenceWarning, InputError
 from .rand import id_hash
+from .settle import settle_items
 
 __all__ = ["MODELS", "CollapseWarning", "ConvergenceWarning", "OrdinalMixture"]
 
@@ -465,6 +466,7 @@ class OrdinalMixture(CrowdEstimator):
         when None); restarts of a round run in ``n_jobs`` threads. Returns True if stopped."""
         sweeps = _MemorySweeps(p, self._eps_pack()) if sweeps is None else sweeps
         step = accel.make_step(sweeps, self.accelerate, self._exact_eps())
+        settle = accel.make_settle(sweeps, self._exact_eps())
         jobs = self._n_jobs(p, len(runs))
         running = _Running()
         with ThreadPoolExecutor(jobs, thread_name_prefix="ordmix") as pool:
@@ -483,7 +485,7 @@ class OrdinalMixture(CrowdEstimator):
             alone = running.alone if jobs > 1 else (lambda: True) if self.n_jobs is None else None
             kernels.run_alone(alone)
             try:
-                return self._schedule(runs, step, callback, map_runs, branch)
+                return self._schedule(runs, step, callback, map_runs, branch, settle)
             finally:
                 kernels.run_alone(None)
 
@@ -612,9 +614,11 @@ class OrdinalMixture(CrowdEstimator):
         callback: ProgressCallback | None,
         map_runs: restarts.MapRuns = restarts.map_sequential,
         branch: restarts.BranchFn | None = None,
+        settle: restarts.SettleFn | None = None,
     ) -> bool:
         """``restarts.race`` with this estimator's settings (both engines call it);
-        ``branch``: the engine's start of a restart from the shared warm-up."""
+        ``branch``: the engine's start of a restart from the shared warm-up; ``settle``: the
+        engine's items' blocks at a stop (``accel.make_settle``; in memory only)."""
         return restarts.race(
             runs,
             step,
@@ -631,6 +635,7 @@ class OrdinalMixture(CrowdEstimator):
             callback=callback,
             map_runs=map_runs,
             pre_stage=self._extensions()[2],
+            settle=settle,
         )
 
     def _store(
@@ -794,6 +799,11 @@ class _MemorySweeps:
         start = np.asarray(state.eps, dtype=float)
         eps = solve(ann, state.omega, state.omega_eps, start)
         return dataclasses.replace(state, eps=eps)
+
+    def settle_items(self, state: vb.State) -> tuple[vb.State, np.ndarray]:
+        """``state`` with every item's own block solved, the annotators held
+        (``settle.settle_items``), and how far each item's mean moved."""
+        return settle_items(self.problems[True], state)
 
     @staticmethod
     def truth_share(state: vb.State) -> float:

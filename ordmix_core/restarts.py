@@ -68,7 +68,8 @@ class RestartRun:
     ``pruned_at``: the mixture sweep after which successive halving dropped it; ``stopped``:
     it was still running when the fit was stopped; ``eps_window``: the reliabilities of its
     last plain sweeps (at most ``accel.FLIP_WINDOW``, since the last accepted flip), for
-    ``accel.make_step``'s annotator flips and ``accel.still_moving``.
+    ``accel.make_step``'s annotator flips and ``accel.still_moving``; ``settles``: how often
+    its stop was undone by ``accel.make_settle``.
     """
 
     restart: int
@@ -90,6 +91,7 @@ class RestartRun:
     pruned_at: int | None = None
     stopped: bool = False
     eps_window: list = field(default_factory=list)  # flips and ``still_moving`` (``accel``)
+    settles: int = 0  # times the items' blocks were solved at a stop (``accel.make_settle``)
 
     @property
     def lower_bound(self) -> float:
@@ -126,6 +128,9 @@ class Stop(Exception):
 #: ``step(run, spam)``: one sweep of ``run`` (with the spam component or not); updates
 #: ``run.state`` and ``run.truth_share`` and returns the new bound
 StepFn = Callable[[RestartRun, bool], float]
+#: ``settle(run, tol_estimate)`` at a mixture restart's stop: True when it moved the run's
+#: state on and the run must go on sweeping (``accel.make_settle``)
+SettleFn = Callable[[RestartRun, float], bool]
 Callback = Callable[[int, int, float], "bool | None"]
 MapRuns = Callable[[Callable[[RestartRun], None], list[RestartRun]], None]
 
@@ -226,9 +231,12 @@ def advance(
     offset: int,
     stop: threading.Event | None = None,
     tol_estimate: float = 0.0,
+    settle: SettleFn | None = None,
 ) -> None:
     """Up to ``n_iter`` more sweeps of ``run``; marks it done at convergence (``converged``)
-    or when ``offset`` (sweeps of earlier stages) plus its own reach ``max_iter``.
+    or when ``offset`` (sweeps of earlier stages) plus its own reach ``max_iter``. In the
+    mixture (``spam is True``), ``settle`` may undo a convergence: the run then goes on from
+    the state it left (the estimates' rule starts its windows again).
 
     Raises :class:`Stop` when the callback returns False or ``stop`` is set (by another
     thread); no report is made after a stop.
@@ -251,8 +259,9 @@ def advance(
                     stop.set()
                 raise Stop()
         if converged(run, tol, tol_estimate):
-            run.converged = run.done = True
-            return
+            if settle is None or spam is not True or not settle(run, tol_estimate):
+                run.converged = run.done = True
+                return
         if offset + n >= max_iter:
             run.done = True
             return
@@ -294,6 +303,7 @@ def race(
     tol_estimate: float = 0.0,
     schedule: str = "per-restart",
     branch: BranchFn | None = None,
+    settle: SettleFn | None = None,
 ) -> bool:
     """Every restart: its warm-up (``init == 'warm'``), then mixture rounds of doubling length.
 
@@ -314,7 +324,8 @@ def race(
     every restart would not). ``max_iter`` caps each restart's sweeps of all stages together.
     ``map_runs(fn, runs)`` applies ``fn`` to each run, in turn or side by side: each
     restart's arithmetic is its own, so the result does not depend on it. Returns True if
-    the fit was stopped (the restarts still running are marked ``stopped``).
+    the fit was stopped (the restarts still running are marked ``stopped``). ``settle``:
+    passed to ``advance`` for the mixture's rounds.
     """
     if schedule not in SCHEDULES:
         raise ValueError(f"schedule must be one of {SCHEDULES}, not {schedule!r}")
@@ -350,7 +361,7 @@ def race(
             map_runs(
                 lambda run, n=budget: advance(
                     run, step, key, n, max_iter, tols[0], callback, offset(run), stop,
-                    tols[1],
+                    tols[1], settle,
                 ),
                 active,
             )  # fmt: skip
