@@ -324,13 +324,15 @@ def make_settle(engine: Sweeps, enabled: bool) -> SettleFn | None:
     """The ``settle(run, tol_estimate)`` of ``restarts.advance``, or None (not ``enabled``, or
     an engine without ``settle_items``).
 
-    At a mixture restart's stop, each item's own block is solved with the annotators held
-    (``settle.settle_items``). If that moves an item's mean by ``tol_estimate`` or more, the
-    stop was at a slow point of that item (it would have got there over many more sweeps),
-    so the run goes on from the settled state: the next sweep starts there (its bound is not
-    below the last: every round is a coordinate update), the estimates' rule measures its
-    windows again, and the stopping rule's annotator flips count their window again. At most
-    ``MAX_SETTLES`` times a run; never with the bound-only rule (``tol_estimate`` 0)."""
+    At a mixture restart's stop, each item's own block is solved with the annotators held,
+    and the block of each annotator ``still_moving`` over the run's last plain sweeps with
+    the items it rated (``settle.settle_items``). If that moves an item's mean by
+    ``tol_estimate`` or more, the stop was at a slow point of that item or annotator (the
+    sweeps would have got there over many more), so the run goes on from the settled state:
+    the next sweep starts there (its bound is not below the last: every round is a
+    coordinate update), the estimates' rule measures its windows again, and the stopping
+    rule's annotator flips count their window again. At most ``MAX_SETTLES`` times a run;
+    never with the bound-only rule (``tol_estimate`` 0)."""
     solve = getattr(engine, "settle_items", None) if enabled else None
     if solve is None:
         return None
@@ -339,7 +341,7 @@ def make_settle(engine: Sweeps, enabled: bool) -> SettleFn | None:
         if tol_estimate <= 0 or run.settles >= MAX_SETTLES:
             return False
         run.settles += 1
-        new, moved = solve(run.state)
+        new, moved = solve(run.state, still_moving(run.eps_window, np.size(run.state.eps)))
         if moved.size == 0 or not moved.max() >= tol_estimate:
             return False
         run.state, run.history = new, None

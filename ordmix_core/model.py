@@ -800,10 +800,11 @@ class _MemorySweeps:
         eps = solve(ann, state.omega, state.omega_eps, start)
         return dataclasses.replace(state, eps=eps)
 
-    def settle_items(self, state: vb.State) -> tuple[vb.State, np.ndarray]:
-        """``state`` with every item's own block solved, the annotators held
-        (``settle.settle_items``), and how far each item's mean moved."""
-        return settle_items(self.problems[True], state)
+    def settle_items(self, state: vb.State, annotators: np.ndarray) -> tuple[vb.State, np.ndarray]:
+        """``state`` with every item's own block solved, and the blocks of ``annotators``
+        ((N,) bool) with their items (``settle.settle_items``), and how far each item's mean
+        moved."""
+        return settle_items(self.problems[True], state, annotators)
 
     @staticmethod
     def truth_share(state: vb.State) -> float:
