@@ -69,7 +69,7 @@ class RestartRun:
     it was still running when the fit was stopped; ``eps_window``: the reliabilities of its
     last plain sweeps (at most ``accel.FLIP_WINDOW``, since the last accepted flip), for
     ``accel.make_step``'s annotator flips and ``accel.still_moving``; ``settles``: how often
-    its stop was undone by ``accel.make_settle``.
+    ``accel.make_settle`` was asked at its stop.
     """
 
     restart: int

@@ -63,7 +63,6 @@ def settle_items(
     its eps, bias and log E[tau]; an item stays while an annotator that rated it does.
     """
     s = s.copy()
-    s.eps = np.array(s.eps, dtype=float, copy=True)
     per_ann = p.spam_dist == "annotator"
     table = updates.spam_log_table(p.spam_dist, p.log_pi, s.pi, s.dir_a).ravel() if p.spam else None
     own_delta = p.n_categories == p.n_instances and np.array_equal(p.cat_l, p.inst)
@@ -118,8 +117,7 @@ def settle_items(
         # the items' blocks
         idx = np.flatnonzero(items)
         rows_m = rows_m[items[p.inst[rows_m]]]
-        rows = rows_m
-        ann, inst, cat, ex, var, omega, rho, e_tau, _, b, inv_bp, _ = q_xy(rows)
+        ann, inst, cat, ex, var, omega, rho, e_tau, _, b, inv_bp, _ = q_xy(rows_m)
         mu_m, lam_m = updates.update_z(inst, omega * rho, ex - b, p.mu, p.lam, p.n_instances)
         change_m = np.abs(mu_m[idx] - s.mu_m[idx])
         s.mu_m[idx], s.lam_m[idx] = mu_m[idx], lam_m[idx]
@@ -134,8 +132,7 @@ def settle_items(
         # the annotators' blocks
         who = np.flatnonzero(busy)
         if who.size:
-            rows = rows_n
-            ann, inst, _, ex, var, omega, rho, _, e_delta, b, inv_bp, inv_lam = q_xy(rows)
+            ann, inst, _, ex, var, omega, rho, _, e_delta, b, inv_bp, inv_lam = q_xy(rows_n)
             before = _annotator_view(p, s)[:, who]
             if p.bias:
                 w_l, mu_l = omega * rho, s.mu_m[inst]
