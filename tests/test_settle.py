@@ -120,17 +120,19 @@ def _stop() -> SimpleNamespace:
     return SimpleNamespace(eps=np.full(3, 0.5))
 
 
-def test_a_stop_is_undone_only_when_an_item_moves_by_tol_estimate() -> None:
+def test_a_stop_is_undone_only_when_an_item_moves_by_a_share_of_tol_estimate() -> None:
     stop = _stop()
+    edge = accel.SETTLE_MOVE * 0.01
+    assert 0 < edge < 0.01
     run = restarts.RestartRun(0, "random", stop, polish_from=2, changes=[1.0] * 9)
     # annotator 1 leaving 1 (1 - eps grows by 5% a sweep), the others settled
     run.eps_window.extend(np.array([0.3, 1 - 1e-3 * 1.05**k, 0.7]) for k in range(15))
-    engine = _Engine(0.009)
+    engine = _Engine(edge * 0.99)
     small = accel.make_settle(engine, True)
     assert small(run, 0.01) is False and run.state is stop and run.polish_from == 2
     # the annotators whose blocks are solved: those still moving over the window
     assert engine.annotators.tolist() == [False, True, False]
-    big = accel.make_settle(_Engine(0.01), True)
+    big = accel.make_settle(_Engine(edge), True)
     assert big(run, 0.01) is True and run.state.settled is stop
     assert run.polish_from == 9 and not run.eps_window  # the estimates' windows begin again
     assert big(run, 0.0) is False  # never with the bound-only rule
