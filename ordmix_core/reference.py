@@ -8,6 +8,8 @@ the notes. ``phases.sweep_fused`` must give the same results (to ~1e-12 relative
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from . import bound, updates
@@ -15,55 +17,93 @@ from .problem import Problem, State
 from .tn import tn_stats
 
 
+class Rated(NamedTuple):
+    """q(x | y=1) and q(y) of a set of ratings, with the factors they were computed from;
+    every array ``(L',)`` over those ratings (``b`` and ``inv_bp`` 0.0 without the bias, ``var``
+    0.0 and ``ent`` None on a real-valued scale, ``cells`` None without spam)."""
+
+    ann: np.ndarray
+    inst: np.ndarray
+    cat: np.ndarray
+    e_tau: np.ndarray
+    e_logtau: np.ndarray
+    e_delta: np.ndarray
+    e_logdelta: np.ndarray
+    rho: np.ndarray  # E[tau] E[delta]
+    b: np.ndarray | float  # E[b_n]
+    inv_bp: np.ndarray | float  # 1 / bias precision
+    inv_lam: np.ndarray  # Var[z_m] (0 for gold items)
+    ex: np.ndarray
+    var: np.ndarray | float
+    ent: np.ndarray | None
+    omega: np.ndarray
+    one_m_omega: np.ndarray
+    cells: np.ndarray | None  # the spam distribution's cell of each rating
+
+
+def q_xy(p: Problem, s: State, rows: np.ndarray | None = None) -> Rated:
+    """q(x | y=1) and q(y) of the ratings ``rows`` (None: all) from state ``s``: the first
+    block of the sweep (``sweep_numpy``), also the rounds of ``settle.settle_items``.
+
+    With the bias, q(x | y=1) is centred at ``mu_m + bias_mean_n`` and S gains
+    ``1/bias_prec_n``."""
+    at = slice(None) if rows is None else rows
+    ann, inst, cat = p.ann[at], p.inst[at], p.cat_l[at]
+    if rows is None:  # once per annotator and category, then gathered
+        e_tau, e_logtau = updates.gamma_moments(s.tau_shape, s.tau_rate)
+        e_delta, e_logdelta = updates.gamma_moments(s.delta_shape, s.delta_rate)
+        e_tau_l, e_logtau_l = e_tau[ann], e_logtau[ann]
+        e_delta_l, e_logdelta_l = e_delta[cat], e_logdelta[cat]
+    else:  # a few ratings: gathered first (the same values)
+        e_tau_l, e_logtau_l = updates.gamma_moments(s.tau_shape[ann], s.tau_rate[ann])
+        e_delta_l, e_logdelta_l = updates.gamma_moments(s.delta_shape[cat], s.delta_rate[cat])
+    rho_l = e_tau_l * e_delta_l
+    inv_lam_l = updates.inv_lam_z(s.lam_m, p.gold_mask)[inst]
+    if p.bias:
+        b_l, inv_bp_l = s.bias_mean[ann], (1.0 / s.bias_prec)[ann]
+    else:
+        b_l, inv_bp_l = 0.0, 0.0
+    centre_l = s.mu_m[inst] + b_l
+
+    # q(x | y=1): N(mu_m [+ b_n], 1/rho) truncated to the rating's interval, or x observed
+    if p.ordinal:
+        tn = tn_stats(p.lo[at], p.hi[at], centre_l, rho_l)
+        ex, var, ent = tn.ex, tn.var, tn.entropy
+    else:
+        ex, var, ent = p.value[at], 0.0, None
+
+    # q(y)
+    cells = None
+    if p.spam:
+        cells = updates.spam_cells(ann, p.level[at], p.n_levels, p.spam_dist == "annotator")
+        log_pi_l = updates.spam_log_table(p.spam_dist, p.log_pi, s.pi, s.dir_a).ravel()[cells]
+        log_eps, log1m_eps = np.log(s.eps), np.log1p(-s.eps)
+        s_l = updates.expected_sq_inv(ex, var, centre_l, inv_lam_l + inv_bp_l)
+        logit = updates.omega_logit(
+            log_eps[ann], log1m_eps[ann], log_pi_l, e_logtau_l, e_logdelta_l, rho_l, s_l, ent,
+            exact=p.exact,
+        )  # fmt: skip
+        omega, one_m_omega = updates.omega_from_logit(logit)
+    else:
+        omega, one_m_omega = np.ones_like(rho_l), np.zeros_like(rho_l)
+    return Rated(
+        ann, inst, cat, e_tau_l, e_logtau_l, e_delta_l, e_logdelta_l, rho_l, b_l, inv_bp_l,
+        inv_lam_l, ex, var, ent, omega, one_m_omega, cells,
+    )  # fmt: skip
+
+
 def sweep_numpy(p: Problem, s: State) -> tuple[State, float]:
     """The reference sweep, whole arrays at a time (``tn``, ``updates``, ``bound``).
 
     With the extensions (``p.bias``, ``p.spam_dist``, ``p.gold``; extensions.md): q(x|y=1)
-    is centred at ``mu_m + bias_mean_n`` and S gains ``1/bias_prec_n``; q(b) follows q(z)
-    (with the new q(z)), then tau and delta see S with the new bias; lambda_b and the learned
-    spam distribution are updated with the other hyperparameters.
+    is centred at ``mu_m + bias_mean_n`` and S gains ``1/bias_prec_n`` (``q_xy``); q(b)
+    follows q(z) (with the new q(z)), then tau and delta see S with the new bias; lambda_b
+    and the learned spam distribution are updated with the other hyperparameters.
     """
-    e_tau, e_logtau = updates.gamma_moments(s.tau_shape, s.tau_rate)
-    e_delta, e_logdelta = updates.gamma_moments(s.delta_shape, s.delta_rate)
-    e_tau_l, e_logtau_l = e_tau[p.ann], e_logtau[p.ann]
-    e_delta_l, e_logdelta_l = e_delta[p.cat_l], e_logdelta[p.cat_l]
-    mu_l = s.mu_m[p.inst]
-    rho_l = e_tau_l * e_delta_l
-    inv_lam_l = updates.inv_lam_z(s.lam_m, p.gold_mask)[p.inst]
-    if p.bias:
-        b_l, inv_bp_l = s.bias_mean[p.ann], (1.0 / s.bias_prec)[p.ann]
-        centre_l, inv_lam_l = mu_l + b_l, inv_lam_l + inv_bp_l
-    else:
-        b_l, centre_l = 0.0, mu_l
-
-    # q(x | y=1): N(mu_m [+ b_n], 1/rho) truncated to the rating's interval, or x observed
-    if p.ordinal:
-        tn = tn_stats(p.lo, p.hi, centre_l, rho_l)
-        ex, var, ent = tn.ex, tn.var, tn.entropy
-    else:
-        ex, var, ent = p.value, 0.0, None
-
-    # q(y)
+    r = q_xy(p, s)
+    ex, var, ent, omega, one_m_omega, b_l = r.ex, r.var, r.ent, r.omega, r.one_m_omega, r.b
+    e_delta_l, rho_l, cells = r.e_delta, r.rho, r.cells
     per_ann = p.spam_dist == "annotator"
-    if p.spam:
-        cells = updates.spam_cells(p.ann, p.level, p.n_levels, per_ann)
-        log_pi_l = updates.spam_log_table(p.spam_dist, p.log_pi, s.pi, s.dir_a).ravel()[cells]
-        log_eps, log1m_eps = np.log(s.eps), np.log1p(-s.eps)
-        s_l = updates.expected_sq_inv(ex, var, centre_l, inv_lam_l)
-        logit = updates.omega_logit(
-            log_eps[p.ann],
-            log1m_eps[p.ann],
-            log_pi_l,
-            e_logtau_l,
-            e_logdelta_l,
-            rho_l,
-            s_l,
-            ent,
-            exact=p.exact,
-        )
-        omega, one_m_omega = updates.omega_from_logit(logit)
-    else:
-        omega, one_m_omega = np.ones_like(rho_l), np.zeros_like(rho_l)
 
     # q(z) (gold instances: z observed), q(b) with the new q(z), then tau and delta with both
     w_l = omega * rho_l

@@ -28,8 +28,8 @@ import numpy as np
 
 from . import updates
 from .problem import Problem, State
+from .reference import q_xy
 from .restarts import MAX_RATE
-from .tn import tn_stats
 
 __all__ = ["DROP", "DROP_ANNOTATORS", "FLOOR", "MAX_ROUNDS", "settle_items"]
 
@@ -70,8 +70,6 @@ def settle_items(
     annotator that rated it does.
     """
     s = s.copy()
-    per_ann = p.spam_dist == "annotator"
-    table = updates.spam_log_table(p.spam_dist, p.log_pi, s.pi, s.dir_a).ravel() if p.spam else None
     own_delta = p.n_categories == p.n_instances and np.array_equal(p.cat_l, p.inst)
     held = np.zeros(p.n_instances, dtype=bool) if p.gold_mask is None else p.gold_mask
     n = p.n_annotators
@@ -79,32 +77,6 @@ def settle_items(
     busy = np.zeros(n, dtype=bool) if annotators is None else np.array(annotators, dtype=bool)
     start = s.mu_m.copy()
     prev_m, prev_n = np.zeros(p.n_instances), np.zeros(n)
-
-    def q_xy(rows: np.ndarray) -> tuple:
-        """q(x), q(y) of ``rows`` from the current state."""
-        ann, inst, cat, level = p.ann[rows], p.inst[rows], p.cat_l[rows], p.level[rows]
-        e_tau, e_logtau = updates.gamma_moments(s.tau_shape[ann], s.tau_rate[ann])
-        e_delta, e_logdelta = updates.gamma_moments(s.delta_shape[cat], s.delta_rate[cat])
-        rho = e_tau * e_delta
-        b, inv_bp = (s.bias_mean[ann], 1.0 / s.bias_prec[ann]) if p.bias else (0.0, 0.0)
-        centre = s.mu_m[inst] + b
-        inv_lam = updates.inv_lam_z(s.lam_m, p.gold_mask)[inst]
-        if p.ordinal:
-            tn = tn_stats(p.thresholds[level], p.thresholds[level + 1], centre, rho)
-            ex, var, ent = tn.ex, tn.var, tn.entropy
-        else:
-            ex, var, ent = p.values[level], 0.0, None
-        if p.spam:
-            cells = updates.spam_cells(ann, level, p.n_levels, per_ann)
-            s_l = updates.expected_sq_inv(ex, var, centre, inv_lam + inv_bp)
-            logit = updates.omega_logit(
-                np.log(s.eps[ann]), np.log1p(-s.eps[ann]), table[cells], e_logtau, e_logdelta,
-                rho, s_l, ent, exact=p.exact,
-            )  # fmt: skip
-            omega, _ = updates.omega_from_logit(logit)
-        else:
-            omega = np.ones_like(rho)
-        return ann, inst, cat, ex, var, omega, rho, e_tau, e_delta, b, inv_bp, inv_lam
 
     def leaving(change: np.ndarray, before: np.ndarray, drop: float = drop) -> np.ndarray:
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -124,14 +96,15 @@ def settle_items(
         # the items' blocks
         idx = np.flatnonzero(items)
         rows_m = rows_m[items[p.inst[rows_m]]]
-        ann, inst, cat, ex, var, omega, rho, e_tau, _, b, inv_bp, _ = q_xy(rows_m)
-        mu_m, lam_m = updates.update_z(inst, omega * rho, ex - b, p.mu, p.lam, p.n_instances)
+        q = q_xy(p, s, rows_m)
+        inst, ex, var, omega, b, inv_bp = q.inst, q.ex, q.var, q.omega, q.b, q.inv_bp
+        mu_m, lam_m = updates.update_z(inst, omega * q.rho, ex - b, p.mu, p.lam, p.n_instances)
         change_m = np.abs(mu_m[idx] - s.mu_m[idx])
         s.mu_m[idx], s.lam_m[idx] = mu_m[idx], lam_m[idx]
         if own_delta:
             s_l = updates.expected_sq_inv(ex, var, s.mu_m[inst] + b, 1.0 / s.lam_m[inst] + inv_bp)
             shape, rate = updates.update_gamma_factor(
-                cat, omega, e_tau, s_l, p.phi, p.eta, p.n_categories
+                q.cat, omega, q.e_tau, s_l, p.phi, p.eta, p.n_categories
             )
             s.delta_shape[idx], s.delta_rate[idx] = shape[idx], rate[idx]
         moving[idx[leaving(change_m, prev_m[idx] if r else change_m / MAX_RATE)]] = False
@@ -139,10 +112,12 @@ def settle_items(
         # the annotators' blocks
         who = np.flatnonzero(busy)
         if who.size:
-            ann, inst, _, ex, var, omega, rho, _, e_delta, b, inv_bp, inv_lam = q_xy(rows_n)
+            q = q_xy(p, s, rows_n)
+            ann, inst, ex, var, omega = q.ann, q.inst, q.ex, q.var, q.omega
+            b, inv_bp = q.b, q.inv_bp  # with the bias, replaced by the new q(b) below
             before = _annotator_view(p, s)[:, who]
             if p.bias:
-                w_l, mu_l = omega * rho, s.mu_m[inst]
+                w_l, mu_l = omega * q.rho, s.mu_m[inst]
                 mean, prec = updates.update_bias(
                     np.bincount(ann, weights=w_l, minlength=n),
                     np.bincount(ann, weights=w_l * (ex - mu_l), minlength=n),
@@ -150,8 +125,10 @@ def settle_items(
                 )
                 s.bias_mean[who], s.bias_prec[who] = mean[who], prec[who]
                 b, inv_bp = s.bias_mean[ann], 1.0 / s.bias_prec[ann]
-            s_l = updates.expected_sq_inv(ex, var, s.mu_m[inst] + b, inv_lam + inv_bp)
-            shape, rate = updates.update_gamma_factor(ann, omega, e_delta, s_l, s.alpha, s.beta, n)
+            s_l = updates.expected_sq_inv(ex, var, s.mu_m[inst] + b, q.inv_lam + inv_bp)
+            shape, rate = updates.update_gamma_factor(
+                ann, omega, q.e_delta, s_l, s.alpha, s.beta, n
+            )
             s.tau_shape[who], s.tau_rate[who] = shape[who], rate[who]
             if p.spam:
                 mean_omega = updates.update_eps(ann, omega, p.n_per_ann)
