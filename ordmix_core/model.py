@@ -618,7 +618,7 @@ class OrdinalMixture(CrowdEstimator):
     ) -> bool:
         """``restarts.race`` with this estimator's settings (both engines call it);
         ``branch``: the engine's start of a restart from the shared warm-up; ``settle``: the
-        engine's items' blocks at a stop (``accel.make_settle``; in memory only)."""
+        engine's items' blocks at a stop (``accel.make_settle``; both engines)."""
         return restarts.race(
             runs,
             step,

@@ -54,6 +54,8 @@ def settle_items(
     drop: float = DROP,
     drop_annotators: float = DROP_ANNOTATORS,
     floor: float = FLOOR,
+    hold: np.ndarray | None = None,
+    own_delta: bool | None = None,
 ) -> tuple[State, np.ndarray]:
     """``s`` with every item's block solved, and the blocks of ``annotators`` ((N,) bool; None:
     none) with the items they rated, the other annotators and the hyperparameters held; the
@@ -67,11 +69,16 @@ def settle_items(
     with its ratings' q(x), q(y). Each round updates the items still moving and then the
     annotators still moving; an annotator leaves as an item does, on the largest change of
     its eps, bias and log E[tau], but at ``drop_annotators``; an item stays while an
-    annotator that rated it does.
+    annotator that rated it does. ``hold`` ((M,) bool): items held too (a Dask block holds
+    the items of annotators it does not see whole; the client settles those with them).
+    ``own_delta``: whether each category is one instance (None: when the codes say so).
     """
     s = s.copy()
-    own_delta = p.n_categories == p.n_instances and np.array_equal(p.cat_l, p.inst)
-    held = np.zeros(p.n_instances, dtype=bool) if p.gold_mask is None else p.gold_mask
+    if own_delta is None:
+        own_delta = p.n_categories == p.n_instances and np.array_equal(p.cat_l, p.inst)
+    held = np.zeros(p.n_instances, dtype=bool) if p.gold_mask is None else p.gold_mask.copy()
+    if hold is not None:
+        held |= hold
     n = p.n_annotators
     moving = ~held  # items moving by themselves
     busy = np.zeros(n, dtype=bool) if annotators is None else np.array(annotators, dtype=bool)

@@ -38,8 +38,9 @@ from distributed import Client, LocalCluster  # noqa: E402
 
 from ordmix_core import accel, outputs  # noqa: E402
 from ordmix_core.cli import main  # noqa: E402
-from ordmix_core.dask_engine import DaskOrdinalMixture, write_outputs  # noqa: E402
-from ordmix_core.model import OrdinalMixture  # noqa: E402
+from ordmix_core.dask_engine import DaskOrdinalMixture, blocks, write_outputs  # noqa: E402
+from ordmix_core.dask_engine.estimator import _Sweeps  # noqa: E402
+from ordmix_core.model import OrdinalMixture, _MemorySweeps  # noqa: E402
 from ordmix_core.simulate import simulate_crowd  # noqa: E402
 
 RTOL = 1e-8
@@ -193,6 +194,55 @@ def test_the_same_alternative_as_in_memory(client):
     assert mem.alternative_ is not None and mem.alternative_["near_tied"]
     assert mem.items_["unstable"].any()
     dsk = quiet_fit(DaskOrdinalMixture(**kw, scheduler=client, n_partitions=3), crowd)
+    assert_same_fit(mem, dsk, EST_RTOL, EST_ATOL)
+
+
+@pytest.mark.parametrize("granularity", ["instance", "query"])
+def test_a_settled_stop_as_in_memory(client, ratings, granularity, monkeypatch):
+    """The settle at a stop (``accel.make_settle``), taken at every stop and with three
+    annotators named still moving, so that both of its parts run: the items no named
+    annotator rated, on their blocks (``blocks.settle_block``), and the named annotators
+    with their items, gathered, solved by the client and written back
+    (``_Sweeps.settle_items``, ``blocks.settle_write``). Each settle gives the in-memory
+    one's items' means, reliabilities and largest move, and the fits agree (measured:
+    estimates 2e-14 apart); the settles changed the fit (more sweeps than without them)."""
+    kw = dict(granularity=granularity, n_restarts=3, random_state=3)
+    unforced = quiet_fit(in_memory(**kw), ratings)
+    seen: dict[str, list] = {"mem": [], "dask": []}
+    mem_settle, dask_settle = _MemorySweeps.settle_items, _Sweeps.settle_items
+
+    def in_memory_settle(self, state, annotators):
+        new, moved = mem_settle(self, state, annotators)
+        seen["mem"].append((pd.Series(new.mu_m), new.eps.copy(), moved.max(), annotators.sum()))
+        return new, moved
+
+    def on_blocks(self, g, annotators):
+        new, moved = dask_settle(self, g, annotators)
+        got = self.bl.client.gather(self.bl.run(blocks.block_means, new.restart, new.slot))
+        seen["dask"].append((pd.concat(got).sort_index(), new.eps.copy(), moved.max()))
+        return new, moved
+
+    def named(window, n):
+        mask = np.zeros(n, dtype=bool)
+        mask[[0, 3, 7]] = True
+        return mask
+
+    monkeypatch.setattr(accel, "SETTLE_MOVE", 1e-12)
+    monkeypatch.setattr(accel, "still_moving", named)
+    monkeypatch.setattr(_MemorySweeps, "settle_items", in_memory_settle)
+    monkeypatch.setattr(_Sweeps, "settle_items", on_blocks)
+    mem = quiet_fit(in_memory(**kw, n_jobs=1), ratings)  # restarts in turn, as on Dask
+    dsk = quiet_fit(DaskOrdinalMixture(**kw, scheduler=client, n_partitions=3), ratings)
+    assert len(mem.trace_) > len(unforced.trace_)
+    assert len(seen["mem"]) == len(seen["dask"]) > 0
+    for (mu, eps, moved, named_n), (means, d_eps, d_moved) in zip(
+        seen["mem"], seen["dask"], strict=True
+    ):
+        assert named_n == 3 and moved > 0
+        mu.index = mem.items_.index
+        np.testing.assert_allclose(means.reindex(mu.index), mu, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(d_eps, eps, rtol=1e-9, atol=1e-12)
+        assert d_moved == pytest.approx(moved, rel=1e-6, abs=1e-12)
     assert_same_fit(mem, dsk, EST_RTOL, EST_ATOL)
 
 

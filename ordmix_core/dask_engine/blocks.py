@@ -25,7 +25,7 @@ during an accelerated sweep (as many states as the in-memory engine holds then).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 import pandas as pd
@@ -33,9 +33,10 @@ import pandas as pd
 from .. import accel, init, kernels, outputs, phases, updates
 from ..data import numeric_ratings
 from ..errors import InputError
-from ..problem import Problem
+from ..problem import Problem, State
 from ..queries import instance_queries, query_clash
 from ..rand import id_hash
+from ..settle import settle_items
 
 _REGISTRY: dict[str, Block] = {}
 
@@ -426,6 +427,62 @@ def eps_sums(fit_id: str, index: int, restart: int, slot: int, box: Box) -> dict
     a, c = updates.eps_block_terms(omega, eps_used[p.ann])
     g, h = updates.eps_block_sums(p.ann, a, c, x, p.n_annotators)
     return {"g": g, "h": h}
+
+
+def settle_block(fit_id: str, index: int, restart: int, src: int, dst: int, box: Box) -> dict:
+    """The block's share of ``settle.settle_items`` for the restart's state in slot ``src``,
+    written to slot ``dst``; ``box`` = ``(glob, busy)``: the client's global factors (a
+    ``State`` without the per-instance part) and the annotators whose blocks are solved
+    ((N,) bool).
+
+    A block sees all of its items' ratings but only part of an annotator's, so it solves the
+    blocks of its items that no busy annotator rated (the others held) and hands the client
+    the rest: ``linked`` (local codes of the items a busy annotator rated), their ratings
+    (``ann``, ``inst`` as an index into ``linked``, ``cat`` global or, at instance
+    granularity, as ``inst``, ``level``) and their q(z) (and local q(delta)), for the client
+    to solve with the busy annotators (``_Sweeps.settle_items``). ``max_move``: the largest
+    move of the block's own items. The new slot keeps ``src``'s q(y) (the next sweep's exact
+    eps step reads it, as in memory, where the settled state keeps the old omega)."""
+    b = _REGISTRY[f"{fit_id}/{index}"]
+    p = replace(b.problem)  # its per-rating views (``Problem.lo``, ...) live for this call only
+    glob, busy = box.value
+    loc = b.states[restart][src]
+    state = State(**{f.name: getattr(glob, f.name) for f in fields(State)})
+    state.mu_m, state.lam_m = loc.mu_m, loc.lam_m
+    if b.local_categories:
+        state.delta_shape, state.delta_rate = loc.delta_shape, loc.delta_rate
+    linked = np.zeros(p.n_instances, dtype=bool)
+    linked[p.inst[busy[p.ann]]] = True
+    new, moved = settle_items(p, state, None, hold=linked, own_delta=b.local_categories)
+    out = Local(new.mu_m, new.lam_m, omega=loc.omega)
+    if b.local_categories:
+        out.delta_shape, out.delta_rate = new.delta_shape, new.delta_rate
+    b.states[restart][dst] = out
+    codes = np.flatnonzero(linked)
+    rows = np.flatnonzero(linked[p.inst])
+    inst = np.searchsorted(codes, p.inst[rows]).astype(np.int32)
+    local = b.local_categories
+    return {
+        "max_move": float(moved.max()) if moved.size else 0.0,
+        "linked": codes,
+        "ann": p.ann[rows], "inst": inst, "cat": inst if local else p.cat_l[rows],
+        "level": p.level[rows], "mu_m": loc.mu_m[codes], "lam_m": loc.lam_m[codes],
+        "delta": (loc.delta_shape[codes], loc.delta_rate[codes]) if local else None,
+    }  # fmt: skip
+
+
+def settle_write(fit_id: str, index: int, restart: int, dst: int, box: Box) -> None:
+    """Writes into slot ``dst`` the client's solution of this block's ``linked`` items
+    (``box`` = {block index: ``(linked, mu_m, lam_m, delta or None)``})."""
+    b = _REGISTRY[f"{fit_id}/{index}"]
+    got = box.value.get(index)
+    if got is None:
+        return
+    codes, mu_m, lam_m, delta = got
+    loc = b.states[restart][dst]
+    loc.mu_m[codes], loc.lam_m[codes] = mu_m, lam_m
+    if delta is not None:
+        loc.delta_shape[codes], loc.delta_rate[codes] = delta
 
 
 def _extension_sums(p: Problem, bias_sums, spam_cells) -> dict:

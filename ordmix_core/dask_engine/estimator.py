@@ -67,6 +67,7 @@ from ..io import PARQUET_EXTENSIONS, TEXT_EXTENSIONS
 from ..model import Learned, OrdinalMixture, _emit
 from ..problem import Problem, State
 from ..rand import id_hash
+from ..settle import settle_items
 from . import blocks
 
 ProgressCallback = Callable[[int, int, float], "bool | None"]
@@ -335,7 +336,10 @@ class DaskOrdinalMixture(OrdinalMixture):
         sweeps.eps_pack = self._eps_pack()
         sweeps.exact_eps = self._exact_eps()
         step = accel.make_step(sweeps, self.accelerate, sweeps.exact_eps)
-        interrupted = self._schedule(runs, step, callback, branch=sweeps.branch_fn(ann_hash, sc))
+        settle = accel.make_settle(sweeps, sweeps.exact_eps)
+        interrupted = self._schedule(
+            runs, step, callback, branch=sweeps.branch_fn(ann_hash, sc), settle=settle
+        )
 
         def learned(g: _Global) -> Learned:
             parts = bl.run(blocks.block_results, g.restart, g.slot)
@@ -547,6 +551,57 @@ class _Sweeps:
 
         eps = updates.eps_block_solve(sums, np.asarray(g.eps, dtype=float), self.gp.n_per_ann > 0)
         return dataclasses.replace(g, eps=eps)
+
+    def settle_items(self, g: _Global, annotators: np.ndarray) -> tuple[_Global, np.ndarray]:
+        """``settle.settle_items`` of ``g`` with ``annotators`` ((N,) bool), as in memory, into
+        a new slot; ``(state, [largest move of an item's mean])``.
+
+        The problem splits: an item no named annotator rated is solved alone (the annotators
+        held), on its block (``blocks.settle_block``); the named annotators and the items
+        they rated form the other part, whose ratings the blocks hand over (a few annotators'
+        items) and the client solves like the in-memory engine, then writes back
+        (``blocks.settle_write``). A settle not taken leaves its slot until the restart's
+        next sweep drops it."""
+        bl, gp, local = self.bl, self.gp.at(True), self.local_cats
+        dst = self.next_slot[g.restart]
+        self.next_slot[g.restart] += 1
+        glob = State(**{f.name: getattr(g, f.name) for f in dataclasses.fields(State)})
+        busy = np.asarray(annotators, dtype=bool)
+        got = bl.client.gather(
+            bl.run(blocks.settle_block, g.restart, g.slot, dst, blocks.Box((glob, busy)))
+        )
+        moved = max(part["max_move"] for part in got)
+        sizes = [part["linked"].size for part in got]
+        new = dataclasses.replace(g, slot=dst)
+        if sum(sizes) and busy.any():
+            start = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+            inst = np.concatenate([part["inst"] + o for part, o in zip(got, start, strict=True)])
+            cat = inst if local else np.concatenate([part["cat"] for part in got])
+            p = gp.with_ratings(
+                np.concatenate([part["ann"] for part in got]), inst, cat,
+                np.concatenate([part["level"] for part in got]), sum(sizes),
+                sum(sizes) if local else gp.n_categories,
+            )  # fmt: skip
+            s = glob.copy()
+            s.mu_m = np.concatenate([part["mu_m"] for part in got])
+            s.lam_m = np.concatenate([part["lam_m"] for part in got])
+            if local:
+                s.delta_shape = np.concatenate([part["delta"][0] for part in got])
+                s.delta_rate = np.concatenate([part["delta"][1] for part in got])
+            t, move = settle_items(p, s, busy, own_delta=local)
+            moved = max(moved, float(move.max()))
+            back = {}
+            for i, (part, o, n) in enumerate(zip(got, start, sizes, strict=True)):
+                if n:
+                    at = slice(o, o + n)
+                    delta = (t.delta_shape[at], t.delta_rate[at]) if local else None
+                    back[i] = (part["linked"], t.mu_m[at], t.lam_m[at], delta)
+            bl.client.gather(bl.run(blocks.settle_write, g.restart, dst, bl.send(back)))
+            new = dataclasses.replace(
+                new, tau_shape=t.tau_shape, tau_rate=t.tau_rate, eps=t.eps,
+                bias_mean=t.bias_mean, bias_prec=t.bias_prec,
+            )  # fmt: skip
+        return new, np.array([moved])
 
     def alternative(self, g: _Global, window: list) -> tuple[_Global, float, int]:
         """``accel.alternative`` from the winner ``g``, whose slot the blocks keep meanwhile
