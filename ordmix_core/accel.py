@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 from scipy.special import expit, logit
 
+from . import libm
 from .problem import State
 from .restarts import POLISH_TOL, WINDOW, remaining_changes
 
@@ -74,7 +75,7 @@ def pack(group: str, x: np.ndarray, eps_pack: float = EPS_PACK) -> np.ndarray:
         return x
     if group == "eps":
         return logit(np.clip(x, eps_pack, 1 - eps_pack))
-    return np.log(x)
+    return libm.log(x)
 
 
 def group_terms(
@@ -119,7 +120,7 @@ def extrapolate(
             return q
         if group == "eps":
             return np.clip(expit(q), 1e-10, 1 - 1e-10)
-        x = np.exp(np.clip(q, -700, 700))
+        x = libm.exp(np.clip(q, -700, 700))
     if not np.all(np.isfinite(x) & (x > 0)):
         return None
     return x
@@ -230,11 +231,12 @@ def escaping(window: Sequence[np.ndarray], growth: float = FLIP_GROWTH) -> np.nd
     geometrically). Annotators at exactly 0 or 1 are left out."""
     e = np.asarray(window, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
-        side = np.where(e[-1] > 0.5, np.log1p(-e), np.log(e))
+        side = np.where(e[-1] > 0.5, libm.log1p(-e), libm.log(e))
     ok = np.all(np.isfinite(side), axis=0)
     side = np.where(ok, side, 0.0)
     t = np.arange(len(e)) - 0.5 * (len(e) - 1)
-    slope = (t @ (side - side.mean(axis=0))) / (t @ t)
+    # sums, not ``@``: BLAS kernels differ by CPU, and a slope at the threshold would flip
+    slope = np.sum(t[:, None] * (side - side.mean(axis=0)), axis=0) / np.sum(t * t)
     return np.flatnonzero(ok & (slope > growth))
 
 

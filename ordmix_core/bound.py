@@ -8,7 +8,9 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import digamma, gammaln, xlogy
 
-_LOG_2PI = np.log(2.0 * np.pi)
+from . import libm
+
+_LOG_2PI = libm.log(2.0 * np.pi)
 
 
 def rating_terms(
@@ -44,9 +46,9 @@ def instance_terms(mu_m: np.ndarray, lam_m: np.ndarray, mu: float, lam: float) -
     """Sum over instances of E[log N(z_m | mu, 1/lam)] + H[q(z_m)]; inputs (M,)."""
     d = mu_m - mu
     t = (
-        0.5 * np.log(lam / (2.0 * np.pi))
+        0.5 * libm.log(lam / (2.0 * np.pi))
         - 0.5 * lam * (d * d + 1.0 / lam_m)
-        + 0.5 * np.log(2.0 * np.pi * np.e / lam_m)
+        + 0.5 * libm.log(2.0 * np.pi * np.e / lam_m)
     )
     return float(np.sum(t))
 
@@ -54,7 +56,7 @@ def instance_terms(mu_m: np.ndarray, lam_m: np.ndarray, mu: float, lam: float) -
 def gamma_terms(shape: np.ndarray, rate: np.ndarray, shape0: float, rate0: float) -> float:
     """Sum of E[log Gamma(t | shape0, rate0)] + H[Gamma(shape, rate)] over q's factors."""
     dig = digamma(shape)
-    return gamma_terms_from(shape, rate, shape / rate, dig - np.log(rate), dig, shape0, rate0)
+    return gamma_terms_from(shape, rate, shape / rate, dig - libm.log(rate), dig, shape0, rate0)
 
 
 def gamma_terms_from(
@@ -67,8 +69,8 @@ def gamma_terms_from(
     rate0: float,
 ) -> float:
     """``gamma_terms`` from moments already computed (``updates.gamma_stats``); (N,) or (C,)."""
-    prior = shape0 * np.log(rate0) - gammaln(shape0) + (shape0 - 1.0) * e_logt - rate0 * e_t
-    entropy = shape - np.log(rate) + gammaln(shape) + (1.0 - shape) * dig
+    prior = shape0 * libm.log(rate0) - gammaln(shape0) + (shape0 - 1.0) * e_logt - rate0 * e_t
+    entropy = shape - libm.log(rate) + gammaln(shape) + (1.0 - shape) * dig
     return float(np.sum(prior + entropy))
 
 
@@ -76,7 +78,7 @@ def gold_instance_terms(mu_m: np.ndarray, gold_mask: np.ndarray, mu: float, lam:
     """Correction of ``instance_terms`` for gold instances (z observed at ``mu_m``): their
     term is ``log N(g_m | mu, 1/lam)``, no entropy. Returns what to add, (M,) inputs."""
     d = mu_m[gold_mask] - mu
-    return float(np.sum(0.5 * np.log(lam / (2.0 * np.pi)) - 0.5 * lam * d * d))
+    return float(np.sum(0.5 * libm.log(lam / (2.0 * np.pi)) - 0.5 * lam * d * d))
 
 
 def instance_terms_gold(
@@ -94,9 +96,9 @@ def instance_terms_gold(
 def bias_terms(bias_mean: np.ndarray, bias_prec: np.ndarray, lam_b: float) -> float:
     """Sum over annotators of E[log N(b_n | 0, 1/lam_b)] + H[q(b_n)]; inputs (N,)."""
     t = (
-        0.5 * np.log(lam_b / (2.0 * np.pi))
+        0.5 * libm.log(lam_b / (2.0 * np.pi))
         - 0.5 * lam_b * (bias_mean * bias_mean + 1.0 / bias_prec)
-        + 0.5 * np.log(2.0 * np.pi * np.e / bias_prec)
+        + 0.5 * libm.log(2.0 * np.pi * np.e / bias_prec)
     )
     return float(np.sum(t))
 

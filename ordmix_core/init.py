@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from . import libm
 from .rand import keyed_normal, keyed_uniform
 
 #: start of eps in every warm-started mixture (model-notes.md: eps0 = 0.99)
@@ -58,7 +59,7 @@ def init_annotators(
     tau_e = np.full(n_n.shape, 1.0 / step**2)
     eps = np.full(n_n.shape, EPS0 if spam else 1.0)
     if restart > 0:
-        tau_e = tau_e * np.exp(keyed_normal(hashes, key, stream=1))
+        tau_e = tau_e * libm.exp(keyed_normal(hashes, key, stream=1))
         if spam and random_eps:
             eps = 0.5 + 0.49 * keyed_uniform(hashes, key, stream=2)
     shape = 1.0 + 0.5 * n_n
@@ -78,7 +79,7 @@ def branch_instances(
 def branch_annotators(tau_rate: np.ndarray, hashes: np.ndarray, key: int) -> np.ndarray:
     """(N,) q(tau)'s rates of a branching restart: E[tau] of the warm-up times the restart's
     own log-normal factor, as ``init_annotators`` draws it."""
-    return tau_rate * np.exp(-keyed_normal(hashes, key, stream=1))
+    return tau_rate * libm.exp(-keyed_normal(hashes, key, stream=1))
 
 
 def init_categories(n_c: np.ndarray, phi: float, eta: float) -> tuple[np.ndarray, np.ndarray]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from . import libm
 from .errors import InputError
 
 
@@ -53,7 +54,7 @@ def ndcg(est: np.ndarray, truth: np.ndarray, query: np.ndarray | None = None) ->
             raise InputError(f"query has shape {query.shape} but the estimates {est.shape}")
         qcode = pd.factorize(query)[0].astype(np.int64)
     nq = int(qcode.max()) + 1
-    gain = np.exp2(truth) - 1.0
+    gain = libm.power(2.0, truth) - 1.0
     if not np.all(np.isfinite(est)):
         raise InputError("estimates contain NaN or infinite values; refit the method")
     tie_tol = 1e-14 * max(1.0, float(np.max(np.abs(est))))
@@ -63,7 +64,7 @@ def ndcg(est: np.ndarray, truth: np.ndarray, query: np.ndarray | None = None) ->
     q_sorted, e_sorted = qcode[order], est[order]
     start = np.searchsorted(q_sorted, np.arange(nq))
     rank = np.arange(g) - start[q_sorted] + 1  # 1-based
-    disc = 1.0 / np.log2(rank + 1.0)
+    disc = 1.0 / libm.log2(rank + 1.0)
     # tie groups: runs of equal (query, est) in sorted order share their mean discount
     new = np.ones(g, dtype=bool)
     new[1:] = (q_sorted[1:] != q_sorted[:-1]) | (e_sorted[:-1] - e_sorted[1:] > tie_tol)

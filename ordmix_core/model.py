@@ -44,7 +44,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
-from . import accel, decisions, init, kernels, options, outputs, phases, restarts, vb, warm
+from . import accel, decisions, init, kernels, libm, options, outputs, phases, restarts, vb, warm
 from . import updates as vb_updates
 from .base import CrowdEstimator
 from .data import CrowdData, Scale, prepare
@@ -589,7 +589,7 @@ class OrdinalMixture(CrowdEstimator):
         empty when categories are the Dask blocks') and the prior of tau."""
         return init.init_globals(
             p.n_per_ann, ann_hashes, n_c, key, restart, step, self.spam_, kind == "random",
-            p.phi, p.eta, p.bias, p.spam_dist, np.exp(p.log_pi),
+            p.phi, p.eta, p.bias, p.spam_dist, libm.exp(p.log_pi),
         )  # fmt: skip
 
     def _eps_pack(self) -> float:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import bound, kernels, updates
+from . import bound, kernels, libm, updates
 from .problem import Problem, State
 
 _SCRATCH = threading.local()
@@ -132,14 +132,14 @@ def annotator_factors(
     ``stats``: ``updates.gamma_stats`` of q(tau) if known.
     """
     e_tau, e_logtau, _ = updates.gamma_stats(tau_shape, tau_rate) if stats is None else stats
-    log_e_tau = np.log(e_tau)
+    log_e_tau = libm.log(e_tau)
     if p.bias:
         bias = (np.asarray(bias_mean, dtype=float), 1.0 / np.asarray(bias_prec, dtype=float))
     else:
         bias = (np.zeros_like(e_tau), np.zeros_like(e_tau))
     if not p.spam:
         return e_tau, log_e_tau, np.zeros_like(e_tau), *bias
-    logit_eps = np.log(eps) - np.log1p(-eps)
+    logit_eps = libm.log(eps) - libm.log1p(-eps)
     if p.exact and p.ordinal:  # E[log t] - log E[t] = digamma(shape) - log(shape)
         a_n = logit_eps + 0.5 * (e_logtau - log_e_tau)
     elif p.exact:
@@ -165,7 +165,7 @@ def category_factors(
     if stats is None:
         stats = updates.gamma_stats(delta_shape, delta_rate)
     e_delta, e_logdelta, _ = stats
-    log_e_delta = np.log(e_delta)
+    log_e_delta = libm.log(e_delta)
     if not p.spam:
         return e_delta, log_e_delta, np.zeros_like(e_delta)
     if p.exact and p.ordinal:
@@ -373,7 +373,7 @@ def annotator_step(
     alpha, beta = updates.gamma_prior_mle(e_tau, e_logtau, p.tau_rate_floor)
     f = 0.5 * dot(w_ann, e_logtau) - 0.5 * updates._LOG_2PI * float(w_ann.sum())
     if p.spam:
-        f += dot(w_ann, np.log(eps)) + dot(p.n_per_ann - w_ann, np.log1p(-eps))
+        f += dot(w_ann, libm.log(eps)) + dot(p.n_per_ann - w_ann, libm.log1p(-eps))
     f += bound.gamma_terms_from(tau_shape, tau_rate, e_tau, e_logtau, dig_tau, alpha, beta)
     return eps, alpha, beta, f
 

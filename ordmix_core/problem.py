@@ -15,7 +15,7 @@ from functools import cached_property
 
 import numpy as np
 
-from . import updates
+from . import libm, updates
 from .data import CrowdData, Scale
 
 
@@ -114,7 +114,7 @@ class Problem:
             level=empty,
             thresholds=np.asarray(scale.thresholds, dtype=float),
             values=np.asarray(scale.values, dtype=float),
-            log_pi=np.log(np.asarray(pi, dtype=float)),
+            log_pi=libm.log(np.asarray(pi, dtype=float)),
             n_per_ann=np.asarray(n_per_ann),
             n_instances=0,
             n_categories=int(n_categories),

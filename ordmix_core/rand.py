@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from . import libm
+
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -39,7 +41,7 @@ def keyed_normal(hashes: np.ndarray, key: int, stream: int = 0) -> np.ndarray:
     # 53-bit uniforms in (0, 1], then Box-Muller
     u1 = ((a >> np.uint64(11)).astype(np.float64) + 1.0) / 2.0**53
     u2 = (b >> np.uint64(11)).astype(np.float64) / 2.0**53
-    return np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * np.pi * u2)
+    return np.sqrt(-2.0 * libm.log(u1)) * libm.cos(2.0 * np.pi * u2)
 
 
 def keyed_uniform(hashes: np.ndarray, key: int, stream: int = 0) -> np.ndarray:

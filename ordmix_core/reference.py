@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import bound, updates
+from . import bound, libm, updates
 from .problem import Problem, State
 from .tn import tn_stats
 
@@ -77,7 +77,7 @@ def q_xy(p: Problem, s: State, rows: np.ndarray | None = None) -> Rated:
     if p.spam:
         cells = updates.spam_cells(ann, p.level[at], p.n_levels, p.spam_dist == "annotator")
         log_pi_l = updates.spam_log_table(p.spam_dist, p.log_pi, s.pi, s.dir_a).ravel()[cells]
-        log_eps, log1m_eps = np.log(s.eps), np.log1p(-s.eps)
+        log_eps, log1m_eps = libm.log(s.eps), libm.log1p(-s.eps)
         s_l = updates.expected_sq_inv(ex, var, centre_l, inv_lam_l + inv_bp_l)
         logit = updates.omega_logit(
             log_eps[ann], log1m_eps[ann], log_pi_l, e_logtau_l, e_logdelta_l, rho_l, s_l, ent,
@@ -178,7 +178,7 @@ def lower_bound(
     terms, the bias terms and the gold instances' terms are included.
     """
     if p.spam:
-        log_eps_l, log1m_eps_l = np.log(s.eps)[p.ann], np.log1p(-s.eps)[p.ann]
+        log_eps_l, log1m_eps_l = libm.log(s.eps)[p.ann], libm.log1p(-s.eps)[p.ann]
     else:
         log_eps_l = log1m_eps_l = 0.0
     log_pi_l = p.log_pi_l if p.spam_dist == "uniform" else 0.0

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import updates
+from . import libm, updates
 from .problem import Problem, State
 from .reference import q_xy
 from .restarts import MAX_RATE
@@ -151,4 +151,4 @@ def settle_items(
 def _annotator_view(p: Problem, s: State) -> np.ndarray:
     """(3, N): each annotator's eps, bias mean (0 without the bias) and log E[tau]."""
     bias = s.bias_mean if p.bias else np.zeros_like(s.eps)
-    return np.stack([s.eps, bias, np.log(s.tau_shape / s.tau_rate)])
+    return np.stack([s.eps, bias, libm.log(s.tau_shape / s.tau_rate)])

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from . import libm
 from .data import Scale
 
 
@@ -59,7 +60,7 @@ def simulate_crowd(
     b = scale.thresholds
     z = rng.uniform(b[0] + 0.25 * scale.step, b[-1] - 0.25 * scale.step, n_items)
     query = rng.integers(0, max(n_queries, 1), n_items)
-    delta = np.exp(rng.normal(0.0, difficulty_spread, max(n_queries, 1)))
+    delta = libm.exp(rng.normal(0.0, difficulty_spread, max(n_queries, 1)))
     tau = rng.gamma(4.0, expertise / 4.0, n_annotators) / scale.step**2
     n_spam = int(round(spammer_share * n_annotators))
     spam = np.zeros(n_annotators, dtype=bool)
@@ -67,7 +68,7 @@ def simulate_crowd(
     load = 1.0 / np.arange(1, n_annotators + 1) ** 0.5
     load = rng.permutation(load / load.sum())
     # each item: distinct annotators drawn with probability proportional to load
-    keys = rng.random((n_items, n_annotators)) ** (1.0 / load)
+    keys = libm.power(rng.random((n_items, n_annotators)), 1.0 / load)
     raters = np.argsort(-keys, axis=1)[:, :n_ratings_item]
     item = np.repeat(np.arange(n_items), n_ratings_item)
     ann = raters.ravel()

@@ -11,7 +11,9 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import log_ndtr
 
-_HALF_LOG_2PI = 0.5 * np.log(2.0 * np.pi)
+from . import libm
+
+_HALF_LOG_2PI = 0.5 * libm.log(2.0 * np.pi)
 
 # The branch thresholds, read by both implementations (this one and ``kernels.tn_scalar``) so
 # that the fused sweep follows the reference branch for branch.
@@ -45,7 +47,7 @@ def log_diff_ndtr(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     la = log_ndtr(a)
     lb = log_ndtr(b)
     with np.errstate(divide="ignore"):
-        return lb + np.log(-np.expm1(la - lb))
+        return lb + libm.log(-libm.expm1(la - lb))
 
 
 def tn_stats(lo: np.ndarray, hi: np.ndarray, mean: np.ndarray, prec: np.ndarray) -> TNStats:
@@ -65,12 +67,12 @@ def tn_stats(lo: np.ndarray, hi: np.ndarray, mean: np.ndarray, prec: np.ndarray)
     narrow = width < NARROW  # nearly a point: the density is flat across it
     log_z = np.where(
         narrow,
-        np.log(np.maximum(width, 1e-300)) - 0.5 * mid * mid - _HALF_LOG_2PI,
+        libm.log(np.maximum(width, 1e-300)) - 0.5 * mid * mid - _HALF_LOG_2PI,
         log_diff_ndtr(a, np.where(narrow, a + 1.0, b)),
     )
     # standard normal density over Z at the two ends, in log space
-    pa = np.exp(-0.5 * a * a - _HALF_LOG_2PI - log_z)
-    pb = np.exp(-0.5 * b * b - _HALF_LOG_2PI - log_z)
+    pa = libm.exp(-0.5 * a * a - _HALF_LOG_2PI - log_z)
+    pb = libm.exp(-0.5 * b * b - _HALF_LOG_2PI - log_z)
     m = np.clip(np.where(narrow, mid, pa - pb), a, b)  # E[s] in the mirrored frame
     e2 = 1.0 + (a * pa - b * pb)  # E[s^2]
     # a log-concave density on [a, b] has variance at most (b - a)^2 / 12 (uniform's)
@@ -82,12 +84,12 @@ def tn_stats(lo: np.ndarray, hi: np.ndarray, mean: np.ndarray, prec: np.ndarray)
         rate = -b[far]
         w = width[far]
         x = rate * w
-        q = np.exp(-x)
+        q = libm.exp(-x)
         # variance of an exponential(rate) truncated to [0, w]; its series where x is small
         exact = 1.0 / rate**2 - w * w * q / np.maximum(1.0 - q, 1e-300) ** 2
         series = w * w * (1.0 / 12.0 - x * x / 240.0)
         v[far] = np.clip(np.where(x > 1e-2, exact, series), 0.0, vmax[far])
     e2 = v + m * m
     ex = mean + np.where(flip, -m, m) * sd
-    entropy = _HALF_LOG_2PI + np.log(sd) + log_z + 0.5 * e2
+    entropy = _HALF_LOG_2PI + libm.log(sd) + log_z + 0.5 * e2
     return TNStats(ex=ex, var=v * sd * sd, log_z=log_z, entropy=entropy)

@@ -13,7 +13,9 @@ from collections.abc import Callable
 import numpy as np
 from scipy.special import digamma, expit, polygamma
 
-_LOG_2PI = np.log(2.0 * np.pi)
+from . import libm
+
+_LOG_2PI = libm.log(2.0 * np.pi)
 #: eps is kept this far inside (0, 1) so that log eps and log(1 - eps) stay finite
 EPS_FLOOR = 1e-10
 #: lower limit of the learned rate beta of the expertise prior (see gamma_prior_mle)
@@ -29,7 +31,7 @@ def gamma_moments(shape: np.ndarray, rate: np.ndarray) -> tuple[np.ndarray, np.n
 def gamma_stats(shape: np.ndarray, rate: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``E[t]``, ``E[log t]`` and ``digamma(shape)`` of Gamma(shape, rate); each as input."""
     dig = digamma(shape)
-    return shape / rate, dig - np.log(rate), dig
+    return shape / rate, dig - libm.log(rate), dig
 
 
 def expected_sq(ex: np.ndarray, var: np.ndarray, mu_l: np.ndarray, lam_l: np.ndarray) -> np.ndarray:
@@ -71,7 +73,7 @@ def omega_logit(
         if entropy_l is not None:
             out = out + entropy_l
         return out
-    return base + 0.5 * np.log(rho_l)
+    return base + 0.5 * libm.log(rho_l)
 
 
 def omega_from_logit(logit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -265,13 +267,13 @@ def gamma_prior_mle(
     """
     mean_t = float(np.mean(e_t))
     mean_logt = float(np.mean(e_logt))
-    s = float(np.log(mean_t) - mean_logt)
+    s = float(libm.log(mean_t) - mean_logt)
     if not np.isfinite(s) or s <= 1.0 / max_shape:
         alpha = max_shape
     else:
         alpha = (3.0 - s + np.sqrt((s - 3.0) ** 2 + 24.0 * s)) / (12.0 * s)
         for _ in range(50):
-            g = np.log(alpha) - digamma(alpha) - s
+            g = libm.log(alpha) - digamma(alpha) - s
             h = 1.0 / alpha - polygamma(1, alpha)
             new = 1.0 / (1.0 / alpha + g / (alpha * alpha * h))
             if not np.isfinite(new) or new <= 0:
@@ -283,7 +285,7 @@ def gamma_prior_mle(
     beta = alpha / mean_t
     if beta < min_rate:
         beta = min_rate
-        alpha = min(inverse_digamma(np.log(beta) + mean_logt), max_shape)
+        alpha = min(inverse_digamma(libm.log(beta) + mean_logt), max_shape)
     return alpha, beta
 
 
@@ -291,7 +293,9 @@ def inverse_digamma_array(y: np.ndarray, iters: int = 8) -> np.ndarray:
     """``inverse_digamma`` elementwise on an array (the same start and Newton steps)."""
     y = np.asarray(y, dtype=float)
     x = np.where(
-        y >= -2.22, np.exp(np.minimum(y, 700.0)) + 0.5, -1.0 / (np.minimum(y, -2.22) - digamma(1.0))
+        y >= -2.22,
+        libm.exp(np.minimum(y, 700.0)) + 0.5,
+        -1.0 / (np.minimum(y, -2.22) - digamma(1.0)),
     )
     for _ in range(iters):
         x = x - (digamma(x) - y) / polygamma(1, x)
@@ -300,7 +304,7 @@ def inverse_digamma_array(y: np.ndarray, iters: int = 8) -> np.ndarray:
 
 def inverse_digamma(y: float, iters: int = 8) -> float:
     """x with digamma(x) = y (Minka's initialisation and Newton iterations)."""
-    x = np.exp(y) + 0.5 if y >= -2.22 else -1.0 / (y - digamma(1.0))
+    x = libm.exp(y) + 0.5 if y >= -2.22 else -1.0 / (y - digamma(1.0))
     for _ in range(iters):
         x = x - (digamma(x) - y) / polygamma(1, x)
     return float(x)
@@ -339,7 +343,7 @@ def spam_log_table(
     (``uniform``: the fixed ``log_pi``; ``global``: the learned ``pi``), (N, K) per annotator
     (``annotator``: digamma(a_nk) - digamma(sum_k a_nk))."""
     if spam_dist == "global":
-        return np.log(pi)[None, :]
+        return libm.log(pi)[None, :]
     if spam_dist == "annotator":
         return digamma(dir_a) - digamma(dir_a.sum(axis=1, keepdims=True))
     return np.asarray(log_pi, dtype=float)[None, :]
@@ -399,10 +403,10 @@ def _dirichlet_kappa(sum_el: np.ndarray, n: int, pi: np.ndarray) -> float:
     (concave in kappa): bisection on log kappa in ``KAPPA_RANGE``."""
 
     def grad(lk: float) -> float:
-        k = np.exp(lk)
+        k = libm.exp(lk)
         return n * (digamma(k) - np.sum(pi * digamma(k * pi))) + float(np.sum(pi * sum_el))
 
-    lo, hi = np.log(KAPPA_RANGE[0]), np.log(KAPPA_RANGE[1])
+    lo, hi = libm.log(KAPPA_RANGE[0]), libm.log(KAPPA_RANGE[1])
     if grad(hi) > 0:
         return KAPPA_RANGE[1]
     if grad(lo) < 0:
@@ -413,7 +417,7 @@ def _dirichlet_kappa(sum_el: np.ndarray, n: int, pi: np.ndarray) -> float:
             lo = mid
         else:
             hi = mid
-    return float(np.exp(0.5 * (lo + hi)))
+    return float(libm.exp(0.5 * (lo + hi)))
 
 
 def update_annotator_pi(

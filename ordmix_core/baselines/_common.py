@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .. import libm
 from ..data import CrowdData
 
 
@@ -27,9 +28,9 @@ def posterior_frame(post: np.ndarray, data: CrowdData) -> pd.DataFrame:
 def normalize_log(logp: np.ndarray) -> tuple[np.ndarray, float]:
     """Row-normalise (M, K) log-probabilities; returns probabilities and the total log-evidence."""
     mx = logp.max(axis=1, keepdims=True)
-    p = np.exp(logp - mx)
+    p = libm.exp(logp - mx)
     s = p.sum(axis=1, keepdims=True)
-    return p / s, float(np.sum(np.log(s) + mx))
+    return p / s, float(np.sum(libm.log(s) + mx))
 
 
 def modal_level(counts: np.ndarray, values: np.ndarray, center: np.ndarray) -> np.ndarray:

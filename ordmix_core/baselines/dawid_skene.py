@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .. import libm
 from ..base import CrowdEstimator
 from ..data import CrowdData, Scale
 from ..errors import InputError
@@ -35,12 +36,12 @@ def ds_m_step(post: np.ndarray, data: CrowdData, smoothing: float) -> tuple[np.n
 def ds_e_step(conf: np.ndarray, priors: np.ndarray, data: CrowdData) -> tuple[np.ndarray, float]:
     """Class posteriors (M, K) and the log-likelihood given confusions (N, K, K), priors (K,)."""
     k, m = data.scale.k, data.n_instances
-    logc = np.log(conf)  # (N, K, K)
+    logc = libm.log(conf)  # (N, K, K)
     contrib = logc[data.ann, :, data.level]  # (L, K): log p(observed | true = t)
     logp = np.empty((m, k))
     for t in range(k):
         logp[:, t] = np.bincount(data.inst, weights=contrib[:, t], minlength=m)
-    return normalize_log(logp + np.log(priors)[None, :])
+    return normalize_log(logp + libm.log(priors)[None, :])
 
 
 class DawidSkene(CrowdEstimator):

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 from scipy.special import expit
 
+from .. import libm
 from ..base import CrowdEstimator
 from ..data import CrowdData, Scale
 from ..errors import InputError
@@ -15,7 +16,7 @@ from ._common import normalize_log, posterior_frame
 
 def log_sigmoids(s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``log sigmoid(s)`` and ``log sigmoid(-s)`` for (L,) ``s``, stable for any sign."""
-    t = np.log1p(np.exp(-np.abs(s)))
+    t = libm.log1p(libm.exp(-np.abs(s)))
     return -(np.maximum(-s, 0.0) + t), -(np.maximum(s, 0.0) + t)
 
 
@@ -28,8 +29,8 @@ def glad_e_step(
     other K-1 levels.
     """
     k, m = data.scale.k, data.n_instances
-    lc, lw = log_sigmoids(alpha[data.ann] * np.exp(log_beta[data.inst]))
-    lw = lw - np.log(k - 1)
+    lc, lw = log_sigmoids(alpha[data.ann] * libm.exp(log_beta[data.inst]))
+    lw = lw - libm.log(k - 1)
     base = np.bincount(data.inst, weights=lw, minlength=m)  # (M,) all ratings wrong
     hit = np.bincount(data.inst * k + data.level, weights=lc - lw, minlength=m * k)
     return normalize_log(base[:, None] + hit.reshape(m, k) + log_prior[None, :])
@@ -54,7 +55,7 @@ def _newton_block(
     g = x.size
 
     def q_of(xx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        s = coef * (np.exp(xx) if exp_link else xx)[group]
+        s = coef * (libm.exp(xx) if exp_link else xx)[group]
         lc, lw = log_sigmoids(s)
         q = np.bincount(group, weights=p * lc + (1.0 - p) * lw, minlength=g)
         return q - 0.5 * (xx - prior) ** 2, s
@@ -123,7 +124,7 @@ class GLAD(CrowdEstimator):
         if k == 1:  # nothing to infer: every item is on the only level
             post = np.ones((m, 1))
         else:
-            log_prior = np.full(k, -np.log(k))
+            log_prior = np.full(k, -libm.log(k))
             post, ll = glad_e_step(alpha, log_beta, log_prior, data)
             obj = ll - self._penalty(alpha, log_beta)
             for it in range(1, self.max_iter + 1):
@@ -133,7 +134,7 @@ class GLAD(CrowdEstimator):
                 gain, obj, self.n_iter_ = (new_obj - obj) / data.n_ratings, new_obj, it
                 if abs(gain) < self.tol:
                     break
-        self.alpha_, self.beta_ = alpha, np.exp(log_beta)
+        self.alpha_, self.beta_ = alpha, libm.exp(log_beta)
         self.log_likelihood_ = ll
         self.map_level_ = np.argmax(post, axis=1)
         self.posterior_ = posterior_frame(post, data)
@@ -156,7 +157,7 @@ class GLAD(CrowdEstimator):
         p = post[data.inst, data.level]  # (L,) posterior that the label is correct
         ann, inst = data.ann, data.inst
         for _ in range(self.m_step_max_iter):
-            b = np.exp(log_beta)[inst]  # (L,)
+            b = libm.exp(log_beta)[inst]  # (L,)
             new_alpha = _newton_block(alpha, self.prior_alpha, ann, b, p, exp_link=False)
             a = new_alpha[ann]  # (L,)
             new_lb = _newton_block(log_beta, self.prior_log_beta, inst, a, p, exp_link=True)
