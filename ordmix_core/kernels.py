@@ -25,8 +25,8 @@ tail, the narrow-interval and the far-tail branches, at ``tn.py``'s thresholds, 
 ``erfcx``-type evaluation per interval end: ``Phi(x) = erfcx(-x/sqrt 2) exp(-x^2/2) / 2`` gives
 log Z, and ``phi(x)/Z`` follows from the same numbers, so each interval costs two table-driven
 ``erfcx`` (no exp inside), one exp and one log. ``erfcx`` is evaluated as in Faddeeva/scipy:
-degree-6 polynomials on 100 pieces of ``400/(4+x)`` (fitted at import to scipy's ``erfcx``,
-relative error < 2e-15), a continued fraction beyond 50.
+degree-6 polynomials on 100 pieces of ``400/(4+x)`` (fitted to scipy's ``erfcx``, relative
+error < 3e-15, and stored: ``erfcx_table``), a continued fraction beyond 50.
 
 ``USE_JIT`` (False when numba is missing or ``ORDMIX_NO_JIT=1``) tells ``vb.sweep`` whether to
 use these kernels or the numpy reference. Without numba the functions below still run, as slow
@@ -46,6 +46,7 @@ from numpy.polynomial import chebyshev as _cheb
 from scipy.special import erfcx as _erfcx_ref
 
 from . import tn
+from .erfcx_table import ERFCX_TABLE as ERFCX_TABLE
 from .jit import CACHE as CACHE  # re-exported: where the compiled kernels are cached
 from .jit import CACHE_WHERE as CACHE_WHERE
 from .jit import HAVE_NUMBA as HAVE_NUMBA
@@ -64,8 +65,10 @@ _ERF_SMALL = 1.19  # |a| below this and width below 1: Z from erf (no cancellati
 _ERFCX_DEG = 6
 
 
-def _erfcx_table() -> np.ndarray:
-    """(100, 7) monomial coefficients: erfcx(400/(j + (t+1)/2) - 4) on t in [-1, 1], piece j."""
+def fit_erfcx_table() -> np.ndarray:
+    """(100, 7) monomial coefficients: erfcx(400/(j + (t+1)/2) - 4) on t in [-1, 1], piece j;
+    how ``erfcx_table.ERFCX_TABLE`` was made (its last bits depend on the CPU's BLAS kernel,
+    so the kernels read the stored table)."""
     nodes = np.cos(np.pi * (np.arange(_ERFCX_DEG + 1) + 0.5) / (_ERFCX_DEG + 1))
     tab = np.zeros((100, _ERFCX_DEG + 1))
     vander = _cheb.chebvander(nodes, _ERFCX_DEG)
@@ -78,8 +81,6 @@ def _erfcx_table() -> np.ndarray:
         tab[j, : poly.size] = poly
     return tab
 
-
-ERFCX_TABLE: np.ndarray = _erfcx_table()
 
 #: what ``tn_scalar`` needs besides the interval: the erfcx table and ``tn.py``'s branch
 #: thresholds (``FAR_TAIL``, ``NARROW``), passed as an argument: a global read from another

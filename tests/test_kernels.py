@@ -67,6 +67,18 @@ def test_erfcx_table_matches_scipy() -> None:
     assert np.max(np.abs(got / ref - 1.0)) < 3e-15
 
 
+def test_the_stored_erfcx_table_is_the_fit_and_cannot_change() -> None:
+    """``erfcx_table`` is ``fit_erfcx_table``'s result up to the last bits a CPU's BLAS kernel
+    decides (a fresh fit here is within 1e-12 of it, relative), and it is stored so that the
+    kernels read the same bits on every machine: read-only, and the fit's own bits unread."""
+    fresh = kernels.fit_erfcx_table()
+    np.testing.assert_allclose(kernels.ERFCX_TABLE, fresh, rtol=1e-12, atol=0)
+    assert kernels.TN_CONSTS[0] is kernels.ERFCX_TABLE and not kernels.ERFCX_TABLE.flags.writeable
+    assert kernels.ERFCX_TABLE.shape == (100, 7) and kernels.ERFCX_TABLE[0, 0] == float.fromhex(
+        "0x1.739ae282f9569p-11"
+    )
+
+
 @pytest.mark.parametrize("seed", [0, 1])
 def test_tn_stats_equal_reference_on_random_intervals(seed: int) -> None:
     lo, hi, mean, prec = _random_intervals(N_RANDOM, seed)
