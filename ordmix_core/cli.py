@@ -8,11 +8,13 @@ before any compute. Ctrl-C exits 130 and leaves earlier output intact.
 from __future__ import annotations
 
 import argparse
+import gc
 import re
 import socket
 import sys
 import textwrap
 from collections.abc import Sequence
+from typing import NoReturn
 
 from . import __version__, options
 from .cli_common import Progress, collect_warnings, folder_name, n_runs, print_warnings
@@ -283,5 +285,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+def run() -> NoReturn:
+    """The ``ordmix`` program: :func:`main`, then exit with its code. The command's work is
+    done and its files closed by then, so the garbage collector is frozen first: the
+    interpreter's last collection at exit walks every object numba made (its typing and
+    target registries) and took 0.2-0.5 s of an ``ordmix fit`` of TREC RF10 (0.03 s frozen).
+    Objects still alive are freed as always; ``atexit`` handlers and ``weakref.finalize``
+    still run. Tests call :func:`main`, which leaves the collector alone."""
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    gc.freeze()
+    sys.exit(code)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    run()
