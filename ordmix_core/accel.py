@@ -425,6 +425,7 @@ def make_step(engine: Sweeps, accelerate: bool, exact_eps: bool = True) -> StepF
             start = s
             new, f, extra = engine.sweep(s, spam, history)
         swept = engine.swept(s)
+        del start  # it may be s itself or share s's omega (eps_start), which goes next
         if swept:  # s is history from here on: its omega is freed before the proposal's sweep
             s = for_history(s)
             run.state, run.history = s, None  # (no other reference to the old s is kept)

@@ -148,6 +148,37 @@ def test_history_keeps_the_older_state_without_omega(monkeypatch):
     np.testing.assert_array_equal(lean.estimates_.to_numpy(), whole.estimates_.to_numpy())
 
 
+@pytest.mark.filterwarnings("ignore::ordmix_core.errors.ConvergenceWarning")
+def test_the_sweep_from_a_proposal_runs_without_the_omega_of_the_state_before(monkeypatch):
+    """While the proposal is swept, the per-rating omega of the state the step swept from is
+    gone (8 bytes a rating: 80 MB of the 10M-rating fit's peak), also when the step started
+    from that state with its block-optimal eps (``eps_start``, which shares the omega)."""
+    import weakref
+
+    from ordmix_core import model
+    from ordmix_core.model import OrdinalMixture
+    from ordmix_core.simulate import simulate_crowd
+
+    ratings = simulate_crowd(
+        n_items=150, n_annotators=12, ratings_per_item=4, random_state=3
+    ).ratings
+    before, alive = [], []
+    real_history, real_proposal = accel.for_history, model._MemorySweeps.sweep_proposal
+
+    def spy_history(s):
+        before.append(weakref.ref(s.omega))
+        return real_history(s)
+
+    def spy_proposal(self, proposal, spam, states):
+        alive.append(before[-1]() is not None)
+        return real_proposal(self, proposal, spam, states)
+
+    monkeypatch.setattr(accel, "for_history", spy_history)
+    monkeypatch.setattr(model._MemorySweeps, "sweep_proposal", spy_proposal)
+    OrdinalMixture(n_restarts=1, max_iter=40, random_state=1, n_jobs=1).fit(ratings)
+    assert len(alive) >= 3 and not any(alive)
+
+
 def test_escaping_finds_a_geometric_escape_towards_the_other_side():
     """Over the window, ``1 - eps`` of a reliable annotator (``eps`` of an unreliable one)
     growing by more than ``FLIP_GROWTH`` a sweep in log: growth 2% and 1% are found, 0.3%,
