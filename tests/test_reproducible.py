@@ -341,8 +341,8 @@ def test_near_tied_restarts_that_disagree_mark_items_unstable_on_trec(
     restarts, seed 4: bounds -120,527.0 and -120,527.5, within the gap of 12.1) but put items
     on different levels: the items they disagree on are unstable (638), recomputed here from
     the two states, and counted in summary.json. The settle at the stop leaves no annotator
-    still moving, so the fit makes no alternative. Two-restart fits of seeds 0-19 ended near-tied at this
-    seed only (the others 17-260 nats apart)."""
+    still moving, so the fit makes no alternative. Two-restart fits of seeds 0-19 ended
+    near-tied at this seed only (the others 17-260 nats apart)."""
     m, runs = _fit_keeping_runs(monkeypatch, trec, n_restarts=2, random_state=NEAR_TIED_SEED)
     assert m.ensemble_ == [m.best_restart_, 1 - m.best_restart_]
     assert abs(runs[0].lower_bound - runs[1].lower_bound) <= m.ensemble_gap_
