@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from .data import CrowdData, Scale, prepare
+from .data import CrowdData, Scale, id_array, prepare
 
 
 class CrowdEstimator:
@@ -36,7 +36,7 @@ class CrowdEstimator:
         self.data_ = data
         self.scale_ = data.scale
         self.estimates_ = pd.Series(
-            est, index=pd.Index(data.instances, name="instance"), name="estimate"
+            est, index=pd.Index(id_array(data.instances), name="instance"), name="estimate"
         )
         return self
 

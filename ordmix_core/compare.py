@@ -14,7 +14,7 @@ import pandas as pd
 from . import options
 from .base import CrowdEstimator
 from .baselines import BASELINES
-from .data import GRANULARITIES, CrowdData, Scale, fmt_scale, prepare
+from .data import GRANULARITIES, CrowdData, Scale, fmt_scale, id_array, prepare
 from .errors import InputError
 from .metrics import _gold_series, evaluate
 from .model import OrdinalMixture
@@ -182,7 +182,7 @@ def compare_methods(
     model_params = _model_params(params, n_restarts)
     truth = _check_gold(gold, data)
     queries = (
-        pd.Series(data.inst_query, index=pd.Index(data.instances, name="instance"))
+        pd.Series(data.inst_query, index=pd.Index(id_array(data.instances), name="instance"))
         if data.inst_query is not None
         else None
     )
@@ -228,7 +228,7 @@ def _model_params(params: Mapping[str, Any] | None, n_restarts: int | None) -> d
 def _check_gold(gold: pd.Series | pd.DataFrame, data: CrowdData) -> pd.Series:
     """The gold items that have ratings; InputError if none has or a truth is off the scale."""
     truth = _gold_series(gold).dropna()
-    rated = truth.index.isin(pd.Index(data.instances))
+    rated = truth.index.isin(pd.Index(id_array(data.instances)))
     if not rated.any():
         raise InputError(
             "no gold item has ratings; check that the gold file's instance IDs are the ones in "

@@ -764,16 +764,45 @@ def rating_levels(
     return sc, level
 
 
+#: from this many distinct instance IDs on, ``crowd_from_coded`` keeps them Arrow-backed
+#: (``compact_ids``): 2M IDs of 11 characters are 138 MB as Python strings, alive through every
+#: sweep of a fit that needs them only to start (``rand.id_hash``) and to name its results
+COMPACT_IDS = 1_000_000
+
+
+def compact_ids(ids: np.ndarray) -> Any:
+    """Distinct IDs ``ids`` (n,) object as they are kept in :class:`CrowdData`: as they are
+    below ``COMPACT_IDS``, else as an Arrow-backed pandas string array (about 20 bytes an ID
+    of 11 characters instead of 69). Either indexes like an array; :func:`id_array` turns
+    either back into an object array."""
+    if len(ids) < COMPACT_IDS:
+        return ids
+    return pd.array(ids, dtype=pd.StringDtype("pyarrow"))
+
+
+def id_array(ids: Any) -> np.ndarray:
+    """IDs (n,) as an object array of ``str``: ``ids`` itself when it is one, else the strings
+    of a :func:`compact_ids` array (made now: they live as long as the caller keeps them)."""
+    if isinstance(ids, np.ndarray):
+        return ids
+    return np.asarray(ids, dtype=object)
+
+
 @dataclass
 class CrowdData:
-    """Integer-coded ratings. ``L`` ratings, ``M`` instances, ``N`` annotators, ``C`` categories."""
+    """Integer-coded ratings. ``L`` ratings, ``M`` instances, ``N`` annotators, ``C`` categories.
+
+    ``instances`` (and ``categories`` at instance granularity, the same IDs) is an object
+    array, or for ``COMPACT_IDS`` or more instances read from coded IDs an Arrow-backed string
+    array (:func:`compact_ids`); :func:`id_array` gives an object array of either.
+    """
 
     scale: Scale
     ann: np.ndarray  # (L,) int32 annotator code
     inst: np.ndarray  # (L,) int32 instance code
     level: np.ndarray  # (L,) int32 level index 0..K-1
     annotators: np.ndarray  # (N,) object: annotator IDs
-    instances: np.ndarray  # (M,) object: instance IDs
+    instances: np.ndarray  # (M,) object (or compact_ids'): instance IDs
     inst_query: np.ndarray | None = None  # (M,) object: query ID of each instance, if known
     cat_of_inst: np.ndarray = field(default=None)  # (M,) int32 category of each instance
     categories: np.ndarray = field(default=None)  # (C,) object: category names
@@ -904,7 +933,7 @@ def crowd_from_coded(
         inst=inst,
         level=level,
         annotators=annotators,
-        instances=instances,
+        instances=compact_ids(instances),  # the frame's strings go with the frame
         inst_query=inst_query,
     )
     return data.with_granularity(granularity)

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from .compare import ABLATION, TABLE1, Seed, compare_methods, select_methods
-from .data import CrowdData, Scale, prepare
+from .data import CrowdData, Scale, id_array, prepare
 from .errors import InputError
 
 #: resource bounds: fake ratings per instance (the paper goes to 9) and levels per run
@@ -59,7 +59,7 @@ def add_spam(data: CrowdData, per_instance: int, rng: np.random.Generator) -> pd
     real = pd.DataFrame(
         {
             "annotator": data.annotators[data.ann],
-            "instance": data.instances[data.inst],
+            "instance": id_array(data.instances)[data.inst],
             "rating": data.values,
         }
     )
@@ -79,7 +79,7 @@ def add_spam(data: CrowdData, per_instance: int, rng: np.random.Generator) -> pd
     fake = pd.DataFrame(
         {
             "annotator": np.char.add("fake-spammer-", fake_ann.ravel().astype(str)).astype(object),
-            "instance": data.instances[inst],
+            "instance": id_array(data.instances)[inst],
             "rating": data.scale.values[rng.integers(0, data.scale.k, n_fake)],
         }
     )

@@ -47,7 +47,7 @@ import pandas as pd
 from . import accel, decisions, init, kernels, libm, options, outputs, phases, restarts, vb, warm
 from . import updates as vb_updates
 from .base import CrowdEstimator
-from .data import CrowdData, Scale, prepare
+from .data import CrowdData, Scale, id_array, prepare
 from .errors import CollapseWarning, ConvergenceWarning, InputError
 from .rand import id_hash
 from .settle import settle_items
@@ -422,12 +422,14 @@ class OrdinalMixture(CrowdEstimator):
 
         def learned(s: vb.State) -> Learned:
             n_m = np.bincount(data.inst, minlength=data.n_instances)
-            cat_names = data.categories[data.cat_of_inst]
+            ids = id_array(data.instances)  # made here, after the sweeps (compact_ids)
+            cat_ids = ids if data.categories is data.instances else id_array(data.categories)
+            cat_names = cat_ids[data.cat_of_inst]
             items = outputs.items_frame(
-                data.instances, s.mu_m, s.lam_m, n_m, data.inst_query, cat_names, p.gold_mask
+                ids, s.mu_m, s.lam_m, n_m, data.inst_query, cat_names, p.gold_mask
             )
             n_c = np.bincount(data.cat, minlength=data.n_categories)
-            cats = outputs.categories_frame(data.categories, s.delta_shape, s.delta_rate, n_c)
+            cats = outputs.categories_frame(cat_ids, s.delta_shape, s.delta_rate, n_c)
             w_ann = np.bincount(data.ann, weights=s.omega, minlength=data.n_annotators)
             return items, cats, w_ann, s.omega
 

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .data import COLUMN_ALIASES, CrowdData, Scale, fmt_scale, prepare
+from .data import COLUMN_ALIASES, CrowdData, Scale, fmt_scale, id_array, prepare
 from .errors import InputError
 
 
@@ -50,7 +50,7 @@ class Dataset:
         d = self.data
         cols = {
             "annotator": d.annotators[d.ann],
-            "instance": d.instances[d.inst],
+            "instance": id_array(d.instances)[d.inst],
             "rating": d.values,
         }
         if d.inst_query is not None:

@@ -50,7 +50,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .data import CrowdData, fmt_scale
+from .data import CrowdData, fmt_scale, id_array
 from .errors import InputError
 from .fitfolder import check_folder, read_fit_table, read_summary
 from .problem import Problem, State
@@ -290,7 +290,7 @@ def _by_text(frame: pd.DataFrame) -> pd.DataFrame:
 
 def _match(index: pd.Index, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Positions in ``ids`` that ``index`` (text) holds, and their rows in ``index``."""
-    rows = index.get_indexer(pd.Index(ids).astype(str))
+    rows = index.get_indexer(pd.Index(id_array(ids)).astype(str))
     at = np.flatnonzero(rows >= 0)
     return at, rows[at]
 

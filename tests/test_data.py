@@ -298,3 +298,55 @@ def test_blank_ids_are_refused_whatever_the_whitespace():
             for check in (prepare, normalize_columns):
                 with pytest.raises(InputError, match=r"row 3 .*empty 'annotator' cell"):
                     check(frame)
+
+
+def _crowd_frame(seed: int = 4) -> pd.DataFrame:
+    from ordmix_core.simulate import simulate_crowd
+
+    r = simulate_crowd(n_items=60, n_annotators=8, random_state=seed).ratings
+    r["query"] = "q" + (r["instance"].str.len() % 3).astype(str)
+    return r
+
+
+def test_many_instance_ids_are_kept_arrow_backed_and_read_back_as_the_same_strings(
+    monkeypatch,
+):
+    """From ``COMPACT_IDS`` instances on, ``CrowdData.instances`` holds no Python string per
+    ID (issue 14: 138 MB at 2M IDs, alive through every sweep); ``id_array`` gives them back."""
+    import ordmix_core.data as data_mod
+
+    frame = _crowd_frame()
+    plain = prepare(frame)
+    assert isinstance(plain.instances, np.ndarray) and plain.instances.dtype == object
+    monkeypatch.setattr(data_mod, "COMPACT_IDS", plain.n_instances)
+    compact = prepare(frame)
+    assert not isinstance(compact.instances, np.ndarray)
+    assert compact.instances.dtype.storage == "pyarrow"
+    assert compact.n_instances == plain.n_instances
+    assert compact.categories is compact.instances  # instance granularity: the same IDs
+    back = data_mod.id_array(compact.instances)
+    assert back.dtype == object and back.tolist() == plain.instances.tolist()
+    assert data_mod.id_array(plain.instances) is plain.instances  # no copy of an object array
+    monkeypatch.setattr(data_mod, "COMPACT_IDS", plain.n_instances + 1)
+    assert isinstance(prepare(frame).instances, np.ndarray)
+
+
+@pytest.mark.parametrize("granularity", ["instance", "query"])
+def test_a_fit_from_arrow_backed_ids_equals_the_fit_from_object_ids(monkeypatch, granularity):
+    """The results name the same instances and categories, with the same numbers, whichever
+    way ``CrowdData`` keeps the IDs (the fit's frames are built from ``id_array``)."""
+    import ordmix_core.data as data_mod
+    from ordmix_core.baselines import DawidSkene
+
+    frame = _crowd_frame(seed=7)
+    kw = dict(n_restarts=2, random_state=0, granularity=granularity)
+    fits, ds = [], []
+    for compact in (False, True):
+        monkeypatch.setattr(data_mod, "COMPACT_IDS", 1 if compact else 10**9)
+        data = prepare(frame, granularity=granularity)
+        assert isinstance(data.instances, np.ndarray) is not compact
+        fits.append(OrdinalMixture(**kw).fit(data))
+        ds.append(DawidSkene().fit(prepare(frame)).estimates_)
+    for attr in ("items_", "annotators_", "categories_"):
+        pd.testing.assert_frame_equal(getattr(fits[0], attr), getattr(fits[1], attr))
+    pd.testing.assert_series_equal(ds[0], ds[1])

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from .. import libm
-from ..data import CrowdData
+from ..data import CrowdData, id_array
 
 
 def level_counts(data: CrowdData, weights: np.ndarray | None = None) -> np.ndarray:
@@ -20,7 +20,7 @@ def posterior_frame(post: np.ndarray, data: CrowdData) -> pd.DataFrame:
     """(M, K) class probabilities as a DataFrame: rows instances, columns scale values."""
     return pd.DataFrame(
         post,
-        index=pd.Index(data.instances, name="instance"),
+        index=pd.Index(id_array(data.instances), name="instance"),
         columns=pd.Index(data.scale.values, name="level"),
     )
 
