@@ -69,10 +69,20 @@ def test_erfcx_table_matches_scipy() -> None:
 
 def test_the_stored_erfcx_table_is_the_fit_and_cannot_change() -> None:
     """``erfcx_table`` is ``fit_erfcx_table``'s result up to the last bits a CPU's BLAS kernel
-    decides (a fresh fit here is within 1e-12 of it, relative), and it is stored so that the
-    kernels read the same bits on every machine: read-only, and the fit's own bits unread."""
+    decides, and it is stored so that the kernels read the same bits on every machine:
+    read-only, and the fit's own bits unread. The polynomials are compared by their values
+    on the pieces ``erfcx_pos`` reads (x <= 50: from piece 7 on), within two ulp: their
+    highest coefficients, 1e-15 and below, differ by up to 7e-4 relative between OpenBLAS's
+    SkylakeX and Haswell kernels (Prescott, Sandybridge: less)."""
     fresh = kernels.fit_erfcx_table()
-    np.testing.assert_allclose(kernels.ERFCX_TABLE, fresh, rtol=1e-12, atol=0)
+    t = np.linspace(-1.0, 1.0, 2001)
+    used = slice(int(400.0 / (4.0 + 50.0)), None)
+
+    def values(tab: np.ndarray) -> np.ndarray:
+        return np.polynomial.polynomial.polyval(t, tab[used].T)
+
+    np.testing.assert_allclose(values(kernels.ERFCX_TABLE), values(fresh), rtol=5e-16, atol=0)
+    assert np.max(np.abs(kernels.ERFCX_TABLE - fresh)) < 1e-15
     assert kernels.TN_CONSTS[0] is kernels.ERFCX_TABLE and not kernels.ERFCX_TABLE.flags.writeable
     assert kernels.ERFCX_TABLE.shape == (100, 7) and kernels.ERFCX_TABLE[0, 0] == float.fromhex(
         "0x1.739ae282f9569p-11"
