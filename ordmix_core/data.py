@@ -254,11 +254,12 @@ def normalize_columns(df, source: str = "ratings", *, coded: bool = False) -> pd
     return frame
 
 
-def _ids_dtype(uniq: np.ndarray) -> pd.CategoricalDtype:
-    """The Categorical dtype of distinct, sorted, non-missing IDs (M,). pandas' constructor
+def _ids_dtype(uniq: Any) -> pd.CategoricalDtype:
+    """The Categorical dtype of distinct, sorted, non-missing IDs (M,): object, or text
+    backed by Arrow for ``COMPACT_IDS`` or more IDs (:func:`_arrow_ids`). pandas' constructor
     checks categories for missing values and duplicates (0.1 s for 2M IDs), which the coding
     rules out; its fast path skips that, where this pandas has it."""
-    index = pd.Index(uniq, dtype=object)
+    index = pd.Index(uniq, dtype=object) if isinstance(uniq, np.ndarray) else pd.Index(uniq)
     fast = getattr(pd.CategoricalDtype, "_from_fastpath", None)
     return fast(index, False) if fast is not None else pd.CategoricalDtype(index)
 
@@ -358,7 +359,7 @@ def factorize_sorted(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     recoded through its categories, Arrow-backed text through pyarrow's hash and sort.
     """
     codes, uniques, _, _ = _code_ids(col)
-    return (codes if codes.flags.writeable else codes.copy()), uniques
+    return (codes if codes.flags.writeable else codes.copy()), id_array(uniques)
 
 
 def _code_columns(cols: dict[str, pd.Series], source: str) -> dict[str, Callable[[], Any]]:
@@ -436,7 +437,22 @@ def _code_arrow(arr) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     from . import idhash
 
     codes, ordered = idhash.sorted_codes(arr) or _sorted_by_pyarrow(arr)
-    return codes, ordered.to_numpy(zero_copy_only=False), _blank_text(ordered)
+    return codes, _arrow_ids(ordered), _blank_text(ordered)
+
+
+def _arrow_ids(ordered) -> Any:
+    """Sorted distinct IDs of a pyarrow text array as :func:`compact_ids` keeps them: an object
+    array of ``str``, or from ``COMPACT_IDS`` on the Arrow array itself (no copy): 2M Python
+    strings cost 0.2 s to make and 138 MB to keep."""
+    import pyarrow as pa
+
+    if len(ordered) >= COMPACT_IDS and (
+        pa.types.is_string(ordered.type) or pa.types.is_large_string(ordered.type)
+    ):
+        if isinstance(ordered, pa.ChunkedArray):
+            ordered = ordered.combine_chunks()
+        return pd.arrays.ArrowStringArray(ordered)
+    return ordered.to_numpy(zero_copy_only=False)
 
 
 def _sorted_by_pyarrow(arr) -> tuple[np.ndarray, Any]:
@@ -770,14 +786,24 @@ def rating_levels(
 COMPACT_IDS = 1_000_000
 
 
-def compact_ids(ids: np.ndarray) -> Any:
-    """Distinct IDs ``ids`` (n,) object as they are kept in :class:`CrowdData`: as they are
-    below ``COMPACT_IDS``, else as an Arrow-backed pandas string array (about 20 bytes an ID
-    of 11 characters instead of 69). Either indexes like an array; :func:`id_array` turns
-    either back into an object array."""
-    if len(ids) < COMPACT_IDS:
+def compact_ids(ids: Any) -> Any:
+    """Distinct IDs ``ids`` (n,) as they are kept in :class:`CrowdData`: an object array as it
+    is below ``COMPACT_IDS``, else an Arrow-backed pandas string array (about 20 bytes an ID
+    of 11 characters instead of 69; one already, as ``io.read_ratings`` codes them, is kept).
+    Either indexes like an array; :func:`id_array` turns either back into an object array."""
+    if not isinstance(ids, np.ndarray) or len(ids) < COMPACT_IDS:
         return ids
     return pd.array(ids, dtype=pd.StringDtype("pyarrow"))
+
+
+def _category_ids(cats: pd.Index, compact: bool) -> Any:
+    """A coded column's distinct IDs: the Arrow array behind ``cats`` as it is when ``compact``
+    and it holds ``COMPACT_IDS`` or more text IDs (``io.read_ratings``' instances), else an
+    object array of them."""
+    arrow = isinstance(cats.dtype, pd.StringDtype) and cats.dtype.storage == "pyarrow"
+    if compact and arrow and len(cats) >= COMPACT_IDS:
+        return cats.array
+    return cats.to_numpy(dtype=object)
 
 
 def id_array(ids: Any) -> np.ndarray:
@@ -911,7 +937,7 @@ def crowd_from_coded(
     coded = {
         c: (
             np.array(frame[c].array.codes, dtype=np.int32, copy=copy or None),
-            frame[c].cat.categories.to_numpy(dtype=object),
+            _category_ids(frame[c].cat.categories, compact=c == "instance"),
         )
         for c in ("annotator", "instance")
     }

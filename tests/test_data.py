@@ -350,3 +350,30 @@ def test_a_fit_from_arrow_backed_ids_equals_the_fit_from_object_ids(monkeypatch,
     for attr in ("items_", "annotators_", "categories_"):
         pd.testing.assert_frame_equal(getattr(fits[0], attr), getattr(fits[1], attr))
     pd.testing.assert_series_equal(ds[0], ds[1])
+
+
+def test_the_reader_hands_many_instance_ids_over_in_arrow_and_ordmix_fit_writes_the_same(
+    tmp_path, monkeypatch
+):
+    """``io.read_ratings`` codes ``COMPACT_IDS`` or more instances into a Categorical whose
+    categories are the Arrow array of the sorted IDs (no Python string per ID), which
+    ``read_crowd`` keeps as ``CrowdData.instances``; ``ordmix fit`` writes the same bytes."""
+    import ordmix_core.data as data_mod
+    from ordmix_core.io import read_crowd
+    from ordmix_core.outputs import FILES
+
+    path = tmp_path / "ratings.csv"
+    _crowd_frame(seed=5).to_csv(path, index=False)
+    written = []
+    for compact in (False, True):
+        monkeypatch.setattr(data_mod, "COMPACT_IDS", 5 if compact else 10**9)
+        cats = read_ratings(path)["instance"].cat.categories
+        assert (cats.dtype == object) is not compact
+        crowd = read_crowd(path, granularity="query")
+        assert isinstance(crowd.instances, np.ndarray) is not compact
+        assert isinstance(crowd.annotators, np.ndarray) and crowd.annotators.dtype == object
+        out = tmp_path / f"out{int(compact)}"
+        args = ["fit", str(path), "--out", str(out), "--restarts", "2", "--seed", "0"]
+        assert main([*args, "--granularity", "query", "--quiet"]) == 0
+        written.append({f: (out / f).read_bytes() for f in FILES if f != "summary.json"})
+    assert written[0] == written[1]

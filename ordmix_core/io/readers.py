@@ -107,7 +107,8 @@ def read_ratings(
 
     IDs are read as text, never as numbers, and come back coded: each ID column is a pandas
     Categorical whose categories are the sorted distinct IDs (4 bytes a rating, each distinct
-    ID stored once; :func:`~ordmix_core.data.prepare` uses the codes as they are). Ratings are
+    ID stored once; :func:`~ordmix_core.data.prepare` uses the codes as they are), as
+    Arrow-backed text from ``data.COMPACT_IDS`` (1M) distinct IDs on, as objects below. Ratings are
     float. With ``scale`` given, every rating must be on it; without, ``prepare`` infers it
     from the values seen and checks it. Repeated (annotator, instance) pairs are kept as
     separate ratings. The frame remembers the file (``attrs["source"]``) for later messages.
