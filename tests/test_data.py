@@ -375,5 +375,6 @@ def test_the_reader_hands_many_instance_ids_over_in_arrow_and_ordmix_fit_writes_
         out = tmp_path / f"out{int(compact)}"
         args = ["fit", str(path), "--out", str(out), "--restarts", "2", "--seed", "0"]
         assert main([*args, "--granularity", "query", "--quiet"]) == 0
+        # summary.json holds the fit's seconds
         written.append({f: (out / f).read_bytes() for f in FILES if f != "summary.json"})
     assert written[0] == written[1]
