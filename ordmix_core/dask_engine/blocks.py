@@ -25,7 +25,7 @@ during an accelerated sweep (as many states as the in-memory engine holds then).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -33,7 +33,7 @@ import pandas as pd
 from .. import accel, init, kernels, outputs, phases, updates
 from ..data import numeric_ratings
 from ..errors import InputError
-from ..problem import Problem, State
+from ..problem import Problem
 from ..queries import instance_queries, query_clash
 from ..rand import id_hash
 from ..settle import settle_items
@@ -447,8 +447,7 @@ def settle_block(fit_id: str, index: int, restart: int, src: int, dst: int, box:
     p = replace(b.problem)  # its per-rating views (``Problem.lo``, ...) live for this call only
     glob, busy = box.value
     loc = b.states[restart][src]
-    state = State(**{f.name: getattr(glob, f.name) for f in fields(State)})
-    state.mu_m, state.lam_m = loc.mu_m, loc.lam_m
+    state = replace(glob, mu_m=loc.mu_m, lam_m=loc.lam_m)  # glob is shared by the blocks
     if b.local_categories:
         state.delta_shape, state.delta_rate = loc.delta_shape, loc.delta_rate
     linked = np.zeros(p.n_instances, dtype=bool)
