@@ -176,9 +176,13 @@ def _from_fitfolder_name(
         )
     summary = fitfolder.read_summary(folder, ("thresholds", "scale", "lambda", "alpha", "beta"))
     hp = summary["hyperparameters"]
+    # a fit whose labels came from the ordinal confusion model wrote its level probabilities
+    confusion = (summary.get("model_choice") or {}).get("labels") == "confusion"
+    p_cols = decisions.level_columns(hp["scale"]) if confusion else []
     items = fitfolder.read_fit_table(
-        folder, "items", ["instance", "category"], ["estimate", "sd", "n_ratings"]
+        folder, "items", ["instance", "category"], ["estimate", "sd", "n_ratings", *p_cols]
     ).set_index("instance")
+    level_proba = items[p_cols].to_numpy(dtype=float) if confusion else None
     cats = fitfolder.read_fit_table(folder, "categories", ["category"], ["difficulty"])
     cats = cats.set_index("category")
     num = ["n_ratings", "spam_share"]
@@ -196,7 +200,9 @@ def _from_fitfolder_name(
     total = float(ann["n_ratings"].sum())
     truth_share = float((ann["n_ratings"] * (1.0 - ann["spam_share"])).sum() / max(total, 1.0))
     conf = {"confidence": args.confidence} if args.confidence is not None else {}
-    dec = decisions.item_decisions_from_frames(items, cats, hp, truth_share, **conf)
+    dec = decisions.item_decisions_from_frames(
+        items, cats, hp, truth_share, level_proba=level_proba, **conf
+    )
     base = items[[c for c in ("query", "n_ratings") if c in items.columns]]
     items = base.join(dec)
     return items, (ann if review else None)

@@ -32,10 +32,13 @@ of pure spam evidence, ``Beta(a0, b0 + n)``: with the defaults (uniform prior, t
 confidence 0.9) no annotator with fewer than 3 ratings can be flagged unreliable, and 3
 ratings need decisive contradictions of well-known items (P = 0.9375 at best).
 
-Items (``item_decisions``). q(z_m) = N(mu_m, 1/lambda_m) integrated over the scale's
-threshold intervals, outer ones extended to +-inf, gives the probability of each level; the
-most probable level is the ``label``, filled for every item, and ``p_wrong = 1 - its
-probability``. An item is ``undetermined`` when its ratings carry less than ``min_info`` of
+Items (``item_decisions``). The probability of each level comes from the ordinal confusion
+model (``label_model``: the truth one of the levels, an ordinal confusion matrix per
+annotator), fitted to the same ratings after the continuous model (``level_proba_``); with
+``labels="continuous"`` (the paper's model) from q(z_m) = N(mu_m, 1/lambda_m) integrated over
+the scale's threshold intervals, outer ones extended to +-inf. The most probable level is the
+``label``, filled for every item, and ``p_wrong = 1 - its probability``; a label whose
+runner-up is within ``TIE`` is a tie, and the item ``undetermined``. An item is ``undetermined`` when its ratings carry less than ``min_info`` of
 the posterior precision (``rating_info = 1 - lambda / lambda_m``; default 0.5: the prior
 weighs at least as much as every rating together): its label is still the most probable
 level, but that is the prior's doing (a vague prior puts most of its mass on the outer
@@ -52,7 +55,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import log_expit, ndtr, ndtri
 
-from . import kernels, libm
+from . import kernels, label_model, libm
 from .errors import InputError
 from .tn import tn_stats
 from .updates import update_z, z_from_sums
@@ -65,6 +68,8 @@ CONFIDENCE = 0.9
 INTERVAL = 0.9
 #: an item whose ratings carry less than this share of its posterior precision is undetermined
 MIN_INFO = 0.5
+#: an item whose two most probable levels are this close is undetermined (a tie, not a label)
+TIE = 0.01
 #: Beta prior of an annotator's reliability in the evidence posterior (uniform)
 RELIABILITY_PRIOR = (1.0, 1.0)
 #: evidence ratios are clipped to exp(+-LOG_R_CLIP): beyond that a rating is decisive anyway
@@ -219,6 +224,7 @@ def item_decisions_from_frames(
     hyperparams: dict,
     truth_share: float,
     truth_weight: np.ndarray | None = None,
+    level_proba: np.ndarray | None = None,
     *,
     interval: float = INTERVAL,
     confidence: float = CONFIDENCE,
@@ -240,6 +246,14 @@ def item_decisions_from_frames(
     ``expected_gain`` and ``flag``: ``undetermined`` when ``rating_info < min_info``, else
     ``confident`` when the label's probability is at least ``confidence``, else
     ``uncertain``.
+
+    ``level_proba`` (M, K): the items' level probabilities from the ordinal confusion model
+    (``OrdinalMixture.level_proba_``, or ``items.csv``'s ``p_level_*`` of such a fit). When
+    given, they are the ``p_level_*`` columns, the label is their most probable level (the
+    decision that minimises the expected label error), ``lower``/``upper`` the narrowest run
+    of adjacent levels around the label holding ``interval`` of them, and an item whose two
+    most probable levels are within ``TIE`` is ``undetermined`` (the ratings do not decide
+    its label). Otherwise all come from the continuous posterior N(estimate, sd^2).
     """
     interval = _check_probability("the credible interval", interval)
     confidence = _check_probability("the confidence", confidence, low=0.5)
@@ -250,12 +264,19 @@ def item_decisions_from_frames(
     mean = items["estimate"].to_numpy(dtype=float)
     sd = items["sd"].to_numpy(dtype=float)
 
-    probs = level_probabilities(mean, sd, thresholds)
-    best = probs.argmax(axis=1)
-    p_best = probs[np.arange(len(best)), best]
     info = rating_info(sd, lam)
     undetermined = info < min_info
-    lower, upper = credible_interval(mean, sd, interval, thresholds[0], thresholds[-1])
+    if level_proba is None:
+        probs = level_probabilities(mean, sd, thresholds)
+        best = probs.argmax(axis=1)
+        lower, upper = credible_interval(mean, sd, interval, thresholds[0], thresholds[-1])
+    else:
+        probs = np.asarray(level_proba, dtype=float)
+        best, tie = label_model.decide(probs, TIE)
+        undetermined = undetermined | tie
+        lo, hi = label_model.level_interval(probs, best, interval)
+        lower, upper = values[lo], values[hi]
+    p_best = probs[np.arange(len(best)), best]
     difficulty = (
         categories["difficulty"].reindex(items["category"].astype(object)).to_numpy(dtype=float)
     )
@@ -334,6 +355,7 @@ def iter_item_decisions(
         total = float(ann["n_ratings"].sum())
         truth_share = float((ann["n_ratings"] * (1.0 - ann["spam_share"])).sum() / total)
     items = model.items_
+    proba = getattr(model, "level_proba_", None)
     for lo in range(0, max(len(items), 1), chunk):
         rows = slice(lo, lo + chunk)
         yield item_decisions_from_frames(
@@ -342,6 +364,7 @@ def iter_item_decisions(
             model.hyperparams_,
             truth_share,
             None if truth_weight is None else truth_weight[rows],
+            None if proba is None else proba[rows],
             interval=interval,
             confidence=confidence,
             min_info=min_info,

@@ -44,7 +44,20 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
-from . import accel, decisions, init, kernels, libm, options, outputs, phases, restarts, vb, warm
+from . import (
+    accel,
+    decisions,
+    init,
+    kernels,
+    label_model,
+    libm,
+    options,
+    outputs,
+    phases,
+    restarts,
+    vb,
+    warm,
+)
 from . import updates as vb_updates
 from .base import CrowdEstimator
 from .data import CrowdData, Scale, id_array, prepare
@@ -62,8 +75,22 @@ __all__ = ["MODELS", "CollapseWarning", "ConvergenceWarning", "OrdinalMixture"]
 #: coefficient of variation of 71% instead of 32%), so that a hard item's disagreement is put
 #: down to the item rather than to its raters (research: /docs/results.md)
 MODELS = {
-    "paper": {"bias": False, "spam_dist": "uniform", "phi": 10.0, "eta": 5.0, "choose_spam": False},
-    "extended": {"bias": True, "spam_dist": "global", "phi": 2.0, "eta": 1.0, "choose_spam": True},
+    "paper": {
+        "bias": False,
+        "spam_dist": "uniform",
+        "phi": 10.0,
+        "eta": 5.0,
+        "choose_spam": False,
+        "labels": "continuous",
+    },
+    "extended": {
+        "bias": True,
+        "spam_dist": "global",
+        "phi": 2.0,
+        "eta": 1.0,
+        "choose_spam": True,
+        "labels": "confusion",
+    },
 }
 
 
@@ -237,6 +264,7 @@ class OrdinalMixture(CrowdEstimator):
         model: str = "extended",
         bias: bool | None = None,
         spam_dist: str | None = None,
+        labels: str | None = None,
         updates: str = "exact",
         n_restarts: int = 10,
         max_iter: int = 1000,
@@ -264,6 +292,7 @@ class OrdinalMixture(CrowdEstimator):
         self.model = model
         self.bias = bias
         self.spam_dist = spam_dist
+        self.labels = labels
         self.updates = updates
         self.n_restarts = n_restarts
         self.max_iter = max_iter
@@ -372,8 +401,35 @@ class OrdinalMixture(CrowdEstimator):
                 self.spam_ = False
                 warn = self._fit_data(data, gold_m, rng, callback, t0)
             self.model_["spam_choice"] = spam_choice(spam_fit, self)
+        self._fit_levels(data, gold_m)
         _emit(warn)
         return self
+
+    def _label_model(self) -> str:
+        """How labels are decided: ``labels``, else as ``model`` says (``MODELS``)."""
+        return MODELS[self.model]["labels"] if self.labels is None else self.labels
+
+    def _fit_levels(self, data: CrowdData, gold_m: np.ndarray | None) -> None:
+        """Set ``level_proba_`` (M, K): each item's level probabilities from the ordinal
+        confusion model (``label_model``), fitted to the same ratings (and gold); None when
+        labels come from the continuous posterior (``labels="continuous"``) or the fit was
+        stopped. ``model_["labels"]`` says which."""
+        self.level_proba_ = None
+        self.model_["labels"] = self._label_model()
+        if self._label_model() != "confusion" or self.interrupted_:
+            self.model_["labels"] = "continuous"
+            return
+        gold = None
+        if gold_m is not None:
+            known = np.isfinite(gold_m)
+            gold = np.full(data.n_instances, -1, dtype=np.int64)
+            # a gold value off the scale counts as its nearest level
+            nearest = np.abs(gold_m[known][:, None] - data.scale.values[None, :]).argmin(axis=1)
+            gold[known] = nearest
+        self.level_proba_, _ = label_model.level_posterior(
+            data.ann, data.inst, data.level, data.n_annotators, data.n_instances, data.scale.k,
+            gold=gold,
+        )  # fmt: skip
 
     def _chooses_spam(self) -> bool:
         """Whether this fit decides the spam component from the evidence (``spam=None`` and a

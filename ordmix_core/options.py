@@ -539,6 +539,19 @@ OPTIONS: tuple[Option, ...] = (
         in_compare=False,
     ),
     Option(
+        "labels",
+        OptionalChoice(("confusion", "continuous")),
+        "how each item's label and level probabilities are decided: confusion (a second "
+        "model of the same ratings whose truth is one of the levels, with an ordinal confusion "
+        "matrix per annotator: the labels a manager ships) or continuous (the level intervals "
+        "of the item's posterior value, as the paper) (default: as --model says)",
+        "Labels from",
+        widget="none",
+        flag="--labels",
+        metavar="confusion|continuous",
+        in_compare=False,
+    ),
+    Option(
         "updates",
         Choice(("exact", "paper")),
         "how the item values are updated: exact (the fit's score never decreases) or the "

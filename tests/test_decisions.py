@@ -443,6 +443,7 @@ def test_item_decisions_a_chunk_at_a_time_are_the_whole(chunk) -> None:
         m.hyperparams_,
         float(np.mean(m.omega_)),
         np.bincount(d.inst, weights=m.omega_, minlength=d.n_instances),
+        m.level_proba_,
     )
     parts = list(D.iter_item_decisions(m, chunk=chunk))
     assert [len(p) for p in parts[:-1]] == [chunk] * (len(parts) - 1)

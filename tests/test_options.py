@@ -223,6 +223,7 @@ def test_flags_come_from_the_table():
         "model",
         "bias",
         "spam_dist",
+        "labels",
         "updates",
         "phi",
         "eta",
@@ -233,7 +234,7 @@ def test_flags_come_from_the_table():
     # each method of compare fixes these itself (its rows name the model: odm, odm-paper-*);
     # a warm start is the fit's alone
     assert fit - {o.name for o in options_for("compare")} == {
-        "ordinal", "spam", "model", "bias", "spam_dist", "init_from",
+        "ordinal", "spam", "model", "bias", "spam_dist", "labels", "init_from",
     }  # fmt: skip
     p = argparse.ArgumentParser()
     add_fit_options(p, "fit")

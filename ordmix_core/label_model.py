@@ -1,0 +1,351 @@
+"""Ordinal confusion model: each item's level, the label a manager ships.
+
+The continuous model (``OrdinalMixture``) gives each item a posterior mean on the scale, which
+is what MSE, Pearson and NDCG reward. A label is a different decision: which of the K levels the
+item is. Here the truth is one of the levels, with a learned class prior ``rho``, and each
+annotator ``n`` answers level ``k`` for truth ``c`` with an adjacent-category (log-linear)
+probability
+
+    P_n(k | c) ∝ exp( sum_{s=1..k} a[n, s, c >= s] ),
+
+two parameters per threshold ``s``: the log-odds of stepping over ``s`` when the truth is below
+it and when it is at or above it. That is Dawid-Skene's confusion matrix with ``2(K-1)`` ordinal
+parameters instead of ``K(K-1)`` free ones, so that an annotator with a few ratings still gets a
+usable matrix. The annotators' parameters share a Gaussian prior ``N(a_bar, inv(lam))``
+whose mean and precision matrix are learned by empirical Bayes (Laplace approximation), which
+keeps a favourite-answer spammer from looking like an expert, and a lenient rater from moving
+the truth. Fitted by EM: the E-step is the item's posterior over levels, the M-step one Newton
+step per annotator on its K x K table of soft truth against rating (Dawid-Skene's statistic), so
+a sweep costs one pass over the ratings plus O(annotators * K^2 * (2K)^2).
+
+Gold items, where given, have their level fixed in the E-step, so their evidence reaches every
+annotator's matrix and, through it, every item.
+
+All functions are pure array functions; ``fit_levels`` orchestrates. Derivation and measured
+results: ``docs/results.md``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+#: floor of the learned prior precisions: an annotator's parameters never go unanchored
+MIN_PRECISION = 0.3
+#: pseudo-count added to each level of the class prior (Dirichlet smoothing)
+PRIOR_COUNT = 1.0
+#: EM stops when no item's level probability moves more than this
+TOL = 1e-3
+MAX_ITER = 500
+#: a Newton step never moves a parameter further than this (log-odds)
+MAX_STEP = 4.0
+
+
+def design(k: int) -> np.ndarray:
+    """Design tensor ``D`` of shape (K, K, 2(K-1)): logit of rating k given truth c is D[c, k] @ a.
+
+    Parameter ``2(s-1) + (c >= s)`` is the log-odds of stepping over threshold ``s`` (1-based)
+    with the truth below (0) or at/above (1) it; rating ``k`` adds every threshold ``s <= k``.
+    """
+    d = np.zeros((k, k, 2 * (k - 1)))
+    for c in range(k):
+        for r in range(k):
+            for s in range(1, r + 1):
+                d[c, r, 2 * (s - 1) + int(c >= s)] = 1.0
+    return d
+
+
+def confusion(a: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """Row-stochastic confusion matrices P[n, c, k] (N, K, K).
+
+    ``a`` (N, J) parameters, ``d`` (K, K, J) the design."""
+    logits = np.einsum("ckj,nj->nck", d, a)
+    logits -= logits.max(axis=2, keepdims=True)
+    p = np.exp(logits)
+    return p / p.sum(axis=2, keepdims=True)
+
+
+def soft_tables(
+    q: np.ndarray, annotator: np.ndarray, instance: np.ndarray, rating: np.ndarray, n: int
+) -> np.ndarray:
+    """Each annotator's K x K table of soft truth (rows) against rating (columns), shape (N, K, K).
+
+    ``q`` (M, K) is each item's level posterior; ``annotator``, ``instance``, ``rating`` (R,)
+    are integer codes, ratings as level indices 0..K-1.
+    """
+    k = q.shape[1]
+    cell = annotator * k + rating
+    t = np.empty((n, k, k))
+    for c in range(k):  # K reductions over the ratings
+        t[:, c, :] = np.bincount(cell, weights=q[instance, c], minlength=n * k).reshape(n, k)
+    return t
+
+
+def item_log_lik(
+    logp: np.ndarray, annotator: np.ndarray, instance: np.ndarray, rating: np.ndarray, m: int
+) -> np.ndarray:
+    """Log likelihood of each item's ratings at each level, shape (M, K), from log P (N, K, K)."""
+    k = logp.shape[1]
+    contrib = logp[annotator, :, rating]  # (R, K)
+    out = np.zeros((m, k))
+    for c in range(k):
+        out[:, c] = np.bincount(instance, weights=contrib[:, c], minlength=m)
+    return out
+
+
+def posterior(log_lik: np.ndarray, rho: np.ndarray, gold: np.ndarray | None) -> tuple:
+    """Each item's level posterior (M, K) and the log evidence of all ratings.
+
+    ``gold`` (M,) holds a level index for gold items and -1 elsewhere: a gold item's posterior is
+    its level.
+    """
+    s = log_lik + np.log(rho)[None, :]
+    top = s.max(axis=1, keepdims=True)
+    w = np.exp(s - top)
+    tot = w.sum(axis=1, keepdims=True)
+    q = w / tot
+    evidence = float((np.log(tot) + top).sum())
+    if gold is not None:
+        known = gold >= 0
+        q[known] = 0.0
+        q[known, gold[known]] = 1.0
+    return q, evidence
+
+
+def newton_step(
+    a: np.ndarray, t: np.ndarray, d: np.ndarray, a_bar: np.ndarray, lam: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """One Newton step per annotator on its penalised log likelihood.
+
+    ``a`` (N, J) parameters, ``t`` (N, K, K) soft tables, ``d`` (K, K, J) design, prior mean
+    ``a_bar`` (J,) and precision matrix ``lam`` (J, J). The objective, sum_{c,k} t log P(k|c)
+    minus (a - a_bar)' lam (a - a_bar) / 2, is concave, so the step is an ascent direction; it
+    is capped at ``MAX_STEP``. Returns the new parameters and the posterior covariance (the
+    negative inverse Hessian, Laplace) at the old ones, shape (N, J, J).
+    """
+    p = confusion(a, d)
+    rows = t.sum(axis=2)  # (N, K)
+    resid = t - rows[:, :, None] * p
+    grad = np.einsum("nck,ckj->nj", resid, d) - (a - a_bar) @ lam
+    pd_ = np.einsum("nck,ckj->ncj", p, d)
+    pdd = np.einsum("nck,ckj,ckl->ncjl", p, d, d)
+    cov = pdd - pd_[:, :, :, None] * pd_[:, :, None, :]
+    prec = np.einsum("nc,ncjl->njl", rows, cov) + lam[None]
+    step = np.linalg.solve(prec, grad[:, :, None])[:, :, 0]
+    step = np.clip(step, -MAX_STEP, MAX_STEP)
+    var = np.linalg.inv(prec)
+    return a + step, var
+
+
+def prior_update(a: np.ndarray, var: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Empirical-Bayes prior mean (J,) and precision matrix (J, J) from the annotators' posteriors.
+
+    ``a`` (N, J) posterior modes, ``var`` (N, J, J) their Laplace covariances. The prior
+    covariance is the mean posterior second moment about the mean; its eigenvalues are capped
+    at ``1 / MIN_PRECISION`` so that no direction of an annotator's parameters goes unanchored.
+    """
+    a_bar = a.mean(axis=0)
+    dev = a - a_bar
+    cov = (dev[:, :, None] * dev[:, None, :] + var).mean(axis=0)
+    w, v = np.linalg.eigh(cov)
+    w = np.clip(w, 1e-6, 1.0 / MIN_PRECISION)
+    return a_bar, (v / w) @ v.T
+
+
+@dataclass(frozen=True)
+class LevelFit:
+    """What ``fit_levels`` learned.
+
+    ``q`` (M, K) each item's level posterior; ``confusion`` (N, K, K) each annotator's P(k | c);
+    ``rho`` (K,) the class prior; ``params`` (N, J), ``a_bar`` (J,), ``lam`` (J, J) the annotator
+    parameters and their learned prior; ``evidence`` the log likelihood of the ratings at the
+    end; ``n_iter`` EM iterations; ``converged`` whether the level posteriors settled.
+    """
+
+    q: np.ndarray
+    confusion: np.ndarray
+    rho: np.ndarray
+    params: np.ndarray
+    a_bar: np.ndarray
+    lam: np.ndarray
+    evidence: float
+    n_iter: int
+    converged: bool
+
+
+def start(instance: np.ndarray, rating: np.ndarray, m: int, k: int) -> np.ndarray:
+    """Start: each item's share of ratings at each level, smoothed by one rating spread evenly."""
+    counts = np.bincount(instance * k + rating, minlength=m * k).reshape(m, k) + 1.0 / k
+    return counts / counts.sum(axis=1, keepdims=True)
+
+
+def fit_levels(
+    annotator: np.ndarray,
+    instance: np.ndarray,
+    rating: np.ndarray,
+    n_annotators: int,
+    n_instances: int,
+    n_levels: int,
+    gold: np.ndarray | None = None,
+    max_iter: int = MAX_ITER,
+    tol: float = TOL,
+) -> LevelFit:
+    """Fit the ordinal confusion model by EM.
+
+    Parameters
+    ----------
+    annotator, instance, rating : (R,) integer codes; ratings as level indices 0..K-1.
+    n_annotators, n_instances, n_levels : N, M, K.
+    gold : (M,) level index of each gold item, -1 elsewhere; None when there is no gold.
+
+    Returns
+    -------
+    LevelFit
+    """
+    k = n_levels
+    d = design(k)
+    j = d.shape[2]
+    annotator = np.asarray(annotator, np.int64)
+    instance = np.asarray(instance, np.int64)
+    rating = np.asarray(rating, np.int64)
+    q = start(instance, rating, n_instances, k)
+    if gold is not None:
+        known = gold >= 0
+        q[known] = np.eye(k)[gold[known]]
+    a = np.zeros((n_annotators, j))
+    a_bar = np.zeros(j)
+    lam = np.eye(j)
+    rho = np.full(k, 1.0 / k)
+    evidence = -np.inf
+    converged = False
+    n_iter = 0
+    while n_iter < max_iter:
+        n_iter += 1
+        t = soft_tables(q, annotator, instance, rating, n_annotators)
+        a, var = newton_step(a, t, d, a_bar, lam)
+        a_bar, lam = prior_update(a, var)
+        rho = q.sum(axis=0) + PRIOR_COUNT
+        rho /= rho.sum()
+        logp = np.log(confusion(a, d))
+        ll = item_log_lik(logp, annotator, instance, rating, n_instances)
+        q_new, evidence = posterior(ll, rho, gold)
+        moved = float(np.abs(q_new - q).max())
+        q = q_new
+        if moved < tol:
+            converged = True
+            break
+    return LevelFit(
+        q=q,
+        confusion=np.exp(logp),
+        rho=rho,
+        params=a,
+        a_bar=a_bar,
+        lam=lam,
+        evidence=evidence,
+        n_iter=n_iter,
+        converged=converged,
+    )
+
+
+def unclamped(fit: LevelFit, annotator, instance, rating, n_instances: int) -> np.ndarray:
+    """Each item's level posterior from its ratings alone (gold not imposed), shape (M, K)."""
+    ll = item_log_lik(np.log(fit.confusion), annotator, instance, rating, n_instances)
+    return posterior(ll, fit.rho, None)[0]
+
+
+#: ridge on the gold calibration's log-temperature and offsets (pulls them to 0: no change)
+CALIBRATION_RIDGE = 1.0
+
+
+def fit_calibration(q: np.ndarray, gold: np.ndarray) -> np.ndarray:
+    """Crowd-wide calibration learned from gold items, parameters (K,).
+
+    ``q`` (G, K) the gold items' level posteriors from their ratings, ``gold`` (G,) their level
+    indices. The calibrated posterior is softmax(exp(theta[0]) * log q + [0, theta[1:]]): a
+    temperature (how far the crowd's agreement is to be trusted) and an offset per level (where
+    the crowd's levels sit against the gold's), fitted by ridge-penalised maximum likelihood.
+    """
+    from scipy.optimize import minimize
+
+    k = q.shape[1]
+    logq = np.log(np.clip(q, 1e-300, 1.0))
+    rows = np.arange(len(gold))
+
+    def loss(theta: np.ndarray) -> float:
+        z = calibrated_log(logq, theta)
+        return float(-z[rows, gold].sum() + 0.5 * CALIBRATION_RIDGE * theta @ theta)
+
+    return minimize(loss, np.zeros(k), method="L-BFGS-B").x
+
+
+def calibrated_log(logq: np.ndarray, theta: np.ndarray) -> np.ndarray:
+    """Log of the calibrated posterior (M, K) from log q (M, K) and ``fit_calibration``'s theta."""
+    z = logq * np.exp(theta[0])
+    z[:, 1:] += theta[1:]
+    z -= z.max(axis=1, keepdims=True)
+    return z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+
+
+def level_posterior(
+    annotator: np.ndarray,
+    instance: np.ndarray,
+    rating: np.ndarray,
+    n_annotators: int,
+    n_instances: int,
+    n_levels: int,
+    gold: np.ndarray | None = None,
+) -> tuple[np.ndarray, LevelFit]:
+    """Each item's level probabilities (M, K), and the fit they come from.
+
+    Without gold, the ordinal confusion model's posterior. With gold (``gold`` (M,) level index
+    or -1), the fit has the gold items' levels imposed, a crowd-wide calibration is learned from
+    how the gold items' own ratings point (``fit_calibration``) and applied to every other item;
+    gold items get their level.
+    """
+    fit = fit_levels(annotator, instance, rating, n_annotators, n_instances, n_levels, gold=gold)
+    if gold is None or not (gold >= 0).any():
+        return fit.q, fit
+    known = gold >= 0
+    own = unclamped(fit, annotator, instance, rating, n_instances)
+    theta = fit_calibration(own[known], gold[known])
+    p = np.exp(calibrated_log(np.log(np.clip(own, 1e-300, 1.0)), theta))
+    p[known] = fit.q[known]
+    return p, fit
+
+
+def decide(p: np.ndarray, tie: float) -> tuple[np.ndarray, np.ndarray]:
+    """Label (M,) = most probable level (the decision that minimises expected label error), and
+    whether it is a tie (M,): the runner-up is within ``tie`` of it, so the label is not decided
+    by the ratings and must be reported as undetermined."""
+    order = np.argsort(-p, axis=1, kind="stable")
+    rows = np.arange(len(p))
+    best = order[:, 0]
+    if p.shape[1] < 2:
+        return best, np.zeros(len(p), bool)
+    return best, p[rows, best] - p[rows, order[:, 1]] < tie
+
+
+def level_interval(p: np.ndarray, best: np.ndarray, mass: float) -> tuple[np.ndarray, np.ndarray]:
+    """Lowest and highest level index (M,) of the narrowest run of adjacent levels that holds the
+    label and at least ``mass`` of the probability: the label's credible interval on the scale.
+
+    Grown one level at a time from the label towards the more probable neighbour.
+    """
+    m, k = p.shape
+    lo = best.copy()
+    hi = best.copy()
+    rows = np.arange(m)
+    held = p[rows, best].copy()
+    for _ in range(k - 1):
+        short = held < mass - 1e-12
+        if not short.any():
+            break
+        left = np.where(lo > 0, p[rows, np.maximum(lo - 1, 0)], -1.0)
+        right = np.where(hi < k - 1, p[rows, np.minimum(hi + 1, k - 1)], -1.0)
+        go_left = short & (left >= right) & (left >= 0)
+        go_right = short & ~go_left & (right >= 0)
+        lo = np.where(go_left, lo - 1, lo)
+        hi = np.where(go_right, hi + 1, hi)
+        held = held + np.where(go_left, left, 0.0) + np.where(go_right, right, 0.0)
+    return lo, hi

@@ -1,0 +1,179 @@
+"""The ordinal confusion model: its array functions against direct computations, and its labels
+on crowds whose answer is known."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.optimize import minimize
+
+from ordmix_core import label_model as lm
+
+
+def test_design_builds_adjacent_category_logits():
+    d = lm.design(3)
+    a = np.array([0.5, 1.5, -0.25, 2.0])  # (s=1, c<1), (s=1, c>=1), (s=2, c<2), (s=2, c>=2)
+    logits = np.einsum("ckj,j->ck", d, a)
+    expected = np.array(
+        [
+            [0.0, 0.5, 0.5 - 0.25],  # truth 0: below both thresholds
+            [0.0, 1.5, 1.5 - 0.25],  # truth 1: at/above threshold 1, below 2
+            [0.0, 1.5, 1.5 + 2.0],  # truth 2: at/above both
+        ]
+    )
+    np.testing.assert_allclose(logits, expected)
+
+
+def test_confusion_rows_are_distributions():
+    rng = np.random.default_rng(0)
+    p = lm.confusion(rng.normal(size=(7, 8)), lm.design(5))
+    assert p.shape == (7, 5, 5)
+    np.testing.assert_allclose(p.sum(axis=2), 1.0)
+    assert (p > 0).all()
+
+
+def _crowd(rng, n_ann=30, n_items=200, k=4, per_item=5, noise=0.15):
+    truth = rng.integers(0, k, n_items)
+    ann = np.concatenate([rng.choice(n_ann, per_item, replace=False) for _ in range(n_items)])
+    inst = np.repeat(np.arange(n_items), per_item)
+    step = rng.choice([-1, 1], size=ann.size)
+    wrong = rng.random(ann.size) < noise
+    rating = np.clip(truth[inst] + wrong * step, 0, k - 1)
+    return ann, inst, rating, truth
+
+
+def test_soft_tables_match_a_loop():
+    rng = np.random.default_rng(1)
+    ann, inst, rating, _ = _crowd(rng, n_ann=6, n_items=20, k=3, per_item=3)
+    q = rng.dirichlet(np.ones(3), size=20)
+    t = lm.soft_tables(q, ann, inst, rating, 6)
+    loop = np.zeros((6, 3, 3))
+    for n, m, r in zip(ann, inst, rating, strict=True):
+        loop[n, :, r] += q[m]
+    np.testing.assert_allclose(t, loop)
+
+
+def test_item_log_lik_matches_a_loop():
+    rng = np.random.default_rng(2)
+    ann, inst, rating, _ = _crowd(rng, n_ann=5, n_items=12, k=3, per_item=3)
+    logp = np.log(lm.confusion(rng.normal(size=(5, 4)), lm.design(3)))
+    ll = lm.item_log_lik(logp, ann, inst, rating, 12)
+    loop = np.zeros((12, 3))
+    for n, m, r in zip(ann, inst, rating, strict=True):
+        loop[m] += logp[n, :, r]
+    np.testing.assert_allclose(ll, loop)
+
+
+def test_newton_iterations_reach_the_penalised_optimum():
+    """Repeated steps converge to the optimum a general-purpose optimiser finds."""
+    rng = np.random.default_rng(3)
+    d = lm.design(3)
+    t = rng.uniform(0, 5, size=(1, 3, 3))
+    a_bar = rng.normal(size=4)
+    lam = np.diag([0.5, 1.0, 2.0, 0.7])
+
+    def neg(a):
+        logp = np.log(lm.confusion(a[None], d))[0]
+        dev = a - a_bar
+        return -(t[0] * logp).sum() + 0.5 * dev @ lam @ dev
+
+    a = np.zeros((1, 4))
+    for _ in range(30):
+        a, _ = lm.newton_step(a, t, d, a_bar, lam)
+    ref = minimize(neg, np.zeros(4), method="BFGS", options={"gtol": 1e-10}).x
+    np.testing.assert_allclose(a[0], ref, atol=1e-5)
+
+
+def test_prior_update_is_the_moment_match():
+    a = np.array([[1.0, 0.0], [3.0, 2.0]])
+    var = np.zeros((2, 2, 2))
+    a_bar, lam = lm.prior_update(a, var)
+    np.testing.assert_allclose(a_bar, [2.0, 1.0])
+    cov = np.array([[1.0, 1.0], [1.0, 1.0]])  # singular: the flat direction is floored
+    w, v = np.linalg.eigh(cov)
+    w = np.clip(w, 1e-6, 1.0 / lm.MIN_PRECISION)
+    np.testing.assert_allclose(lam, (v / w) @ v.T)
+
+
+def test_recovers_the_truth_of_a_careful_crowd():
+    rng = np.random.default_rng(4)
+    ann, inst, rating, truth = _crowd(rng)
+    fit = lm.fit_levels(ann, inst, rating, 30, 200, 4)
+    np.testing.assert_allclose(fit.q.sum(axis=1), 1.0)
+    assert fit.converged
+    assert np.mean(fit.q.argmax(axis=1) != truth) < 0.03
+
+
+def test_favourite_answer_spammers_do_not_take_the_majority_level():
+    """Spammers who always answer the most common level do not make an honest majority of
+    that level look like spam: an item rated eight times 0 and twice 1 by careful annotators
+    is labelled 0."""
+    rng = np.random.default_rng(5)
+    k, n_items = 4, 400
+    truth = rng.choice(k, n_items, p=[0.4, 0.2, 0.2, 0.2])
+    honest, spammers = 40, 10
+    ann, inst, rating = [], [], []
+    for m in range(n_items):
+        raters = rng.choice(honest, 6, replace=False)
+        for n in raters:
+            wrong = rng.random() < 0.15
+            r = truth[m] + (rng.choice([-1, 1]) if wrong else 0)
+            ann.append(n), inst.append(m), rating.append(int(np.clip(r, 0, k - 1)))
+        for n in rng.choice(spammers, 3, replace=False):
+            ann.append(honest + n), inst.append(m), rating.append(0)
+    # the probe item: eight 0s and two 1s from careful annotators, no spammer
+    probe = n_items
+    for i, r in enumerate([0] * 8 + [1] * 2):
+        ann.append(i), inst.append(probe), rating.append(r)
+    ann, inst, rating = map(np.asarray, (ann, inst, rating))
+    p, fit = lm.level_posterior(ann, inst, rating, honest + spammers, n_items + 1, k)
+    assert p[probe].argmax() == 0
+    assert np.mean(p[:n_items].argmax(axis=1) != truth) < 0.1
+    # the spammers' confusion rows all point at level 0, whatever the truth
+    assert (fit.confusion[honest:, :, 0] > 0.8).all()
+
+
+def test_gold_items_keep_their_level_and_move_the_rest():
+    rng = np.random.default_rng(6)
+    ann, inst, rating, truth = _crowd(rng, noise=0.35)
+    gold = np.full(200, -1)
+    gold[:20] = truth[:20]
+    p, fit = lm.level_posterior(ann, inst, rating, 30, 200, 4, gold=gold)
+    np.testing.assert_array_equal(p[:20].argmax(axis=1), truth[:20])
+    np.testing.assert_allclose(fit.q[:20].max(axis=1), 1.0)
+    np.testing.assert_allclose(p.sum(axis=1), 1.0)
+
+
+def test_calibration_learns_a_temperature_from_gold():
+    """Posteriors twice as confident as the gold supports: the fitted temperature undoes it."""
+    rng = np.random.default_rng(7)
+    g = rng.integers(0, 3, 4000)
+    true_p = np.full((4000, 3), 0.2)
+    true_p[np.arange(4000), g] = 0.6
+    # the gold level drawn from true_p, the model reports true_p squared (over-confident)
+    gold = np.array([rng.choice(3, p=row) for row in true_p])
+    q = true_p**2 / (true_p**2).sum(axis=1, keepdims=True)
+    theta = lm.fit_calibration(q, gold)
+    assert np.exp(theta[0]) == pytest.approx(0.5, abs=0.1)
+
+
+def test_decide_marks_ties():
+    p = np.array([[0.5, 0.3, 0.2], [0.4, 0.2, 0.395], [0.1, 0.1, 0.8]])
+    best, tie = lm.decide(p, 0.01)
+    np.testing.assert_array_equal(best, [0, 0, 2])
+    np.testing.assert_array_equal(tie, [False, True, False])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.floats(0.001, 1.0), min_size=2, max_size=6),
+    st.floats(0.05, 0.99),
+)
+def test_level_interval_holds_the_label_and_the_mass(weights, mass):
+    p = np.asarray(weights)[None, :] / np.sum(weights)
+    best, _ = lm.decide(p, 0.0)
+    lo, hi = lm.level_interval(p, best, mass)
+    assert lo[0] <= best[0] <= hi[0]
+    assert p[0, lo[0] : hi[0] + 1].sum() >= mass - 1e-9
