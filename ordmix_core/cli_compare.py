@@ -33,7 +33,8 @@ def add_subcommands(sub) -> None:
         "compare",
         help="every method side by side on gold (Table 1)",
         description="Fit every method on the same ratings and score each on the gold items "
-        "(MSE, Pearson correlation, NDCG); write the table as CSV and print it.",
+        "(MSE, Pearson correlation, NDCG of the estimates; label error, calibration error and "
+        "log loss of the labels and level probabilities); write the table as CSV and print it.",
     )
     _add_files(
         cmp, "TABLE.csv", "the table to write: a new file or an earlier ordmix compare table"

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import options
+from . import decisions, options
 from .base import CrowdEstimator
 from .baselines import BASELINES
 from .data import GRANULARITIES, CrowdData, Scale, fmt_scale, id_array, prepare
@@ -170,10 +170,12 @@ def compare_methods(
     the options table); ``n_restarts`` None is the estimator's default.
 
     Returns ``(table, estimates)``: one row per method with ``method, mse, correlation, ndcg,
-    label_error, seconds, n_gold`` (NDCG per query when the ratings have a query column; label
-    error: share of gold items whose estimate, rounded to the nearest level of the scale, is
-    not the gold level; ``n_gold`` the gold items scored), and the estimates as an instance x
-    method frame.
+    label_error, calibration_error, log_loss, seconds, n_gold`` (NDCG per query when the
+    ratings have a query column; label error: share of gold items whose label is not the gold
+    level, the label being the most probable level of a method with level probabilities
+    (``level_proba``), else its estimate rounded to the nearest level; calibration error and
+    log loss of those probabilities, NaN for a method without them; ``n_gold`` the gold items
+    scored), and the estimates as an instance x method frame.
     ``callback(method, index, total)`` is called before each fit. Gold items without ratings
     are left out with a :class:`CompareNote`; gold outside the scale is an InputError.
     """
@@ -195,21 +197,32 @@ def compare_methods(
         t0 = time.perf_counter()
         e = model.fit_predict(data)
         seconds = time.perf_counter() - t0
-        scores = evaluate(e, truth, queries, levels=data.scale.values)
+        scores = evaluate(e, truth, queries, levels=data.scale.values, proba=level_proba(model))
         rows.append(
             {
                 "method": name,
-                **{k: scores[k] for k in ("mse", "correlation", "ndcg", "label_error")},
+                **{k: scores[k] for k in SCORES},
                 "seconds": seconds,
                 "n_gold": scores["n_gold"],
             }
         )
         est[name] = e
-    table = pd.DataFrame(
-        rows,
-        columns=["method", "mse", "correlation", "ndcg", "label_error", "seconds", "n_gold"],
-    )
+    table = pd.DataFrame(rows, columns=["method", *SCORES, "seconds", "n_gold"])
     return table, pd.DataFrame(est)
+
+
+#: the comparison table's score columns, in order
+SCORES = ("mse", "correlation", "ndcg", "label_error", "calibration_error", "log_loss")
+
+
+def level_proba(model: CrowdEstimator) -> pd.DataFrame | None:
+    """A fitted method's level probabilities (index instance, one column per level), or None
+    for a method without them (mean, median, continuous ML): the model's are its decisions'
+    ``p_level_*`` (the labels it ships), a baseline's its ``posterior_``."""
+    if isinstance(model, OrdinalMixture):
+        dec = decisions.item_decisions(model)
+        return dec[decisions.level_columns(model.scale_.values)]
+    return getattr(model, "posterior_", None)
 
 
 def _model_params(params: Mapping[str, Any] | None, n_restarts: int | None) -> dict[str, Any]:

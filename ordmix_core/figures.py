@@ -21,6 +21,8 @@ METRIC_LABELS = {
     "correlation": "Correlation",
     "ndcg": "NDCG",
     "label_error": "Label error (lower is better)",
+    "calibration_error": "Calibration error (lower is better)",
+    "log_loss": "Log loss of the gold level (lower is better)",
 }
 _WINNER = "#d62728"
 #: one colour per method (plotly's default sequence)

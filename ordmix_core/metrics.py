@@ -1,5 +1,6 @@
-"""Evaluation against gold: MSE, Pearson correlation, tie-aware NDCG (model-notes.md, "Metrics")
-and the label error rate (the metric of the published Web anchors).
+"""Evaluation against gold: MSE, Pearson correlation, tie-aware NDCG (model-notes.md, "Metrics"),
+the label error rate (the metric of the published Web anchors), and the calibration of the
+level probabilities (expected calibration error, log loss of the gold level).
 
 The array functions take aligned ``(G,)`` arrays over the gold items; :func:`evaluate` aligns
 estimates, gold and queries by instance ID and calls them.
@@ -101,19 +102,60 @@ def label_error(est: np.ndarray, truth: np.ndarray, levels: np.ndarray) -> float
     return float(np.mean(nearest_level(est, levels) != nearest_level(truth, levels)))
 
 
+#: equal-width confidence bins of the expected calibration error
+ECE_BINS = 10
+#: a probability of the gold level below this counts as this in the log loss (log 0 is -inf)
+LOG_LOSS_FLOOR = 1e-12
+
+
+def calibration_error(proba: np.ndarray, truth_level: np.ndarray, bins: int = ECE_BINS) -> float:
+    """Expected calibration error of the label's probability.
+
+    ``proba`` (G, K) level probabilities, ``truth_level`` (G,) the gold level's index. The
+    label is the most probable level and its probability the confidence; items are put in
+    ``bins`` equal-width confidence bins, and the error is the item-weighted mean over bins of
+    |accuracy - mean confidence|. 0 when the confidences are what the accuracy bears out.
+    """
+    proba = np.asarray(proba, dtype=float)
+    truth_level = np.asarray(truth_level)
+    if len(proba) == 0:
+        return float("nan")
+    conf = proba.max(axis=1)
+    hit = proba.argmax(axis=1) == truth_level
+    b = np.minimum((conf * bins).astype(int), bins - 1)
+    n = np.bincount(b, minlength=bins)
+    gap = np.abs(np.bincount(b, hit, bins) - np.bincount(b, conf, bins))
+    return float(gap.sum() / n.sum())
+
+
+def log_loss(proba: np.ndarray, truth_level: np.ndarray) -> float:
+    """Mean negative log probability of the gold level, ``proba`` (G, K), ``truth_level`` (G,)
+    (floored at ``LOG_LOSS_FLOOR``)."""
+    proba = np.asarray(proba, dtype=float)
+    if len(proba) == 0:
+        return float("nan")
+    p = proba[np.arange(len(proba)), np.asarray(truth_level)]
+    return float(-np.mean(libm.log(np.maximum(p, LOG_LOSS_FLOOR))))
+
+
 def evaluate(
     estimates: pd.Series,
     gold: pd.Series | pd.DataFrame,
     queries: pd.Series | None = None,
     levels: np.ndarray | None = None,
+    proba: pd.DataFrame | None = None,
 ) -> dict[str, float | int]:
     """MSE, correlation and NDCG on the instances that have both an estimate and gold.
 
     ``estimates``: Series indexed by instance ID. ``gold``: Series of truth indexed by instance ID
     (or a DataFrame with columns ``instance, truth``). ``queries``: Series instance ID -> query ID,
     or None to treat all gold items as one query. ``levels``: the scale's values, for the
-    label error. Returns ``{"mse", "correlation", "ndcg", "n_gold"}``, plus ``"label_error"``
-    when ``levels`` are given. Raises InputError.
+    label error. ``proba``: the method's level probabilities (index instance ID, one column per
+    level of ``levels``, in order), where it has them: the label is then their most probable
+    level (ties: the lower), and they are scored too. Returns ``{"mse", "correlation", "ndcg",
+    "n_gold"}``, plus ``"label_error"`` when ``levels`` are given (from ``proba``'s labels, else
+    the estimate rounded to the nearest level), plus ``"calibration_error"`` and ``"log_loss"``
+    (``calibration_error``, ``log_loss``; NaN without ``proba``). Raises InputError.
     """
     est = _as_series(estimates, "estimates")
     truth = _gold_series(gold).dropna()
@@ -139,9 +181,28 @@ def evaluate(
         q = qs.loc[common].astype(str).to_numpy()
     out = {"mse": mse(e, t), "correlation": pearson(e, t), "ndcg": ndcg(e, t, q)}
     if levels is not None:
-        out["label_error"] = label_error(e, t, levels)
+        out.update(_label_scores(e, t, np.asarray(levels, dtype=float), proba, common))
     out["n_gold"] = len(common)
     return out
+
+
+def _label_scores(
+    e: np.ndarray, t: np.ndarray, levels: np.ndarray, proba: pd.DataFrame | None, common
+) -> dict[str, float]:
+    """Label error, calibration error and log loss on the gold items ``common``."""
+    lv = np.sort(levels)
+    if proba is None:
+        nan = float("nan")
+        return {"label_error": label_error(e, t, lv), "calibration_error": nan, "log_loss": nan}
+    p = proba.reindex(common).to_numpy(dtype=float)
+    if p.shape[1] != lv.size or not np.isfinite(p).all():
+        raise InputError("the level probabilities must have one column per level of the scale")
+    gold_level = np.searchsorted(lv, nearest_level(t, lv))
+    return {
+        "label_error": float(np.mean(p.argmax(axis=1) != gold_level)),
+        "calibration_error": calibration_error(p, gold_level),
+        "log_loss": log_loss(p, gold_level),
+    }
 
 
 def _pair(est: np.ndarray, truth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

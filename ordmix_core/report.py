@@ -151,6 +151,8 @@ METRICS = {
     "correlation": ("correlation", False),
     "ndcg": ("NDCG", False),
     "label_error": ("label error", True),
+    "calibration_error": ("calibration error", True),
+    "log_loss": ("log loss", True),
 }
 
 

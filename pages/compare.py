@@ -7,7 +7,7 @@ from ordmix_core import figures
 from ordmix_core.compare import METHODS, TABLE1, compare_methods
 from ordmix_core.errors import InputError
 from ordmix_core.experiments import spam_experiment
-from ordmix_core.report import best_at, comparison_words
+from ordmix_core.report import METRICS, best_at, comparison_words
 from pages._ui import csv_download, kept, page_setup, require_dataset, session, show_error
 
 
@@ -139,7 +139,7 @@ with tab_cmp:
             hide_index=True,
             column_config={
                 c: st.column_config.NumberColumn(format="%.4f")
-                for c in ("mse", "correlation", "ndcg", "label_error")
+                for c in METRICS
             }
             | {
                 "seconds": st.column_config.NumberColumn(format="%.1f"),

@@ -1,3 +1,4 @@
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -14,8 +15,9 @@ def crowd():
 def test_every_table1_method_scored(crowd):
     table, est = compare_methods(crowd.ratings, crowd.gold, n_restarts=2, random_state=0)
     assert table["method"].tolist() == TABLE1
-    assert list(table.columns[:6]) == [
-        "method", "mse", "correlation", "ndcg", "label_error", "seconds",
+    assert list(table.columns[:8]) == [
+        "method", "mse", "correlation", "ndcg", "label_error", "calibration_error", "log_loss",
+        "seconds",
     ]  # fmt: skip
     assert table[["mse", "correlation", "ndcg", "label_error"]].notna().all().all()
     assert list(est.columns) == TABLE1 and len(est) == 300
@@ -24,11 +26,23 @@ def test_every_table1_method_scored(crowd):
     for odm in ("odm-paper-query", "odm"):
         assert by.loc[odm, "mse"] < by.loc["mean", "mse"]
         assert by.loc[odm, "correlation"] > by.loc["mean", "correlation"]
-    # the label error is the share of gold items whose rounded estimate misses the gold level
-    from ordmix_core.metrics import label_error
+    # a method without level probabilities: its rounded estimate is its label, no calibration
+    from ordmix_core.baselines import DawidSkene
+    from ordmix_core.metrics import calibration_error, label_error
 
-    want = label_error(est["odm"].loc[crowd.gold.index], crowd.gold, [1, 2, 3, 4, 5])
-    assert by.loc["odm", "label_error"] == pytest.approx(want)
+    want = label_error(est["mean"].loc[crowd.gold.index], crowd.gold, [1, 2, 3, 4, 5])
+    assert by.loc["mean", "label_error"] == pytest.approx(want)
+    assert np.isnan(by.loc["mean", "calibration_error"]) and np.isnan(by.loc["mean", "log_loss"])
+    # a method with them: its most probable level is its label, and they are scored
+    ds = DawidSkene().fit(crowd.ratings).posterior_.loc[crowd.gold.index]
+    gold_level = crowd.gold.to_numpy().astype(int) - 1
+    assert by.loc["dawid-skene", "label_error"] == pytest.approx(
+        np.mean(ds.to_numpy().argmax(axis=1) != gold_level)
+    )
+    assert by.loc["dawid-skene", "calibration_error"] == pytest.approx(
+        calibration_error(ds.to_numpy(), gold_level)
+    )
+    assert table.set_index("method").loc[["odm", "odm-paper-query"], "log_loss"].notna().all()
 
 
 def test_unknown_method_lists_the_valid_ones():

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ordmix_core import metrics
 from ordmix_core.errors import InputError
 from ordmix_core.metrics import evaluate, mse, ndcg, pearson
 
@@ -164,3 +165,26 @@ def test_mean_on_trec_matches_model_notes():
     assert out["correlation"] == pytest.approx(0.3591, abs=1e-4)  # notes: 0.359
     # tie-aware 0.8627; notes give 0.862 (truncated); input-order tie breaking would move it
     assert out["ndcg"] == pytest.approx(0.8627, abs=1e-4)
+
+
+def test_calibration_error_is_the_binned_gap_between_accuracy_and_confidence():
+    rng = np.random.default_rng(0)
+    p = rng.dirichlet(np.ones(4), size=500)
+    t = rng.integers(0, 4, 500)
+    conf, hit = p.max(1), p.argmax(1) == t
+    b = np.minimum((conf * 10).astype(int), 9)
+    ref = sum(
+        (b == i).mean() * abs(hit[b == i].mean() - conf[b == i].mean())
+        for i in range(10)
+        if (b == i).any()
+    )
+    assert metrics.calibration_error(p, t) == pytest.approx(ref, rel=1e-12)
+    # labels that are always right with confidence 1: no calibration error
+    assert metrics.calibration_error(np.eye(4)[t], t) == 0.0
+
+
+def test_log_loss_of_the_gold_level():
+    p = np.array([[0.5, 0.5, 0.0], [0.1, 0.2, 0.7]])
+    t = np.array([2, 2])
+    expected = -(np.log(metrics.LOG_LOSS_FLOOR) + np.log(0.7)) / 2
+    assert metrics.log_loss(p, t) == pytest.approx(expected)
