@@ -31,6 +31,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import libm
+
 #: floor of the learned prior precisions: an annotator's parameters never go unanchored
 MIN_PRECISION = 0.3
 #: pseudo-count added to each level of the class prior (Dirichlet smoothing)
@@ -62,7 +64,7 @@ def confusion(a: np.ndarray, d: np.ndarray) -> np.ndarray:
     ``a`` (N, J) parameters, ``d`` (K, K, J) the design."""
     logits = np.einsum("ckj,nj->nck", d, a)
     logits -= logits.max(axis=2, keepdims=True)
-    p = np.exp(logits)
+    p = libm.exp(logits)
     return p / p.sum(axis=2, keepdims=True)
 
 
@@ -100,12 +102,12 @@ def posterior(log_lik: np.ndarray, rho: np.ndarray, gold: np.ndarray | None) -> 
     ``gold`` (M,) holds a level index for gold items and -1 elsewhere: a gold item's posterior is
     its level.
     """
-    s = log_lik + np.log(rho)[None, :]
+    s = log_lik + libm.log(rho)[None, :]
     top = s.max(axis=1, keepdims=True)
-    w = np.exp(s - top)
+    w = libm.exp(s - top)
     tot = w.sum(axis=1, keepdims=True)
     q = w / tot
-    evidence = float((np.log(tot) + top).sum())
+    evidence = float((libm.log(tot) + top).sum())
     if gold is not None:
         known = gold >= 0
         q[known] = 0.0
@@ -227,7 +229,7 @@ def fit_levels(
         a_bar, lam = prior_update(a, var)
         rho = q.sum(axis=0) + PRIOR_COUNT
         rho /= rho.sum()
-        logp = np.log(confusion(a, d))
+        logp = libm.log(confusion(a, d))
         ll = item_log_lik(logp, annotator, instance, rating, n_instances)
         q_new, evidence = posterior(ll, rho, gold)
         moved = float(np.abs(q_new - q).max())
@@ -237,7 +239,7 @@ def fit_levels(
             break
     return LevelFit(
         q=q,
-        confusion=np.exp(logp),
+        confusion=libm.exp(logp),
         rho=rho,
         params=a,
         a_bar=a_bar,
@@ -250,7 +252,7 @@ def fit_levels(
 
 def unclamped(fit: LevelFit, annotator, instance, rating, n_instances: int) -> np.ndarray:
     """Each item's level posterior from its ratings alone (gold not imposed), shape (M, K)."""
-    ll = item_log_lik(np.log(fit.confusion), annotator, instance, rating, n_instances)
+    ll = item_log_lik(libm.log(fit.confusion), annotator, instance, rating, n_instances)
     return posterior(ll, fit.rho, None)[0]
 
 
@@ -269,7 +271,7 @@ def fit_calibration(q: np.ndarray, gold: np.ndarray) -> np.ndarray:
     from scipy.optimize import minimize
 
     k = q.shape[1]
-    logq = np.log(np.clip(q, 1e-300, 1.0))
+    logq = libm.log(np.clip(q, 1e-300, 1.0))
     rows = np.arange(len(gold))
 
     def loss(theta: np.ndarray) -> float:
@@ -281,10 +283,10 @@ def fit_calibration(q: np.ndarray, gold: np.ndarray) -> np.ndarray:
 
 def calibrated_log(logq: np.ndarray, theta: np.ndarray) -> np.ndarray:
     """Log of the calibrated posterior (M, K) from log q (M, K) and ``fit_calibration``'s theta."""
-    z = logq * np.exp(theta[0])
+    z = logq * libm.exp(theta[0])
     z[:, 1:] += theta[1:]
     z -= z.max(axis=1, keepdims=True)
-    return z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+    return z - libm.log(libm.exp(z).sum(axis=1, keepdims=True))
 
 
 def level_posterior(
@@ -309,7 +311,7 @@ def level_posterior(
     known = gold >= 0
     own = unclamped(fit, annotator, instance, rating, n_instances)
     theta = fit_calibration(own[known], gold[known])
-    p = np.exp(calibrated_log(np.log(np.clip(own, 1e-300, 1.0)), theta))
+    p = libm.exp(calibrated_log(libm.log(np.clip(own, 1e-300, 1.0)), theta))
     p[known] = fit.q[known]
     return p, fit
 
