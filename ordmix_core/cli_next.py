@@ -183,6 +183,8 @@ def _from_fitfolder_name(
         folder, "items", ["instance", "category"], ["estimate", "sd", "n_ratings", *p_cols]
     ).set_index("instance")
     level_proba = items[p_cols].to_numpy(dtype=float) if confusion else None
+    if "clear_majority" in items.columns:  # empty cells: no clear majority
+        items["clear_majority"] = pd.to_numeric(items["clear_majority"], errors="coerce")
     cats = fitfolder.read_fit_table(folder, "categories", ["category"], ["difficulty"])
     cats = cats.set_index("category")
     num = ["n_ratings", "spam_share"]

@@ -38,11 +38,13 @@ annotator), fitted to the same ratings after the continuous model (``level_proba
 ``labels="continuous"`` (the paper's model) from q(z_m) = N(mu_m, 1/lambda_m) integrated over
 the scale's threshold intervals, outer ones extended to +-inf. The most probable level is the
 ``label``, filled for every item, and ``p_wrong = 1 - its probability``; a label whose
-runner-up is within ``TIE`` is a tie, and the item ``undetermined``. An item is ``undetermined`` when its ratings carry less than ``min_info`` of
-the posterior precision (``rating_info = 1 - lambda / lambda_m``; default 0.5: the prior
-weighs at least as much as every rating together): its label is still the most probable
-level, but that is the prior's doing (a vague prior puts most of its mass on the outer
-levels, whose intervals extend to +-inf), and the ``flag`` says not to trust it.
+runner-up is within ``TIE`` is a tie, and the item ``undetermined``; an item that trusted
+raters clearly agree on (``clear_majority``) has their level as its label. An item is
+also ``undetermined`` when its ratings carry less than ``min_info`` of the posterior precision
+(``rating_info = 1 - lambda / lambda_m``; default 0.5: the prior weighs at least as much as
+every rating together): its label is still the most probable level, but that is the prior's
+doing (a vague prior puts most of its mass on the outer levels, whose intervals extend to
++-inf), and the ``flag`` says not to trust it.
 ``expected_gain`` is the expected fall of ``p_wrong`` from one more rating of typical
 precision (``expected_gain``); ``next_batch`` ranks items by it.
 """
@@ -253,7 +255,9 @@ def item_decisions_from_frames(
     decision that minimises the expected label error), ``lower``/``upper`` the narrowest run
     of adjacent levels around the label holding ``interval`` of them, and an item whose two
     most probable levels are within ``TIE`` is ``undetermined`` (the ratings do not decide
-    its label). Otherwise all come from the continuous posterior N(estimate, sd^2).
+    its label). An item with a ``clear_majority`` (a column of ``items``: the level that
+    trusted raters agree on, see ``OrdinalMixture._fit_levels``) has that level as its label.
+    Otherwise all come from the continuous posterior N(estimate, sd^2).
     """
     interval = _check_probability("the credible interval", interval)
     confidence = _check_probability("the confidence", confidence, low=0.5)
@@ -273,6 +277,11 @@ def item_decisions_from_frames(
     else:
         probs = np.asarray(level_proba, dtype=float)
         best, tie = label_model.decide(probs, TIE)
+        if "clear_majority" in items.columns:
+            clear = items["clear_majority"].to_numpy(dtype=float)
+            has = np.isfinite(clear)
+            best = np.where(has, np.searchsorted(values, np.where(has, clear, values[0])), best)
+            tie = tie & ~has
         undetermined = undetermined | tie
         lo, hi = label_model.level_interval(probs, best, interval)
         lower, upper = values[lo], values[hi]

@@ -351,3 +351,31 @@ def level_interval(p: np.ndarray, best: np.ndarray, mass: float) -> tuple[np.nda
         hi = np.where(go_right, hi + 1, hi)
         held = held + np.where(go_left, left, 0.0) + np.where(go_right, right, 0.0)
     return lo, hi
+
+
+#: share of an item's ratings that makes its most common level a clear majority
+CLEAR_MAJORITY = 0.8
+
+
+def clear_majority(
+    instance: np.ndarray,
+    rating: np.ndarray,
+    flagged: np.ndarray,
+    n_instances: int,
+    n_levels: int,
+    share: float = CLEAR_MAJORITY,
+) -> np.ndarray:
+    """Each item's clear majority: the level index (M,) that at least ``share`` of its ratings
+    give, where none of its ratings is ``flagged`` (R,) (from an annotator judged unreliable);
+    -1 elsewhere.
+
+    A manager's rule over the model: trusted raters who agree this clearly are not overruled
+    (the model may still give the level a low probability, and says so).
+    """
+    k = n_levels
+    counts = np.bincount(instance * k + rating, minlength=n_instances * k).reshape(-1, k)
+    n = counts.sum(axis=1)
+    top = counts.argmax(axis=1)
+    tainted = np.bincount(instance, weights=flagged.astype(float), minlength=n_instances) > 0
+    clear = (n > 0) & (counts[np.arange(n_instances), top] >= share * n) & ~tainted
+    return np.where(clear, top, -1)

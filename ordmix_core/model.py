@@ -411,9 +411,12 @@ class OrdinalMixture(CrowdEstimator):
 
     def _fit_levels(self, data: CrowdData, gold_m: np.ndarray | None) -> None:
         """Set ``level_proba_`` (M, K): each item's level probabilities from the ordinal
-        confusion model (``label_model``), fitted to the same ratings (and gold); None when
-        labels come from the continuous posterior (``labels="continuous"``) or the fit was
-        stopped. ``model_["labels"]`` says which."""
+        confusion model (``label_model``), fitted to the same ratings (and gold), and
+        ``items_["clear_majority"]`` (the level of an item that no flagged annotator rated and
+        whose ratings give one level at least ``label_model.CLEAR_MAJORITY`` of the time,
+        else NaN: its label whatever the model says); None and no column when labels come
+        from the continuous posterior (``labels="continuous"``) or the fit was stopped.
+        ``model_["labels"]`` says which."""
         self.level_proba_ = None
         self.model_["labels"] = self._label_model()
         if self._label_model() != "confusion" or self.interrupted_:
@@ -426,6 +429,15 @@ class OrdinalMixture(CrowdEstimator):
             # a gold value off the scale counts as its nearest level
             nearest = np.abs(gold_m[known][:, None] - data.scale.values[None, :]).argmin(axis=1)
             gold[known] = nearest
+        flags = decisions.annotator_flags(self)
+        self.annotator_flags_ = flags  # the fit's own flags: the outputs reuse them
+        flagged = (flags["flag"] == "unreliable").to_numpy()[data.ann]
+        clear = label_model.clear_majority(
+            data.inst, data.level, flagged, data.n_instances, data.scale.k
+        )
+        self.items_["clear_majority"] = np.where(
+            clear >= 0, data.scale.values[np.maximum(clear, 0)], np.nan
+        )
         self.level_proba_, _ = label_model.level_posterior(
             data.ann, data.inst, data.level, data.n_annotators, data.n_instances, data.scale.k,
             gold=gold,

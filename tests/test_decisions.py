@@ -449,3 +449,53 @@ def test_item_decisions_a_chunk_at_a_time_are_the_whole(chunk) -> None:
     assert [len(p) for p in parts[:-1]] == [chunk] * (len(parts) - 1)
     pd.testing.assert_frame_equal(pd.concat(parts), whole, check_exact=True)
     pd.testing.assert_frame_equal(D.item_decisions(m), whole, check_exact=True)
+
+
+def test_trusted_raters_clear_majority_is_the_label():
+    """An item whose ratings are at least 80% one level and that no flagged annotator rated
+    gets that level, whatever the level probabilities say (here: spammers whose favourite
+    answer is a level keep the model from taking such ratings at face value)."""
+    crowd = simulate_crowd(
+        n_items=150, n_annotators=15, ratings_per_item=5, spammer_share=0.4,
+        favourite_share=1.0, favourite_weight=0.9, scale=None, random_state=3,
+    )  # fmt: skip
+    ratings = crowd.ratings[["annotator", "instance", "rating"]]
+    probe = pd.DataFrame(
+        {
+            "annotator": [f"probe{i}" for i in range(10)],
+            "instance": "probe",
+            "rating": [1] * 8 + [2] * 2,
+        }
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = OrdinalMixture(n_restarts=2, random_state=0).fit(pd.concat([ratings, probe]))
+    dec = D.item_decisions(m)
+    flags = D.annotator_flags(m)
+    assert not (flags.loc[[f"probe{i}" for i in range(10)], "flag"] == "unreliable").any()
+    assert m.items_.loc["probe", "clear_majority"] == 1.0
+    assert dec.loc["probe", "label"] == 1.0
+    clear = m.items_["clear_majority"].dropna()
+    assert len(clear) > 10
+    np.testing.assert_array_equal(dec.loc[clear.index, "label"], clear)
+    # the others: the most probable level of the confusion model
+    rest = dec.drop(index=clear.index)
+    p = rest[D.level_columns(m.scale_.values)].to_numpy()
+    np.testing.assert_array_equal(rest["label"], m.scale_.values[p.argmax(axis=1)])
+
+
+def test_level_probabilities_decide_label_interval_ties_and_clear_majorities():
+    """With the confusion model's level probabilities: the label is their most probable level,
+    a near-tie is undetermined, the interval is the run of levels around the label holding 90%,
+    and a clear majority of trusted raters overrules them."""
+    sd = np.full(4, 0.1)  # well rated: rating_info is high, only the probabilities decide
+    items, cats, hp = _frames([1.0, 2.0, 2.0, 3.0], sd)
+    proba = np.array([[0.92, 0.05, 0.03], [0.45, 0.446, 0.104], [0.2, 0.5, 0.3], [0.7, 0.2, 0.1]])
+    items["clear_majority"] = [np.nan, np.nan, np.nan, 3.0]
+    out = D.item_decisions_from_frames(items, cats, hp, 1.0, level_proba=proba)
+    assert out["label"].tolist() == [1.0, 1.0, 2.0, 3.0]
+    assert out["flag"].tolist() == ["confident", "undetermined", "uncertain", "uncertain"]
+    np.testing.assert_allclose(out["p_wrong"], [0.08, 0.55, 0.5, 0.9])
+    np.testing.assert_allclose(out[["p_level_1", "p_level_2", "p_level_3"]], proba)
+    assert out["lower_90"].tolist() == [1.0, 1.0, 1.0, 1.0]
+    assert out["upper_90"].tolist() == [1.0, 3.0, 3.0, 3.0]

@@ -177,3 +177,14 @@ def test_level_interval_holds_the_label_and_the_mass(weights, mass):
     lo, hi = lm.level_interval(p, best, mass)
     assert lo[0] <= best[0] <= hi[0]
     assert p[0, lo[0] : hi[0] + 1].sum() >= mass - 1e-9
+
+
+def test_clear_majority_needs_the_share_and_no_flagged_rater():
+    # item 0: 4 of 5 at level 2 (80%); item 1: 3 of 5 (60%); item 2: 4 of 5, one flagged rater;
+    # item 3: one rating; item 4: no ratings
+    inst = np.array([0] * 5 + [1] * 5 + [2] * 5 + [3])
+    rating = np.array([2, 2, 2, 2, 1, 0, 0, 0, 1, 1, 3, 3, 3, 3, 0, 1])
+    flagged = np.zeros(16, bool)
+    flagged[14] = True
+    got = lm.clear_majority(inst, rating, flagged, 5, 4)
+    np.testing.assert_array_equal(got, [2, -1, -1, 1, -1])
