@@ -257,7 +257,7 @@ def estimate_distribution(items: pd.DataFrame, scale: list[float] | None = None)
 ITEM_FLAG_NAMES = {
     "confident": "confident",
     "uncertain": "uncertain",
-    "undetermined": "undetermined (the prior, not the ratings)",
+    "undetermined": "undetermined (too little evidence, or a tie)",
 }
 
 
@@ -267,25 +267,41 @@ def item_intervals(
     """Estimates of some items with intervals, sorted, with gold where known.
 
     ``bounds``: the names of two columns holding each item's credible interval (e.g.
-    ``decisions.interval_columns()``, clipped to the scale); without them, 95% intervals
+    ``decisions.interval_columns()``: the levels around its label), drawn as a bar of their
+    own beside the estimate, which need not lie inside it; without them, 95% intervals
     (+-1.96 sd) of the Gaussian q(z), which can reach beyond the scale.
     """
     _need(items, ["estimate", "sd", *(bounds or ())], "the interval plot")
     it = items.sort_values("estimate")
     names = it.index.astype(str).to_numpy()
     est = it["estimate"].to_numpy(dtype=float)
+    fig = go.Figure()
     if bounds is None:
-        error, label = {"type": "data", "array": Z95 * it["sd"].to_numpy(dtype=float)}, "95%"
+        error = {"type": "data", "array": Z95 * it["sd"].to_numpy(dtype=float)}
+        name = "estimate, 95% interval"
+        label = "95% intervals"
     else:
         lo, hi = (it[c].to_numpy(dtype=float) for c in bounds)
-        error = {"type": "data", "array": hi - est, "arrayminus": est - lo}
-        label = bounds[0].removeprefix("lower_") + "% (inside the scale)"
-    fig = go.Figure(
+        fig.add_trace(
+            go.Bar(
+                x=names,
+                y=hi - lo,
+                base=lo,
+                name=f"label's {bounds[0].removeprefix('lower_')}% levels",
+                marker_color="rgba(31, 119, 180, 0.25)",
+                width=0.5,
+                customdata=hi,
+                hovertemplate="%{x}<br>levels %{base:g} to %{customdata:g}<extra></extra>",
+            )
+        )
+        error, name = None, "estimate"
+        label = "the levels around their labels"
+    fig.add_trace(
         go.Scatter(
             x=names,
             y=est,
             mode="markers",
-            name=f"estimate, {label} interval",
+            name=name,
             error_y=error,
             hovertemplate="%{x}<br>estimate %{y:.3f}<extra></extra>",
         )
@@ -303,7 +319,7 @@ def item_intervals(
         )
     fig.update_xaxes(title="item", showticklabels=len(it) <= 40)
     fig.update_yaxes(title="estimate")
-    return _layout(fig, f"{len(it)} item(s) with {label} intervals")
+    return _layout(fig, f"{len(it)} item(s): estimates and {label}")
 
 
 def bound_traces(

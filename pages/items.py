@@ -8,7 +8,7 @@ the download writes the columns of ``ordmix fit``'s items.csv, the batch those o
 
 import streamlit as st
 
-from ordmix_core import decisions, figures, figures_decisions
+from ordmix_core import decisions, figures, figures_decisions, label_model
 from pages._ui import (
     csv_download,
     fit_caption,
@@ -38,12 +38,14 @@ table = items[front + [c for c in items.columns if c not in front]].reset_index(
 
 n_und = int((items["flag"] == "undetermined").sum())
 st.markdown(
-    f"Each item's **label** is its most probable level; **flag** says how far to trust it: "
-    f"*confident* (the label is at least {dec.confidence:.0%} probable), *uncertain*, or "
-    f"*undetermined* ({n_und:,} items here): the ratings carry less than "
-    f"{decisions.MIN_INFO:.0%} of what is known about the item, so its label is the prior's "
-    f"guess. The interval ({lo_col.removeprefix('lower_')}% credible) is kept inside the "
-    "scale; an undetermined item's spans the whole scale."
+    f"Each item's **label** is its most probable level (where annotators no one flagged gave "
+    f"one level at least {label_model.CLEAR_MAJORITY:.0%} of its ratings, that level); "
+    f"**flag** says how far to trust it: *confident* (the label is at least "
+    f"{dec.confidence:.0%} probable), *uncertain*, or *undetermined* ({n_und:,} items here): "
+    f"the ratings carry less than {decisions.MIN_INFO:.0%} of what is known about the item, "
+    f"or its two most probable levels are within {decisions.TIE:.0%} of each other. The "
+    f"interval ({lo_col.removeprefix('lower_')}% credible) runs over the levels around the "
+    "label that hold that much of the probability."
 )
 
 c1, c2, c3, c4 = st.columns([3, 2, 2, 1.4])

@@ -10,7 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
-from ordmix_core import figures
+from ordmix_core import decisions, figures
 from ordmix_core.model import OrdinalMixture
 from ordmix_core.simulate import simulate_crowd
 
@@ -206,3 +206,17 @@ def test_simulator_figures(fitted):
     assert [t.name.split(" (")[0] for t in fig.data] == ["true honest", "true spammer"]
     assert len(_arr(fig.data[1].y)) == int(crowd.spammers.sum())
     assert fig.layout.shapes[0].y0 == 0.4
+
+
+def test_item_intervals_with_bounds_draw_the_levels_beside_the_estimate(fitted):
+    _, m = fitted
+    sub = m.items_.head(20).join(decisions.item_decisions(m))
+    lo_col, hi_col = decisions.interval_columns()
+    fig = figures.item_intervals(sub, bounds=(lo_col, hi_col))
+    bar, est = fig.data
+    it = sub.sort_values("estimate")
+    assert bar.type == "bar" and est.type == "scatter"
+    base, height = (np.asarray(_arr(v), dtype=float) for v in (bar.base, bar.y))
+    np.testing.assert_allclose(base, it[lo_col])
+    np.testing.assert_allclose(base + height, it[hi_col])
+    np.testing.assert_allclose(np.asarray(_arr(est.y), dtype=float), it["estimate"])
