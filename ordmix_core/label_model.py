@@ -35,6 +35,8 @@ from . import libm
 
 #: floor of the learned prior precisions: an annotator's parameters never go unanchored
 MIN_PRECISION = 0.3
+#: added to the prior covariance's diagonal
+PRIOR_RIDGE = 1e-6
 #: pseudo-count added to each level of the class prior (Dirichlet smoothing)
 PRIOR_COUNT = 1.0
 #: EM stops when no item's level probability moves more than this
@@ -58,14 +60,73 @@ def design(k: int) -> np.ndarray:
     return d
 
 
+# Every sum below runs in a fixed order of elementwise operations (no BLAS, LAPACK or einsum,
+# whose summation order depends on the CPU and the library build): the labels, like the
+# estimates, are the same bits on any machine.
+
+
+def _last_sum(x: np.ndarray) -> np.ndarray:
+    """Sum over the last axis, left to right."""
+    out = x[..., 0].copy()
+    for i in range(1, x.shape[-1]):
+        out += x[..., i]
+    return out
+
+
+def _contract(x: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """``sum_{c,k} x[n, c, k] d[c, k, j]``, shape (N, J), in a fixed order."""
+    out = np.zeros((x.shape[0], d.shape[2]))
+    for c in range(d.shape[0]):
+        for k in range(d.shape[1]):
+            out += x[:, c, k, None] * d[c, k][None, :]
+    return out
+
+
+def _cholesky(m: np.ndarray) -> np.ndarray:
+    """Lower Cholesky factors (N, J, J) of symmetric positive definite matrices (N, J, J)."""
+    j = m.shape[1]
+    low = np.zeros_like(m)
+    for c in range(j):
+        s = m[:, c, c].copy()
+        for i in range(c):
+            s -= low[:, c, i] * low[:, c, i]
+        low[:, c, c] = np.sqrt(np.maximum(s, 1e-300))
+        for r in range(c + 1, j):
+            s = m[:, r, c].copy()
+            for i in range(c):
+                s -= low[:, r, i] * low[:, c, i]
+            low[:, r, c] = s / low[:, c, c]
+    return low
+
+
+def _cho_solve(low: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """x (N, J, R) with (low low') x = b, from ``_cholesky``'s factors and b (N, J, R)."""
+    j = low.shape[1]
+    y = np.empty_like(b)
+    for r in range(j):
+        s = b[:, r].copy()
+        for i in range(r):
+            s -= low[:, r, i, None] * y[:, i]
+        y[:, r] = s / low[:, r, r, None]
+    x = np.empty_like(b)
+    for r in range(j - 1, -1, -1):
+        s = y[:, r].copy()
+        for i in range(r + 1, j):
+            s -= low[:, i, r, None] * x[:, i]
+        x[:, r] = s / low[:, r, r, None]
+    return x
+
+
 def confusion(a: np.ndarray, d: np.ndarray) -> np.ndarray:
     """Row-stochastic confusion matrices P[n, c, k] (N, K, K).
 
     ``a`` (N, J) parameters, ``d`` (K, K, J) the design."""
-    logits = np.einsum("ckj,nj->nck", d, a)
+    logits = np.zeros((a.shape[0], d.shape[0], d.shape[1]))
+    for j in range(d.shape[2]):
+        logits += d[None, :, :, j] * a[:, j, None, None]
     logits -= logits.max(axis=2, keepdims=True)
     p = libm.exp(logits)
-    return p / p.sum(axis=2, keepdims=True)
+    return p / _last_sum(p)[:, :, None]
 
 
 def soft_tables(
@@ -105,7 +166,7 @@ def posterior(log_lik: np.ndarray, rho: np.ndarray, gold: np.ndarray | None) -> 
     s = log_lik + libm.log(rho)[None, :]
     top = s.max(axis=1, keepdims=True)
     w = libm.exp(s - top)
-    tot = w.sum(axis=1, keepdims=True)
+    tot = _last_sum(w)[:, None]
     q = w / tot
     evidence = float((libm.log(tot) + top).sum())
     if gold is not None:
@@ -127,16 +188,26 @@ def newton_step(
     negative inverse Hessian, Laplace) at the old ones, shape (N, J, J).
     """
     p = confusion(a, d)
-    rows = t.sum(axis=2)  # (N, K)
-    resid = t - rows[:, :, None] * p
-    grad = np.einsum("nck,ckj->nj", resid, d) - (a - a_bar) @ lam
-    pd_ = np.einsum("nck,ckj->ncj", p, d)
-    pdd = np.einsum("nck,ckj,ckl->ncjl", p, d, d)
-    cov = pdd - pd_[:, :, :, None] * pd_[:, :, None, :]
-    prec = np.einsum("nc,ncjl->njl", rows, cov) + lam[None]
-    step = np.linalg.solve(prec, grad[:, :, None])[:, :, 0]
+    k, j = d.shape[1], d.shape[2]
+    rows = _last_sum(t)  # (N, K)
+    dev = a - a_bar
+    pull = np.zeros_like(a)  # (a - a_bar) @ lam
+    for i in range(j):
+        pull += dev[:, i, None] * lam[i][None, :]
+    grad = _contract(t - rows[:, :, None] * p, d) - pull
+    prec = np.broadcast_to(lam, (a.shape[0], j, j)).copy()
+    for c in range(d.shape[0]):
+        mean = np.zeros((a.shape[0], j))  # E_P[d[c, k]]
+        second = np.zeros((a.shape[0], j, j))  # E_P[d d']
+        for r in range(k):
+            w = p[:, c, r, None]
+            mean += w * d[c, r][None, :]
+            second += w[:, :, None] * np.outer(d[c, r], d[c, r])[None]
+        prec += rows[:, c, None, None] * (second - mean[:, :, None] * mean[:, None, :])
+    low = _cholesky(prec)
+    step = _cho_solve(low, grad[:, :, None])[:, :, 0]
     step = np.clip(step, -MAX_STEP, MAX_STEP)
-    var = np.linalg.inv(prec)
+    var = _cho_solve(low, np.broadcast_to(np.eye(j), prec.shape).copy())
     return a + step, var
 
 
@@ -144,15 +215,19 @@ def prior_update(a: np.ndarray, var: np.ndarray) -> tuple[np.ndarray, np.ndarray
     """Empirical-Bayes prior mean (J,) and precision matrix (J, J) from the annotators' posteriors.
 
     ``a`` (N, J) posterior modes, ``var`` (N, J, J) their Laplace covariances. The prior
-    covariance is the mean posterior second moment about the mean; its eigenvalues are capped
-    at ``1 / MIN_PRECISION`` so that no direction of an annotator's parameters goes unanchored.
+    covariance is the mean posterior second moment about the mean, each parameter's variance
+    capped at ``1 / MIN_PRECISION`` (its row and column scaled, correlations kept) so that no
+    parameter of an annotator goes unanchored, plus ``PRIOR_RIDGE`` on the diagonal (a
+    direction no annotator's parameters vary in keeps a finite precision).
     """
     a_bar = a.mean(axis=0)
     dev = a - a_bar
     cov = (dev[:, :, None] * dev[:, None, :] + var).mean(axis=0)
-    w, v = np.linalg.eigh(cov)
-    w = np.clip(w, 1e-6, 1.0 / MIN_PRECISION)
-    return a_bar, (v / w) @ v.T
+    scale = np.sqrt(np.minimum(1.0, (1.0 / MIN_PRECISION) / np.diagonal(cov)))
+    j = cov.shape[0]
+    cov = cov * scale[:, None] * scale[None, :] + PRIOR_RIDGE * np.eye(j)
+    low = _cholesky(cov[None])
+    return a_bar, _cho_solve(low, np.eye(j)[None])[0]
 
 
 @dataclass(frozen=True)
@@ -179,7 +254,7 @@ class LevelFit:
 def start(instance: np.ndarray, rating: np.ndarray, m: int, k: int) -> np.ndarray:
     """Start: each item's share of ratings at each level, smoothed by one rating spread evenly."""
     counts = np.bincount(instance * k + rating, minlength=m * k).reshape(m, k) + 1.0 / k
-    return counts / counts.sum(axis=1, keepdims=True)
+    return counts / _last_sum(counts)[:, None]
 
 
 def fit_levels(
@@ -286,7 +361,7 @@ def calibrated_log(logq: np.ndarray, theta: np.ndarray) -> np.ndarray:
     z = logq * libm.exp(theta[0])
     z[:, 1:] += theta[1:]
     z -= z.max(axis=1, keepdims=True)
-    return z - libm.log(libm.exp(z).sum(axis=1, keepdims=True))
+    return z - libm.log(_last_sum(libm.exp(z)))[:, None]
 
 
 def level_posterior(

@@ -136,7 +136,8 @@ def test_compare_and_experiment(files, tmp_path):
     )
     t = pd.read_csv(table)
     assert t.columns.tolist() == [
-        "method", "mse", "correlation", "ndcg", "label_error", "seconds", "n_gold",
+        "method", "mse", "correlation", "ndcg", "label_error", "calibration_error", "log_loss",
+        "seconds", "n_gold",
     ]  # fmt: skip
     assert (t["n_gold"] == 150).all()
     assert t["method"].tolist() == ["mean", "odm-global"]

@@ -69,8 +69,10 @@ def ratings() -> pd.DataFrame:
 
 
 def in_memory(**kw) -> OrdinalMixture:
-    """``OrdinalMixture`` with its defaults unless ``kw`` says otherwise."""
-    return OrdinalMixture(**kw)
+    """``OrdinalMixture`` with its defaults unless ``kw`` says otherwise, its labels from the
+    continuous posterior as the Dask engine's (the confusion model needs the ratings in
+    memory)."""
+    return OrdinalMixture(**{"labels": "continuous", **kw})
 
 
 def quiet_fit(model, data, **kw):
@@ -435,7 +437,8 @@ def test_cli_engine_dask_writes_the_same_files(client, ratings, tmp_path, capsys
     path = tmp_path / "r.csv"
     ratings.to_csv(path, index=False)
     common = ["--restarts", "2", "--seed", "4", "--granularity", "query", "--quiet"]
-    assert main(["fit", str(path), "--out", str(tmp_path / "mem"), *common]) == 0
+    mem = ["--labels", "continuous"]  # the Dask engine's labels
+    assert main(["fit", str(path), "--out", str(tmp_path / "mem"), *common, *mem]) == 0
     args = ["fit", str(path), "--out", str(tmp_path / "dsk"), *common, "--engine", "dask"]
     assert main([*args, "--scheduler", client.scheduler.address]) == 0
     mem_files = sorted(p.name for p in (tmp_path / "mem").iterdir())
@@ -483,3 +486,11 @@ def test_cli_bad_file_one_error_line(tmp_path, capsys):
     missing = tmp_path / "nope.csv"
     assert main(["fit", str(missing), "--out", str(out), "--engine", "dask"]) == 2
     assert "file not found" in capsys.readouterr().err
+
+
+def test_confusion_labels_need_the_in_memory_engine(client, ratings):
+    from ordmix_core.errors import InputError
+
+    dsk = DaskOrdinalMixture(labels="confusion", scheduler=client)
+    with pytest.raises(InputError, match="in-memory engine only"):
+        dsk.fit(ratings)

@@ -91,10 +91,23 @@ def test_prior_update_is_the_moment_match():
     var = np.zeros((2, 2, 2))
     a_bar, lam = lm.prior_update(a, var)
     np.testing.assert_allclose(a_bar, [2.0, 1.0])
-    cov = np.array([[1.0, 1.0], [1.0, 1.0]])  # singular: the flat direction is floored
-    w, v = np.linalg.eigh(cov)
-    w = np.clip(w, 1e-6, 1.0 / lm.MIN_PRECISION)
-    np.testing.assert_allclose(lam, (v / w) @ v.T)
+    cov = np.array([[1.0, 1.0], [1.0, 1.0]])  # singular: the ridge keeps it invertible
+    np.testing.assert_allclose(lam, np.linalg.inv(cov + lm.PRIOR_RIDGE * np.eye(2)), rtol=1e-6)
+    # a variance beyond 1 / MIN_PRECISION is capped, the correlation kept
+    a = np.array([[10.0, 1.0], [-10.0, -1.0]])
+    _, lam = lm.prior_update(a, var)
+    cap = 1.0 / lm.MIN_PRECISION
+    capped = np.array([[cap, np.sqrt(cap)], [np.sqrt(cap), 1.0]]) + lm.PRIOR_RIDGE * np.eye(2)
+    np.testing.assert_allclose(lam, np.linalg.inv(capped), rtol=1e-6)
+
+
+def test_cholesky_solves_match_lapack():
+    rng = np.random.default_rng(8)
+    x = rng.normal(size=(6, 5, 5))
+    m = x @ x.transpose(0, 2, 1) + 0.1 * np.eye(5)
+    b = rng.normal(size=(6, 5, 3))
+    got = lm._cho_solve(lm._cholesky(m), b)
+    np.testing.assert_allclose(got, np.linalg.solve(m, b), rtol=1e-9, atol=1e-9)
 
 
 def test_recovers_the_truth_of_a_careful_crowd():

@@ -214,6 +214,12 @@ class DaskOrdinalMixture(OrdinalMixture):
                 "init_from (a warm start from an earlier fit) works with the in-memory "
                 "OrdinalMixture only"
             )
+        if self.labels == "confusion":
+            raise InputError(
+                "labels='confusion' (the ordinal confusion model's labels) works with the "
+                "in-memory engine only; this engine's labels come from the continuous posterior "
+                "(drop --labels, or fit without --engine dask)"
+            )
         t0 = time.perf_counter()
         # spam=None: the in-memory engine decides from per-rating evidence that stays on the
         # workers here; this engine keeps the spam component (``model_["spam_choice"]``)
@@ -241,6 +247,9 @@ class DaskOrdinalMixture(OrdinalMixture):
                 "why": "the Dask engine keeps the spam component: the evidence that decides it "
                 "in memory (each rating against its item) stays on the workers",
             }
+        # the ratings stay on the workers: labels from the continuous posterior
+        self.level_proba_ = None
+        self.model_["labels"] = "continuous"
         _emit(warn)
         return self
 
