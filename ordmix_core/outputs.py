@@ -354,7 +354,8 @@ def table(model: Any, name: str, dec: Decisions | None = None) -> pd.DataFrame:
 
 def items_table(model: Any, dec: Decisions | None = None) -> pd.DataFrame:
     """``items.csv``: instance, estimate, sd, n_ratings[, query], category[, gold],
-    estimate_spread, unstable (``item_stability``), then the decision columns
+    estimate_spread, unstable (``item_stability``)[, clear_majority (labels from the confusion
+    model)], then the decision columns
     (``DECISION_COLUMNS``)."""
     return table(model, "items", dec)
 

@@ -306,9 +306,12 @@ def test_decisions_for_any_fit(crowd, spam):
     assert np.all((t[0] <= items["lower_90"]) & (items["lower_90"] <= items["upper_90"]))
     assert np.all(items["upper_90"] <= t[-1])
     assert set(items["flag"]) <= set(D.ITEM_FLAGS)
-    # every item has a label: the most probable level, undetermined items included
+    # every item has a label: the most probable level (or the level of a clear majority of
+    # trusted raters), undetermined items included
     assert np.all(np.isin(items["label"], m.scale_.values))
-    np.testing.assert_array_equal(items["label"], m.scale_.values[p.argmax(axis=1)])
+    clear = m.items_["clear_majority"].to_numpy()
+    expected = np.where(np.isfinite(clear), clear, m.scale_.values[p.argmax(axis=1)])
+    np.testing.assert_array_equal(items["label"], expected)
     np.testing.assert_allclose(
         items["truth_weight"], np.bincount(m.data_.inst, weights=m.omega_), rtol=1e-12
     )

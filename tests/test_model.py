@@ -372,7 +372,11 @@ def test_the_spam_decisions_flags_are_the_outputs_flags():
     assert outputs.decide(m).annotators is m.annotator_flags_  # reused, not recomputed
     other = outputs.decide(m, confidence=0.8).annotators  # other settings: computed
     assert other is not m.annotator_flags_ and (other["flag_confidence"] == 0.8).all()
-    m.spam = False
+    m.spam = False  # no spam component: the labels' flags, the same evidence as afresh
+    m.fit(_crowd(0.3))
+    fresh = SimpleNamespace(**{**vars(m), "annotator_flags_": None})
+    pd.testing.assert_frame_equal(m.annotator_flags_, decisions.annotator_flags(fresh))
+    m.labels = "continuous"  # no label model and no spam decision: nothing cached
     assert m.fit(_crowd(0.3)).annotator_flags_ is None
 
 

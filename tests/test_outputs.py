@@ -25,9 +25,10 @@ from ordmix_core.simulate import simulate_crowd
 ROOT = Path(__file__).resolve().parents[1]
 RATINGS = ROOT / "demo_data" / "simulated-ratings.csv"
 IDS = {"instance": str, "annotator": str, "query": str, "category": str}
-#: the model's item columns, then the ensemble's (issue 15: what near-tied restarts disagree on)
+#: the model's item columns, the ensemble's (what near-tied restarts disagree on), then the
+#: level of a clear majority of trusted raters (labels from the confusion model: the default)
 MODEL_ITEM_COLUMNS = ["instance", "estimate", "sd", "n_ratings", "query", "category",
-                      "estimate_spread", "unstable"]  # fmt: skip
+                      "estimate_spread", "unstable", "clear_majority"]  # fmt: skip
 MODEL_ANN_COLUMNS = [
     "annotator",
     "n_ratings",
@@ -177,8 +178,10 @@ def test_trec_cli_flags_need_enough_ratings_and_undetermined_items_are_marked(tm
     p = np.sort(items[["p_level_1", "p_level_2", "p_level_3"]].to_numpy(), axis=1)
     tie = p[:, -1] - p[:, -2] < decisions.TIE
     thin = (items["rating_info"] < 0.5).to_numpy()
-    assert thin.sum() > 100 and tie.sum() > 0
-    np.testing.assert_array_equal(und.to_numpy(), thin | tie)
+    clear = items["clear_majority"].notna().to_numpy()  # trusted raters agree: not a tie
+    assert thin.sum() > 100 and (tie & ~clear).sum() > 0
+    np.testing.assert_array_equal(und.to_numpy(), thin | (tie & ~clear))
+    np.testing.assert_array_equal(items.loc[clear, "label"], items.loc[clear, "clear_majority"])
     assert np.all(items.loc[thin, "sd"] > prior_sd / np.sqrt(2))
     # the label's interval: adjacent levels around it holding 90% of its level probabilities
     assert ((items["lower_90"] <= items["label"]) & (items["label"] <= items["upper_90"])).all()
@@ -213,8 +216,8 @@ def test_write_fit_outputs_writes_exactly_the_declared_files(schema_model, tmp_p
 
 def test_tables_put_ids_first_in_a_fixed_order(schema_model) -> None:
     items = outputs.items_table(schema_model)
-    assert list(items.columns[:8]) == MODEL_ITEM_COLUMNS  # the model's, then the decisions
-    assert list(items.columns[8:]) == list(decisions.item_decisions(schema_model).columns)
+    assert list(items.columns[:9]) == MODEL_ITEM_COLUMNS  # the model's, then the decisions
+    assert list(items.columns[9:]) == list(decisions.item_decisions(schema_model).columns)
     np.testing.assert_array_equal(items["estimate"], schema_model.estimates_)
     ann = outputs.annotators_table(schema_model)
     assert list(ann.columns[:11]) == MODEL_ANN_COLUMNS  # the model's columns in a fixed order
