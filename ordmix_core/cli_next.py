@@ -78,22 +78,19 @@ def _positive_int(text: str) -> int:
     return v
 
 
-def _check_out(path: str, flag: str) -> Path:
-    out = Path(path)
-    if out.is_dir():
-        raise InputError(f"{flag} {path} is a folder; give a file name such as next.csv")
-    return out
-
-
 def cmd_next(args: argparse.Namespace) -> int:
     from .io import write_csv
+    from .outpaths import check_input_file, check_output_file
 
-    out = _check_out(args.out, "--out")
-    review_out = _check_out(args.review, "--review") if args.review else None
-    if review_out is not None and review_out.resolve() == out.resolve():
-        raise InputError("--out and --review name the same file; give two file names")
+    source = check_input_file(args.source, allow_dir=True)
+    inputs = {("fit" if source.is_dir() else "ratings"): args.source}
+    out = check_output_file(args.out, inputs, table="next", option="--out")
+    review_out = None
+    if args.review:
+        review_out = check_output_file(args.review, inputs, table="review", option="--review")
+        if review_out.resolve() == out.resolve():
+            raise InputError("--out and --review name the same file; give two file names")
     decisions.check_flag_settings(**_flag_settings(args))  # before a fit, not after
-    source = Path(args.source)
     if source.is_dir():
         items, annotators = _from_fitfolder_name(source, args, review_out is not None)
     else:

@@ -2,11 +2,13 @@
 
 ordmix replaces an output folder as a whole, so it must never hold anything ordmix did not
 write. :func:`check_output_dir` (a folder: ``fit``, ``experiment``) and
-:func:`check_output_file` (a table: ``compare``) refuse, with one :class:`InputError` and
-before any compute, an output that is empty, the current folder, holds or is an input,
-holds files other than a previous ordmix output, or cannot be written (read-only, a missing
-read-only parent, another user's folder in a sticky directory). :func:`check_input_file`
-refuses inputs that are not regular files (a named pipe would block the reader forever).
+:func:`check_output_file` (a table: ``compare``, ``next``'s batch and review) refuse, with one
+:class:`InputError` and before any compute, an output that is empty, the current folder, is
+or holds an input, lies inside an input folder, holds files other than a previous ordmix
+output, is a file other than an earlier table of the same kind (``TABLE_HEADERS``), or cannot
+be written (read-only, a missing read-only parent, another user's folder in a sticky
+directory). :func:`check_input_file` refuses inputs that are not regular files (a named pipe
+would block the reader forever).
 :func:`atomic_output_dir` writes into a temporary sibling that replaces the folder only when
 the run succeeded; :func:`safe_output_dir` is both.
 """
@@ -33,6 +35,13 @@ FIT_FILES = FILES
 EXPERIMENT_FILES = ("results.csv", "mse.html", "correlation.html", "ndcg.html", "summary.json")
 #: the first columns of the table ``ordmix compare`` writes
 COMPARE_HEADER = "method,mse,correlation,ndcg"
+#: the first columns of each table a command writes: an existing file is replaced only when it
+#: starts so (an earlier output of the same command), never otherwise
+TABLE_HEADERS = {
+    "compare": (COMPARE_HEADER, "a table ordmix compare wrote"),
+    "next": ("rank,instance,", "a batch ordmix next wrote"),
+    "review": ("annotator,flag,p_unreliable,", "a review list ordmix next --review wrote"),
+}
 _OURS = frozenset(FIT_FILES) | frozenset(EXPERIMENT_FILES)
 
 Inputs = Mapping[str, "str | os.PathLike"]
@@ -115,27 +124,36 @@ def check_output_dir(path: str | os.PathLike, inputs: Inputs | None = None) -> P
     return p
 
 
-def check_output_file(path: str | os.PathLike, inputs: Inputs | None = None) -> Path:
+def check_output_file(
+    path: str | os.PathLike,
+    inputs: Inputs | None = None,
+    table: str = "compare",
+    option: str = "--out",
+) -> Path:
     """Refuse an output table path ordmix may not overwrite or cannot write; else return it.
 
-    An existing file is overwritten only if it is a table ``ordmix compare`` wrote.
+    ``inputs``: name -> path of the files (or folders) the run reads; the output may be none of
+    them, nor inside an input folder. An existing file is overwritten only if it is an earlier
+    table of the same kind (``table``, a key of ``TABLE_HEADERS``); ``option`` names the flag
+    in the messages.
     """
-    p, label = _nonempty(path)
+    p, label = _nonempty(path, option)
     where = p.resolve()
     if p.is_dir():
         raise InputError(
             "is a folder; give a file name for the table, e.g. "
-            f"--out {os.path.join(label, 'compare.csv')}",
+            f"{option} {os.path.join(label, table + '.csv')}",
             source=label,
         )
     _refuse_inputs(where, inputs, label, inside=False)
     if p.exists():
         if not p.is_file():
             raise InputError("is not a regular file; choose another file name", source=label)
-        if not _is_compare_table(p):
+        header, kind = TABLE_HEADERS[table]
+        if not _is_table(p, header):
             raise InputError(
-                "exists and is not a table ordmix wrote; ordmix never overwrites other files: "
-                "choose another file name",
+                f"exists and is not {kind}; ordmix never overwrites other files: choose "
+                f"another file name for {option}",
                 source=label,
             )
         _check_replaceable(p, label)
@@ -213,19 +231,26 @@ def _shown(p: Path) -> str:
     return "the current folder" if str(rel) == "." else str(rel)
 
 
-def _nonempty(path: str | os.PathLike) -> tuple[Path, str]:
+def _nonempty(path: str | os.PathLike, option: str = "--out") -> tuple[Path, str]:
     label = os.fspath(path)
     if not label.strip():
-        raise InputError("--out is empty; give a folder or file name, e.g. --out results")
+        raise InputError(f"{option} is empty; give a folder or file name, e.g. {option} results")
     return Path(label), label
 
 
 def _refuse_inputs(where: Path, inputs: Inputs | None, label: str, inside: bool) -> None:
-    """Refuse an output that is one of the inputs (or, ``inside``, a folder holding one)."""
+    """Refuse an output that is one of the inputs, inside an input folder, or (``inside``) a
+    folder holding an input."""
     for name, src in (inputs or {}).items():
         if src is None:
             continue
         s = Path(src).resolve()
+        if s.is_dir() and s in where.parents:
+            raise InputError(
+                f"is inside the {name} folder {src}, which ordmix reads (and ordmix fit "
+                "replaces as a whole); choose a path outside it",
+                source=label,
+            )
         if s == where or (inside and where in s.parents):
             what = f"is the {name} file itself" if s == where else f"holds the {name} file {src}"
             raise InputError(
@@ -277,13 +302,14 @@ def _is_ours(folder: Path, name: str) -> bool:
     return False
 
 
-def _is_compare_table(p: Path) -> bool:
+def _is_table(p: Path, header: str) -> bool:
+    """Whether the file's first line starts with ``header`` (a table ordmix wrote)."""
     try:
         with open(p, encoding="utf-8", errors="replace") as f:
             head = f.readline(200)
     except OSError:
         return False
-    return head.lstrip("\ufeff").startswith(COMPARE_HEADER)
+    return head.lstrip("\ufeff").startswith(header)
 
 
 def _check_replaceable(p: Path, label: str) -> None:

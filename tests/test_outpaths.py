@@ -122,9 +122,44 @@ def test_compare_out_refusals(crowd_files, tmp_path, no_compute):
     refused([*base, ""], "--out is empty")
     notes = tmp_path / "notes.csv"
     notes.write_text("a,b\n1,2\n")
-    refused([*base, notes], "exists and is not a table ordmix wrote")
+    refused([*base, notes], "exists and is not a table ordmix compare wrote")
     assert notes.read_text() == "a,b\n1,2\n"
     assert snapshot(crowd_files) == before
+
+
+def test_next_refuses_its_input_other_files_and_a_fit_folders_inside(
+    crowd_files, tmp_path, no_compute
+):
+    """``ordmix next`` writes by the same rule as ``compare``: a new path, or an earlier output of
+    the same kind; never an input, never someone else's file, never inside a fit folder."""
+    r = tmp_path / "r.csv"
+    shutil.copy(crowd_files / "r.csv", r)
+    notes = tmp_path / "notes.csv"
+    notes.write_text("a,b\n1,2\n")
+    fit = tmp_path / "fit"
+    fit.mkdir()
+    (fit / "summary.json").write_text('{"ordmix_version": "0"}')
+    before = snapshot(tmp_path)
+    refused(["next", r, "--out", r], "is the ratings file itself")
+    refused(["next", r, "--out", tmp_path / "n.csv", "--review", r], "is the ratings file itself")
+    refused(["next", r, "--out", notes], "exists and is not a batch ordmix next wrote")
+    refused(
+        ["next", r, "--out", tmp_path / "n.csv", "--review", notes],
+        "is not a review list ordmix next --review wrote",
+    )
+    refused(["next", fit, "--out", fit / "next.csv"], "is inside the fit folder")
+    refused(["next", r, "--out", tmp_path], "is a folder; give a file name")
+    refused(["next", r, "--out", ""], "--out is empty")
+    assert snapshot(tmp_path) == before
+
+
+def test_next_replaces_its_own_batch_and_review(crowd_files, tmp_path):
+    n, v = tmp_path / "n.csv", tmp_path / "v.csv"
+    argv = ["next", crowd_files / "r.csv", "--quiet", "--restarts", "1"]
+    assert run([*argv, "--out", n, "--review", v])[0] == 0
+    assert run([*argv, "--out", n, "--review", v, "--batch", "3"])[0] == 0
+    assert len(n.read_text().splitlines()) == 4  # the header and the new batch of three
+    refused([*argv, "--out", v], "is not a batch ordmix next wrote")  # the other kind
 
 
 def test_compare_overwrites_its_own_table(crowd_files, tmp_path):

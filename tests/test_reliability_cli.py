@@ -244,8 +244,21 @@ CASES = [
     Case(
         "`compare --out notes.csv` (someone's file)",
         ["compare", "r.csv", "--gold", "g.csv", "--out", "notes.csv"],
-        E + "notes.csv: exists and is not a table ordmix wrote; ordmix never overwrites other "
-        "files: choose another file name",
+        E + "notes.csv: exists and is not a table ordmix compare wrote; ordmix never overwrites "
+        "other files: choose another file name for --out",
+        _table,
+    ),
+    Case(
+        "`next r.csv --out r.csv` (the input itself)",
+        ["next", "r.csv", "--out", "r.csv"],
+        E + "r.csv: is the ratings file itself; ordmix never overwrites its input: choose "
+        "another output file name",
+    ),
+    Case(
+        "`next r.csv --out n.csv --review notes.csv` (someone's file)",
+        ["next", "r.csv", "--out", "n.csv", "--review", "notes.csv"],
+        E + "notes.csv: exists and is not a review list ordmix next --review wrote; ordmix "
+        "never overwrites other files: choose another file name for --review",
         _table,
     ),
     Case(
