@@ -147,12 +147,15 @@ def level_probabilities(mean: np.ndarray, sd: np.ndarray, thresholds: np.ndarray
 
     ``mean``, ``sd``: (M,); ``thresholds``: (K+1,) ``b_0 < ... < b_K``. Level k holds
     ``[b_{k-1}, b_k)`` with the outer intervals extended to -inf and +inf (a true value beyond
-    the scale's end is still that end's level), so the rows sum to 1 exactly.
+    the scale's end is still that end's level), so the rows sum to 1 exactly. An item with
+    ``sd`` 0 (a gold item, its value known) has all its probability on its value's level.
     """
     mean = np.asarray(mean, dtype=float)[:, None]
     sd = np.asarray(sd, dtype=float)[:, None]
     inner = np.asarray(thresholds, dtype=float)[1:-1][None, :]
-    cdf = ndtr((inner - mean) / sd)  # (M, K-1), nondecreasing along the row
+    spread = sd > 0
+    z = (inner - mean) / np.where(spread, sd, 1.0)
+    cdf = np.where(spread, ndtr(z), (mean < inner).astype(float))  # (M, K-1), nondecreasing
     ones = np.ones((cdf.shape[0], 1))
     edges = np.concatenate([0.0 * ones, cdf, ones], axis=1)
     return np.diff(edges, axis=1)
@@ -207,7 +210,8 @@ def expected_gain(
     mean = np.asarray(mean, dtype=float)
     sd = np.asarray(sd, dtype=float)
     rho = np.asarray(rho, dtype=float)
-    prec_after = 1.0 / sd**2 + rho
+    with np.errstate(divide="ignore"):  # sd 0: a known value (gold), infinite precision
+        prec_after = 1.0 / sd**2 + rho
     sd_after = 1.0 / np.sqrt(prec_after)
     spread = np.sqrt(np.maximum(sd**2 - 1.0 / prec_after, 0.0))
     nodes, weights = np.polynomial.hermite_e.hermegauss(_GAIN_NODES)

@@ -60,8 +60,12 @@ def _apply(op, x, y, out):  # pragma: no cover - compiled
 
 def _flat(a: np.ndarray) -> np.ndarray:
     """``a`` as a writable C-ordered 1-D float64 array (a view when it is one already): the
-    kernel's one signature (a read-only array would make numba compile another)."""
-    return np.require(a, dtype=np.float64, requirements=["C", "W"]).reshape(-1)
+    kernel's one signature (a read-only array would make numba compile another). A broadcast
+    view (not contiguous) or a read-only array is copied, never flagged writable in place."""
+    flat = np.ascontiguousarray(a, dtype=np.float64)
+    if not flat.flags.writeable:
+        flat = flat.copy()
+    return flat.reshape(-1)
 
 
 def _unary(op, scalar, fallback):
@@ -95,7 +99,11 @@ log2 = _unary(_LOG2, math.log2, np.log2)
 
 def power(x, y):
     """numpy's ``power`` of float64 arrays (broadcast) with libm's ``pow`` (see the module)."""
-    a, b = np.broadcast_arrays(np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64))
+    a, b = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    shape = np.broadcast_shapes(a.shape, b.shape)
+    # read-only broadcast views (never numpy's writable-with-a-warning ones): _flat copies them
+    a = a if a.shape == shape else np.broadcast_to(a, shape)
+    b = b if b.shape == shape else np.broadcast_to(b, shape)
     if not USE_JIT:
         with np.errstate(all="ignore"):
             return np.power(a, b)

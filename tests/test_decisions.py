@@ -502,3 +502,14 @@ def test_level_probabilities_decide_label_interval_ties_and_clear_majorities():
     np.testing.assert_allclose(out[["p_level_1", "p_level_2", "p_level_3"]], proba)
     assert out["lower_90"].tolist() == [1.0, 1.0, 1.0, 1.0]
     assert out["upper_90"].tolist() == [1.0, 3.0, 3.0, 3.0]
+
+
+def test_level_probabilities_of_a_known_value_are_its_level():
+    """sd 0 (a gold item): all the probability on the level holding the value, no warning."""
+    t = np.array([0.5, 1.5, 2.5, 3.5])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        p = D.level_probabilities(np.array([1.0, 2.5, 3.2]), np.zeros(3), t)
+        gain = D.expected_gain(np.array([1.0]), np.zeros(1), t, np.array([1.0]), 0.9)
+    np.testing.assert_array_equal(p, [[1, 0, 0], [0, 0, 1], [0, 0, 1]])
+    assert gain[0] == 0.0

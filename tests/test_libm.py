@@ -66,3 +66,14 @@ def test_power_broadcasts_with_pows_bits() -> None:
     want = np.array([[math.pow(a, b) for a, b in zip(row, y, strict=True)] for row in x])
     np.testing.assert_array_equal(got, want)
     assert libm.power(2.0, 3.0) == 8.0 and type(libm.power(2.0, 0.5)) is np.float64
+
+
+def test_broadcast_arguments_give_no_numpy_warning():
+    """Broadcast views are copied, never made writable in place (numpy's FutureWarning)."""
+    import warnings
+
+    x, y = np.linspace(0.1, 2.0, 6).reshape(2, 3), np.array([0.5, 1.0, 2.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_array_equal(libm.power(x, y), np.power(x, y))
+        np.testing.assert_array_equal(libm.power(2.0, y), np.power(2.0, y))

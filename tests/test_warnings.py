@@ -59,3 +59,18 @@ def test_collapsed_fit_warns_collapse():
     assert m.collapsed_
     assert [w.category for w in caught] == [CollapseWarning]
     assert str(caught[0].message) == m.warnings_[0]
+
+
+def test_a_fit_with_gold_gives_no_numpy_warning(tmp_path):
+    """Gold items have sd 0 (their value is known): the decisions handle that without a
+    division by zero, so ``ordmix fit --gold`` prints no warning."""
+    from _cli_helpers import run_cli
+
+    crowd = simulate_crowd(n_items=60, n_annotators=8, spammer_share=0.3, random_state=4)
+    crowd.ratings.to_csv(tmp_path / "r.csv", index=False)
+    crowd.gold.iloc[:10].to_csv(tmp_path / "gold.csv")
+    argv = ["fit", tmp_path / "r.csv", "--gold", tmp_path / "gold.csv", "--out", tmp_path / "o"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        rc, err = run_cli([*argv, "--quiet", "--restarts", "2"])[:2]
+    assert rc == 0 and not [line for line in err if "warning" in line], err
