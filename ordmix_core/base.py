@@ -1,7 +1,10 @@
 """The estimator interface every method shares (scikit-learn / crowd-kit style).
 
 ``__init__`` stores parameters only; ``fit(ratings)`` learns attributes ending in ``_`` and
-returns ``self``; ``fit_predict(ratings)`` returns the per-instance estimates.
+returns ``self``. crowd-kit's names mean what they mean there: ``fit_predict`` gives each
+task's label, ``fit_predict_proba`` each task's probability of each level (``labels_`` and
+``probas_`` after ``fit``, indexed by ``task`` as crowd-kit's are); ``fit_predict_score``
+gives the per-instance estimate on the scale (``estimates_``, indexed by ``instance``).
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from .data import CrowdData, Scale, id_array, prepare
+from .data import CrowdData, Scale, id_array, level_labels, prepare
 
 
 class CrowdEstimator:
@@ -41,7 +44,66 @@ class CrowdEstimator:
         return self
 
     def fit_predict(self, ratings: pd.DataFrame | CrowdData) -> pd.Series:
+        """Fit, then return each task's label (crowd-kit's ``fit_predict``).
+
+        Parameters
+        ----------
+        ratings : DataFrame
+            Long ratings ``annotator, instance, rating`` (crowd-kit's ``worker, task, label``
+            accepted), or a prepared :class:`CrowdData`.
+
+        Returns
+        -------
+        Series
+            ``labels_``: the label of each task, indexed by ``task``.
+        """
+        return self.fit(ratings).labels_
+
+    def fit_predict_proba(self, ratings: pd.DataFrame | CrowdData) -> pd.DataFrame:
+        """Fit, then return each task's probability of each level (crowd-kit's
+        ``fit_predict_proba``): ``probas_``, tasks by levels, rows summing to 1."""
+        return self.fit(ratings).probas_
+
+    def fit_predict_score(self, ratings: pd.DataFrame | CrowdData) -> pd.Series:
+        """Fit, then return each instance's estimate on the scale (``estimates_``: the
+        posterior mean for the model, the mean or median rating for those baselines)."""
         return self.fit(ratings).estimates_
+
+    @property
+    def probas_(self) -> pd.DataFrame:
+        """Each task's probability of each level: DataFrame indexed by ``task``, one column
+        per level of the scale (its own values), rows summing to 1. A method without level
+        probabilities (mean, median) puts all of it on the level nearest its estimate."""
+        proba = self._level_proba()
+        if proba is None:
+            values = self.scale_.values
+            est = self.estimates_.to_numpy(dtype=float)
+            nearest = np.abs(est[:, None] - values[None, :]).argmin(axis=1)
+            proba = np.eye(values.size)[nearest]
+        return self._task_frame(np.asarray(proba, dtype=float))
+
+    @property
+    def labels_(self) -> pd.Series:
+        """Each task's label, its most probable level (the scale's own values: integers when
+        the scale's are), Series indexed by ``task`` named ``agg_label`` as in crowd-kit."""
+        proba = self.probas_
+        return pd.Series(
+            proba.columns.to_numpy()[proba.to_numpy().argmax(axis=1)],
+            index=proba.index,
+            name="agg_label",
+        )
+
+    def _level_proba(self) -> np.ndarray | pd.DataFrame | None:
+        """(M, K) level probabilities in the order of ``estimates_``, or None."""
+        post = getattr(self, "posterior_", None)
+        return None if post is None else post.to_numpy(dtype=float)
+
+    def _task_frame(self, proba: np.ndarray) -> pd.DataFrame:
+        return pd.DataFrame(
+            proba,
+            index=pd.Index(self.estimates_.index.to_numpy(), name="task"),
+            columns=pd.Index(level_labels(self.scale_.values), name="label"),
+        )
 
     def _fit(self, data: CrowdData) -> np.ndarray:  # pragma: no cover - abstract
         raise NotImplementedError

@@ -195,7 +195,7 @@ def compare_methods(
             callback(name, i, len(names))
         model = METHODS[name].make(model_params, rng, granularity)
         t0 = time.perf_counter()
-        e = model.fit_predict(data)
+        e = model.fit_predict_score(data)
         seconds = time.perf_counter() - t0
         scores = evaluate(e, truth, queries, levels=data.scale.values, proba=level_proba(model))
         rows.append(

@@ -136,6 +136,14 @@ class Scale:
         return cls(np.array(vals))
 
 
+def level_labels(values: Sequence[float]) -> np.ndarray:
+    """The scale's values as labels: int64 when every value is a whole number (a label is
+    ``3``, as the annotators gave it, not ``3.0``), else float64."""
+    v = np.asarray(values, dtype=float)
+    whole = np.all(np.isfinite(v)) and np.all(v == np.round(v)) and np.all(np.abs(v) < 2**53)
+    return v.astype(np.int64) if whole else v
+
+
 def fmt_scale(values: Sequence[float]) -> str:
     return ",".join(f"{x:g}" for x in values)
 

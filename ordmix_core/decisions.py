@@ -58,6 +58,7 @@ import pandas as pd
 from scipy.special import log_expit, ndtr, ndtri
 
 from . import kernels, label_model, libm
+from .data import level_labels
 from .errors import InputError
 from .tn import tn_stats
 from .updates import update_z, z_from_sums
@@ -302,7 +303,7 @@ def item_decisions_from_frames(
     lo_col, hi_col = interval_columns(interval)
     out = pd.DataFrame(
         {
-            "label": values[best],
+            "label": level_labels(values)[best],
             "p_wrong": 1.0 - p_best,
         },
         index=items.index,

@@ -405,6 +405,32 @@ class OrdinalMixture(CrowdEstimator):
         _emit(warn)
         return self
 
+    @property
+    def labels_(self) -> pd.Series:
+        """Each task's label as ``decisions.item_decisions`` gives it (the most probable
+        level, or the level of a clear majority of trusted raters; an undetermined item keeps
+        its most probable level: see ``decisions``), Series indexed by ``task``, named
+        ``agg_label``, in the scale's own values."""
+        dec = decisions.item_decisions(self)
+        return pd.Series(
+            dec["label"].to_numpy(), index=pd.Index(dec.index.to_numpy(), name="task"),
+            name="agg_label",
+        )  # fmt: skip
+
+    @property
+    def skills_(self) -> pd.Series:
+        """Each worker's reliability, the posterior probability that a rating of theirs comes
+        from the truth rather than spam (``annotators_["reliability"]``), indexed by
+        ``worker`` and named ``skill`` as in crowd-kit."""
+        rel = self.annotators_["reliability"]
+        return pd.Series(
+            rel.to_numpy(), index=pd.Index(rel.index.to_numpy(), name="worker"), name="skill"
+        )
+
+    def _level_proba(self) -> np.ndarray:
+        dec = decisions.item_decisions(self)
+        return dec[decisions.level_columns(self.scale_.values)].to_numpy()
+
     def _label_model(self) -> str:
         """How labels are decided: ``labels``, else as ``model`` says (``MODELS``)."""
         return MODELS[self.model]["labels"] if self.labels is None else self.labels

@@ -62,3 +62,54 @@ def test_dask_estimator_lists_every_parameter() -> None:
     assert params["granularity"] == "query" and params["n_restarts"] == 3
     assert params["n_workers"] == 4 and params["tol"] == OrdinalMixture().tol
     assert repr(d).startswith("DaskOrdinalMixture(granularity='query', scale=None,")
+
+
+# --- crowd-kit's names and return types
+@pytest.fixture(scope="module")
+def crowdkit_frame():
+    import pandas as pd
+
+    rows = [  # crowd-kit's own column names; t1 is a clear 1, t2 a clear 3, t3 split
+        ("w1", "t1", 1), ("w2", "t1", 1), ("w3", "t1", 1), ("w4", "t1", 2),
+        ("w1", "t2", 3), ("w2", "t2", 3), ("w3", "t2", 3), ("w4", "t2", 3),
+        ("w1", "t3", 2), ("w2", "t3", 2), ("w3", "t3", 1), ("w4", "t3", 3),
+    ]  # fmt: skip
+    return pd.DataFrame(rows, columns=["worker", "task", "label"])
+
+
+@pytest.mark.parametrize("method", ["odm", "dawid-skene", "majority", "mean"])
+def test_crowdkit_names_return_crowdkit_types(crowdkit_frame, method) -> None:
+    """``fit_predict`` labels (Series by ``task``, named ``agg_label``, the scale's own
+    values), ``fit_predict_proba`` tasks x levels summing to 1, ``fit_predict_score`` the
+    estimate; the same shapes as crowd-kit's ``DawidSkene``."""
+    import numpy as np
+
+    from ordmix_core.compare import METHODS
+
+    model = METHODS[method].make({"n_restarts": 2}, np.random.default_rng(0), "instance")
+    labels = model.fit_predict(crowdkit_frame)
+    assert labels.index.name == "task" and labels.name == "agg_label"
+    assert sorted(labels.index) == ["t1", "t2", "t3"]
+    assert labels.dtype == np.int64  # written 3, not 3.0
+    assert labels["t1"] == 1 and labels["t2"] == 3
+    proba = model.fit_predict_proba(crowdkit_frame)
+    assert proba.index.name == "task" and list(proba.columns) == [1, 2, 3]
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0, atol=1e-12)
+    assert (proba.loc[labels.index].idxmax(axis=1) == labels).all() or method == "odm"
+    score = model.fit_predict_score(crowdkit_frame)
+    assert score.index.name == "instance" and score.name == "estimate"
+    assert model.labels_.equals(labels) and model.probas_.equals(proba)
+
+
+def test_ordinal_mixture_skills_are_worker_reliabilities(crowdkit_frame) -> None:
+    m = OrdinalMixture(n_restarts=2, random_state=0).fit(crowdkit_frame)
+    skills = m.skills_
+    assert skills.index.name == "worker" and skills.name == "skill"
+    assert list(skills.index) == list(m.annotators_.index)
+    assert skills.equals(m.annotators_["reliability"].rename("skill").rename_axis("worker"))
+    # labels are the decisions' (clear majority and ties included), probas their p_level_*
+    from ordmix_core import decisions
+
+    dec = decisions.item_decisions(m)
+    assert list(m.labels_) == list(dec["label"])
+    assert (m.probas_.to_numpy() == dec.filter(like="p_level_").to_numpy()).all()

@@ -69,17 +69,19 @@ def test_registry_names_and_interface():
 
 def test_mean_and_median():
     df = crowd({"odd": [1, 2, 3], "pair": [1, 3], "half": [1, 2], "four": [1, 1, 3, 3], "one": [2]})
-    mean = MeanRating().fit_predict(df)
+    mean = MeanRating().fit_predict_score(df)
     assert mean.to_dict() == pytest.approx(
         {"odd": 2.0, "pair": 2.0, "half": 1.5, "four": 2.0, "one": 2.0}
     )
-    med = MedianRating().fit_predict(df)
+    med = MedianRating().fit_predict_score(df)
     assert med.to_dict() == pytest.approx(
         {"odd": 2.0, "pair": 2.0, "half": 1.5, "four": 2.0, "one": 2.0}
     )
     skew = crowd({"x": [1, 1, 5, 5, 5, 5], "y": [5, 1, 1]})
-    assert MedianRating().fit_predict(skew).to_dict() == {"x": 5.0, "y": 1.0}
-    assert MeanRating().fit_predict(skew).to_dict() == pytest.approx({"x": 11 / 3, "y": 7 / 3})
+    assert MedianRating().fit_predict_score(skew).to_dict() == {"x": 5.0, "y": 1.0}
+    assert MeanRating().fit_predict_score(skew).to_dict() == pytest.approx(
+        {"x": 11 / 3, "y": 7 / 3}
+    )
 
 
 def test_majority_vote_and_its_tie_rule():
@@ -93,11 +95,11 @@ def test_majority_vote_and_its_tie_rule():
         }
     )
     mv = MajorityVote(scale=[1, 2, 3])
-    est = mv.fit_predict(df)
+    est = mv.fit_predict_score(df)
     assert est.to_dict() == {"clear": 1.0, "even": 1.0, "pull": 2.0, "low": 1.0, "back": 2.0}
     # same answer whatever the row order
     shuffled = df.sample(frac=1.0, random_state=1)
-    assert MajorityVote(scale=[1, 2, 3]).fit_predict(shuffled).loc[est.index].equals(est)
+    assert MajorityVote(scale=[1, 2, 3]).fit_predict_score(shuffled).loc[est.index].equals(est)
     assert mv.posterior_.loc["pull"].to_numpy() == pytest.approx([0.4, 0.4, 0.2])
     assert list(mv.posterior_.columns) == [1.0, 2.0, 3.0]
     assert mv.posterior_.to_numpy().sum(axis=1) == pytest.approx(np.ones(5))
@@ -119,7 +121,7 @@ def test_continuous_ml_weights_reliable_annotator():
     assert prec["steady"] > 10 * prec["noisy"]
     truth = pd.Series(z, index=[f"i{i}" for i in range(m)])
     err_ml = np.mean((cml.estimates_.loc[truth.index] - truth) ** 2)
-    err_mean = np.mean((MeanRating().fit_predict(df).loc[truth.index] - truth) ** 2)
+    err_mean = np.mean((MeanRating().fit_predict_score(df).loc[truth.index] - truth) ** 2)
     assert err_ml < 0.3 * err_mean
 
 
@@ -179,8 +181,8 @@ def test_em_is_deterministic_and_row_order_free():
     ratings, _, _ = simulate(5, m=120)
     shuffled = ratings.sample(frac=1.0, random_state=0)
     for cls in (DawidSkene, GLAD):
-        a = cls().fit_predict(ratings)
-        b = cls().fit_predict(shuffled).loc[a.index]
+        a = cls().fit_predict_score(ratings)
+        b = cls().fit_predict_score(shuffled).loc[a.index]
         assert np.allclose(a.to_numpy(), b.to_numpy(), atol=1e-6)
 
 
