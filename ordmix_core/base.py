@@ -22,7 +22,7 @@ class CrowdEstimator:
     """Base class. Subclasses implement ``_fit(data)`` returning ``(M,)`` estimates on the scale.
 
     After ``fit``: ``estimates_`` (Series indexed by instance, named ``estimate``), ``data_``
-    (the :class:`CrowdData` used), ``scale_``.
+    (the :class:`CrowdData` used), ``scale_``, and crowd-kit's ``labels_`` and ``probas_``.
     """
 
     #: name used by ``ordmix compare`` and the dashboard

@@ -236,7 +236,13 @@ class OrdinalMixture(CrowdEstimator):
             everything on the calling thread); results do not change.
         random_state: seed or Generator; one Generator per fit, every restart draws from it.
 
-    Learned attributes: ``estimates_``, ``sd_`` (Series by instance), ``items_``,
+    crowd-kit's names: ``fit_predict`` (labels), ``fit_predict_proba`` (level probabilities),
+    ``fit_predict_score`` (the posterior means), and after ``fit`` ``labels_``, ``probas_``
+    (indexed by ``task``) and ``skills_`` (reliability, by ``worker``); see ``base``.
+
+    Learned attributes: ``estimates_``, ``sd_`` (Series by instance), ``level_proba_`` (M, K:
+    the confusion model's level probabilities, ``label_model``; None with
+    ``labels="continuous"``), ``items_``,
     ``annotators_``, ``categories_`` (DataFrames), ``omega_`` (per rating), ``alpha_``,
     ``beta_``, ``hyperparams_`` (with ``lambda_b`` and the learned ``pi``), ``model_`` (the
     model fitted, its stages and why), ``lower_bound_``, ``trace_`` (every restart's bound),
