@@ -8,6 +8,7 @@ before any compute. Ctrl-C exits 130 and leaves earlier output intact.
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import socket
 import sys
@@ -16,7 +17,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from . import __version__, options
-from .cli_common import Progress, collect_warnings, folder_name, n_runs, print_warnings
+from .cli_common import Progress, collect_warnings, fit_report, n_runs, print_warnings
 from .errors import InputError
 
 #: how long ``--scheduler`` may take to answer before the fit gives up (seconds)
@@ -188,15 +189,14 @@ def cmd_fit(args: argparse.Namespace) -> int:
         with safe_output_dir(args.out, _inputs(args)) as tmp:
             write_fit_outputs(model, tmp, settings=vars(args))
             files = listing(tmp)
+            summary = json.loads((tmp / "summary.json").read_text(encoding="utf-8"))
     print_warnings(caught)
     if not args.quiet:
         # the refit's restarts are not in the progress lines: say why it ran twice
         if (why := spam_left_out(model)) is not None:
             print(f"ordmix: note: the spam component was left out: {why}", file=sys.stderr)
-        print(
-            f"ordmix: wrote {folder_name(args.out)}{', '.join(files)} ({model.seconds_:.1f} s)",
-            file=sys.stderr,
-        )
+        for line in fit_report(model, summary, args.out, files):
+            print(line, file=sys.stderr)
     return 0
 
 
@@ -226,15 +226,13 @@ def cmd_fit_dask(args: argparse.Namespace, model) -> int:
             with safe_output_dir(args.out, {"ratings": args.ratings}) as tmp:
                 write_outputs(model, tmp, settings=vars(args))
                 files = listing(tmp)
+                summary = json.loads((tmp / "summary.json").read_text(encoding="utf-8"))
     finally:
         model.close()
     print_warnings(caught)
     if not args.quiet:
-        print(
-            f"ordmix: wrote {folder_name(args.out)}{', '.join(files)} "
-            f"({model.seconds_:.1f} s, Dask engine)",
-            file=sys.stderr,
-        )
+        for line in fit_report(model, summary, args.out, files, engine="Dask engine"):
+            print(line, file=sys.stderr)
     return 0
 
 

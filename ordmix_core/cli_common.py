@@ -98,6 +98,47 @@ def print_warnings(caught: list[warnings.WarningMessage], prefix: str = "warning
         print(f"ordmix: {kind}: {text}", file=sys.stderr)
 
 
+#: where every column of the fit's files is explained (the fit's closing line points there)
+OUTPUTS_DOC = "docs/outputs.md"
+
+
+def fit_report(
+    model: object, summary: dict, out: str, files: list[str], engine: str = ""
+) -> list[str]:
+    """The three closing lines of ``ordmix fit``: the items' labels, the annotators' flags and
+    the share of ratings treated as spam, and what was written where, in how long (``engine``
+    named after the time when it is not the in-memory one)."""
+    dec = summary.get("decisions", {})
+    items, ann = dec.get("items", {}), dec.get("annotators", {})
+    lines = [
+        f"ordmix: {summary['n_instances']:,} items: {items.get('confident', 0):,} labelled "
+        f"confidently, {items.get('uncertain', 0):,} uncertain, "
+        f"{items.get('undetermined', 0):,} undetermined (a tie, or too few ratings)"
+    ]
+    table = getattr(model, "annotators_", None)
+    spam = ""
+    if table is not None and {"n_ratings", "spam_share"} <= set(table.columns):
+        n = table["n_ratings"].to_numpy(dtype=float)
+        share = float((n * table["spam_share"].to_numpy(dtype=float)).sum() / max(n.sum(), 1.0))
+        spam = f"; {100 * share:.0f}% of the ratings treated as spam"
+    if "flags" in ann:
+        flags = f"not flagged here ({ann['flags']})"
+    else:
+        flags = (
+            f"{ann.get('unreliable', 0):,} flagged unreliable, {ann.get('ok', 0):,} ok, "
+            f"{ann.get('undetermined', 0):,} undetermined (too few ratings to judge)"
+        )
+    lines.append(f"ordmix: {summary['n_annotators']:,} annotators: {flags}{spam}")
+    trace = getattr(model, "trace_", None)
+    sweeps = f", {len(trace):,} sweeps" if trace is not None else ""
+    lines.append(
+        f"ordmix: wrote {folder_name(out)} ({', '.join(files)}) in "
+        f"{summary.get('seconds', 0.0):.1f} s{engine and f' ({engine})'}{sweeps}; every column: "
+        f"{OUTPUTS_DOC}"
+    )
+    return lines
+
+
 def folder_name(path: str) -> str:
     """``path`` with one trailing slash, to put file names after it."""
     return path.rstrip("/") + "/"

@@ -378,8 +378,25 @@ def test_fit_progress_and_closing_line(files, tmp_path):
     rc, err, _ = run_cli(["fit", files / "r.csv", "--out", tmp_path / "o", "--restarts", "4"])
     assert rc == 0
     assert len([e for e in err if " started (" in e]) == 4
-    assert err[-1].startswith(f"ordmix: wrote {tmp_path / 'o'}/{', '.join(FIT_FILES)} (")
     assert sorted(os.listdir(tmp_path / "o")) == sorted(FIT_FILES)
+    # three closing lines: the items' labels, the annotators' flags, what was written where
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    items, ann = summary["decisions"]["items"], summary["decisions"]["annotators"]
+    assert err[-3] == (
+        f"ordmix: {summary['n_instances']:,} items: {items['confident']:,} labelled "
+        f"confidently, {items['uncertain']:,} uncertain, {items['undetermined']:,} "
+        "undetermined (a tie, or too few ratings)"
+    )
+    assert err[-2].startswith(
+        f"ordmix: {summary['n_annotators']:,} annotators: {ann['unreliable']:,} flagged "
+        f"unreliable, {ann['ok']:,} ok, {ann['undetermined']:,} undetermined"
+    )
+    trace = pd.read_csv(tmp_path / "o" / "trace.csv")
+    same = OrdinalMixture(n_restarts=4, random_state=0).fit(pd.read_csv(files / "r.csv", dtype=str))
+    spam = 1.0 - float(np.mean(same.omega_))  # each rating's spam probability, averaged
+    assert err[-2].endswith(f"; {100 * spam:.0f}% of the ratings treated as spam")
+    assert err[-1].startswith(f"ordmix: wrote {tmp_path / 'o'}/ ({', '.join(FIT_FILES)}) in ")
+    assert err[-1].endswith(f" s, {len(trace):,} sweeps; every column: docs/outputs.md")
 
 
 # --------------------------------------------------------------------------- each flag's effect
