@@ -74,7 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="fit the ordinal-discrete-mixture and write the results",
         description="Fit the ordinal-discrete-mixture model to crowd ratings and write "
         "items.csv, annotators.csv, categories.csv, restarts.csv, trace.csv and summary.json "
-        "into the output folder.",
+        "into the output folder; docs/outputs.md in the ordmix repository explains every "
+        "column.",
     )
     fit.add_argument("ratings", help="CSV, TSV or Parquet: annotator, instance, rating[, query]")
     fit.add_argument(
