@@ -62,8 +62,5 @@ def test_every_file_and_summary_key_is_documented(fit_folder) -> None:
 
 
 def test_fit_help_points_to_the_data_dictionary(capsys) -> None:
-    from ordmix_core.cli import main
-
-    with pytest.raises(SystemExit):
-        main(["fit", "--help"])
-    assert "docs/outputs.md" in " ".join(capsys.readouterr().out.split())
+    rc, _, out = run_cli(["fit", "--help"])
+    assert rc == 0 and "docs/outputs.md" in " ".join(out.split())
