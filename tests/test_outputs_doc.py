@@ -61,6 +61,6 @@ def test_every_file_and_summary_key_is_documented(fit_folder) -> None:
     assert not missing, f"docs/outputs.md's summary.json section lacks {missing}"
 
 
-def test_fit_help_points_to_the_data_dictionary(capsys) -> None:
+def test_fit_help_points_to_the_data_dictionary() -> None:
     rc, _, out = run_cli(["fit", "--help"])
     assert rc == 0 and "docs/outputs.md" in " ".join(out.split())
