@@ -202,7 +202,7 @@ def _dup_rating_parquet() -> bytes:
 
 
 _LIKERT = b"".join(b"w%d,t%d,%d\n" % (i, i // 2, i % 5 + 1) for i in range(9))
-_LONG = "x" * 200_000
+_LONG = "x" * 1_100_000  # past MAX_CELL_CHARS (a 200,000-character ID is read)
 
 #: issue 13's misleading messages and silent garbage, reader side: (what, file name, content,
 #: substrings of the message). Raised by ``read_ratings`` or, for what needs every rating
@@ -233,16 +233,22 @@ ROUND_TWO: list[tuple[str, str, bytes, list[str]]] = [
         ["row 11", "ratings -1e+308 (row 12), 1e+308 (row 11) lie far outside"],
     ),
     (
-        "a 200,000-character ID",
+        "a 1,100,000-character ID",
         "long.csv",
         HDR + b"w1," + _LONG.encode() + b",3\n",
-        ["row 2", "'instance' is 200,000 characters long", "longer than 131,072"],
+        ["row 2", "'instance' is 1,100,000 characters long", "longer than 1,048,576"],
     ),
     (
-        "a 200,000-character quoted ID",
+        "a 1,100,000-character quoted ID",
         "longq.csv",
         HDR + b'w1,"' + _LONG.encode() + b'",3\n',
-        ["row 2", "'instance' is 200,000 characters long", "longer than 131,072"],
+        ["row 2", "'instance' is 1,100,000 characters long", "longer than 1,048,576"],
+    ),
+    (
+        "UTF-32 text with its byte-order mark",
+        "utf32.csv",
+        (HDR + b"w1,t1,3\n").decode().encode("utf-32"),
+        ["the file is UTF-32 encoded text", "save it as UTF-8"],
     ),
     (
         "UTF-16LE text without a byte-order mark",
@@ -311,7 +317,7 @@ def test_long_values_only_past_the_limit_and_unclosed_quotes_still_named():
     ok = "y" * MAX_CELL_CHARS
     for row in (b"w1," + ok.encode() + b",3\n", b'w1,"' + ok.encode() + b'",3\n'):
         assert read_table(HDR + row, name="r.csv")["instance"].tolist() == [ok]
-    tail = b"".join(b"w%d,t%d,3\n" % (i, i) for i in range(20_000))  # > the limit after it
+    tail = b"".join(b"w%d,t%d,3\n" % (i, i) for i in range(100_000))  # > the limit after it
     with pytest.raises(InputError, match=r"row 3 .*never closed"):
         read_ratings(HDR + b'w1,t1,3\nw2,"t2,4\n' + tail, name="q.csv")
 

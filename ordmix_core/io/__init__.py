@@ -10,7 +10,7 @@ smuggled in through IDs); whole output folders through ``ordmix_core.outpaths``.
 One module per concern:
 
 - :mod:`.sniff`: what a source is (bytes, name, extension, magic bytes: workbooks, archives,
-  pickles and UTF-16 are refused by name);
+  pickles, UTF-16 and UTF-32 are refused by name);
 - :mod:`.text`: CSV/TSV encoding, dialect, strict validation and the fast pyarrow parse;
 - :mod:`.parquet`: Parquet files as text columns;
 - :mod:`.readers`: :func:`read_table`, :func:`read_ratings` (IDs coded: Categoricals of the

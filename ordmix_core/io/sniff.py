@@ -2,8 +2,8 @@
 
 Every reader starts here. A source is a path, or the bytes / binary file object of an upload
 with its original file name. The extension chooses the format; the content (magic bytes)
-must agree, so that a workbook, an archive, a pickle or UTF-16 text is refused by name with
-the fix instead of being parsed as garbage.
+must agree, so that a workbook, an archive, a pickle or UTF-16 or UTF-32 text is refused by
+name with the fix instead of being parsed as garbage.
 """
 
 from __future__ import annotations
@@ -117,6 +117,8 @@ def sniff_kind(data: bytes) -> str:
         return "a PDF document"
     if head.startswith(b"\x80") and len(data) > 1 and data[1] in range(2, 6):
         return "a Python pickle"
+    if head.startswith(b"\xff\xfe\x00\x00") or head.startswith(b"\x00\x00\xfe\xff"):
+        return "UTF-32 encoded text"
     if head.startswith(b"\xff\xfe") or head.startswith(b"\xfe\xff"):
         return "UTF-16 encoded text"
     order = _utf16_without_bom(data)
@@ -145,7 +147,7 @@ def kind_fix(kind: str) -> str:
         return "rename it to .parquet (or export it as CSV)"
     if "Excel" in kind or "spreadsheet" in kind:
         return "save the sheet as CSV (UTF-8) and use that file"
-    if kind.startswith("UTF-16"):
+    if kind.startswith(("UTF-16", "UTF-32")):
         return "save it as UTF-8 (e.g. Excel's 'CSV UTF-8')"
     if kind == "a Python pickle":
         return "pickles are never loaded (they can run code); export the table as CSV"

@@ -14,9 +14,11 @@ same table and the same messages:
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -27,8 +29,11 @@ from .sniff import ROW, check_header, short
 
 #: delimiters tried when sniffing, in order of preference after the extension's default
 DELIMITERS = (",", "\t", ";", "|")
-#: the longest value read, in characters (Python csv's field limit, kept for both paths)
-MAX_CELL_CHARS = 131_072
+#: the longest value read, in characters, on both paths (Python csv's field limit is raised to
+#: it while a file is read, and restored after)
+MAX_CELL_CHARS = 1 << 20
+#: pyarrow's block: a row must fit in one, so it holds the longest value at 4 bytes a character
+_BLOCK_BYTES = 4 * MAX_CELL_CHARS + (1 << 20)
 _KNOWN_NAMES = set(COLUMN_ALIASES) | set(GOLD_ALIASES)
 _SNIFF_BYTES = 1 << 16
 _BOM = b"\xef\xbb\xbf"
@@ -46,6 +51,21 @@ _DELIM_NAMES = {
 def read_text(data: bytes, label: str, default: str, large: bool = True) -> Any:
     """Validate and parse delimited text; a ``pyarrow.Table`` of string columns
     (``large_string``, pandas' ``str``, or with ``large=False`` the smaller ``string``)."""
+    with _csv_field_limit():
+        return _read_text(data, label, default, large)
+
+
+@contextlib.contextmanager
+def _csv_field_limit() -> Iterator[None]:
+    """Python csv's field limit at ``MAX_CELL_CHARS`` for the block, the caller's after."""
+    old = csv.field_size_limit(MAX_CELL_CHARS)
+    try:
+        yield
+    finally:
+        csv.field_size_limit(old)
+
+
+def _read_text(data: bytes, label: str, default: str, large: bool) -> Any:
     nul = data.find(b"\x00")
     if nul >= 0:
         raise InputError(
@@ -222,7 +242,7 @@ def _fast(data: bytes, pos: int, delim: str, label: str, text: Any) -> Any | Non
     try:
         table = pacsv.read_csv(
             pa.BufferReader(pa.py_buffer(data).slice(start, end - start)),
-            read_options=pacsv.ReadOptions(column_names=fields),
+            read_options=pacsv.ReadOptions(column_names=fields, block_size=_BLOCK_BYTES),
             parse_options=pacsv.ParseOptions(
                 delimiter=delim, quote_char=False, ignore_empty_lines=False
             ),
@@ -291,6 +311,7 @@ def _precise(body: bytes, delim: str, label: str, text: Any) -> Any:
     try:
         table = pacsv.read_csv(
             pa.BufferReader(body),
+            read_options=pacsv.ReadOptions(block_size=_BLOCK_BYTES),
             parse_options=pacsv.ParseOptions(delimiter=delim, newlines_in_values=True),
             convert_options=pacsv.ConvertOptions(
                 column_types={h: text for h in header},
