@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import socket
 import sys
@@ -284,13 +285,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run() -> NoReturn:
-    """The ``ordmix`` program: :func:`main`, then exit with its code (streams flushed). The
-    interpreter's exit is quick because ``jit`` freezes the garbage collector at exit
-    (``jit.freeze_at_exit``), for the library's users too."""
+    """The ``ordmix`` program: :func:`main`, then leave the process at once with its code,
+    streams flushed. Every file the command wrote is closed by then; skipping the
+    interpreter's teardown means nothing there (pyarrow's thread pools, numba's registries)
+    can turn an answered command into an abort, whatever the input was."""
     code = main()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    sys.exit(code)
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (BrokenPipeError, ValueError):  # a closed pipe: the exit code still says it
+        pass
+    os._exit(code)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -463,3 +463,33 @@ def test_doc_lists_every_case():
 
 if __name__ == "__main__":  # pragma: no cover - prints the table for docs/reliability.md
     sys.stdout.write(table() + "\n")
+
+
+@pytest.mark.slow
+def test_a_refused_parquet_exits_2_with_one_line_every_time(tmp_path):
+    """A Parquet file whose ratings are lists: one error line and exit 2 in 20 runs of 20, the
+    process never aborting at its exit (pyarrow's thread pool, the interpreter's teardown)."""
+    import subprocess
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    ratings = pa.array([[1, 2], [3], [1]] * 1000, type=pa.list_(pa.int64()))
+    ids = [f"a{i % 7}" for i in range(3000)], [f"i{i % 500}" for i in range(3000)]
+    table = pa.table({"annotator": ids[0], "instance": ids[1], "rating": ratings})
+    pq.write_table(table, tmp_path / "nested.parquet", row_group_size=100)
+    argv = [sys.executable, "-c", "from ordmix_core.cli import run; run()", "fit"]
+    argv += [str(tmp_path / "nested.parquet"), "--out", str(tmp_path / "out")]
+    procs = [
+        subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(20)
+    ]
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 2, err
+        assert err.splitlines() == [
+            f"ordmix: error: {tmp_path / 'nested.parquet'}: column 'rating' holds "
+            "list<element: int64> values, which are not plain text or numbers; store IDs and "
+            "ratings as text or numbers"
+        ]
+    assert not (tmp_path / "out").exists()
