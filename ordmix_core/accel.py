@@ -51,11 +51,11 @@ _POS = ("lam_m", "tau_shape", "tau_rate", "delta_shape", "delta_rate", "ab", "bi
 #: eps is clipped to [EPS_PACK, 1 - EPS_PACK] before its logit: annotators within 1e-8 of
 #: certainty (the update floors eps at 1e-10) all pack to the same value, so their last bits,
 #: which differ with the summation order, do not enter the step length through a logit of ~23
-#: (with 1e-12, ``EPS_PACK_BEFORE_15``, the two engines' accelerated fits drifted apart by
-#: up to 2.5e-5 relative over the longer fits of issue 15's stopping rule; now ~1e-10)
+#: (with 1e-12, ``EPS_PACK_PER_RESTART``, the two engines' accelerated fits drifted apart by
+#: up to 2.5e-5 relative over the longer fits of the estimate-aware stopping rule; now ~1e-10)
 EPS_PACK = 1e-8
-#: the clip before issue 15 (``schedule='per-restart'`` keeps it, to reproduce earlier fits)
-EPS_PACK_BEFORE_15 = 1e-12
+#: the earlier clip (``schedule='per-restart'`` keeps it, to reproduce earlier fits)
+EPS_PACK_PER_RESTART = 1e-12
 #: largest step length tried; beyond it the proposal is mostly extrapolation noise
 MAX_STEP = 8.0
 
@@ -321,7 +321,7 @@ def alternative(
 #: estimates' rule its windows again (``restarts.MIN_PLAIN_SWEEPS`` sweeps at least)
 MAX_SETTLES = 3
 #: a stop is undone when the settle moves an item's mean by this share of ``tol_estimate`` or
-#: more: 0.01 at the default, the move issue 15 allows against a 100x tighter fit (TREC RF10
+#: more: 0.01 at the default, the move the stopping rule allows against a 100x tighter fit (TREC RF10
 #: at seed 2: the settle moved one item by 0.013, and the tighter fit by as much)
 SETTLE_MOVE = 1 / 3
 
@@ -385,7 +385,7 @@ def make_step(engine: Sweeps, accelerate: bool, exact_eps: bool = True) -> StepF
     and the eps they were computed with, ``omega_eps``), instead of eq. (5)'s one EM
     step. The sweep is kept if its bound is finite and not below the last; otherwise the
     plain sweep is made (one extra sweep). An annotator slowly leaving 0 or 1 then moves in a
-    few sweeps, not hundreds (issue 15: ``docs/benchmarks.md``).
+    few sweeps, not hundreds (``docs/benchmarks.md``).
     """
 
     block = getattr(engine, "eps_block", None) if accelerate and exact_eps else None

@@ -61,7 +61,7 @@ METHODS: dict[str, OdmMethod | BaselineMethod] = {
     # the default model (``OrdinalMixture()``: extended, instance granularity unless asked)
     "odm": OdmMethod(None, default_granularity="instance"),
     **{f"odm-{g}": OdmMethod(g) for g in ("global", "query", "instance")},
-    # the extensions one at a time (issue 11), at the granularity asked (default instance)
+    # the extensions one at a time, at the granularity asked (default instance)
     # (with the spam component: the default decides it from the evidence, see ``odm``)
     "odm-with-spam": OdmMethod(None, spam=True, default_granularity="instance"),
     "odm-bias": OdmMethod(

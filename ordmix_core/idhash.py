@@ -1,4 +1,4 @@
-"""Sorted codes of a big column of short text IDs, by a radix-partitioned hash (issue 14).
+"""Sorted codes of a big column of short text IDs, by a radix-partitioned hash.
 
 pyarrow's ``dictionary_encode`` probes one hash table of all distinct IDs for every row: with
 2M distinct instance IDs among 10M ratings that table is far bigger than the cache, each row

@@ -2,7 +2,7 @@
 
 Restart 0 starts from the per-item means; restart r > 0 adds noise keyed on the instance
 and annotator IDs (``rand.py``) and on the restart's key, drawn from the fit's Generator. With
-the shared warm-up (issue 14) a restart adds the same noise to the warm-up's fit instead
+the shared warm-up a restart adds the same noise to the warm-up's fit instead
 (``branch_instances``, ``branch_annotators``).
 The Dask engine calls the same functions on each partition's instances.
 """
@@ -69,7 +69,7 @@ def init_annotators(
 def branch_instances(
     mu_m: np.ndarray, hashes: np.ndarray, key: int, thresholds: np.ndarray, step: float
 ) -> np.ndarray:
-    """(M,) q(z)'s means of a restart that branches from the shared warm-up (issue 14): the
+    """(M,) q(z)'s means of a restart that branches from the shared warm-up: the
     warm-up's ``mu_m`` plus the restart's own noise, as ``init_instances`` adds to the data
     means (same stream and scale), clipped to the outer thresholds."""
     noise = 0.5 * step * keyed_normal(hashes, key, stream=0)
@@ -118,7 +118,7 @@ KAPPA0 = 50.0
 def init_extensions(
     n_annotators: int, step: float, bias: bool, spam_dist: str, pi: np.ndarray
 ) -> dict:
-    """Starts of the extensions' factors (issue 11): q(b) at 0 (precision ``BIAS_PREC0``) and
+    """Starts of the extensions' factors: q(b) at 0 (precision ``BIAS_PREC0``) and
     lambda_b = 1/(``BIAS_SD0`` step)^2 with the bias; the learned spam distribution at the
     fixed one ``pi`` (K,), and q(pi_n) = Dirichlet(``KAPPA0`` pi) per annotator."""
     out: dict = {}

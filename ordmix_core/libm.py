@@ -1,5 +1,5 @@
 """``exp``, ``log``, ``log1p``, ``expm1``, ``log2``, ``cos`` and ``power`` of arrays as the C
-library (libm) computes them, whatever the CPU: the fit's elementwise math (issue 15, "the same
+library (libm) computes them, whatever the CPU: the fit's elementwise math ("the same
 answer on any machine").
 
 numpy chooses a loop for these functions at import from what the CPU offers. Its AVX-512 loops

@@ -14,7 +14,7 @@ restarts side by side in threads.
 Initialisation and selection (model-notes.md): on real data the highest-bound solution can be
 the useless all-spam one. So with ``warm_start`` (and the spam component) the fit first fits
 the model without the spam component (stage ``nospam``) and starts the mixture from that fit
-with ``eps = 0.99``. With ``schedule='shared'`` (the default, issue 14) restart 0 runs that
+with ``eps = 0.99``. With ``schedule='shared'`` (the default) restart 0 runs that
 warm-up from the per-item means and every restart r > 0 branches from its result, with noise
 on the means and the expertise keyed on the IDs and the restart's key (``init.branch_*``);
 with ``'per-restart'`` each restart warms up on its own, restart r > 0 from the means and
@@ -69,7 +69,7 @@ __all__ = ["MODELS", "CollapseWarning", "ConvergenceWarning", "OrdinalMixture"]
 
 #: the named models (``model=``): what each sets when ``bias`` / ``spam_dist`` / ``phi`` /
 #: ``eta`` are left None. ``paper``: Lakshminarayanan & Teh's model as published, with their
-#: difficulty prior Gamma(10, 5). ``extended`` (the default, issue 11): an annotator bias with
+#: difficulty prior Gamma(10, 5). ``extended`` (the default): an annotator bias with
 #: its prior's precision learned, the spam distribution learned (global) after a mixture
 #: stage with it held uniform, and a vaguer difficulty prior Gamma(2, 1) (the same mean, 2; a
 #: coefficient of variation of 71% instead of 32%), so that a hard item's disagreement is put
@@ -206,10 +206,10 @@ class OrdinalMixture(CrowdEstimator):
         tol, tol_estimate: a restart has converged when one sweep changes the bound by less
             than ``tol`` relative (``|dF| < tol |F|``) and the items' posterior means are
             estimated to be within ``tol_estimate`` of their fixed point (``restarts``;
-            ``tol_estimate=0``: the bound alone decides, as before issue 15).
+            ``tol_estimate=0``: the bound alone decides, the earlier rule).
         schedule: ``shared`` (one no-spam warm-up that the other restarts branch from with
             their own noise; halving keeps two restarts to the end) or ``per-restart`` (the
-            schedule before issue 15: a warm-up each, halving down to one, and eps by eq.
+            earlier schedule: a warm-up each, halving down to one, and eps by eq.
             (5)'s EM step alone, without the exact step of ``accelerate``).
         phi, eta: Gamma prior (shape, rate) of the inverse difficulty, fixed (for
             identifiability); None: as ``model`` says (paper: 10, 5; extended: 2, 1).
@@ -695,14 +695,14 @@ class OrdinalMixture(CrowdEstimator):
         )  # fmt: skip
 
     def _eps_pack(self) -> float:
-        """SQUAREM's clip of eps (``accel.EPS_PACK``; the one before issue 15 with its
+        """SQUAREM's clip of eps (``accel.EPS_PACK``; the earlier one with its
         schedule, ``per-restart``, so that earlier fits are reproduced)."""
-        return accel.EPS_PACK if self.schedule == "shared" else accel.EPS_PACK_BEFORE_15
+        return accel.EPS_PACK if self.schedule == "shared" else accel.EPS_PACK_PER_RESTART
 
     def _exact_eps(self) -> bool:
         """Whether mixture sweeps start from each annotator's exact eps optimum
         (``accel.make_step``): with ``accelerate``, the current schedule and a learned spam
-        distribution. The schedule before issue 15, ``per-restart``, keeps eq. (5)'s EM step
+        distribution. The earlier schedule, ``per-restart``, keeps eq. (5)'s EM step
         alone, so that earlier fits are reproduced; so does a fixed (uniform) spam
         distribution, whose highest bound is the all-spam answer: there the exact step found
         it (the paper's model on TREC RF10: Pearson 0.01 against 0.40; ``docs/benchmarks.md``)."""
@@ -821,7 +821,7 @@ class OrdinalMixture(CrowdEstimator):
         member_mu: Callable[[Any], np.ndarray] | None,
         alternative: Callable[[Any, list], tuple[Any, float, int]] | None = None,
     ) -> None:
-        """What the data cannot decide (issue 15): ``ensemble_`` (the near-tied restarts, the
+        """What the data cannot decide: ``ensemble_`` (the near-tied restarts, the
         winner first, ``restarts.ensemble``), ``ensemble_gap_``, and the stability columns of
         ``items_`` (with ``member_mu``) and ``annotators_`` (``outputs``); and what the fit
         has not settled: ``annotators_['still_moving']``, the annotators whose reliability

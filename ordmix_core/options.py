@@ -643,7 +643,7 @@ OPTIONS: tuple[Option, ...] = (
         "how restarts start: shared (one no-spam warm-up, the other restarts branch from it "
         "with their own noise; successive halving keeps two restarts to the end, to compare "
         "near-tied answers) or per-restart (a warm-up each and halving down to one, and "
-        "reliabilities by the paper's EM step alone: the schedule before issue 15, to "
+        "reliabilities by the paper's EM step alone: the earlier schedule, to "
         "reproduce earlier results)",
         "Restart schedule",
         widget="none",

@@ -14,7 +14,7 @@ Two halves, one set of column names:
   above ``max_local_items``) goes through the caller's ``write_parts``: a folder of part files
   instead of one file.
 
-Stability columns (issue 15, ``item_stability`` / ``annotator_stability``): how much the
+Stability columns (``item_stability`` / ``annotator_stability``): how much the
 near-tied restarts disagree on each item (``estimate_spread``, ``unstable``) and annotator
 (``reliability_spread``, ``unstable``), counted in ``summary.json``.
 
@@ -217,7 +217,7 @@ def spam_distributions_frame(
 
 
 # --------------------------------------------------------------------------- stability
-# What the data cannot decide (issue 15): the near-tied restarts (``restarts.ensemble``)
+# What the data cannot decide: the near-tied restarts (``restarts.ensemble``)
 # disagree on some items and annotators. Kept apart from the other columns on purpose.
 
 #: an item is unstable when its nearest scale level differs across the ensemble, or its

@@ -1,7 +1,7 @@
 """The restart schedule shared by the in-memory and the Dask engine.
 
 Warm starts (``init == 'warm'``) begin with a fit without the spam component. With the
-``shared`` schedule (the default, issue 14) only the first warm restart runs that warm-up and
+``shared`` schedule (the default) only the first warm restart runs that warm-up and
 every other one branches from its result (``branch``: the engine adds the restart's own keyed
 noise), so ten restarts pay for one warm-up; with ``per-restart`` (the schedule before issue
 15) each runs its own. Then mixture sweeps in rounds of doubling length; with pruning the worse
@@ -11,7 +11,7 @@ then the winner is selected. The engine supplies ``step(run, spam)``, one sweep 
 which also sets ``run.truth_share`` and ``run.estimate_change``; the schedule never looks
 inside ``run.state``. Restarts of one round may run side by side through ``map_runs``.
 
-The stopping rule (``converged``, issue 15): a restart has converged when one sweep changes its
+The stopping rule (``converged``): a restart has converged when one sweep changes its
 bound by less than ``tol`` relative (``|F_t - F_{t-1}| < tol |F_t|``) AND the estimated
 distance of the items' posterior means to the fixed point is below ``tol_estimate``
 (``remaining_change``: the last ``WINDOW`` sweeps' largest changes, extrapolated with their
@@ -19,7 +19,7 @@ ratio to the ``WINDOW`` before, Aitken-style; on a slow drift the ratio nears 1 
 goes on). Once the bound has settled the restart continues with plain sweeps (no SQUAREM:
 its extrapolations, accepted for a tiny gain of the bound, kick items along flat directions,
 so the changes would not decay), and the estimate half must hold at each sweep of two
-windows of them. ``tol_estimate = 0`` leaves the bound alone to decide (the rule before issue 15).
+windows of them. ``tol_estimate = 0`` leaves the bound alone to decide (the earlier rule).
 ``max_iter`` caps all sweeps of a restart, every stage together (the warm-up at most half).
 
 The ensemble (``ensemble``): the restarts that finished (not pruned, not collapsed) with a
@@ -76,7 +76,7 @@ class RestartRun:
     init: str
     state: object
     warmup_trace: list[float] = field(default_factory=list)
-    stage_trace: list[float] = field(default_factory=list)  # the pre-mixture stage (issue 11)
+    stage_trace: list[float] = field(default_factory=list)  # the pre-mixture stage
     trace: list[float] = field(default_factory=list)
     converged: bool = False
     done: bool = False
@@ -166,7 +166,7 @@ MIN_PLAIN_SWEEPS = (2 + HOLD_WINDOWS) * WINDOW - 1
 
 #: the bound's relative change below which the plain sweeps start when ``tol`` is tighter (the
 #: default ``tol``): a tighter tolerance then continues the default's path rather than taking
-#: another (issue 15's check of the default against a 100x tighter tolerance)
+#: another (the check of the default against a 100x tighter tolerance)
 POLISH_TOL = 1e-6
 
 
@@ -312,7 +312,7 @@ def race(
     With ``schedule='shared'`` (and ``branch``) only the first warm restart does, with the
     fixed ``WARMUP_TOL`` / ``WARMUP_TOL_ESTIMATE`` (a ``pre_stage`` too: only the last stage
     follows ``tol`` and ``tol_estimate``); the others start from ``branch(its final
-    state, run)`` (``shared_iter`` records the warm-up's sweeps). ``pre_stage`` (issue 11): a
+    state, run)`` (``shared_iter`` records the warm-up's sweeps). ``pre_stage``: a
     stage key passed to ``step`` instead of ``spam``, run in rounds as the mixture is (so
     pruned the same way) after ``start_mixture``; the restarts it did not drop then continue
     with the mixture rounds (the extended model: the mixture with the spam distribution held

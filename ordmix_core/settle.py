@@ -2,7 +2,7 @@
 ratings' q(x), q(y)) with the annotators held, and that of a few named annotators (their
 bias, q(tau), eps) together with the items they rated.
 
-Why (issue 15; ``docs/benchmarks.md``): a fit can stop at a slow point of one item or one
+Why (``docs/benchmarks.md``): a fit can stop at a slow point of one item or one
 annotator. On the Web set at seed 2 an item rated 4, 3, 4, 1, 5, 5 stopped at 3.75 with the
 1 called spam; a 100x tighter fit took 137 more sweeps to let the 1 in (3.41), its
 difficulty and mean moving together a little each sweep. On TREC RF10 at seed 3 an annotator

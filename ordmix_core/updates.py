@@ -311,7 +311,7 @@ def inverse_digamma(y: float, iters: int = 8) -> float:
 
 
 # --------------------------------------------------------------------------- extensions
-# Annotator bias, learned spam distributions and gold items (issue 11; derivations in
+# Annotator bias, learned spam distributions and gold items (derivations in
 # extensions.md). Names: q(b_n) = N(bias_mean_n, 1/bias_prec_n), b_n ~ N(0, 1/lam_b); the
 # per-annotator spam distribution q(pi_n) = Dirichlet(dir_a_n), pi_n ~ Dirichlet(kappa pi).
 

@@ -275,7 +275,7 @@ def init_block(fit_id: str, index: int, restart: int, key: int, step: float) -> 
 def branch_block(
     fit_id: str, index: int, source: int, src: int, restart: int, dst: int, key: int, step: float
 ) -> None:
-    """The restart's start from the shared warm-up (issue 14), in its slot ``dst``: the
+    """The restart's start from the shared warm-up, in its slot ``dst``: the
     warm-up restart ``source``'s slot ``src`` with the restart's own noise on q(z)'s means
     (``init.branch_instances``, as the in-memory engine adds it)."""
     b = _REGISTRY[f"{fit_id}/{index}"]
