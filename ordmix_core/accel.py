@@ -321,8 +321,8 @@ def alternative(
 #: estimates' rule its windows again (``restarts.MIN_PLAIN_SWEEPS`` sweeps at least)
 MAX_SETTLES = 3
 #: a stop is undone when the settle moves an item's mean by this share of ``tol_estimate`` or
-#: more: 0.01 at the default, the move the stopping rule allows against a 100x tighter fit (TREC RF10
-#: at seed 2: the settle moved one item by 0.013, and the tighter fit by as much)
+#: more: 0.01 at the default, the move the stopping rule allows against a 100x tighter fit
+#: (TREC RF10 at seed 2: the settle moved one item by 0.013, and the tighter fit by as much)
 SETTLE_MOVE = 1 / 3
 
 
