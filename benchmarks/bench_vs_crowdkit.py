@@ -16,7 +16,7 @@ shared), and the ratio of each run of ours to the crowd-kit run after it, with t
    Targets: issue 11's budget <= 1.5, issue 14's <= 0.6. The sweeps of every restart and
    stage are printed (stable across machines, unlike the times).
 2. A simulated crowd of 1,000,000 ratings written to a CSV (``synth.py``): 50 iterations of one
-   restart (``n_restarts=1, warm_start=False, max_iter=50, tol=0, accelerate=False,
+   restart (``n_restarts=1, nospam_warmup=False, max_iter=50, tol=0, accelerate=False,
    spam=True``: 50 plain sweeps, no SQUAREM proposals, no spam decision, whose evidence costs
    about 4 s more at this size) vs crowd-kit
    ``DawidSkene(n_iter=50, tol=-1)`` (with tol=0 it stops after ~12 iterations when the loss
@@ -116,7 +116,7 @@ def main() -> None:
 
         synth_frame(1_000_000, seed=0).to_csv(args.sim_csv, index=False)
     pair("simulated 1M ratings, 50 iterations of one restart vs DS 50 iterations", args.sim_csv,
-         "'query', n_restarts=1, warm_start=False, max_iter=50, tol=0.0, accelerate=False, "
+         "'query', n_restarts=1, nospam_warmup=False, max_iter=50, tol=0.0, accelerate=False, "
          "spam=True",
          "n_iter=50, tol=-1.0",
          args.repeats, 0.25)  # fmt: skip

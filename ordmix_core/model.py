@@ -12,13 +12,13 @@ in-memory engine adds only its sweep over all ratings (``_MemorySweeps``) and ru
 restarts side by side in threads.
 
 Initialisation and selection (model-notes.md): on real data the highest-bound solution can be
-the useless all-spam one. So with ``warm_start`` (and the spam component) the fit first fits
+the useless all-spam one. So with ``nospam_warmup`` (and the spam component) the fit first fits
 the model without the spam component (stage ``nospam``) and starts the mixture from that fit
 with ``eps = 0.99``. With ``schedule='shared'`` (the default) restart 0 runs that
 warm-up from the per-item means and every restart r > 0 branches from its result, with noise
 on the means and the expertise keyed on the IDs and the restart's key (``init.branch_*``);
 with ``'per-restart'`` each restart warms up on its own, restart r > 0 from the means and
-expertise plus that noise (``init.py``). Without ``warm_start`` restarts r > 0 also draw eps
+expertise plus that noise (``init.py``). Without ``nospam_warmup`` restarts r > 0 also draw eps
 at random. A restart whose share of ratings attributed to the truth component falls below
 ``collapse_threshold`` is *collapsed* and is chosen only if every restart collapsed (then
 with a ``CollapseWarning``). Among the rest the highest bound wins, as in the paper; the
@@ -215,10 +215,10 @@ class OrdinalMixture(CrowdEstimator):
             identifiability); None: as ``model`` says (paper: 10, 5; extended: 2, 1).
         lam, mu: precision and mean of the prior of z (``mu=None``: the mean of the scale).
         pi: spam distribution over the K levels (``None``: uniform).
-        warm_start: the mixture starts from a no-spam fit (recommended on real data).
+        nospam_warmup: the mixture starts from a no-spam fit (recommended on real data).
         init_from: a fitted ``OrdinalMixture`` or the output folder of ``ordmix fit``: start
             from its posteriors, matched by ID (a daily refit after new ratings; ``warm.py``),
-            racing ``min(n_restarts, 4)`` starts with no warm-up (``warm_start`` unused).
+            racing ``min(n_restarts, 4)`` starts with no warm-up (``nospam_warmup`` unused).
         collapse_threshold: a fit whose truth share is below this counts as collapsed.
         prune_restarts: successive halving: after ``prune_start`` mixture iterations, then
             after each doubling, drop the worse half of the unfinished restarts.
@@ -282,7 +282,7 @@ class OrdinalMixture(CrowdEstimator):
         lam: float = 0.1,
         mu: float | None = None,
         pi: Sequence[float] | None = None,
-        warm_start: bool = True,
+        nospam_warmup: bool = True,
         init_from: object | None = None,
         collapse_threshold: float = 0.05,
         prune_restarts: bool = True,
@@ -310,7 +310,7 @@ class OrdinalMixture(CrowdEstimator):
         self.lam = lam
         self.mu = mu
         self.pi = pi
-        self.warm_start = warm_start
+        self.nospam_warmup = nospam_warmup
         self.init_from = init_from
         self.collapse_threshold = collapse_threshold
         self.prune_restarts = prune_restarts
@@ -343,7 +343,7 @@ class OrdinalMixture(CrowdEstimator):
         dist = base["spam_dist"] if self.spam_dist is None else self.spam_dist
         if not self.spam_:
             dist = "uniform"
-        pre = "uniform" if (dist != "uniform" and self.warm_start) else None
+        pre = "uniform" if (dist != "uniform" and self.nospam_warmup) else None
         if self.init_from is not None:
             pre = None
         return bias, dist, pre
@@ -675,7 +675,7 @@ class OrdinalMixture(CrowdEstimator):
         """``(kind, key)`` of a restart (``restarts.restart_kind``); called in restart order,
         one key drawn from the fit's Generator each."""
         key = restarts.restart_key(rng)
-        return restarts.restart_kind(restart, self.warm_start, self.spam_), key
+        return restarts.restart_kind(restart, self.nospam_warmup, self.spam_), key
 
     def _global_start(
         self,

@@ -610,11 +610,11 @@ OPTIONS: tuple[Option, ...] = (
         widget="none",
     ),
     Option(
-        "warm_start",
+        "nospam_warmup",
         Flag(),
         "start each restart's mixture from a fit without the spam component (recommended on "
         "real data, where the best-scoring answer can call every rating spam)",
-        "Warm start",
+        "No-spam warm-up",
         widget="none",
     ),
     Option(

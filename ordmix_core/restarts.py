@@ -99,9 +99,9 @@ class RestartRun:
         return last[-1] if last else -np.inf
 
 
-def restart_kind(restart: int, warm_start: bool, spam: bool) -> str:
+def restart_kind(restart: int, nospam_warmup: bool, spam: bool) -> str:
     """``warm`` (no-spam warm-up first), ``data`` (per-item means) or ``random`` (plus noise)."""
-    kind = "warm" if (warm_start and spam) else "data"
+    kind = "warm" if (nospam_warmup and spam) else "data"
     return "random" if restart > 0 and kind != "warm" else kind
 
 

@@ -77,8 +77,8 @@ def test_params_are_the_estimators_with_its_defaults():
     # the settings are the options table's dashboard entries, but the data set's scale
     names = {o.name for o in options.dashboard_options()} - {"scale"}
     assert set(kwargs) == names == {o.name for o in fit_page_options()}
-    with pytest.raises(TypeError, match="not a Fit page setting: warm_start"):
-        FitParams(warm_start=False)
+    with pytest.raises(TypeError, match="not a Fit page setting: nospam_warmup"):
+        FitParams(nospam_warmup=False)
 
 
 def test_a_finished_fit_equals_the_library_fit(demo):

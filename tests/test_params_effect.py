@@ -101,7 +101,7 @@ def test_pi_is_normalised_and_reported(ratings) -> None:
 def test_pi_shifts_the_log_odds_of_omega_by_log_pi(ratings) -> None:
     """One sweep from the same start (which does not depend on pi): the log-odds that a rating
     comes from the truth differ by exactly log pi_a(r) - log pi_b(r)."""
-    kw = dict(n_restarts=1, max_iter=1, warm_start=False, accelerate=False, random_state=0)
+    kw = dict(n_restarts=1, max_iter=1, nospam_warmup=False, accelerate=False, random_state=0)
     pa, pb = np.array([7, 1, 1, 1, 1]) / 11, np.array([1, 2, 3, 4, 5]) / 15
     a = _fit(ratings, pi=list(pa), **kw)
     b = _fit(ratings, pi=list(pb), **kw)

@@ -1,6 +1,6 @@
 """The restart schedule and the choice among restarts, observed through real fits.
 
-Successive halving (``prune_restarts``), the restart kinds (``warm_start``), the collapse guard
+Successive halving (``prune_restarts``), the restart kinds (``nospam_warmup``), the collapse guard
 (``collapse_threshold``) and an end-to-end CollapseWarning. Each expectation is the rule as
 the estimator's docstring and README state it, applied to the fit's own restarts table.
 """
@@ -130,7 +130,7 @@ def test_warm_start_kinds_and_stages(crowd) -> None:
         # the schedule before issue 15: every restart its own warm-up
         assert r.loc[i, "warmup_iter"] == len(_trace(own, i, "nospam")) > 0
         assert r.loc[i, "shared_iter"] == 0
-    cold = OrdinalMixture("query", n_restarts=3, warm_start=False, random_state=0).fit(crowd)
+    cold = OrdinalMixture("query", n_restarts=3, nospam_warmup=False, random_state=0).fit(crowd)
     r = cold.restarts_
     assert list(r["init"]) == ["data", "random", "random"]
     assert (r["warmup_iter"] == 0).all()
@@ -142,11 +142,11 @@ def test_warm_start_kinds_and_stages(crowd) -> None:
 
 
 def test_random_restarts_draw_eps_like_the_paper(crowd, monkeypatch) -> None:
-    """warm_start=False: restart 0 starts from the shrunk per-item means with eps = 0.99; the
+    """nospam_warmup=False: restart 0 starts from the shrunk per-item means with eps = 0.99; the
     others add noise to z and tau and draw eps ~ U(0.5, 0.99) per annotator."""
     calls = record_sweeps(monkeypatch)
     OrdinalMixture(
-        "query", n_restarts=4, warm_start=False, n_jobs=1, prune_restarts=False,
+        "query", n_restarts=4, nospam_warmup=False, n_jobs=1, prune_restarts=False,
         accelerate=False, random_state=0,
     ).fit(crowd)  # fmt: skip
     # without SQUAREM proposals (omega None too) only a restart's first sweep has no omega
@@ -202,7 +202,7 @@ def guarded() -> tuple[pd.DataFrame, dict]:
     """Random restarts on noise: some collapse to all-spam (the highest bound), some do not.
     Plain sweeps (``accelerate=False``): with the exact eps step every restart of this noise
     reaches the all-spam answer, which is right for noise but leaves no choice to guard."""
-    kw = dict(n_restarts=6, warm_start=False, prune_restarts=False, random_state=0)
+    kw = dict(n_restarts=6, nospam_warmup=False, prune_restarts=False, random_state=0)
     kw["accelerate"] = False
     return noise(6, 15, 60, 3, seed=0), kw
 
