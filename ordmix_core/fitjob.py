@@ -11,6 +11,7 @@ flags of ``decisions.py`` (through ``outputs.decide``).
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 import uuid
@@ -121,6 +122,9 @@ class FitJob:
     iteration: int = 0
     bound: float = float("nan")
     iters: dict[int, int] = field(default_factory=dict)  # latest iteration of each restart
+    sweeps: dict[int, int] = field(default_factory=dict)  # sweeps each restart reported
+    last_report: dict[int, int] = field(default_factory=dict)  # reports counter at its last
+    reports: int = 0  # reports so far, of every restart
     started: float = field(default_factory=time.perf_counter)
     finished: float | None = None
     model: OrdinalMixture | None = None
@@ -130,6 +134,8 @@ class FitJob:
 
     #: sweeps a restart typically needs (warm-up and mixture), for the progress estimate
     TYPICAL_ITERATIONS = 40
+    #: sweeps of a first halving round (the estimator's ``prune_start``)
+    PRUNE_ROUND = 5
 
     def callback(self, restart: int, iteration: int, bound: float) -> bool:
         """The engine's progress callback: record, and return False once Stop was pressed.
@@ -137,7 +143,12 @@ class FitJob:
         Restarts may run side by side and in rounds, so progress is kept per restart.
         """
         self.restart, self.iteration, self.bound = restart, iteration, bound
+        if restart not in self.iters and len(self.iters) == 1:  # the warm-up is over: the
+            self.sweeps = dict.fromkeys(self.sweeps, 0)  # restarts' own sweeps count from here
         self.iters[restart] = iteration
+        self.sweeps[restart] = self.sweeps.get(restart, 0) + 1
+        self.reports += 1
+        self.last_report[restart] = self.reports
         return not self.stop.is_set()
 
     def run(self) -> None:
@@ -169,12 +180,42 @@ class FitJob:
     def seconds(self) -> float:
         return (self.finished or time.perf_counter()) - self.started
 
+    def own_sweeps(self, restart: int) -> int:
+        """Sweeps ``restart`` ran itself (its reports): a restart branched from the shared
+        warm-up reports its iterations counted on from the warm-up's, which it did not run."""
+        return self.sweeps[restart]
+
+    def finished_restarts(self) -> set[int]:
+        """Restarts taken as done (converged or pruned): one that stopped reporting while
+        another ran more sweeps since than it ran in all (plus a halving round's budget), so a
+        restart waiting for its turn in a round is not counted."""
+        if len(self.iters) < 2:
+            return set()
+        budget = 2 * self.PRUNE_ROUND
+        return {
+            r
+            for r, last in self.last_report.items()
+            if self.reports - last > max(self.own_sweeps(r), 1) + budget
+        }
+
     def fraction(self) -> float:
-        """Progress in [0, 1]: each restart's iterations against a typical restart's."""
+        """Progress in [0, 1], by stages: the warm-up (one restart alone, before the others
+        branch from it) is the first of ``n_restarts + 1`` equal parts; then each restart is
+        one part, done when it stopped reporting (converged or pruned), else its own sweeps
+        against a typical restart's. Never goes back; 1 only once the fit is done."""
         if self.done.is_set():
             return 1.0
+        n = self.params.n_restarts
         t = self.TYPICAL_ITERATIONS
-        part = sum(i / (i + t) for i in self.iters.values()) / self.params.n_restarts
+        parts = n + 1 if n > 1 else 1
+        if n > 1 and len(self.iters) < 2:  # the warm-up: restart 0 alone
+            own = sum(self.own_sweeps(r) for r in self.iters)
+            part = own / (own + t) / parts
+        else:
+            done = self.finished_restarts()
+            running = [self.own_sweeps(r) for r in self.iters if r not in done]
+            progress = len(done) + sum(i / (i + t) for i in running)
+            part = ((parts - n) + progress) / parts
         self.peak = max(self.peak, min(part, 0.999))
         return float(self.peak)
 
@@ -185,9 +226,15 @@ class FitJob:
         bound = "..." if np.isnan(self.bound) else f"{self.bound:,.2f}"
         stopping = " - stopping ..." if self.stop.is_set() else ""
         n = self.params.n_restarts
-        started = f" ({len(self.iters)} of {n} started)" if 1 < len(self.iters) < n else ""
+        if n > 1 and len(self.iters) < 2:
+            stage = "shared warm-up (no spam)"
+        else:
+            done = len(self.finished_restarts())
+            stage = f"restarts: {done} of {n} done"
+            if 1 < len(self.iters) < n:
+                stage += f", {len(self.iters)} started"
         return (
-            f"restart {self.restart + 1}/{n}{started} - iteration {self.iteration} "
+            f"{stage} - restart {self.restart + 1}/{n}, iteration {self.iteration} "
             f"- lower bound {bound} - {self.seconds:.0f} s{stopping}"
         )
 
@@ -206,7 +253,7 @@ class FitJob:
             if stopped:
                 msg = (
                     f"Stopped after {self.seconds:.1f} s: kept the best restart found so far "
-                    f"(restart {m.best_restart_} of the {len(m.restarts_)} started)."
+                    f"(restart {m.best_restart_ + 1} of the {len(m.restarts_)} started)."
                 )
             else:
                 msg = f"Fit finished in {self.seconds:.1f} s."
@@ -231,6 +278,23 @@ def _first_names(ids: Any, n: int = 5) -> str:
     """The first ``n`` IDs, comma-separated, with ", ..." when there are more."""
     ids = list(ids)
     return ", ".join(str(a) for a in ids[:n]) + (", ..." if len(ids) > n else "")
+
+
+def restarts_from_one(text: str) -> str:
+    """``text`` with every "restart N" counted from 1 (the engine counts restarts from 0; the
+    dashboard shows them to a user from 1)."""
+    return re.sub(r"\b(restart) (\d+)\b", lambda m: f"{m[1]} {int(m[2]) + 1}", text)
+
+
+def spam_share(model: OrdinalMixture) -> float:
+    """The share of the ratings the fit takes as spam: the mean of each rating's spam
+    probability, 1 - omega (from the annotators' spam shares when the fit kept no omega)."""
+    omega = getattr(model, "omega_", None)
+    if omega is not None and np.size(omega):
+        return float(1.0 - np.mean(omega))
+    ann = model.annotators_
+    n = ann["n_ratings"].to_numpy(float)
+    return float((ann["spam_share"].to_numpy(float) * n).sum() / max(n.sum(), 1.0))
 
 
 def selection_explanation(model: OrdinalMixture) -> str:
@@ -451,8 +515,13 @@ def fit_summary(model: OrdinalMixture, dec: outputs.Decisions | None = None) -> 
             f"less than {decisions.MIN_INFO:.0%} of what is known about them (the prior "
             "weighs more), so their labels are guesses; they are marked in the Items table."
         )
+    if model.spam_ and not warm_up_only:
+        lines.append(
+            f"Ratings taken as spam: {spam_share(model):.1%} (the mean over all ratings of the "
+            "probability that a rating is spam rather than drawn from the item's truth)."
+        )
     lines.append(model_line(model) + ".")
-    lines.append(f"Chosen: {selection_explanation(model)}.")
+    lines.append(f"Chosen: {restarts_from_one(selection_explanation(model))}.")
     if not warm_up_only:
         lines.append(ensemble_line(model))
     if model.interrupted_ and not model.converged_:

@@ -136,14 +136,18 @@ def test_a_failed_fit_keeps_nothing_and_says_so(demo):
 def test_progress_text_names_restart_iteration_and_bound(demo):
     job = FitJob(dataset=demo, params=FitParams(n_restarts=4))
     assert job.callback(0, 5, -1234.5) is True
-    assert "restart 1/4 - iteration 5 - lower bound -1,234.50" in job.status()
+    assert "shared warm-up (no spam) - restart 1/4, iteration 5 - lower bound -1,234.50" in (
+        job.status()
+    )
     job.callback(1, 1, -1000.0)
-    assert "restart 2/4 (2 of 4 started) - iteration 1" in job.status()
+    assert "restarts: 0 of 4 done, 2 started - restart 2/4, iteration 1" in job.status()
     before = job.fraction()
     assert 0 < before < 0.25
-    job.callback(0, 80, -990.0)  # restarts run side by side and in rounds
-    assert "restart 1/4 (2 of 4 started) - iteration 80" in job.status()
-    assert before < job.fraction() < 0.5
+    for _ in range(40):
+        job.callback(0, 80, -990.0)  # restarts run side by side and in rounds
+    # restart 2 stopped reporting while restart 1 ran 40 sweeps: taken as done (pruned)
+    assert "restarts: 1 of 4 done, 2 started - restart 1/4, iteration 80" in job.status()
+    assert before < job.fraction() < 0.6
     job.callback(0, 3, -995.0)  # a later stage restarts its count: the bar never goes back
     assert job.fraction() >= before
     job.stop.set()
@@ -151,6 +155,50 @@ def test_progress_text_names_restart_iteration_and_bound(demo):
     assert "stopping" in job.status()
     with pytest.raises(RuntimeError, match="still running"):
         job.outcome(has_previous=False)
+
+
+def test_progress_counts_stages_not_the_warm_up_a_branch_inherits(demo):
+    """The shared schedule: restart 0 warms up alone, then the others branch from its end and
+    report iterations counted on from the warm-up's. Their first report must not make them
+    look half done (the bar jumped from 4% to 57%); a restart that stopped reporting while
+    the others ran on (pruned or converged) counts as one whole part."""
+    n = 10
+    job = FitJob(dataset=demo, params=FitParams(n_restarts=n))
+    for i in range(1, 41):
+        job.callback(0, i, -1000.0)
+    warm = job.fraction()
+    assert warm <= 1 / (n + 1)  # the warm-up is the first of n + 1 parts
+    for r in range(1, n):
+        job.callback(r, 41, -990.0)
+    assert job.fraction() - warm < 0.1, job.fraction()
+    for sweep in range(42, 47):  # the first halving round: every restart 5 sweeps
+        for r in range(n):
+            job.callback(r, sweep, -980.0)
+    mid = job.fraction()
+    for sweep in range(47, 120):  # the worse half was pruned: only 0-4 go on
+        for r in range(5):
+            job.callback(r, sweep, -970.0)
+    assert len(job.finished_restarts()) == 5
+    assert "restarts: 5 of 10 done" in job.status()
+    assert mid + 0.3 < job.fraction() < 1.0
+
+
+def test_progress_of_a_real_fit_has_no_big_jumps(demo):
+    """Every report of a 10-restart fit moves the bar by less than a restart's share."""
+    job = FitJob(dataset=demo, params=FitParams(n_restarts=10))
+    plain, seen = job.callback, []
+
+    def callback(restart, iteration, bound):
+        out = plain(restart, iteration, bound)
+        seen.append(job.fraction())
+        return out
+
+    job.callback = callback
+    job.run()
+    assert job.error is None and len(seen) > 50
+    steps = np.diff([0.0, *seen])
+    assert steps.max() < 1 / 10, steps.max()
+    assert seen[-1] > 0.3
 
 
 def test_the_job_runs_in_a_thread(demo):
