@@ -24,7 +24,10 @@ from . import accel, decisions, options, outputs
 from .errors import InputError
 from .model import MODELS, OrdinalMixture, difficulty_prior, spam_left_out
 from .report import Dataset
+from .restarts import KEEP
 
+#: sweeps of the first halving round (``OrdinalMixture``'s ``prune_start``)
+PRUNE_START = OrdinalMixture().prune_start
 #: options the Fit page does not show: the scale is the data set's (set on the Data page)
 NOT_ON_FIT_PAGE = ("scale",)
 #: the dashboard's defaults where they are not the command line's: query granularity, the
@@ -122,9 +125,8 @@ class FitJob:
     iteration: int = 0
     bound: float = float("nan")
     iters: dict[int, int] = field(default_factory=dict)  # latest iteration of each restart
-    sweeps: dict[int, int] = field(default_factory=dict)  # sweeps each restart reported
-    last_report: dict[int, int] = field(default_factory=dict)  # reports counter at its last
-    reports: int = 0  # reports so far, of every restart
+    warmup_sweeps: int | None = None  # the shared warm-up's sweeps, once the others branched
+    reports: int = 0  # sweeps reported, of every restart
     started: float = field(default_factory=time.perf_counter)
     finished: float | None = None
     model: OrdinalMixture | None = None
@@ -134,21 +136,17 @@ class FitJob:
 
     #: sweeps a restart typically needs (warm-up and mixture), for the progress estimate
     TYPICAL_ITERATIONS = 40
-    #: sweeps of a first halving round (the estimator's ``prune_start``)
-    PRUNE_ROUND = 5
 
     def callback(self, restart: int, iteration: int, bound: float) -> bool:
         """The engine's progress callback: record, and return False once Stop was pressed.
 
         Restarts may run side by side and in rounds, so progress is kept per restart.
         """
-        self.restart, self.iteration, self.bound = restart, iteration, bound
-        if restart not in self.iters and len(self.iters) == 1:  # the warm-up is over: the
-            self.sweeps = dict.fromkeys(self.sweeps, 0)  # restarts' own sweeps count from here
+        if restart not in self.iters and len(self.iters) == 1:  # the warm-up is over
+            self.warmup_sweeps = self.reports
         self.iters[restart] = iteration
-        self.sweeps[restart] = self.sweeps.get(restart, 0) + 1
         self.reports += 1
-        self.last_report[restart] = self.reports
+        self.restart, self.iteration, self.bound = restart, iteration, bound
         return not self.stop.is_set()
 
     def run(self) -> None:
@@ -180,43 +178,60 @@ class FitJob:
     def seconds(self) -> float:
         return (self.finished or time.perf_counter()) - self.started
 
-    def own_sweeps(self, restart: int) -> int:
-        """Sweeps ``restart`` ran itself (its reports): a restart branched from the shared
-        warm-up reports its iterations counted on from the warm-up's, which it did not run."""
-        return self.sweeps[restart]
+    def schedule(self) -> tuple[list[tuple[int, int]], int]:
+        """The successive-halving rounds a fit of ``n_restarts`` runs after the warm-up:
+        ``(restarts in the race, sweeps each)`` per round, and how many are kept to the end
+        (``restarts.KEEP``; the estimator's ``prune_start`` sweeps in the first round)."""
+        active, budget, rounds = self.params.n_restarts, PRUNE_START, []
+        while active > KEEP:
+            rounds.append((active, budget))
+            active, budget = max((active + 1) // 2, KEEP), 2 * budget
+        return rounds, active
 
-    def finished_restarts(self) -> set[int]:
-        """Restarts taken as done (converged or pruned): one that stopped reporting while
-        another ran more sweeps since than it ran in all (plus a halving round's budget), so a
-        restart waiting for its turn in a round is not counted."""
-        if len(self.iters) < 2:
-            return set()
-        budget = 2 * self.PRUNE_ROUND
-        return {
-            r
-            for r, last in self.last_report.items()
-            if self.reports - last > max(self.own_sweeps(r), 1) + budget
-        }
+    def stage(self) -> tuple[str, float]:
+        """Where the fit is (in words) and the sweeps it is expected to take in all.
+
+        The warm-up (restart 1 alone, no spam) until the others branch from it; then the
+        halving rounds (each restart a round's sweeps, the worse half dropped after it); then
+        the restarts kept run to convergence, taken as ``TYPICAL_ITERATIONS`` sweeps each for
+        the model's stages. An estimate of sweeps, so the bar moves with the work done
+        (:meth:`fraction` slows down past it: a refit without the spam component, a slow
+        restart).
+        """
+        t, n = self.TYPICAL_ITERATIONS, self.params.n_restarts
+        if n == 1:
+            return "restart 1 of 1", float(3 * t)
+        rounds, kept = self.schedule()
+        halving = sum(a * b for a, b in rounds)
+        if self.warmup_sweeps is None:
+            warm = max(t, self.reports + 1)
+            return "shared warm-up (no spam)", float(warm + halving + 2 * kept * t)
+        total = self.warmup_sweeps + halving + 2 * kept * t
+        done = self.reports - self.warmup_sweeps
+        for k, (active, budget) in enumerate(rounds):
+            if done < active * budget:
+                return (
+                    f"halving round {k + 1} of {len(rounds)}: {active} of {n} restarts in the race",
+                    float(total),
+                )
+            done -= active * budget
+        return (
+            f"the best {kept} of {n} restarts run to convergence",
+            float(total),
+        )
 
     def fraction(self) -> float:
-        """Progress in [0, 1], by stages: the warm-up (one restart alone, before the others
-        branch from it) is the first of ``n_restarts + 1`` equal parts; then each restart is
-        one part, done when it stopped reporting (converged or pruned), else its own sweeps
-        against a typical restart's. Never goes back; 1 only once the fit is done."""
+        """Progress in [0, 1]: the sweeps done against those the fit is expected to take
+        (:meth:`stage`), so a restart branched from the shared warm-up, which reports its
+        iterations counted on from the warm-up's, is not taken as half done. Never goes back;
+        1 only once the fit is done."""
         if self.done.is_set():
             return 1.0
-        n = self.params.n_restarts
-        t = self.TYPICAL_ITERATIONS
-        parts = n + 1 if n > 1 else 1
-        if n > 1 and len(self.iters) < 2:  # the warm-up: restart 0 alone
-            own = sum(self.own_sweeps(r) for r in self.iters)
-            part = own / (own + t) / parts
-        else:
-            done = self.finished_restarts()
-            running = [self.own_sweeps(r) for r in self.iters if r not in done]
-            progress = len(done) + sum(i / (i + t) for i in running)
-            part = ((parts - n) + progress) / parts
-        self.peak = max(self.peak, min(part, 0.999))
+        _, total = self.stage()
+        x = self.reports / total
+        # 90% at the expected number of sweeps; beyond it the bar slows down towards 1
+        part = 0.9 * x if x <= 1 else 0.9 + 0.099 * (1.0 - np.exp(-3.0 * (x - 1.0)))
+        self.peak = max(self.peak, part)
         return float(self.peak)
 
     def status(self) -> str:
@@ -226,13 +241,7 @@ class FitJob:
         bound = "..." if np.isnan(self.bound) else f"{self.bound:,.2f}"
         stopping = " - stopping ..." if self.stop.is_set() else ""
         n = self.params.n_restarts
-        if n > 1 and len(self.iters) < 2:
-            stage = "shared warm-up (no spam)"
-        else:
-            done = len(self.finished_restarts())
-            stage = f"restarts: {done} of {n} done"
-            if 1 < len(self.iters) < n:
-                stage += f", {len(self.iters)} started"
+        stage, _ = self.stage()
         return (
             f"{stage} - restart {self.restart + 1}/{n}, iteration {self.iteration} "
             f"- lower bound {bound} - {self.seconds:.0f} s{stopping}"
