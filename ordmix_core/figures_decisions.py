@@ -126,3 +126,90 @@ def _level_colors(k: int) -> list[str]:
     if k == 1:
         return ["#1f77b4"]
     return pc.sample_colorscale("RdYlBu_r", [i / (k - 1) for i in range(k)])
+
+
+def _shares(ratings: pd.Series | np.ndarray, levels: list[float]) -> tuple[np.ndarray, int]:
+    """Share of ``ratings`` at each level, and their number."""
+    r = np.asarray(ratings, dtype=float)
+    counts = np.array([(r == v).sum() for v in levels], dtype=float)
+    return counts / max(r.size, 1), int(r.size)
+
+
+def _grouped_levels(bars: list[tuple[str, np.ndarray, list[str], str]], levels, title: str):
+    fig = go.Figure()
+    names = [f"{v:g}" for v in levels]
+    for name, y, text, color in bars:
+        fig.add_trace(
+            go.Bar(
+                x=names,
+                y=y,
+                name=name,
+                text=text,
+                textposition="outside",
+                marker_color=color,
+                hovertemplate="level %{x}<br>" + name + " %{y:.3f}<extra></extra>",
+            )
+        )
+    fig.update_layout(
+        barmode="group",
+        title=title,
+        template=_TEMPLATE,
+        xaxis={"title": "level", "type": "category"},
+        yaxis={"title": "share", "range": [0, 1.12]},
+        legend={"orientation": "h", "y": -0.2},
+        margin={"t": 60, "l": 60, "r": 20},
+    )
+    return fig
+
+
+def rating_histogram(
+    own: pd.Series | np.ndarray, crowd: pd.Series | np.ndarray, levels: list[float], who: str
+) -> go.Figure:
+    """One annotator's ratings against the crowd's: the share of each level, side by side.
+
+    ``own``: the annotator's ratings; ``crowd``: all ratings (or the other annotators');
+    ``levels``: the scale's values; ``who``: the annotator's name, for the legend. A spammer
+    who answers one level shows as one tall bar where the crowd spreads over the scale.
+    """
+    mine, n_own = _shares(own, levels)
+    theirs, n_crowd = _shares(crowd, levels)
+    counts = [str(int(round(s * n_own))) for s in mine]
+    return _grouped_levels(
+        [
+            (f"{who} ({n_own:,} ratings)", mine, counts, FLAG_COLORS["unreliable"]),
+            (f"the crowd ({n_crowd:,} ratings)", theirs, [""] * len(levels), "#9aa5b1"),
+        ],
+        levels,
+        f"Ratings of {who} against the crowd's",
+    )
+
+
+def item_ratings_and_levels(
+    ratings: pd.Series | np.ndarray, level_probabilities: np.ndarray, levels: list[float], item: str
+) -> go.Figure:
+    """One item's ratings (share of each level, counts on the bars) next to the probability
+    of each level the fit gives it, so the label can be read off its evidence."""
+    shares, n = _shares(ratings, levels)
+    p = np.asarray(level_probabilities, dtype=float)
+    if p.size != len(levels):
+        raise ValueError("one level probability per level is needed")
+    counts = [str(int(round(s * n))) for s in shares]
+    return _grouped_levels(
+        [
+            (f"its ratings ({n:,})", shares, counts, "#1f77b4"),
+            ("P(level) from the fit", p, [f"{x:.2f}" for x in p], "#ff7f0e"),
+        ],
+        levels,
+        f"Item {item}: its ratings and its level probabilities",
+    )
+
+
+def level_chart_items(items: pd.DataFrame, n: int = 40) -> pd.DataFrame:
+    """The ``n`` items worth drawing in the level chart: the least certain first (``p_wrong``
+    descending, then instance), so the chart does not open on rows that are all one level
+    with probability 1. ``items``: index instance, ``p_wrong`` and ``p_level_<v>`` columns."""
+    _need(items, ["p_wrong"], "the level chart's items")
+    order = items.assign(_i=items.index.astype(str)).sort_values(
+        ["p_wrong", "_i"], ascending=[False, True], kind="stable"
+    )
+    return order.drop(columns="_i").head(n)

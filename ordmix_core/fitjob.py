@@ -11,6 +11,7 @@ flags of ``decisions.py`` (through ``outputs.decide``).
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 import uuid
@@ -23,7 +24,10 @@ from . import accel, decisions, options, outputs
 from .errors import InputError
 from .model import MODELS, OrdinalMixture, difficulty_prior, spam_left_out
 from .report import Dataset
+from .restarts import KEEP
 
+#: sweeps of the first halving round (``OrdinalMixture``'s ``prune_start``)
+PRUNE_START = OrdinalMixture().prune_start
 #: options the Fit page does not show: the scale is the data set's (set on the Data page)
 NOT_ON_FIT_PAGE = ("scale",)
 #: the dashboard's defaults where they are not the command line's: query granularity, the
@@ -121,6 +125,8 @@ class FitJob:
     iteration: int = 0
     bound: float = float("nan")
     iters: dict[int, int] = field(default_factory=dict)  # latest iteration of each restart
+    warmup_sweeps: int | None = None  # the shared warm-up's sweeps, once the others branched
+    reports: int = 0  # sweeps reported, of every restart
     started: float = field(default_factory=time.perf_counter)
     finished: float | None = None
     model: OrdinalMixture | None = None
@@ -136,8 +142,11 @@ class FitJob:
 
         Restarts may run side by side and in rounds, so progress is kept per restart.
         """
-        self.restart, self.iteration, self.bound = restart, iteration, bound
+        if restart not in self.iters and len(self.iters) == 1:  # the warm-up is over
+            self.warmup_sweeps = self.reports
         self.iters[restart] = iteration
+        self.reports += 1
+        self.restart, self.iteration, self.bound = restart, iteration, bound
         return not self.stop.is_set()
 
     def run(self) -> None:
@@ -169,13 +178,60 @@ class FitJob:
     def seconds(self) -> float:
         return (self.finished or time.perf_counter()) - self.started
 
+    def schedule(self) -> tuple[list[tuple[int, int]], int]:
+        """The successive-halving rounds a fit of ``n_restarts`` runs after the warm-up:
+        ``(restarts in the race, sweeps each)`` per round, and how many are kept to the end
+        (``restarts.KEEP``; the estimator's ``prune_start`` sweeps in the first round)."""
+        active, budget, rounds = self.params.n_restarts, PRUNE_START, []
+        while active > KEEP:
+            rounds.append((active, budget))
+            active, budget = max((active + 1) // 2, KEEP), 2 * budget
+        return rounds, active
+
+    def stage(self) -> tuple[str, float]:
+        """Where the fit is (in words) and the sweeps it is expected to take in all.
+
+        The warm-up (restart 1 alone, no spam) until the others branch from it; then the
+        halving rounds (each restart a round's sweeps, the worse half dropped after it); then
+        the restarts kept run to convergence, taken as ``TYPICAL_ITERATIONS`` sweeps each for
+        the model's stages. An estimate of sweeps, so the bar moves with the work done
+        (:meth:`fraction` slows down past it: a refit without the spam component, a slow
+        restart).
+        """
+        t, n = self.TYPICAL_ITERATIONS, self.params.n_restarts
+        if n == 1:
+            return "restart 1 of 1", float(3 * t)
+        rounds, kept = self.schedule()
+        halving = sum(a * b for a, b in rounds)
+        if self.warmup_sweeps is None:
+            warm = max(t, self.reports + 1)
+            return "shared warm-up (no spam)", float(warm + halving + 2 * kept * t)
+        total = self.warmup_sweeps + halving + 2 * kept * t
+        done = self.reports - self.warmup_sweeps
+        for k, (active, budget) in enumerate(rounds):
+            if done < active * budget:
+                return (
+                    f"halving round {k + 1} of {len(rounds)}: {active} of {n} restarts in the race",
+                    float(total),
+                )
+            done -= active * budget
+        return (
+            f"the best {kept} of {n} restarts run to convergence",
+            float(total),
+        )
+
     def fraction(self) -> float:
-        """Progress in [0, 1]: each restart's iterations against a typical restart's."""
+        """Progress in [0, 1]: the sweeps done against those the fit is expected to take
+        (:meth:`stage`), so a restart branched from the shared warm-up, which reports its
+        iterations counted on from the warm-up's, is not taken as half done. Never goes back;
+        1 only once the fit is done."""
         if self.done.is_set():
             return 1.0
-        t = self.TYPICAL_ITERATIONS
-        part = sum(i / (i + t) for i in self.iters.values()) / self.params.n_restarts
-        self.peak = max(self.peak, min(part, 0.999))
+        _, total = self.stage()
+        x = self.reports / total
+        # 90% at the expected number of sweeps; beyond it the bar slows down towards 1
+        part = 0.9 * x if x <= 1 else 0.9 + 0.099 * (1.0 - np.exp(-3.0 * (x - 1.0)))
+        self.peak = max(self.peak, part)
         return float(self.peak)
 
     def status(self) -> str:
@@ -185,9 +241,9 @@ class FitJob:
         bound = "..." if np.isnan(self.bound) else f"{self.bound:,.2f}"
         stopping = " - stopping ..." if self.stop.is_set() else ""
         n = self.params.n_restarts
-        started = f" ({len(self.iters)} of {n} started)" if 1 < len(self.iters) < n else ""
+        stage, _ = self.stage()
         return (
-            f"restart {self.restart + 1}/{n}{started} - iteration {self.iteration} "
+            f"{stage} - restart {self.restart + 1}/{n}, iteration {self.iteration} "
             f"- lower bound {bound} - {self.seconds:.0f} s{stopping}"
         )
 
@@ -206,7 +262,7 @@ class FitJob:
             if stopped:
                 msg = (
                     f"Stopped after {self.seconds:.1f} s: kept the best restart found so far "
-                    f"(restart {m.best_restart_} of the {len(m.restarts_)} started)."
+                    f"(restart {m.best_restart_ + 1} of the {len(m.restarts_)} started)."
                 )
             else:
                 msg = f"Fit finished in {self.seconds:.1f} s."
@@ -231,6 +287,23 @@ def _first_names(ids: Any, n: int = 5) -> str:
     """The first ``n`` IDs, comma-separated, with ", ..." when there are more."""
     ids = list(ids)
     return ", ".join(str(a) for a in ids[:n]) + (", ..." if len(ids) > n else "")
+
+
+def restarts_from_one(text: str) -> str:
+    """``text`` with every "restart N" counted from 1 (the engine counts restarts from 0; the
+    dashboard shows them to a user from 1)."""
+    return re.sub(r"\b(restart) (\d+)\b", lambda m: f"{m[1]} {int(m[2]) + 1}", text)
+
+
+def spam_share(model: OrdinalMixture) -> float:
+    """The share of the ratings the fit takes as spam: the mean of each rating's spam
+    probability, 1 - omega (from the annotators' spam shares when the fit kept no omega)."""
+    omega = getattr(model, "omega_", None)
+    if omega is not None and np.size(omega):
+        return float(1.0 - np.mean(omega))
+    ann = model.annotators_
+    n = ann["n_ratings"].to_numpy(float)
+    return float((ann["spam_share"].to_numpy(float) * n).sum() / max(n.sum(), 1.0))
 
 
 def selection_explanation(model: OrdinalMixture) -> str:
@@ -451,8 +524,13 @@ def fit_summary(model: OrdinalMixture, dec: outputs.Decisions | None = None) -> 
             f"less than {decisions.MIN_INFO:.0%} of what is known about them (the prior "
             "weighs more), so their labels are guesses; they are marked in the Items table."
         )
+    if model.spam_ and not warm_up_only:
+        lines.append(
+            f"Ratings taken as spam: {spam_share(model):.1%} (the mean over all ratings of the "
+            "probability that a rating is spam rather than drawn from the item's truth)."
+        )
     lines.append(model_line(model) + ".")
-    lines.append(f"Chosen: {selection_explanation(model)}.")
+    lines.append(f"Chosen: {restarts_from_one(selection_explanation(model))}.")
     if not warm_up_only:
         lines.append(ensemble_line(model))
     if model.interrupted_ and not model.converged_:

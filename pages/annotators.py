@@ -16,7 +16,12 @@ from pages._ui import (
     fit_table_download,
     page_setup,
     require_fit,
+    session,
 )
+
+#: below this fitted reliability an annotator's ratings are (almost) all taken as spam, so the
+#: fit has nothing to learn their expertise from: the table leaves it empty
+NO_EXPERTISE_BELOW = 0.05
 
 #: one plain line per flag (the threshold t and confidence c filled in)
 MEANING = {
@@ -87,8 +92,16 @@ evidence_cols = {
     "p_unreliable": st.column_config.NumberColumn("P(unreliable)", format="%.3f"),
     "reliability_lower": st.column_config.NumberColumn("reliability from", format="%.3f"),
     "reliability_upper": st.column_config.NumberColumn("reliability to", format="%.3f"),
-    "reliability": st.column_config.NumberColumn("fit's reliability", format="%.3g"),
-    "expertise": st.column_config.NumberColumn(format="%.3g"),
+    "reliability": st.column_config.TextColumn(
+        "fit's reliability",
+        help="The fit's point estimate, 3 decimals (<0.001: within a thousandth of 0).",
+    ),
+    "expertise": st.column_config.NumberColumn(
+        format="%.3g",
+        help=f"Empty where the fit's reliability is below {NO_EXPERTISE_BELOW:g}: the fit "
+        "takes (almost) all their ratings as spam, so it has nothing to learn their "
+        "expertise from and shows only its prior.",
+    ),
     "spam_share": st.column_config.NumberColumn(format="%.3f"),
     "bias": st.column_config.NumberColumn(format="%+.2f"),
     "bias_sd": st.column_config.NumberColumn(format="%.2f"),
@@ -110,9 +123,16 @@ st.caption(
 tabs = st.tabs(
     [f"{flag.capitalize()} ({(ann['flag'] == flag).sum():,})" for flag in decisions.ANNOTATOR_FLAGS]
 )
+shown_ann = ann.copy()
+shown_ann["reliability"] = [decisions.probability_text(p) for p in ann["reliability"]]
+if "bias" in ann.columns:
+    shown_ann["bias"] = decisions.clean_round(ann["bias"], 2)
+shown_ann["expertise"] = ann["expertise"].where(ann["reliability"] >= NO_EXPERTISE_BELOW)
 for tab, flag in zip(tabs, decisions.ANNOTATOR_FLAGS, strict=True):
-    group = ann[ann["flag"] == flag].sort_values(
-        ["p_unreliable", "n_ratings"], ascending=[flag != "ok", False]
+    # most certain and biggest first: the unreliable and undetermined by P(unreliable), the
+    # ok by P(ok); then by the number of ratings
+    group = shown_ann[shown_ann["flag"] == flag].sort_values(
+        ["p_unreliable", "n_ratings"], ascending=[flag == "ok", False], kind="stable"
     )
     tab.caption(MEANING[flag].format(t=threshold, c=confidence))
     tab.dataframe(
@@ -121,6 +141,51 @@ for tab, flag in zip(tabs, decisions.ANNOTATOR_FLAGS, strict=True):
         hide_index=True,
         column_config=evidence_cols,
     )
+
+st.subheader("Why an annotator is flagged")
+ds = session().dataset
+flagged = decisions.annotators_to_review(ann)["annotator"].astype(str).tolist()
+if ds is None or ds.name != res.dataset:
+    st.info("The ratings of this fit's data set are no longer loaded: load it again to see why.")
+elif not flagged:
+    st.info("No annotator is flagged unreliable with these settings.")
+else:
+    who = st.selectbox(
+        "Flagged annotator",
+        flagged,
+        key="ann_why",
+        help="The annotators flagged unreliable, most certain first.",
+    )
+    ratings = ds.ratings
+    decided = res.model.items_.join(fit_decisions(res, res.fit_id).items)
+    theirs = decisions.annotator_items(ratings, who, decided)
+    row = ann.loc[ann.index.astype(str) == who].iloc[0]
+    k = st.columns(4)
+    k[0].metric("Ratings", f"{len(theirs):,}")
+    k[1].metric(
+        "Agreement with the consensus",
+        f"{decisions.agreement(theirs):.0%}",
+        help="The share of their ratings equal to the item's label.",
+    )
+    k[2].metric("P(unreliable)", decisions.probability_text(row["p_unreliable"]))
+    k[3].metric(
+        "Reliability",
+        f"{row['reliability_lower']:.2f} to {row['reliability_upper']:.2f}",
+        help=f"The {confidence:.0%} credible interval of their reliability from their ratings.",
+    )
+    c1, c2 = st.columns([3, 2])
+    levels = list(res.model.scale_.values)
+    c1.plotly_chart(
+        figures_decisions.rating_histogram(theirs["rating"], ratings["rating"], levels, who),
+        key="ann_why_histogram",
+    )
+    c2.dataframe(
+        theirs,
+        key="ann_why_items",
+        hide_index=True,
+        column_config={"estimate": st.column_config.NumberColumn(format="%.2f")},
+    )
+    c2.caption("The items they rated, their rating against the item's label; disagreements first.")
 
 review = decisions.annotators_to_review(ann)
 c1, c2 = st.columns(2)

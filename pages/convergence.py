@@ -3,7 +3,7 @@
 import streamlit as st
 
 from ordmix_core import figures
-from ordmix_core.fitjob import selection_explanation
+from ordmix_core.fitjob import restarts_from_one, selection_explanation
 from pages._ui import fit_caption, page_setup, require_fit
 
 page_setup()
@@ -26,23 +26,27 @@ for w in m.warnings_:
     st.warning(w)
 if m.interrupted_:
     st.info("The fit was stopped: only the restarts run before the stop are shown.")
-st.info(f"Selection: {selection_explanation(m)}.")
+st.info(f"Selection: {restarts_from_one(selection_explanation(m))}.")
 
+# restarts are counted from 1 for people (the engine's frames count from 0)
+best = m.best_restart_ + 1
+trace = m.trace_.assign(restart=m.trace_["restart"] + 1)
+restarts = m.restarts_.set_axis(m.restarts_.index + 1, axis=0)
 k = st.columns(4)
-k[0].metric("Chosen restart", m.best_restart_)
+k[0].metric("Chosen restart", best)
 k[1].metric("Converged", "yes" if m.converged_ else "no")
 k[2].metric("Iterations (chosen)", m.n_iter_)
 k[3].metric("Lower bound (chosen)", f"{m.lower_bound_:,.2f}")
 
-st.plotly_chart(figures.bound_traces(m.trace_, m.best_restart_, m.restarts_), key="conv_traces")
+st.plotly_chart(figures.bound_traces(trace, best, restarts), key="conv_traces")
 st.caption(
     "The lower bound is the score the fit climbs: a guaranteed floor under how well the model "
     "explains the ratings, so higher is better, and a restart has converged when it stops "
     "rising. One line per restart; its dashed start is the no-spam warm-up."
 )
 st.subheader("Restarts")
-table = m.restarts_.reset_index()
-table.insert(1, "chosen", table["restart"] == m.best_restart_)
+table = restarts.reset_index()
+table.insert(1, "chosen", table["restart"] == best)
 st.dataframe(
     table,
     key="conv_restarts",

@@ -13,7 +13,13 @@ import streamlit as st
 from ordmix_core import options
 from ordmix_core.data import fmt_scale
 from ordmix_core.errors import InputError
-from ordmix_core.fitjob import FIT_SETTINGS, FitParams, fit_page_options, fit_summary
+from ordmix_core.fitjob import (
+    FIT_SETTINGS,
+    FitParams,
+    fit_page_options,
+    fit_summary,
+    spam_share,
+)
 from pages._ui import (
     fit_caption,
     fit_decisions,
@@ -25,6 +31,9 @@ from pages._ui import (
 )
 
 DEFAULTS = FitParams()
+#: the select's entry for an optional switch's None (a real option, so the select shows its
+#: name rather than an empty "Choose an option")
+AS_MODEL_SAYS = "as the model says"
 
 
 def fit_params(values: dict[str, Any]) -> FitParams:
@@ -60,11 +69,16 @@ def option_widget(o: options.Option, where: Any, choices: list | None = None) ->
     and remembered across pages; ``choices``: the values offered, if not all the table's."""
     key, default = f"fit_{o.name}", getattr(DEFAULTS, o.name)
     if o.widget == "select" and isinstance(o.kind, options.OptionalFlag):
-        names = {None: o.kind.none, True: "on", False: "off"}
-        return kept(
-            where.selectbox, o.label, key=key, default=default, options=list(o.kind.choices),
+        names = {AS_MODEL_SAYS: o.kind.none, True: "on", False: "off"}
+        offered = [AS_MODEL_SAYS if c is None else c for c in o.kind.choices]
+        if st.session_state.get(key, AS_MODEL_SAYS) is None:  # set to None by a caller
+            st.session_state[key] = AS_MODEL_SAYS
+        value = kept(
+            where.selectbox, o.label, key=key,
+            default=AS_MODEL_SAYS if default is None else default, options=offered,
             format_func=names.get, help=o.help,
         )  # fmt: skip
+        return None if value == AS_MODEL_SAYS else value
     if o.widget == "select":
         offered = list(choices if choices is not None else o.kind.choices)
         default = default if default in offered else offered[0]
@@ -163,11 +177,16 @@ if res is not None:
     m = res.model
     st.subheader("Result")
     fit_caption(res)
-    k = st.columns(4)
-    k[0].metric("Chosen restart", m.best_restart_)
+    k = st.columns(5)
+    k[0].metric("Chosen restart", m.best_restart_ + 1, help="Restarts are counted from 1.")
     k[1].metric("Converged", "yes" if m.converged_ else "no")
     k[2].metric("Iterations", m.n_iter_)
     k[3].metric("Seconds", f"{m.seconds_:.1f}")
+    k[4].metric(
+        "Ratings taken as spam",
+        f"{spam_share(m):.1%}" if m.spam_ else "none (no spam component)",
+        help="The mean over all ratings of the probability that a rating is spam (1 - omega).",
+    )
     for w in m.warnings_:
         st.warning(w)
     dec = fit_decisions(res, res.fit_id)

@@ -102,9 +102,55 @@ fit_table_download(res, "items", dec, key="items_download")
 st.caption("items.csv as `ordmix fit` writes it: the model's columns, then the decision columns.")
 
 first = view.set_index("instance").head(40)
-if len(first):
-    st.plotly_chart(figures_decisions.item_level_probabilities(first), key="items_levels_plot")
-    st.caption("The first 40 items of the table above: the probability of each level.")
+chart_rows = st.radio(
+    "Items in the level chart",
+    ["least certain first", "first rows of the table"],
+    key="items_levels_rows",
+    horizontal=True,
+    help="Least certain first: the 40 listed items most likely to have a wrong label, so the "
+    "chart does not open on items whose labels are certain (one level, probability 1).",
+)
+charted = (
+    figures_decisions.level_chart_items(view.set_index("instance"), 40)
+    if chart_rows == "least certain first"
+    else first
+)
+if len(charted):
+    st.plotly_chart(figures_decisions.item_level_probabilities(charted), key="items_levels_plot")
+    st.caption(
+        f"{len(charted)} items of the table above ({chart_rows}): the probability of each level."
+    )
+
+# --------------------------------------------------------------------------- one item
+st.subheader("One item: its ratings and why it got its label")
+if ds is None or ds.name != res.dataset:
+    st.info("The ratings of this fit's data set are no longer loaded: load it again to see them.")
+elif len(view):
+    pick = st.selectbox(
+        "Item",
+        view["instance"].astype(str).tolist(),
+        key="items_detail",
+        help="The items of the table above, in its order.",
+    )
+    row = items.loc[items.index.astype(str) == pick].iloc[0]
+    flags = None if dec.annotators is None else dec.annotators["flag"]
+    its = decisions.item_ratings(ds.ratings, pick, flags)
+    st.markdown(
+        f"**{pick}**: label **{row['label']:g}** ({row['flag']}, P(label wrong) "
+        f"{row['p_wrong']:.3f}), estimate {row['estimate']:.2f} from {len(its):,} ratings."
+    )
+    c1, c2 = st.columns([3, 2])
+    c1.plotly_chart(
+        figures_decisions.item_ratings_and_levels(
+            its["rating"], row[levels].to_numpy(float), list(m.scale_.values), pick
+        ),
+        key="items_detail_plot",
+    )
+    c2.dataframe(its, key="items_detail_ratings", hide_index=True)
+    c2.caption(
+        "Its ratings: the annotator, the rating, and the annotator's flag (Annotators page); "
+        "ratings of annotators flagged unreliable weigh little in the label."
+    )
 
 st.plotly_chart(
     figures.estimate_distribution(items, list(m.scale_.values)), key="items_distribution"
@@ -154,6 +200,19 @@ csv_download(batch, ["instance", "query"], "next-batch.csv", key="items_batch_do
 st.caption(
     f"One rating each is expected to correct {batch['expected_gain'].sum():.1f} labels. The "
     "file has the columns `ordmix next` writes."
+)
+
+und_items = decisions.undetermined_to_rate(items)
+st.subheader(f"Undetermined items ({len(und_items):,}), most useful to rate first")
+st.caption(
+    "The items whose ratings are too weak to label them, by the expected gain of one more "
+    "rating (descending), then fewest ratings."
+)
+st.dataframe(
+    und_items,
+    key="items_undetermined_table",
+    hide_index=True,
+    column_config={"expected_gain": st.column_config.NumberColumn(format="%.4f")},
 )
 
 st.subheader("Annotators to review")

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import io
 
+import numpy as np
 import pandas as pd
+import pytest
 from test_app_main import (
     ROOT,
+    arr,
     assert_clean,
     charts,
     demo_and_fit,
@@ -40,7 +43,9 @@ def test_flags_with_their_evidence_in_three_groups():
     at = demo_and_fit()
     at.switch_page("pages/annotators.py").run()
     assert_clean(at)
-    metrics = {m.label: m.value for m in at.metric}
+    metrics = {
+        m.label: m.value for m in at.metric if m.label in ("Unreliable", "Ok", "Undetermined")
+    }
     assert metrics == {"Unreliable": "9", "Ok": "21", "Undetermined": "0"}
     figs = charts(at)
     assert {"ann_evidence", "ann_scatter", "ann_distributions"} <= set(figs)
@@ -124,3 +129,64 @@ def test_a_fit_without_spam_says_why_it_has_none():
     assert_clean(at)
     (info,) = [t for t in texts(at.info) if "spam component" in t]
     assert info.startswith("This fit has no spam component (it was switched off)")
+
+
+def test_unreliable_tab_puts_the_most_certain_and_biggest_first():
+    at = demo_and_fit()
+    at.switch_page("pages/annotators.py").run()
+    t = tables(at)
+    for flag, descending in (("unreliable", True), ("undetermined", True), ("ok", False)):
+        table = t[f"ann_table_{flag}"]
+        key = list(zip(table["p_unreliable"], -table["n_ratings"], strict=True))
+        if descending:
+            key = [(-p, n) for p, n in key]
+        assert key == sorted(key), flag
+
+
+def test_numbers_are_rounded_for_people():
+    """No 1e-10 reliability, no -0.00 bias, no expertise for those taken as all spam."""
+    at = demo_and_fit()
+    at.switch_page("pages/annotators.py").run()
+    fitted = at.session_state["ordmix"]["fit"].model.annotators_
+    for table in tables(at).values():
+        rel = table["reliability"].astype(str)
+        assert rel.str.fullmatch(r"<0\.001|>0\.999|\d\.\d{3}").all(), rel.tolist()
+        want = fitted.loc[table["annotator"], "reliability"].to_numpy()
+        assert ((want < 0.001) == (rel == "<0.001")).all()
+        bias = table["bias"].to_numpy(float)
+        assert not (np.signbit(bias) & (bias == 0)).any()  # no negative zero
+        np.testing.assert_array_equal(bias, np.round(bias, 2))
+        near_zero = want < 0.05
+        assert table.loc[near_zero, "expertise"].isna().all()
+        assert table.loc[~near_zero, "expertise"].notna().all()
+
+
+def test_why_a_flagged_annotator_is_flagged():
+    at = demo_and_fit()
+    at.switch_page("pages/annotators.py").run()
+    res = at.session_state["ordmix"]["fit"]
+    review = decisions.annotators_to_review(
+        res.model.annotators_.join(decisions.annotator_flags(res.model))
+    )
+    pick = at.selectbox(key="ann_why")
+    assert pick.options == review["annotator"].astype(str).tolist()  # most certain first
+    who = review["annotator"].astype(str).iloc[-1]
+    pick.set_value(who).run()
+    assert_clean(at)
+    ratings = pd.read_csv(ROOT / "demo_data" / "simulated-ratings.csv", dtype=str)
+    own = ratings[ratings["annotator"] == who]
+    items = next(d.value for d in at.dataframe if "agrees" in d.value.columns)
+    assert sorted(items["instance"]) == sorted(own["instance"])
+    labels = res.model.items_.join(decisions.item_decisions(res.model))["label"]
+    agree = (
+        own["rating"].astype(float).to_numpy() == labels.loc[own["instance"]].to_numpy()
+    ).mean()
+    m = {x.label: x.value for x in at.metric}
+    assert m["Agreement with the consensus"] == f"{agree:.0%}"
+    assert m["Ratings"] == str(len(own))
+    fig = charts(at)["ann_why_histogram"]
+    mine, crowd = fig["data"]
+    assert who in mine["name"] and "crowd" in crowd["name"]
+    counts = own["rating"].astype(float).value_counts()
+    assert arr(mine["y"]) == pytest.approx([counts.get(v, 0) / len(own) for v in range(1, 6)])
+    assert arr(crowd["y"]).sum() == pytest.approx(1.0)

@@ -26,7 +26,7 @@ def test_run_fit_on_the_demo_shows_the_result():
     assert any(s.startswith("Fit finished in") for s in texts(at.success)), texts(at.success)
     m = metrics(at)
     assert m["Converged"] == "yes"
-    assert m["Chosen restart"] in ("0", "1")
+    assert m["Chosen restart"] in ("1", "2")  # counted from 1, as the running status does
     assert any("highest lower bound" in i for i in texts(at.info))
     res = at.session_state["ordmix"]["fit"]
     assert len(res.model.restarts_) == 2
@@ -45,7 +45,7 @@ def test_result_is_said_in_plain_words():
     flags = decisions.annotator_flags(res.model)["flag"]
     assert f"{int((flags == 'unreliable').sum())} of 30 annotators are unreliable" in summary
     assert "of 300 items are undetermined" in summary
-    assert f"Chosen: restart {res.model.best_restart_}" in summary
+    assert f"Chosen: restart {res.model.best_restart_ + 1}" in summary
     assert "Converged:" in summary
 
 
@@ -96,7 +96,9 @@ def test_defaults_are_the_papers():
     assert at.toggle(key="fit_ordinal").value
     # the spam component as the model says (the extended model decides it from the evidence)
     spam = at.selectbox(key="fit_spam")
-    assert spam.value is None and spam.options == ["as the model says", "on", "off"]
+    assert spam.options == ["as the model says", "on", "off"]
+    # the default is an option of its own, shown by name (not an empty "Choose an option")
+    assert spam.index == 0 and spam.value == "as the model says"
     assert at.selectbox(key="fit_updates").value == "exact"
     # empty: mu the mean of the scale, phi and eta as the model says
     assert [at.text_input(key=k).value for k in ("fit_mu", "fit_phi", "fit_eta")] == [""] * 3
@@ -111,7 +113,7 @@ def test_result_and_settings_survive_page_changes():
     assert_clean(at)
     assert at.session_state["ordmix"]["fit"] is before
     assert at.number_input(key="fit_n_restarts").value == 3
-    assert metrics(at)["Chosen restart"] == str(before.model.best_restart_)
+    assert metrics(at)["Chosen restart"] == str(before.model.best_restart_ + 1)
 
 
 def test_variants_without_spam_and_real_valued():
@@ -250,3 +252,35 @@ def test_fit_runs_in_a_thread_so_the_page_can_poll():
     assert job.done.wait(60)
     assert "Fit finished" in s.collect()
     assert s.fit.model is job.model
+
+
+def test_restarts_are_counted_from_one_everywhere_on_the_page():
+    """The running status says "restart 3/10" (from 1): the result, its caption and the
+    summary count the same way."""
+    at = demo_and_fit(restarts=3)
+    res = at.session_state["ordmix"]["fit"]
+    best = res.model.best_restart_ + 1
+    assert metrics(at)["Chosen restart"] == str(best)
+    assert any(f"chosen restart {best}," in c for c in texts(at.caption))
+    summary = " ".join(texts(at.info))
+    assert f"Chosen: restart {best} " in summary
+    assert f"restart {best - 1} " not in summary.split("Chosen:", 1)[1].split(";")[0]
+
+
+def test_the_share_of_ratings_taken_as_spam_is_in_the_summary():
+    at = demo_and_fit(restarts=2)
+    m = at.session_state["ordmix"]["fit"].model
+    assert m.spam_
+    share = f"{1.0 - float(m.omega_.mean()):.1%}"
+    assert metrics(at)["Ratings taken as spam"] == share
+    assert f"Ratings taken as spam: {share}" in " ".join(texts(at.info))
+
+
+def test_spam_select_set_off_and_back_to_the_model():
+    at = load_simulated_demo(new_app())
+    at.switch_page("pages/fit.py").run()
+    at.selectbox(key="fit_spam").set_value(False).run()
+    assert_clean(at)
+    at.selectbox(key="fit_spam").set_value("as the model says").run()
+    assert_clean(at)
+    assert at.selectbox(key="fit_spam").index == 0

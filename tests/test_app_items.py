@@ -7,13 +7,28 @@ import io
 
 import numpy as np
 import pandas as pd
-from test_app_main import assert_clean, charts, demo_and_fit, fit_current, new_app, texts
+import pytest
+from test_app_main import (
+    ROOT,
+    arr,
+    assert_clean,
+    charts,
+    demo_and_fit,
+    fit_current,
+    new_app,
+    texts,
+)
 
 from ordmix_core import decisions, outputs
 
 
 def items_table(at) -> pd.DataFrame:
     return at.dataframe[0].value
+
+
+def table_with(at, *columns: str) -> pd.DataFrame:
+    """The first table on the page that has these columns."""
+    return next(d.value for d in at.dataframe if set(columns) <= set(d.value.columns))
 
 
 def test_items_table_labels_intervals_plots_and_per_query_view():
@@ -87,7 +102,7 @@ def test_what_to_rate_next_and_annotators_to_review(csv_downloads):
     res = at.session_state["ordmix"]["fit"]
     m = res.model
     want = decisions.next_batch(m.items_.join(decisions.item_decisions(m)), 25)
-    batch = at.dataframe[1].value
+    batch = table_with(at, "rank")
     assert len(batch) == 25
     assert batch["instance"].tolist() == want["instance"].tolist()
     labels = [d.label for d in at.get("download_button")]
@@ -96,8 +111,8 @@ def test_what_to_rate_next_and_annotators_to_review(csv_downloads):
     got = pd.read_csv(io.BytesIO(files[b",".join(c.encode() for c in want.columns)]), dtype=str)
     assert got["instance"].tolist() == want["instance"].tolist()  # the columns of ordmix next
     at.selectbox(key="items_rank_by").set_value("p_wrong").run()
-    assert at.dataframe[1].value["p_wrong"].is_monotonic_decreasing
-    review = at.dataframe[2].value
+    assert table_with(at, "rank")["p_wrong"].is_monotonic_decreasing
+    review = table_with(at, "p_unreliable")
     flags = decisions.annotator_flags(m)
     assert set(review["annotator"]) == set(flags.index[flags["flag"] == "unreliable"])
     assert {"p_unreliable", "reliability_lower", "reliability_upper"} <= set(review)
@@ -143,3 +158,60 @@ def test_csv_download_is_the_cli_items_csv_and_formula_safe(csv_downloads):
     assert set(back["instance"]) == {"'=1+1", "'@SUM(A1)", "ok"}
     res = at.session_state["ordmix"]["fit"]
     assert list(back.columns) == list(outputs.items_table(res.model).columns)
+
+
+def test_one_items_ratings_and_why_it_got_its_label():
+    at = demo_and_fit()
+    at.switch_page("pages/items.py").run()
+    pick = at.selectbox(key="items_detail")
+    assert pick.options == items_table(at)["instance"].tolist()  # the table's order
+    item = pick.options[7]
+    pick.set_value(item).run()
+    assert_clean(at)
+    res = at.session_state["ordmix"]["fit"]
+    ratings = pd.read_csv(ROOT / "demo_data" / "simulated-ratings.csv", dtype=str)
+    own = ratings[ratings["instance"] == item]
+    shown = table_with(at, "annotator", "rating", "flag")
+    assert sorted(shown["annotator"]) == sorted(own["annotator"])
+    flags = decisions.annotator_flags(res.model)["flag"]
+    assert shown.set_index("annotator")["flag"].to_dict() == {
+        a: flags.loc[a] for a in own["annotator"]
+    }
+    fig = charts(at)["items_detail_plot"]
+    hist, levels = fig["data"]
+    counts = own["rating"].astype(float).value_counts()
+    np.testing.assert_allclose(arr(hist["y"]), [counts.get(v, 0) / len(own) for v in range(1, 6)])
+    want = decisions.item_decisions(res.model).loc[item, [f"p_level_{v}" for v in range(1, 6)]]
+    np.testing.assert_allclose(arr(levels["y"]), want.to_numpy(float))
+    label = decisions.item_decisions(res.model).loc[item, "label"]
+    assert any(f"**{item}**: label **{label:g}**" in t for t in texts(at.markdown))
+
+
+def test_level_chart_does_not_open_on_certain_items():
+    """By default the table is sorted by estimate, whose first 40 items are all level 5 with
+    probability 1: the chart opens on the least certain items instead."""
+    at = demo_and_fit()
+    at.switch_page("pages/items.py").run()
+    bars = charts(at)["items_levels_plot"]["data"]
+    p = np.column_stack([arr(t["x"]) for t in bars])
+    assert (p.max(axis=1) < 0.999).any()
+    res = at.session_state["ordmix"]["fit"]
+    dec = decisions.item_decisions(res.model)
+    worst = dec["p_wrong"].sort_values(ascending=False).iloc[:40]
+    assert 1 - p.max(axis=1).min() == pytest.approx(worst.iloc[0], abs=1e-9)
+
+
+def test_undetermined_items_are_listed_most_useful_first():
+    at = new_app()  # TREC: many undetermined items
+    at = fit_current(at, restarts=1)
+    at.switch_page("pages/items.py").run()
+    assert_clean(at)
+    und = next(
+        d.value for d in at.dataframe if "rank" not in d.value and "flag" not in d.value
+        and "expected_gain" in d.value
+    )  # fmt: skip
+    res = at.session_state["ordmix"]["fit"]
+    n_und = int((decisions.item_decisions(res.model)["flag"] == "undetermined").sum())
+    assert len(und) == n_und > 100
+    key = list(zip(-und["expected_gain"], und["n_ratings"], strict=True))
+    assert key == sorted(key)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import ast
+import base64
 import json
 import re
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -71,6 +73,13 @@ def charts(at: AppTest) -> dict[str, dict]:
         key = el.proto.id.rsplit("-", 1)[-1]
         out[key] = json.loads(el.proto.spec)
     return out
+
+
+def arr(x) -> np.ndarray:
+    """A figure spec's trace array: a plain list, or plotly's typed array (bdata) decoded."""
+    if isinstance(x, dict) and "bdata" in x:
+        return np.frombuffer(base64.b64decode(x["bdata"]), dtype=x["dtype"])
+    return np.asarray(x)
 
 
 def ui():

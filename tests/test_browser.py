@@ -255,3 +255,39 @@ def test_a_good_upload_after_one_that_could_not_be_mapped(server, chromium):
     expect(sidebar.get_by_text("Data: good.csv - 4 ratings")).to_be_visible()
     expect(sidebar.get_by_text("No fit yet.")).to_be_visible()
     no_traceback(page)
+
+
+def test_simulator_options_then_the_why_of_items_and_annotators(server, chromium):
+    """The Simulator with favourite-answer spammers, its fit taken to the other pages, one
+    item's ratings on the Items page and a flagged annotator's why on the Annotators page."""
+    from playwright.sync_api import expect
+
+    page = open_app(chromium, server)
+    nav = page.locator('[data-testid="stSidebarNav"]')
+    nav.get_by_text("Simulator", exact=True).click()
+    chart = page.locator('[data-testid="stPlotlyChart"]').first
+    expect(chart.get_by_text("One rating: the noise around the truth")).to_be_visible()
+    favourite = page.get_by_role("slider", name="Spammers with a favourite answer")
+    favourite.focus()
+    for _ in range(10):  # 0.0 -> 1.0 by steps of 0.1
+        favourite.press("ArrowRight")
+    expect(favourite).to_have_value("1")
+    page.wait_for_timeout(500)  # the slider's rerun
+    page.get_by_role("button", name="Generate crowd").click()
+    expect(page.get_by_text("9 spammers, 9 of them with a favourite answer")).to_be_visible()
+    page.get_by_role("button", name="Fit", exact=True).click()
+    expect(page.get_by_text("RMSE of the plain mean")).to_be_visible()
+    no_traceback(page)
+    page.get_by_role("button", name="Use this crowd on the other pages").click()
+    expect(page.get_by_text("Loaded as the data set with this fit")).to_be_visible()
+
+    nav.get_by_text("Items", exact=True).click()
+    expect(page.get_by_role("heading", name="One item: its ratings")).to_be_visible()
+    expect(page.get_by_text("its ratings and its level probabilities").first).to_be_visible()
+    no_traceback(page)
+
+    nav.get_by_text("Annotators", exact=True).click()
+    expect(page.get_by_role("heading", name="Why an annotator is flagged")).to_be_visible()
+    expect(page.get_by_text("Agreement with the consensus")).to_be_visible()
+    expect(page.get_by_text("against the crowd's").first).to_be_visible()
+    no_traceback(page)

@@ -220,3 +220,31 @@ def test_item_intervals_with_bounds_draw_the_levels_beside_the_estimate(fitted):
     np.testing.assert_allclose(base, it[lo_col])
     np.testing.assert_allclose(base + height, it[hi_col])
     np.testing.assert_allclose(np.asarray(_arr(est.y), dtype=float), it["estimate"])
+
+
+def test_ordinal_probit_areas_are_the_rating_probabilities():
+    from scipy.special import ndtr
+
+    b = np.array([0.5, 1.5, 2.5, 3.5, 4.5, 5.5])
+    fig = figures.ordinal_probit(3.2, 0.7, b, [1, 2, 3, 4, 5])
+    p = [float(t.name.split(": ")[1].rstrip("%")) / 100 for t in fig.data]
+    cuts = np.array([-np.inf, 1.5, 2.5, 3.5, 4.5, np.inf])
+    np.testing.assert_allclose(p, np.diff(ndtr((cuts - 3.2) / 0.7)), atol=6e-4)
+    for t, lo, hi in zip(fig.data, cuts[:-1], cuts[1:], strict=True):
+        x = _arr(t.x)
+        assert (x >= lo).all() and (x <= hi).all() and t.fill == "tozeroy"
+    with pytest.raises(ValueError, match="thresholds"):
+        figures.ordinal_probit(3.0, 0.5, b[:-1], [1, 2, 3, 4, 5])
+
+
+def test_truth_vs_estimate_keeps_its_intervals_inside_the_scale(fitted):
+    crowd, m = fitted
+    plain = crowd.ratings.groupby("instance")["rating"].mean()
+    fig = figures.simulator_truth_vs_estimate(
+        crowd.truth, m.items_["estimate"], m.items_["sd"] * 5, span=(0.5, 5.5), plain_mean=plain
+    )
+    est, mean = fig.data[:2]
+    y = _arr(est.y)
+    assert (y + _arr(est.error_y.array) <= 5.5 + 1e-12).all()
+    assert (y - _arr(est.error_y.arrayminus) >= 0.5 - 1e-12).all()
+    np.testing.assert_allclose(_arr(mean.y), plain.reindex(crowd.truth.index))

@@ -55,3 +55,88 @@ def test_item_level_bars_stack_to_one():
     assert list(fig.data[0].y) == ["y (uncertain)", "x (confident)"]  # first row on top
     with pytest.raises(ValueError, match="p_level_"):
         F.item_level_probabilities(items)
+
+
+RATINGS = pd.DataFrame(
+    {
+        "annotator": ["s", "s", "s", "h", "h", "g", "g"],
+        "instance": ["x", "y", "z", "x", "y", "x", "z"],
+        "rating": [5.0, 5.0, 5.0, 2.0, 3.0, 2.0, 1.0],
+    }
+)
+
+
+def test_rating_histogram_puts_an_annotator_beside_the_crowd():
+    own = RATINGS.loc[RATINGS["annotator"] == "s", "rating"]
+    fig = F.rating_histogram(own, RATINGS["rating"], [1, 2, 3, 4, 5], "s")
+    mine, crowd = fig.data
+    assert list(mine.y) == [0, 0, 0, 0, 1.0] and list(mine.text) == ["0", "0", "0", "0", "3"]
+    np.testing.assert_allclose(crowd.y, np.array([1, 2, 1, 0, 3]) / 7)
+    assert mine.name == "s (3 ratings)" and crowd.name == "the crowd (7 ratings)"
+    assert list(mine.x) == ["1", "2", "3", "4", "5"] and fig.layout.barmode == "group"
+
+
+def test_item_ratings_beside_its_level_probabilities():
+    fig = F.item_ratings_and_levels(
+        [2.0, 2.0, 5.0], [0.1, 0.7, 0.1, 0.05, 0.05], [1, 2, 3, 4, 5], "x"
+    )
+    ratings, levels = fig.data
+    np.testing.assert_allclose(ratings.y, [0, 2 / 3, 0, 0, 1 / 3])
+    assert list(levels.y) == [0.1, 0.7, 0.1, 0.05, 0.05]
+    with pytest.raises(ValueError, match="one level probability per level"):
+        F.item_ratings_and_levels([2.0], [0.5, 0.5], [1, 2, 3], "x")
+
+
+def test_level_chart_starts_with_the_least_certain_items():
+    items = pd.DataFrame(
+        {"p_wrong": [0.0, 0.4, 0.0, 0.2], "p_level_1": [1.0, 0.6, 1.0, 0.8]},
+        index=pd.Index(["a", "b", "c", "d"], name="instance"),
+    )
+    assert F.level_chart_items(items, 3).index.tolist() == ["b", "d", "a"]
+
+
+def test_item_ratings_show_each_annotator_with_their_flag():
+    flags = pd.Series(["unreliable", "ok"], index=pd.Index(["s", "h"], name="annotator"))
+    t = D.item_ratings(RATINGS, "x", flags)
+    assert t.to_dict("list") == {
+        "annotator": ["h", "g", "s"],
+        "rating": [2.0, 2.0, 5.0],
+        "flag": ["ok", "", "unreliable"],
+    }
+    assert D.item_ratings(RATINGS, "nothing").empty
+
+
+def test_annotator_items_and_agreement_with_the_labels():
+    items = pd.DataFrame(
+        {"label": [2.0, 3.0, 1.0], "estimate": [2.1, 3.2, 1.1]},
+        index=pd.Index(["x", "y", "z"], name="instance"),
+    )
+    t = D.annotator_items(RATINGS, "h", items)
+    assert t["instance"].tolist() == ["x", "y"] and t["agrees"].all()
+    assert D.agreement(t) == 1.0
+    s = D.annotator_items(RATINGS, "s", items)
+    assert D.agreement(s) == 0.0 and s["label"].tolist() == [2.0, 3.0, 1.0]
+    assert np.isnan(D.agreement(D.annotator_items(RATINGS, "nobody", items)))
+
+
+def test_undetermined_items_most_useful_first():
+    items = pd.DataFrame(
+        {
+            "flag": ["undetermined", "confident", "undetermined", "undetermined"],
+            "expected_gain": [0.1, 0.9, 0.3, 0.1],
+            "n_ratings": [4, 1, 2, 1],
+            "label": 1.0,
+            "p_wrong": 0.5,
+            "rating_info": 0.2,
+        },
+        index=pd.Index(["a", "b", "c", "d"], name="instance"),
+    )
+    assert D.undetermined_to_rate(items)["instance"].tolist() == ["c", "d", "a"]
+
+
+def test_numbers_for_people():
+    assert [D.probability_text(p) for p in (1e-10, 0.0143, 0.6094, 1 - 1e-9, np.nan)] == [
+        "<0.001", "0.014", "0.609", ">0.999", ""
+    ]  # fmt: skip
+    b = D.clean_round([-0.0004, -0.3, 0.004])
+    assert list(b) == [0.0, -0.3, 0.0] and not np.signbit(b[0])

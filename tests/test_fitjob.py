@@ -133,17 +133,22 @@ def test_a_failed_fit_keeps_nothing_and_says_so(demo):
     assert job.outcome(has_previous=False)[1].endswith("there is no previous result.")
 
 
-def test_progress_text_names_restart_iteration_and_bound(demo):
+def test_progress_text_names_stage_restart_iteration_and_bound(demo):
     job = FitJob(dataset=demo, params=FitParams(n_restarts=4))
     assert job.callback(0, 5, -1234.5) is True
-    assert "restart 1/4 - iteration 5 - lower bound -1,234.50" in job.status()
-    job.callback(1, 1, -1000.0)
-    assert "restart 2/4 (2 of 4 started) - iteration 1" in job.status()
+    assert "shared warm-up (no spam) - restart 1/4, iteration 5 - lower bound -1,234.50" in (
+        job.status()
+    )
+    job.callback(1, 6, -1000.0)  # the others branch from the warm-up's end
+    assert "halving round 1 of 1: 4 of 4 restarts in the race - restart 2/4, iteration 6" in (
+        job.status()
+    )
     before = job.fraction()
     assert 0 < before < 0.25
-    job.callback(0, 80, -990.0)  # restarts run side by side and in rounds
-    assert "restart 1/4 (2 of 4 started) - iteration 80" in job.status()
-    assert before < job.fraction() < 0.5
+    for i in range(19):
+        job.callback(i % 4, 7 + i // 4, -990.0)  # restarts run side by side and in rounds
+    assert "the best 2 of 4 restarts run to convergence" in job.status()
+    assert before < job.fraction() < 0.6
     job.callback(0, 3, -995.0)  # a later stage restarts its count: the bar never goes back
     assert job.fraction() >= before
     job.stop.set()
@@ -151,6 +156,47 @@ def test_progress_text_names_restart_iteration_and_bound(demo):
     assert "stopping" in job.status()
     with pytest.raises(RuntimeError, match="still running"):
         job.outcome(has_previous=False)
+
+
+def test_progress_is_not_fooled_by_the_warm_up_a_branch_inherits(demo):
+    """The shared schedule: restart 0 warms up alone, then the others branch from its end and
+    report iterations counted on from the warm-up's. Their first reports must not make them
+    look half done (the bar jumped from 4% to 57% within a second): the bar counts sweeps
+    against the halving schedule's."""
+    n = 10
+    job = FitJob(dataset=demo, params=FitParams(n_restarts=n))
+    assert job.schedule() == ([(10, 5), (5, 10), (3, 20)], 2)
+    for i in range(1, 41):
+        job.callback(0, i, -1000.0)
+    warm = job.fraction()
+    for r in range(1, n):
+        job.callback(r, 41, -990.0)
+    assert job.fraction() - warm < 0.05, job.fraction()
+    assert "halving round 1 of 3: 10 of 10 restarts in the race" in job.status()
+    for r in range(n * 5 - 9):
+        job.callback(r % n, 42, -990.0)
+    assert "halving round 2 of 3: 5 of 10 restarts in the race" in job.status()
+
+
+@pytest.mark.parametrize("name", ["simulated-ratings.csv", "trec-rf10-ratings.csv"])
+def test_progress_of_a_real_fit_moves_with_the_work(name):
+    """A 10-restart fit: no ten reports move the bar by more than a tenth, and the bar is
+    never far ahead of the share of the fit's sweeps done."""
+    ds = make_dataset("d", oio.read_ratings(DEMO / name), None)
+    job = FitJob(dataset=ds, params=FitParams(n_restarts=10))
+    plain, seen = job.callback, []
+
+    def callback(restart, iteration, bound):
+        out = plain(restart, iteration, bound)
+        seen.append(job.fraction())
+        return out
+
+    job.callback = callback
+    job.run()
+    assert job.error is None and len(seen) > 100
+    f = np.array(seen)
+    assert (f[10:] - f[:-10]).max() < 0.1
+    assert (f - np.arange(1, f.size + 1) / f.size).max() < 0.3
 
 
 def test_the_job_runs_in_a_thread(demo):

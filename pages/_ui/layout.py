@@ -107,7 +107,7 @@ def fit_caption(res: FitResult) -> None:
     m = res.model
     st.caption(
         f"Fit of **{res.dataset}** at {res.params.granularity} granularity: "
-        f"{len(m.restarts_)} restart(s), chosen restart {m.best_restart_}, "
+        f"{len(m.restarts_)} restart(s), chosen restart {m.best_restart_ + 1}, "
         f"{m.seconds_:.1f} s."
     )
 
@@ -146,7 +146,7 @@ def sidebar_status() -> None:
             st.caption(f"Fit running: {job.status()}")
         elif res is not None:
             st.caption(
-                f"Fit: restart {res.model.best_restart_} chosen, {res.model.seconds_:.1f} s"
+                f"Fit: restart {res.model.best_restart_ + 1} chosen, {res.model.seconds_:.1f} s"
                 + (" (stopped early)" if res.stopped else "")
             )
         else:
