@@ -115,12 +115,9 @@ def fit_report(
         f"confidently, {items.get('uncertain', 0):,} uncertain, "
         f"{items.get('undetermined', 0):,} undetermined (a tie, or too few ratings)"
     ]
-    table = getattr(model, "annotators_", None)
-    spam = ""
-    if table is not None and {"n_ratings", "spam_share"} <= set(table.columns):
-        n = table["n_ratings"].to_numpy(dtype=float)
-        share = float((n * table["spam_share"].to_numpy(dtype=float)).sum() / max(n.sum(), 1.0))
-        spam = f"; {100 * share:.0f}% of the ratings treated as spam"
+    from .outputs import spam_share
+
+    spam = f"; {100 * spam_share(model):.0f}% of the ratings treated as spam"
     if "flags" in ann:
         flags = f"not flagged here ({ann['flags']})"
     else:

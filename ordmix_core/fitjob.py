@@ -295,17 +295,6 @@ def restarts_from_one(text: str) -> str:
     return re.sub(r"\b(restart) (\d+)\b", lambda m: f"{m[1]} {int(m[2]) + 1}", text)
 
 
-def spam_share(model: OrdinalMixture) -> float:
-    """The share of the ratings the fit takes as spam: the mean of each rating's spam
-    probability, 1 - omega (from the annotators' spam shares when the fit kept no omega)."""
-    omega = getattr(model, "omega_", None)
-    if omega is not None and np.size(omega):
-        return float(1.0 - np.mean(omega))
-    ann = model.annotators_
-    n = ann["n_ratings"].to_numpy(float)
-    return float((ann["spam_share"].to_numpy(float) * n).sum() / max(n.sum(), 1.0))
-
-
 def selection_explanation(model: OrdinalMixture) -> str:
     """Why this restart was chosen, in words.
 
@@ -422,7 +411,7 @@ def no_spam_note(model: OrdinalMixture) -> str:
 
 
 def ensemble_line(model: OrdinalMixture) -> str:
-    """What the data cannot decide (issue 15): how many items and annotators the answers
+    """What the data cannot decide: how many items and annotators the answers
     near-tied with the winner disagree on, with the largest spread. Those answers are the
     restarts that finished near the best bound (``model.ensemble_``) and, when near-tied, the
     answer with the still-moving annotators carried the way they were going
@@ -526,8 +515,8 @@ def fit_summary(model: OrdinalMixture, dec: outputs.Decisions | None = None) -> 
         )
     if model.spam_ and not warm_up_only:
         lines.append(
-            f"Ratings taken as spam: {spam_share(model):.1%} (the mean over all ratings of the "
-            "probability that a rating is spam rather than drawn from the item's truth)."
+            f"Ratings taken as spam: {outputs.spam_share(model):.1%} (the mean over all ratings "
+            "of the probability that a rating is spam rather than drawn from the item's truth)."
         )
     lines.append(model_line(model) + ".")
     lines.append(f"Chosen: {restarts_from_one(selection_explanation(model))}.")

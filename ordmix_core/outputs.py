@@ -584,3 +584,15 @@ def _partitioned_item_decisions(model: Any, items: Any, confidence: float) -> An
         return items.map_partitions(lambda part: join(part, cats), meta=join(items._meta, cats))
     meta = join(items._meta, cats._meta)
     return items.map_partitions(join, cats, align_dataframes=False, meta=meta)
+
+
+def spam_share(model: Any) -> float:
+    """The share of the ratings the fit takes as spam: the mean of each rating's spam
+    probability, 1 - omega (from the annotators' spam shares, weighted by their ratings, when
+    the fit kept no omega: the Dask engine)."""
+    omega = getattr(model, "omega_", None)
+    if omega is not None and np.size(omega):
+        return float(1.0 - np.mean(omega))
+    ann = model.annotators_
+    n = ann["n_ratings"].to_numpy(float)
+    return float((ann["spam_share"].to_numpy(float) * n).sum() / max(n.sum(), 1.0))

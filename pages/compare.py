@@ -137,10 +137,7 @@ with tab_cmp:
             table.assign(best_at=best_at(table)),
             key="cmp_table",
             hide_index=True,
-            column_config={
-                c: st.column_config.NumberColumn(format="%.4f")
-                for c in METRICS
-            }
+            column_config={c: st.column_config.NumberColumn(format="%.4f") for c in METRICS}
             | {
                 "seconds": st.column_config.NumberColumn(format="%.1f"),
                 "best_at": st.column_config.TextColumn(

@@ -18,8 +18,8 @@ from ordmix_core.fitjob import (
     FitParams,
     fit_page_options,
     fit_summary,
-    spam_share,
 )
+from ordmix_core.outputs import spam_share
 from pages._ui import (
     fit_caption,
     fit_decisions,
