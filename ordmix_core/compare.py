@@ -197,7 +197,10 @@ def compare_methods(
         t0 = time.perf_counter()
         e = model.fit_predict_score(data)
         seconds = time.perf_counter() - t0
-        scores = evaluate(e, truth, queries, levels=data.scale.values, proba=level_proba(model))
+        scores = evaluate(
+            e, truth, queries, levels=data.scale.values, proba=level_proba(model),
+            labels=model.labels_,
+        )  # fmt: skip
         rows.append(
             {
                 "method": name,

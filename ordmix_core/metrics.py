@@ -144,6 +144,7 @@ def evaluate(
     queries: pd.Series | None = None,
     levels: np.ndarray | None = None,
     proba: pd.DataFrame | None = None,
+    labels: pd.Series | None = None,
 ) -> dict[str, float | int]:
     """MSE, correlation and NDCG on the instances that have both an estimate and gold.
 
@@ -152,10 +153,13 @@ def evaluate(
     or None to treat all gold items as one query. ``levels``: the scale's values, for the
     label error. ``proba``: the method's level probabilities (index instance ID, one column per
     level of ``levels``, in order), where it has them: the label is then their most probable
-    level (ties: the lower), and they are scored too. Returns ``{"mse", "correlation", "ndcg",
-    "n_gold"}``, plus ``"label_error"`` when ``levels`` are given (from ``proba``'s labels, else
-    the estimate rounded to the nearest level), plus ``"calibration_error"`` and ``"log_loss"``
-    (``calibration_error``, ``log_loss``; NaN without ``proba``). Raises InputError.
+    level (ties: the lower), and they are scored too. ``labels``: the labels the method ships
+    (Series by instance ID, values on the scale), when they are not simply ``proba``'s most
+    probable level (the model's clear majority). Returns ``{"mse", "correlation", "ndcg",
+    "n_gold"}``, plus ``"label_error"`` when ``levels`` are given (of ``labels``, else of
+    ``proba``'s labels, else of the estimate rounded to the nearest level), plus
+    ``"calibration_error"`` and ``"log_loss"`` (``calibration_error``, ``log_loss``; NaN without
+    ``proba``). Raises InputError.
     """
     est = _as_series(estimates, "estimates")
     truth = _gold_series(gold).dropna()
@@ -182,6 +186,9 @@ def evaluate(
     out = {"mse": mse(e, t), "correlation": pearson(e, t), "ndcg": ndcg(e, t, q)}
     if levels is not None:
         out.update(_label_scores(e, t, np.asarray(levels, dtype=float), proba, common))
+        if labels is not None:
+            shipped = _as_series(labels, "labels").reindex(common).to_numpy(dtype=float)
+            out["label_error"] = label_error(shipped, t, np.sort(np.asarray(levels, float)))
     out["n_gold"] = len(common)
     return out
 

@@ -124,3 +124,21 @@ def test_gold_without_ratings_noted_and_n_gold_counts_the_scored(crowd):
     off.iloc[0] = -3
     with pytest.raises(InputError, match=r"has truth -3, outside the rating scale 1,2,3,4,5"):
         compare_methods(crowd.ratings, off, "mean")
+
+
+def test_the_defaults_label_error_is_that_of_the_labels_it_ships():
+    """compare scores items.csv's labels (a clear majority of trusted raters included), not
+    only the most probable level of the level probabilities."""
+    from ordmix_core import OrdinalMixture, decisions
+    from ordmix_core.metrics import label_error
+
+    crowd = simulate_crowd(  # favourite-answer spammers: 3 labels are a clear majority's
+        300, 24, 5, spammer_share=0.4, random_state=3, favourite_share=1.0, favourite_weight=0.9
+    )
+    table, _ = compare_methods(crowd.ratings, crowd.gold, "odm", n_restarts=2, random_state=0)
+    same = OrdinalMixture(n_restarts=2, random_state=np.random.default_rng(0))
+    dec = decisions.item_decisions(same.fit(crowd.ratings)).loc[crowd.gold.index]
+    most_probable = dec.filter(like="p_level_").to_numpy().argmax(axis=1) + 1
+    assert (dec["label"].to_numpy() != most_probable).sum() == 3
+    want = label_error(dec["label"], crowd.gold, [1, 2, 3, 4, 5])
+    assert table.set_index("method").loc["odm", "label_error"] == pytest.approx(want)

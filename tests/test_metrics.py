@@ -188,3 +188,19 @@ def test_log_loss_of_the_gold_level():
     t = np.array([2, 2])
     expected = -(np.log(metrics.LOG_LOSS_FLOOR) + np.log(0.7)) / 2
     assert metrics.log_loss(p, t) == pytest.approx(expected)
+
+
+def test_the_shipped_labels_are_scored_when_given() -> None:
+    """``labels`` (a clear majority, say) are scored, not ``proba``'s most probable level."""
+    import pandas as pd
+
+    from ordmix_core.metrics import evaluate
+
+    idx = pd.Index(["a", "b", "c", "d"])
+    gold = pd.Series([1.0, 2.0, 3.0, 1.0], index=idx)
+    est = pd.Series([1.0, 2.0, 3.0, 2.0], index=idx)
+    proba = pd.DataFrame(np.eye(3)[[0, 1, 2, 1]], index=idx, columns=[1, 2, 3])
+    assert evaluate(est, gold, levels=np.array([1.0, 2.0, 3.0]), proba=proba)["label_error"] == 0.25
+    shipped = pd.Series([1, 2, 3, 1], index=idx)
+    scores = evaluate(est, gold, levels=np.array([1.0, 2.0, 3.0]), proba=proba, labels=shipped)
+    assert scores["label_error"] == 0.0 and scores["log_loss"] > 1.0  # proba still scored
