@@ -125,7 +125,7 @@ def run_memory(folder: str, iters: int, codes: bool, n_ratings: int) -> dict:
     """The in-memory engine (one process) from the Parquet folder, or on integer codes."""
     import inspect
 
-    from ordmix_core.model import OrdinalMixture
+    from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
 
     params = inspect.signature(OrdinalMixture).parameters
     extra = {k: v for k, v in {"accelerate": False, "n_jobs": 1}.items() if k in params}

@@ -38,9 +38,10 @@ VARIANTS = {  # name: (bias, spam_dist)
 
 
 def per_sweep(path: str, n_sweeps: int) -> None:
-    from ordmix_core import init, phases, vb
-    from ordmix_core.data import prepare
+    from ordmix_core.data.crowd import prepare
+    from ordmix_core.fit import starts
     from ordmix_core.io import read_ratings
+    from ordmix_core.vb import phases, sweep
 
     data = prepare(read_ratings(path), None, granularity="instance")
     k, step = data.scale.k, data.scale.step
@@ -48,16 +49,16 @@ def per_sweep(path: str, n_sweeps: int) -> None:
     base = None
     print(f"per sweep, fused, {data.n_ratings:,} ratings (min of {n_sweeps}):")
     for name, (bias, dist) in VARIANTS.items():
-        p = vb.Problem.from_data(
+        p = sweep.Problem.from_data(
             data, mu=data.scale.center, lam=0.1, phi=10.0, eta=5.0, pi=np.full(k, 1 / k),
             ordinal=True, spam=True, exact=True, bias=bias, spam_dist=dist,
         )  # fmt: skip
-        g = init.init_globals(
+        g = starts.init_globals(
             n_n, np.arange(n_n.size, dtype=np.uint64), np.ones(data.n_instances), 0, 0, step,
             True, False, 10.0, 5.0, bias, dist, np.full(k, 1 / k),
         )  # fmt: skip
         mu_m = (p.mu * p.lam + n_m * data.per_instance_mean()) / (p.lam + n_m)
-        s = vb.State(mu_m=mu_m, lam_m=p.lam + n_m / step**2, **g._asdict())
+        s = sweep.State(mu_m=mu_m, lam_m=p.lam + n_m / step**2, **g._asdict())
         s.delta_shape = 10.0 + 0.5 * n_m.astype(float)
         s.delta_rate = s.delta_shape / 2.0
         for _ in range(2):
@@ -75,8 +76,8 @@ def per_sweep(path: str, n_sweeps: int) -> None:
 def fits(path: str) -> None:
     import warnings
 
+    from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
     from ordmix_core.io import read_ratings
-    from ordmix_core.model import OrdinalMixture
 
     df = read_ratings(path)
     print("whole fits (in process, one run each):")

@@ -6,7 +6,7 @@ Each (method, size) runs in its own subprocess on the same simulated crowd (``sy
 5 ratings per item, 30% spammers, 1000 queries, query granularity), so that peak RSS
 (``resource.getrusage``) belongs to that run alone. Methods: ``fused`` (the engine's default
 sweep, numba, 1 and 2 threads), ``numpy`` (the reference sweep, up to 1M ratings) and ``ds``
-(one EM iteration of Dawid-Skene with the levels as classes: ``ordmix_core.baselines``'
+(one EM iteration of Dawid-Skene with the levels as classes: ``ordmix_core.estimators.baselines``'
 M and E steps if present, else a vectorised numpy DS defined here). Time per iteration is the
 minimum over several iterations after one warm-up iteration (which also loads the JIT cache).
 """
@@ -31,9 +31,13 @@ def _iters(n: int) -> int:
 def _ds_steps():
     """(m_step, e_step) of Dawid-Skene on CrowdData: the project's, else a local numpy one."""
     try:
-        from ordmix_core.baselines.dawid_skene import ds_e_step, ds_m_step
+        from ordmix_core.estimators.baselines.dawid_skene import ds_e_step, ds_m_step
 
-        return lambda post, d: ds_m_step(post, d, 0.01), ds_e_step, "ordmix_core.baselines"
+        return (
+            lambda post, d: ds_m_step(post, d, 0.01),
+            ds_e_step,
+            "ordmix_core.estimators.baselines",
+        )
     except ImportError:
         import numpy as np
 
@@ -83,8 +87,9 @@ def child(method: str, n: int, threads: int) -> dict:
             post, _ = e_step(conf, pri, data)
             times.append(time.perf_counter() - t)
     else:
-        from ordmix_core import kernels, vb
-        from ordmix_core.model import OrdinalMixture
+        from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
+        from ordmix_core.vb import kernels
+        from ordmix_core.vb import sweep as vb
 
         impl = method
         if method == "fused":

@@ -88,7 +88,7 @@ def measure_read(path: str, granularity: str = "query") -> dict:
     parse, check and code the columns (``read_ratings``), then the scale, the queries and
     ``CrowdData`` from the codes (``data.crowd_from_coded``). CPU is user + sys of every
     thread (``time.process_time``)."""
-    from ordmix_core.data import crowd_from_coded
+    from ordmix_core.data.crowd import crowd_from_coded
     from ordmix_core.io import read_ratings
 
     t0, c0 = time.perf_counter(), time.process_time()
@@ -119,7 +119,7 @@ def measure_fit(path: str) -> dict:
     cmd = [
         sys.executable,
         "-c",
-        "import sys; from ordmix_core.cli import main; sys.exit(main())",
+        "import sys; from ordmix_core.cli.main import main; sys.exit(main())",
         "fit",
         path,
         "--out",
@@ -157,7 +157,7 @@ def measure_fit_crowd(path: str) -> dict:
     code = (
         "import sys, warnings; warnings.simplefilter('ignore')\n"
         "from ordmix_core.io import read_crowd\n"
-        "from ordmix_core.model import OrdinalMixture\n"
+        "from ordmix_core.estimators.ordinal_mixture import OrdinalMixture\n"
         "data = read_crowd(sys.argv[1], granularity='query')\n"
         "OrdinalMixture('query', n_restarts=1, max_iter=5, tol=0, random_state=0).fit(data)\n"
     )
@@ -179,13 +179,18 @@ def measure_fit_crowd(path: str) -> dict:
 #: what ``stages`` labels: (module, class or None, function, label)
 STAGES = (
     ("ordmix_core.io", None, "read_ratings", "read_ratings"),
-    ("ordmix_core.data", None, "crowd_from_coded", "crowd_from_coded"),
-    ("ordmix_core.model", "_MemorySweeps", "sweep", "sweep"),
-    ("ordmix_core.model", "_MemorySweeps", "propose", "squarem proposal"),
-    ("ordmix_core.model", "_MemorySweeps", "sweep_proposal", "sweep from the proposal"),
-    ("ordmix_core.model", "OrdinalMixture", "_store", "learned attributes"),
-    ("ordmix_core.decisions", None, "annotator_flags", "spam decision's flags"),
-    ("ordmix_core.outputs", None, "write_items_csv", "items.csv"),
+    ("ordmix_core.data.crowd", None, "crowd_from_coded", "crowd_from_coded"),
+    ("ordmix_core.estimators.ordinal_mixture", "_MemorySweeps", "sweep", "sweep"),
+    ("ordmix_core.estimators.ordinal_mixture", "_MemorySweeps", "propose", "squarem proposal"),
+    (
+        "ordmix_core.estimators.ordinal_mixture",
+        "_MemorySweeps",
+        "sweep_proposal",
+        "sweep from the proposal",
+    ),
+    ("ordmix_core.estimators.ordinal_mixture", "OrdinalMixture", "_store", "learned attributes"),
+    ("ordmix_core.results.decisions", None, "annotator_flags", "spam decision's flags"),
+    ("ordmix_core.results.outputs", None, "write_items_csv", "items.csv"),
     ("ordmix_core.io", None, "write_csv", "other files"),
 )
 
@@ -230,7 +235,7 @@ def measure_stages(path: str) -> dict:
         owner = importlib.import_module(mod)
         owner = getattr(owner, cls) if cls else owner
         setattr(owner, fn, label(getattr(owner, fn), name))
-    from ordmix_core.cli import main
+    from ordmix_core.cli.main import main
 
     threading.Thread(target=poll, daemon=True).start()
     out = os.path.join(os.path.dirname(os.path.abspath(path)), "bench_read_stages_out")
@@ -254,20 +259,21 @@ def measure_hash(path: str) -> dict:
     """The instance column coded both ways, warm (numba's first call excluded), CPU."""
     import numpy as np
 
-    from ordmix_core import data, idhash
+    from ordmix_core.data import crowd as data
+    from ordmix_core.data import id_hash
     from ordmix_core.io import read_arrow
 
     table, _ = read_arrow(path, large=False)
     col = table.column("instance")
-    idhash._load_kernels()
+    id_hash._load_kernels()
     res: dict = {"what": "hash", "load_avg": os.getloadavg()[0]}
-    real = idhash.sorted_codes
+    real = id_hash.sorted_codes
     for warm in (True, False):
-        idhash.sorted_codes = lambda arr: None  # pyarrow's hash and sort
+        id_hash.sorted_codes = lambda arr: None  # pyarrow's hash and sort
         c0, w0 = time.process_time(), time.perf_counter()
         ref = data._code_arrow(col)
         c1, w1 = time.process_time(), time.perf_counter()
-        idhash.sorted_codes = real
+        id_hash.sorted_codes = real
         fast = data._code_arrow(col)
         c2, w2 = time.process_time(), time.perf_counter()
         if not warm:
@@ -299,7 +305,7 @@ def upload_bytes(n: int = 1_000_000) -> bytes:
 
 
 def measure_upload(n: int) -> dict:
-    from ordmix_core.data import normalize_columns, prepare
+    from ordmix_core.data.crowd import normalize_columns, prepare
     from ordmix_core.io import read_table
 
     content = upload_bytes(n)

@@ -37,11 +37,12 @@ import numpy as np
 import pandas as pd
 
 from ordmix_core import io as oio
-from ordmix_core import restarts, warm
-from ordmix_core.data import prepare
-from ordmix_core.model import OrdinalMixture
-from ordmix_core.outputs import write_fit_outputs
-from ordmix_core.simulate import simulate_crowd
+from ordmix_core.data.crowd import prepare
+from ordmix_core.data.simulate import simulate_crowd
+from ordmix_core.estimators import refit as warm
+from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
+from ordmix_core.fit import restarts
+from ordmix_core.results.outputs import write_fit_outputs
 
 ROOT = Path(__file__).resolve().parents[1]
 RATINGS = ROOT / "demo_data" / "trec-rf10-ratings.csv"

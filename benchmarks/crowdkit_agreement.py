@@ -25,8 +25,8 @@ from crowdkit.aggregation import GLAD as CkGLAD
 from crowdkit.aggregation import DawidSkene as CkDawidSkene
 from crowdkit.aggregation import MajorityVote as CkMajorityVote
 
-from ordmix_core.baselines import GLAD, DawidSkene, MajorityVote
-from ordmix_core.metrics import evaluate
+from ordmix_core.estimators.baselines import GLAD, DawidSkene, MajorityVote
+from ordmix_core.evaluation.metrics import evaluate
 
 DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "trec-rf10"
 

@@ -13,9 +13,9 @@ import warnings
 
 import numpy as np
 
+from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
+from ordmix_core.evaluation.metrics import evaluate
 from ordmix_core.io import read_gold, read_ratings
-from ordmix_core.metrics import evaluate
-from ordmix_core.model import OrdinalMixture
 
 warnings.simplefilter("ignore")
 args = sys.argv[1:]

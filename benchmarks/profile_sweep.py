@@ -23,9 +23,10 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 from synth import synth_crowd  # noqa: E402
 
-from ordmix_core import bound, updates, vb  # noqa: E402
-from ordmix_core.model import OrdinalMixture  # noqa: E402
-from ordmix_core.tn import tn_stats  # noqa: E402
+from ordmix_core.estimators.ordinal_mixture import OrdinalMixture  # noqa: E402
+from ordmix_core.numerics.truncnorm import tn_stats  # noqa: E402
+from ordmix_core.vb import bound, updates  # noqa: E402
+from ordmix_core.vb import sweep as vb
 
 
 def setup(n_ratings: int, granularity: str = "query") -> tuple[vb.Problem, vb.State]:

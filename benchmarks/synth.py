@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ordmix_core.data import CrowdData, Scale
+from ordmix_core.data.crowd import CrowdData, Scale
 
 
 def synth_arrays(

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ordmix_core import OrdinalMixture, restarts
+from ordmix_core import OrdinalMixture
+from ordmix_core.fit import restarts
 from ordmix_core.io import read_ratings
 
 DEMO = Path(__file__).resolve().parents[1] / "demo_data" / "trec-rf10-ratings.csv"

@@ -33,12 +33,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ordmix_core.compare import compare_methods
-from ordmix_core.data import prepare
-from ordmix_core.experiments import add_spam
+from ordmix_core.data.crowd import prepare
+from ordmix_core.data.simulate import simulate_crowd
+from ordmix_core.estimators.ordinal_mixture import SPAM_EVIDENCE, OrdinalMixture, spam_evidence
+from ordmix_core.evaluation.compare import compare_methods
+from ordmix_core.evaluation.experiments import add_spam
 from ordmix_core.io import read_gold, read_ratings
-from ordmix_core.model import SPAM_EVIDENCE, OrdinalMixture, spam_evidence
-from ordmix_core.simulate import simulate_crowd
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 DATA = SHARED / "data"

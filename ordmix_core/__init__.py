@@ -5,9 +5,9 @@ with the usual baselines beside it. Pure library: never imports streamlit.
 """
 
 from ._version import __version__
-from .data import CrowdData, Scale, prepare
+from .data.crowd import CrowdData, Scale, prepare
 from .errors import CollapseWarning, ConvergenceWarning, InputError
-from .model import OrdinalMixture
+from .estimators.ordinal_mixture import OrdinalMixture
 
 __all__ = [
     "CollapseWarning",

@@ -3,11 +3,11 @@
 import pandas as pd
 import streamlit as st
 
-from ordmix_core import figures
-from ordmix_core.compare import METHODS, TABLE1, compare_methods
+from ordmix_core.dashboard import figures
+from ordmix_core.dashboard.report import METRICS, best_at, comparison_words
 from ordmix_core.errors import InputError
-from ordmix_core.experiments import spam_experiment
-from ordmix_core.report import METRICS, best_at, comparison_words
+from ordmix_core.evaluation.compare import METHODS, TABLE1, compare_methods
+from ordmix_core.evaluation.experiments import spam_experiment
 from pages._ui import csv_download, kept, page_setup, require_dataset, session, show_error
 
 

@@ -8,10 +8,10 @@ file's choices over to the next.
 import pandas as pd
 import streamlit as st
 
-from ordmix_core.data import fmt_scale
+from ordmix_core.dashboard.report import Dataset, guess_column, make_dataset, validation_report
+from ordmix_core.data.crowd import fmt_scale
 from ordmix_core.errors import InputError
 from ordmix_core.io import ACCEPTED, MAX_UPLOAD_MB
-from ordmix_core.report import Dataset, guess_column, make_dataset, validation_report
 from pages._ui import (
     DEMOS,
     load_demo,

@@ -1,8 +1,8 @@
 """Fit: the basic settings, the model's options under "Advanced", Run with live progress, Stop.
 
-Every setting is an entry of the options table (``ordmix_core.options``: label, help, valid
-values, default), shown by :func:`option_widget`; :func:`fit_params` is the one place where
-this page's widget values become the estimator's settings (``options.to_estimator_kwargs``).
+Every setting is an entry of the options table (``ordmix_core.estimators.options``: label,
+help, valid values, default), shown by :func:`option_widget`; :func:`fit_params` is the one place
+where this page's widget values become the estimator's settings (``options.to_estimator_kwargs``).
 """
 
 import time
@@ -10,16 +10,11 @@ from typing import Any
 
 import streamlit as st
 
-from ordmix_core import options
-from ordmix_core.data import fmt_scale
+from ordmix_core.dashboard.fit_job import FIT_SETTINGS, FitParams, fit_page_options, fit_summary
+from ordmix_core.data.crowd import fmt_scale
 from ordmix_core.errors import InputError
-from ordmix_core.fitjob import (
-    FIT_SETTINGS,
-    FitParams,
-    fit_page_options,
-    fit_summary,
-)
-from ordmix_core.outputs import spam_share
+from ordmix_core.estimators import options
+from ordmix_core.results.outputs import spam_share
 from pages._ui import (
     fit_caption,
     fit_decisions,

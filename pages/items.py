@@ -8,7 +8,8 @@ the download writes the columns of ``ordmix fit``'s items.csv, the batch those o
 
 import streamlit as st
 
-from ordmix_core import decisions, figures, figures_decisions, label_model
+from ordmix_core.dashboard import figures, figures_decisions
+from ordmix_core.results import decisions, label_model
 from pages._ui import (
     csv_download,
     fit_caption,

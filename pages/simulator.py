@@ -9,12 +9,13 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from ordmix_core import decisions, figures
-from ordmix_core.data import Scale
-from ordmix_core.fitjob import FitParams, FitResult
-from ordmix_core.model import OrdinalMixture
-from ordmix_core.report import make_dataset
-from ordmix_core.simulate import SimulatedCrowd, simulate_crowd
+from ordmix_core.dashboard import figures
+from ordmix_core.dashboard.fit_job import FitParams, FitResult
+from ordmix_core.dashboard.report import make_dataset
+from ordmix_core.data.crowd import Scale
+from ordmix_core.data.simulate import SimulatedCrowd, simulate_crowd
+from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
+from ordmix_core.results import decisions
 from pages._ui import kept, page_setup, session
 
 SCALE = Scale(np.arange(1.0, 6.0))

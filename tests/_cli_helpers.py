@@ -8,7 +8,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from ordmix_core.cli import main
+from ordmix_core.cli.main import main
 
 NOBODY = 65534
 

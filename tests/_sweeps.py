@@ -9,7 +9,7 @@ import numpy as np
 from _bound_reference import Crowd, Hyper, Q
 from scipy import stats
 
-from ordmix_core import vb
+from ordmix_core.vb import sweep as vb
 
 
 class Sweep(NamedTuple):
@@ -22,7 +22,7 @@ class Sweep(NamedTuple):
 
 
 def record_sweeps(monkeypatch) -> list[Sweep]:
-    """Wrap ``ordmix_core.vb.sweep`` (the estimator calls it through the module) so that every
+    """Wrap ``ordmix_core.vb.sweep.sweep`` (the estimator calls it through the module) so that every
     call appends a :class:`Sweep` with copies of the states as they were; returns the list."""
     calls: list[Sweep] = []
     inner = vb.sweep

@@ -1,4 +1,4 @@
-"""SQUAREM's pieces (``accel.py``): the one-process proposal and the same math split by group
+"""SQUAREM's pieces (``acceleration.py``): the one-process proposal and the same math split by group
 and by block, as the Dask engine runs it."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from scipy.special import expit, logit
 
-from ordmix_core import accel, restarts
-from ordmix_core.vb import State
+from ordmix_core.fit import acceleration, restarts
+from ordmix_core.vb.sweep import State
 
 LO, HI = 0.5, 5.5
 
@@ -27,11 +27,14 @@ def _states(seed: int = 0, m: int = 40, n: int = 6, c: int = 3, f: float = 0.8):
         rng.uniform(0.2, 0.9, n), 1.3, 0.7,
     )  # fmt: skip
     out = [s0]
-    d = {g: 0.05 * rng.normal(size=np.shape(accel.group_value(s0, g))) for g in accel.GROUPS}
+    d = {
+        g: 0.05 * rng.normal(size=np.shape(acceleration.group_value(s0, g)))
+        for g in acceleration.GROUPS
+    }
     for step in (1.0, 1.0 + f):
         kw = {}
-        for g in accel.GROUPS:
-            x = accel.group_value(s0, g)
+        for g in acceleration.GROUPS:
+            x = acceleration.group_value(s0, g)
             if g == "mu_m":
                 kw[g] = x + step * d[g]
             elif g == "eps":
@@ -45,14 +48,17 @@ def _states(seed: int = 0, m: int = 40, n: int = 6, c: int = 3, f: float = 0.8):
 
 def test_proposal_is_the_squarem_formula():
     s0, s1, s2 = _states()
-    prop = accel.squarem_proposal(s0, s1, s2, LO, HI)
+    prop = acceleration.squarem_proposal(s0, s1, s2, LO, HI)
     assert prop is not None
-    packed = [[accel.pack(g, accel.group_value(s, g)) for g in accel.GROUPS] for s in (s0, s1, s2)]
+    packed = [
+        [acceleration.pack(g, acceleration.group_value(s, g)) for g in acceleration.GROUPS]
+        for s in (s0, s1, s2)
+    ]
     r = [b - a for a, b in zip(packed[0], packed[1], strict=True)]
     v = [c - 2 * b + a for a, b, c in zip(*packed, strict=True)]
     nr = np.sqrt(sum(float(x @ x) for x in r))
     nv = np.sqrt(sum(float(x @ x) for x in v))
-    a = -min(nr / nv, accel.MAX_STEP)
+    a = -min(nr / nv, acceleration.MAX_STEP)
     assert a <= -1.0
     q = [p - 2 * a * rx + a * a * vx for p, rx, vx in zip(packed[0], r, v, strict=True)]
     np.testing.assert_allclose(prop.mu_m, np.clip(q[0], LO, HI), rtol=1e-12)
@@ -64,84 +70,89 @@ def test_proposal_is_the_squarem_formula():
 def test_split_by_block_gives_the_same_proposal():
     """Per-instance groups in two blocks, the rest on a 'client': norms summed per group."""
     s0, s1, s2 = _states(seed=1)
-    ref = accel.squarem_proposal(s0, s1, s2, LO, HI)
+    ref = acceleration.squarem_proposal(s0, s1, s2, LO, HI)
     inst = ("mu_m", "lam_m")
     halves = (slice(0, 17), slice(17, None))
-    r2, v2 = np.zeros(len(accel.GROUPS)), np.zeros(len(accel.GROUPS))
+    r2, v2 = np.zeros(len(acceleration.GROUPS)), np.zeros(len(acceleration.GROUPS))
     terms = {}
-    for i, g in enumerate(accel.GROUPS):
-        vals = [accel.group_value(s, g) for s in (s0, s1, s2)]
+    for i, g in enumerate(acceleration.GROUPS):
+        vals = [acceleration.group_value(s, g) for s in (s0, s1, s2)]
         parts = [tuple(x[h] for x in vals) for h in halves] if g in inst else [tuple(vals)]
-        terms[g] = [accel.group_terms(g, *p) for p in parts]
+        terms[g] = [acceleration.group_terms(g, *p) for p in parts]
         for _, r, v in terms[g]:
-            gr, gv = accel.sq_norms(r, v)
+            gr, gv = acceleration.sq_norms(r, v)
             r2[i] += gr
             v2[i] += gv
-    a = accel.step_length(r2.tolist(), v2.tolist())
+    a = acceleration.step_length(r2.tolist(), v2.tolist())
     assert a is not None
-    for g in accel.GROUPS:
-        x = np.concatenate([accel.extrapolate(g, *t, a, LO, HI) for t in terms[g]])
-        want = accel.group_value(ref, g)
+    for g in acceleration.GROUPS:
+        x = np.concatenate([acceleration.extrapolate(g, *t, a, LO, HI) for t in terms[g]])
+        want = acceleration.group_value(ref, g)
         np.testing.assert_allclose(x, want, rtol=1e-12)
 
 
 def test_step_length_limits():
-    assert accel.step_length([4.0, 0.0], [1.0]) == -2.0
-    assert accel.step_length([1e6], [1.0]) == -accel.MAX_STEP
-    assert accel.step_length([0.25], [1.0]) is None  # shorter than a plain double step
-    assert accel.step_length([0.0], [1.0]) is None
-    assert accel.step_length([1.0], [0.0]) is None
-    assert accel.step_length([np.inf], [1.0]) is None
-    assert accel.step_length([np.nan], [1.0]) is None
+    assert acceleration.step_length([4.0, 0.0], [1.0]) == -2.0
+    assert acceleration.step_length([1e6], [1.0]) == -acceleration.MAX_STEP
+    assert acceleration.step_length([0.25], [1.0]) is None  # shorter than a plain double step
+    assert acceleration.step_length([0.0], [1.0]) is None
+    assert acceleration.step_length([1.0], [0.0]) is None
+    assert acceleration.step_length([np.inf], [1.0]) is None
+    assert acceleration.step_length([np.nan], [1.0]) is None
 
 
 def test_extrapolate_clips_and_rejects():
     z = np.zeros(3)
-    mu = accel.extrapolate("mu_m", np.array([0.0, 3.0, 9.0]), z, z, -2.0, LO, HI)
+    mu = acceleration.extrapolate("mu_m", np.array([0.0, 3.0, 9.0]), z, z, -2.0, LO, HI)
     np.testing.assert_array_equal(mu, [LO, 3.0, HI])
-    eps = accel.extrapolate("eps", np.array([-800.0, 0.0, 800.0]), z, z, -2.0, LO, HI)
+    eps = acceleration.extrapolate("eps", np.array([-800.0, 0.0, 800.0]), z, z, -2.0, LO, HI)
     np.testing.assert_array_equal(eps, [1e-10, 0.5, 1 - 1e-10])
-    assert accel.extrapolate("lam_m", np.array([0.0, np.nan]), z[:2], z[:2], -2.0, LO, HI) is None
-    assert accel.extrapolate("ab", np.array([0.0, np.nan]), z[:2], z[:2], -2.0, LO, HI) is None
-    tiny = accel.extrapolate("ab", np.array([0.0, -800.0]), z[:2], z[:2], -2.0, LO, HI)
+    assert (
+        acceleration.extrapolate("lam_m", np.array([0.0, np.nan]), z[:2], z[:2], -2.0, LO, HI)
+        is None
+    )
+    assert (
+        acceleration.extrapolate("ab", np.array([0.0, np.nan]), z[:2], z[:2], -2.0, LO, HI) is None
+    )
+    tiny = acceleration.extrapolate("ab", np.array([0.0, -800.0]), z[:2], z[:2], -2.0, LO, HI)
     np.testing.assert_allclose(tiny, [1.0, np.exp(-700.0)])  # clipped, still positive
-    ok = accel.extrapolate("tau_rate", np.log([2.0, 3.0]), z[:2], z[:2], -2.0, LO, HI)
+    ok = acceleration.extrapolate("tau_rate", np.log([2.0, 3.0]), z[:2], z[:2], -2.0, LO, HI)
     np.testing.assert_allclose(ok, [2.0, 3.0])
 
 
 def test_no_direction_gives_none():
     s0, _, _ = _states(seed=2)
-    assert accel.squarem_proposal(s0, s0, s0, LO, HI) is None
+    assert acceleration.squarem_proposal(s0, s0, s0, LO, HI) is None
 
 
 @pytest.mark.filterwarnings("ignore::ordmix_core.errors.ConvergenceWarning")
 def test_history_keeps_the_older_state_without_omega(monkeypatch):
     """``make_step`` keeps the state two sweeps back without its per-rating omega (memory),
     the current one whole, and the fit is bit-identical to keeping both whole."""
-    from ordmix_core.model import OrdinalMixture
-    from ordmix_core.simulate import simulate_crowd
+    from ordmix_core.data.simulate import simulate_crowd
+    from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
 
     ratings = simulate_crowd(
         n_items=150, n_annotators=12, ratings_per_item=4, random_state=3
     ).ratings
     kept = []
-    real = accel.for_history
+    real = acceleration.for_history
 
     def spy(s):
         out = real(s)
         kept.append((s, out))
         return out
 
-    monkeypatch.setattr(accel, "for_history", spy)
+    monkeypatch.setattr(acceleration, "for_history", spy)
     kw = dict(n_restarts=2, max_iter=40, random_state=1, n_jobs=1)
     lean = OrdinalMixture(**kw).fit(ratings)
     assert kept and all(s.omega is not None and out.omega is None for s, out in kept)
     assert all(
-        np.array_equal(accel.group_value(s, g), accel.group_value(out, g))
+        np.array_equal(acceleration.group_value(s, g), acceleration.group_value(out, g))
         for s, out in kept
-        for g in accel.GROUPS
+        for g in acceleration.GROUPS
     )
-    monkeypatch.setattr(accel, "for_history", lambda s: s)
+    monkeypatch.setattr(acceleration, "for_history", lambda s: s)
     whole = OrdinalMixture(**kw).fit(ratings)
     assert lean.trace_.equals(whole.trace_)
     np.testing.assert_array_equal(lean.omega_, whole.omega_)
@@ -155,15 +166,18 @@ def test_the_sweep_from_a_proposal_runs_without_the_omega_of_the_state_before(mo
     from that state with its block-optimal eps (``eps_start``, which shares the omega)."""
     import weakref
 
-    from ordmix_core import model
-    from ordmix_core.model import OrdinalMixture
-    from ordmix_core.simulate import simulate_crowd
+    from ordmix_core.data.simulate import simulate_crowd
+    from ordmix_core.estimators import ordinal_mixture
+    from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
 
     ratings = simulate_crowd(
         n_items=150, n_annotators=12, ratings_per_item=4, random_state=3
     ).ratings
     before, alive = [], []
-    real_history, real_proposal = accel.for_history, model._MemorySweeps.sweep_proposal
+    real_history, real_proposal = (
+        acceleration.for_history,
+        ordinal_mixture._MemorySweeps.sweep_proposal,
+    )
 
     def spy_history(s):
         before.append(weakref.ref(s.omega))
@@ -173,8 +187,8 @@ def test_the_sweep_from_a_proposal_runs_without_the_omega_of_the_state_before(mo
         alive.append(before[-1]() is not None)
         return real_proposal(self, proposal, spam, states)
 
-    monkeypatch.setattr(accel, "for_history", spy_history)
-    monkeypatch.setattr(model._MemorySweeps, "sweep_proposal", spy_proposal)
+    monkeypatch.setattr(acceleration, "for_history", spy_history)
+    monkeypatch.setattr(ordinal_mixture._MemorySweeps, "sweep_proposal", spy_proposal)
     OrdinalMixture(n_restarts=1, max_iter=40, random_state=1, n_jobs=1).fit(ratings)
     assert len(alive) >= 3 and not any(alive)
 
@@ -183,7 +197,7 @@ def test_escaping_finds_a_geometric_escape_towards_the_other_side():
     """Over the window, ``1 - eps`` of a reliable annotator (``eps`` of an unreliable one)
     growing by more than ``FLIP_GROWTH`` a sweep in log: growth 2% and 1% are found, 0.3%,
     a shrinking one and one at exactly 1 are not."""
-    t = np.arange(accel.FLIP_WINDOW)[:, None]
+    t = np.arange(acceleration.FLIP_WINDOW)[:, None]
     window = np.hstack(
         [
             1.0 - 1e-3 * 1.02**t,  # reliable, leaving at 2% a sweep
@@ -193,8 +207,8 @@ def test_escaping_finds_a_geometric_escape_towards_the_other_side():
             np.ones_like(t, dtype=float),  # exactly 1: left out
         ]
     )
-    assert accel.escaping(list(window)).tolist() == [0, 1]
-    assert accel.escaping(list(window), growth=0.0025).tolist() == [0, 1, 2]
+    assert acceleration.escaping(list(window)).tolist() == [0, 1]
+    assert acceleration.escaping(list(window), growth=0.0025).tolist() == [0, 1, 2]
 
 
 @dataclass
@@ -206,7 +220,7 @@ class _Toy:
 
 def test_flipped_mirrors_only_the_chosen_annotators():
     s = _Toy(np.array([0.9, 0.2, 0.6]), mu_m=np.zeros(2))
-    f = accel.flipped(s, np.array([0, 2]))
+    f = acceleration.flipped(s, np.array([0, 2]))
     np.testing.assert_allclose(f.eps, [0.1, 0.2, 0.4])
     np.testing.assert_array_equal(s.eps, [0.9, 0.2, 0.6])  # the state itself unchanged
     assert f.mu_m is s.mu_m
@@ -235,15 +249,15 @@ class _Escape:
 
 
 def _escape_run(
-    sign: float, accelerate: bool = True, polish: int | None = 0, n: int = accel.FLIP_WINDOW
+    sign: float, accelerate: bool = True, polish: int | None = 0, n: int = acceleration.FLIP_WINDOW
 ):
     """``n`` steps of the toy escape from the stopping rule's plain sweeps (``polish`` 0;
     None: before them), each appended to the trace as ``restarts.advance`` does;
     ``(engine, run, the bound after each step)``."""
-    from ordmix_core.restarts import RestartRun
+    from ordmix_core.fit.restarts import RestartRun
 
     engine = _Escape(sign)
-    step = accel.make_step(engine, accelerate=accelerate)
+    step = acceleration.make_step(engine, accelerate=accelerate)
     run = RestartRun(0, "warm", _Toy(np.array([1.0 - 1e-3, 0.99, 0.3])))
     run.polish_from = polish
     for _ in range(n):
@@ -255,7 +269,7 @@ def test_a_flip_replaces_the_plain_sweep_when_it_raises_the_bound():
     """After ``FLIP_WINDOW`` plain sweeps the escaping annotator 0 is mirrored and swept once
     more (one extra sweep); the bound is higher, so that sweep is the step's result."""
     engine, run, fs = _escape_run(1.0)
-    assert engine.sweeps == accel.FLIP_WINDOW + 1
+    assert engine.sweeps == acceleration.FLIP_WINDOW + 1
     assert run.state.eps[0] < 0.5  # flipped: about 1e-3 * 1.03**FLIP_WINDOW
     assert run.state.eps[1:].tolist() == [0.99, 0.3]  # not escaping: left alone
     assert fs[-1] == -float(run.state.eps.sum())
@@ -265,7 +279,7 @@ def test_a_flip_replaces_the_plain_sweep_when_it_raises_the_bound():
 
 def test_a_flip_that_lowers_the_bound_is_dropped():
     engine, run, fs = _escape_run(-1.0)
-    assert engine.sweeps == accel.FLIP_WINDOW + 1  # tried
+    assert engine.sweeps == acceleration.FLIP_WINDOW + 1  # tried
     assert run.state.eps[0] > 0.5  # but the plain sweep kept
     assert fs[-1] == float(run.state.eps.sum())
 
@@ -273,14 +287,14 @@ def test_a_flip_that_lowers_the_bound_is_dropped():
 def test_no_flips_without_acceleration_or_before_the_plain_sweeps():
     for accelerate, polish in ((False, 0), (True, None)):
         engine, run, _ = _escape_run(1.0, accelerate, polish)
-        assert engine.sweeps == accel.FLIP_WINDOW and run.state.eps[0] > 0.5
+        assert engine.sweeps == acceleration.FLIP_WINDOW and run.state.eps[0] > 0.5
 
 
 def test_the_plain_sweeps_keep_their_last_window_and_an_accepted_flip_empties_it():
     """The window slides over the last ``FLIP_WINDOW`` plain sweeps (a refused flip leaves it;
     flips are still tried every ``FLIP_WINDOW`` sweeps), is kept without acceleration too
     (for ``still_moving``), and starts again after an accepted flip."""
-    w = accel.FLIP_WINDOW
+    w = acceleration.FLIP_WINDOW
     engine, run, _ = _escape_run(-1.0, n=w + 5)
     assert engine.sweeps == w + 5 + 1  # one try, at the w-th plain sweep
     assert len(run.eps_window) == w
@@ -295,7 +309,7 @@ def test_the_plain_sweeps_keep_their_last_window_and_an_accepted_flip_empties_it
 
 
 def test_still_moving_marks_annotators_leaving_their_end_or_drifting():
-    t = np.arange(accel.FLIP_WINDOW)[:, None]
+    t = np.arange(acceleration.FLIP_WINDOW)[:, None]
     window = np.hstack(
         [
             1.0 - 1e-3 * 1.002**t,  # reliable, leaving at 0.2% a sweep (TREC's w294: 0.2-0.4%)
@@ -306,13 +320,16 @@ def test_still_moving_marks_annotators_leaving_their_end_or_drifting():
         ]
     )
     expected = [True, False, False, True, False]
-    assert accel.still_moving(list(window), 5).tolist() == expected
-    short = list(window[: accel.MOVING_MIN_SWEEPS - 1])
-    assert accel.still_moving(short, 5).tolist() == [False] * 5
-    assert accel.still_moving(list(window[: accel.MOVING_MIN_SWEEPS]), 5).tolist() == expected
-    assert accel.escaping(list(window)).tolist() == []  # below the flips' FLIP_GROWTH
+    assert acceleration.still_moving(list(window), 5).tolist() == expected
+    short = list(window[: acceleration.MOVING_MIN_SWEEPS - 1])
+    assert acceleration.still_moving(short, 5).tolist() == [False] * 5
+    assert (
+        acceleration.still_moving(list(window[: acceleration.MOVING_MIN_SWEEPS]), 5).tolist()
+        == expected
+    )
+    assert acceleration.escaping(list(window)).tolist() == []  # below the flips' FLIP_GROWTH
     # the drift is the stopping rule's estimate: 3 sweeps of 5e-4, the ratio clipped at 0.99
-    assert 1.5e-3 * 0.99 / 0.01 > accel.MOVING_DRIFT > 0.05 * 0.5**8
+    assert 1.5e-3 * 0.99 / 0.01 > acceleration.MOVING_DRIFT > 0.05 * 0.5**8
 
 
 class _Settling:
@@ -336,17 +353,18 @@ def test_alternative_sweeps_from_its_start_until_the_bound_settles():
     bounds = [f - 50, f - 5, f - 1, f - 1 + 1.5 * tol, f - 1 + 2.0 * tol, f]
     engine = _Settling(bounds)
     start = _Toy(np.array([0.9, 0.2, 0.6]))
-    settled = [start.eps.copy() for _ in range(accel.MOVING_MIN_SWEEPS)]
-    s, bound, n = accel.alternative(engine, start, settled)
+    settled = [start.eps.copy() for _ in range(acceleration.MOVING_MIN_SWEEPS)]
+    s, bound, n = acceleration.alternative(engine, start, settled)
     assert n == 5 and bound == f - 1 + 2.0 * tol  # |change| 0.5 tol < tol: the fifth stops
     np.testing.assert_array_equal(s.eps, [0.9, 0.2, 0.6])
     assert s.mu_m.tolist() == [5]
     assert engine.calls == [(True, None)] * 5
     # at most max_sweeps; a non-finite bound ends it at once
-    s, bound, n = accel.alternative(_Settling([f - 50 * i for i in range(9)]), start, settled,
-                                    max_sweeps=4)  # fmt: skip
+    s, bound, n = acceleration.alternative(
+        _Settling([f - 50 * i for i in range(9)]), start, settled, max_sweeps=4
+    )
     assert n == 4 and bound == f - 150
-    s, bound, n = accel.alternative(_Settling([f, -np.inf, f]), start, settled)
+    s, bound, n = acceleration.alternative(_Settling([f, -np.inf, f]), start, settled)
     assert n == 2 and bound == -np.inf
 
 
@@ -357,24 +375,24 @@ def test_alternative_start_mirrors_the_annotators_leaving_and_carries_on_those_d
     window's sum again, 0.075), and is carried that far down; annotator 2 is settled;
     annotator 3 drifts up as fast, past 1, and stops at ``1 - EPS_PACK``. The state itself
     is left alone."""
-    w, n = restarts.WINDOW, accel.MOVING_MIN_SWEEPS
+    w, n = restarts.WINDOW, acceleration.MOVING_MIN_SWEEPS
     step = [0.05 * 0.5 ** (i // w) for i in range(n - 1)]  # per sweep, halving each window
     e1 = 0.4 - np.concatenate([[0.0], np.cumsum(step)])  # 0.175, heading for 0.1
     e3 = 0.75 + np.concatenate([[0.0], np.cumsum(step)])  # 0.975, heading for 1.05
     window = [np.array([1.0 - 1e-3 * 1.03**i, e1[i], 0.7, e3[i]]) for i in range(n)]
     state = _Toy(window[-1].copy())
-    s = accel.alternative_start(state, window)
+    s = acceleration.alternative_start(state, window)
     last = step[-w:]
     before = step[-2 * w : -w]
     r = sum(last) / sum(before)  # 1/2
     remaining = sum(last) * r / (1 - r)
     assert remaining == pytest.approx(0.075) and r == pytest.approx(0.5)
-    assert accel.still_moving(window, 4).tolist() == [True, True, False, True]
+    assert acceleration.still_moving(window, 4).tolist() == [True, True, False, True]
     np.testing.assert_allclose(s.eps[:3], [1e-3 * 1.03 ** (n - 1), e1[-1] - remaining, 0.7])
-    assert s.eps[3] == 1 - accel.EPS_PACK
+    assert s.eps[3] == 1 - acceleration.EPS_PACK
     np.testing.assert_array_equal(state.eps, window[-1])  # the winner's state unchanged
     # too few sweeps: nothing moves, nothing changes
-    short = accel.alternative_start(state, window[:-1])
+    short = acceleration.alternative_start(state, window[:-1])
     np.testing.assert_array_equal(short.eps, state.eps)
 
 
@@ -418,9 +436,9 @@ class _EpsEngine:
 
 
 def _eps_steps(engine, n=3, spam=True, accelerate=True, exact=True):
-    from ordmix_core.restarts import RestartRun
+    from ordmix_core.fit.restarts import RestartRun
 
-    step = accel.make_step(engine, accelerate, exact)
+    step = acceleration.make_step(engine, accelerate, exact)
     run = RestartRun(0, "warm", _EpsToy(np.array([0.99, 0.01])))
     for _ in range(n):
         run.trace.append(step(run, spam))

@@ -21,8 +21,8 @@ from test_app_main import (
 )
 
 import ordmix_core.io as oio
-from ordmix_core import decisions, outputs
-from ordmix_core.model import OrdinalMixture
+from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
+from ordmix_core.results import decisions, outputs
 
 SPAMMERS = set(
     pd.read_csv(ROOT / "demo_data" / "simulated-spammers.csv").query("spammer == 1").annotator

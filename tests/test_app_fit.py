@@ -13,8 +13,9 @@ from test_app_main import (
 )
 from test_fitjob import stopping_job
 
-from ordmix_core import decisions, options
-from ordmix_core.fitjob import FitJob, FitParams, fit_page_options
+from ordmix_core.dashboard.fit_job import FitJob, FitParams, fit_page_options
+from ordmix_core.estimators import options
+from ordmix_core.results import decisions
 
 
 def metrics(at) -> dict[str, str]:

@@ -19,7 +19,7 @@ from test_app_main import (
     texts,
 )
 
-from ordmix_core import decisions, outputs
+from ordmix_core.results import decisions, outputs
 
 
 def items_table(at) -> pd.DataFrame:

@@ -8,8 +8,8 @@ import pytest
 from scipy.special import ndtr
 from test_app_main import arr, assert_clean, charts, new_app, texts
 
-from ordmix_core import decisions
-from ordmix_core.simulate import simulate_crowd
+from ordmix_core.data.simulate import simulate_crowd
+from ordmix_core.results import decisions
 
 
 def _generate_and_fit(spam: float = 0.3):

@@ -6,8 +6,8 @@ import inspect
 
 import pytest
 
-from ordmix_core.base import CrowdEstimator, extends_params
-from ordmix_core.model import OrdinalMixture
+from ordmix_core.estimators.base import CrowdEstimator, extends_params
+from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
 
 
 class _Parent(CrowdEstimator):
@@ -84,7 +84,7 @@ def test_crowdkit_names_return_crowdkit_types(crowdkit_frame, method) -> None:
     estimate; the same shapes as crowd-kit's ``DawidSkene``."""
     import numpy as np
 
-    from ordmix_core.compare import METHODS
+    from ordmix_core.evaluation.compare import METHODS
 
     model = METHODS[method].make({"n_restarts": 2}, np.random.default_rng(0), "instance")
     labels = model.fit_predict(crowdkit_frame)
@@ -108,7 +108,7 @@ def test_ordinal_mixture_skills_are_worker_reliabilities(crowdkit_frame) -> None
     assert list(skills.index) == list(m.annotators_.index)
     assert skills.equals(m.annotators_["reliability"].rename("skill").rename_axis("worker"))
     # labels are the decisions' (clear majority and ties included), probas their p_level_*
-    from ordmix_core import decisions
+    from ordmix_core.results import decisions
 
     dec = decisions.item_decisions(m)
     assert list(m.labels_) == list(dec["label"])

@@ -8,8 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ordmix_core.base import CrowdEstimator
-from ordmix_core.baselines import (
+from ordmix_core.data.crowd import CrowdData, Scale
+from ordmix_core.errors import InputError
+from ordmix_core.estimators.base import CrowdEstimator
+from ordmix_core.estimators.baselines import (
     BASELINES,
     GLAD,
     ContinuousML,
@@ -18,8 +20,6 @@ from ordmix_core.baselines import (
     MeanRating,
     MedianRating,
 )
-from ordmix_core.data import CrowdData, Scale
-from ordmix_core.errors import InputError
 
 
 def crowd(items: dict[str, list[int]]) -> pd.DataFrame:

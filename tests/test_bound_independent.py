@@ -29,7 +29,8 @@ from _sweeps import Sweep, record_sweeps, to_reference
 from scipy import stats
 from scipy.special import digamma
 
-from ordmix_core import OrdinalMixture, vb
+from ordmix_core import OrdinalMixture
+from ordmix_core.vb import sweep as vb
 
 #: uneven on purpose: thresholds -0.5, 0.5, 2, 3.5, 4.5 (midpoints, half a step outside)
 SCALE = [0.0, 1.0, 3.0, 4.0]
@@ -98,7 +99,9 @@ def record_fit(monkeypatch, variant: Variant, **kw) -> tuple[OrdinalMixture, lis
         **kw,
     ).fit(RATINGS)
     monkeypatch.undo()
-    assert calls, "the fit did not call ordmix_core.vb.sweep: point record_fit at the new sweep"
+    assert calls, (
+        "the fit did not call ordmix_core.vb.sweep.sweep: point record_fit at the new sweep"
+    )
     return model, calls
 
 

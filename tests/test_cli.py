@@ -11,14 +11,14 @@ import pandas as pd
 import pytest
 from _cli_helpers import run_cli
 
-from ordmix_core.baselines import BASELINES
-from ordmix_core.cli import main
-from ordmix_core.cli_common import Progress
-from ordmix_core.compare import METHODS
-from ordmix_core.model import OrdinalMixture
-from ordmix_core.options import options_for
-from ordmix_core.outpaths import FIT_FILES
-from ordmix_core.simulate import simulate_crowd
+from ordmix_core.cli.common import Progress
+from ordmix_core.cli.main import main
+from ordmix_core.data.simulate import simulate_crowd
+from ordmix_core.estimators.baselines import BASELINES
+from ordmix_core.estimators.options import options_for
+from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
+from ordmix_core.evaluation.compare import METHODS
+from ordmix_core.results.output_paths import FIT_FILES
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +110,7 @@ def test_scale_mismatch_and_interrupt_keep_old_output(files, tmp_path, capsys, m
     def boom(*a, **k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("ordmix_core.model.OrdinalMixture.fit", boom)
+    monkeypatch.setattr("ordmix_core.estimators.ordinal_mixture.OrdinalMixture.fit", boom)
     assert main(["fit", str(files / "r.csv"), "--out", str(out)]) == 130
     assert (out / "items.csv").read_text() == before
 
@@ -281,7 +281,17 @@ def test_usage_errors_one_line_exit_2(argv, message):
 
 def test_usage_error_subprocess_one_line_exit_2(tmp_path):
     res = subprocess.run(
-        [sys.executable, "-m", "ordmix_core.cli", "fit", "x.csv", "--out", "o", "--restarts", "0"],
+        [
+            sys.executable,
+            "-m",
+            "ordmix_core.cli.main",
+            "fit",
+            "x.csv",
+            "--out",
+            "o",
+            "--restarts",
+            "0",
+        ],
         capture_output=True,
         text=True,
         cwd=tmp_path,
@@ -585,7 +595,7 @@ def test_compare_gold_outside_the_scale_refused(files, tmp_path):
 @pytest.mark.parametrize("code", [0, 2])
 def test_the_program_exits_with_mains_code(monkeypatch, code) -> None:
     """``ordmix`` (``cli.run``, the console script) exits with ``main``'s code."""
-    from ordmix_core import cli
+    from ordmix_core.cli import main as cli
 
     exits = []
     monkeypatch.setattr(cli, "main", lambda: code)
@@ -593,4 +603,4 @@ def test_the_program_exits_with_mains_code(monkeypatch, code) -> None:
     cli.run()
     assert exits == [code]
     with open(os.path.join(os.path.dirname(__file__), "..", "pyproject.toml")) as f:
-        assert 'ordmix = "ordmix_core.cli:run"' in f.read()
+        assert 'ordmix = "ordmix_core.cli.main:run"' in f.read()

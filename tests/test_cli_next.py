@@ -12,8 +12,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ordmix_core import decisions
-from ordmix_core.cli import main
+from ordmix_core.cli.main import main
+from ordmix_core.results import decisions
 
 ROOT = Path(__file__).resolve().parents[1]
 RATINGS = ROOT / "demo_data" / "simulated-ratings.csv"
@@ -62,7 +62,7 @@ def test_next_from_fit_folder_matches_the_ratings_route(fit_dir, tmp_path, capsy
 
 def test_review_from_a_fit_folder(fit_dir, tmp_path):
     """``ordmix fit`` writes the flags into annotators.csv, so a fit folder gives --review."""
-    from ordmix_core.model import OrdinalMixture
+    from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
 
     model = OrdinalMixture(n_restarts=2, random_state=0).fit(pd.read_csv(RATINGS, dtype=str))
     ann = model.annotators_.join(decisions.annotator_flags(model))

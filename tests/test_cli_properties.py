@@ -18,8 +18,8 @@ import pandas as pd
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from ordmix_core.cli import main
-from ordmix_core.outpaths import FIT_FILES
+from ordmix_core.cli.main import main
+from ordmix_core.results.output_paths import FIT_FILES
 
 #: flag -> (valid values, invalid values); an invalid one is drawn about one time in eight
 VALUES = {

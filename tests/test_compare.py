@@ -3,8 +3,8 @@ import pandas as pd
 import pytest
 
 from ordmix_core import InputError
-from ordmix_core.compare import METHODS, TABLE1, compare_methods, parse_methods
-from ordmix_core.simulate import simulate_crowd
+from ordmix_core.data.simulate import simulate_crowd
+from ordmix_core.evaluation.compare import METHODS, TABLE1, compare_methods, parse_methods
 
 
 @pytest.fixture(scope="module")
@@ -27,8 +27,8 @@ def test_every_table1_method_scored(crowd):
         assert by.loc[odm, "mse"] < by.loc["mean", "mse"]
         assert by.loc[odm, "correlation"] > by.loc["mean", "correlation"]
     # a method without level probabilities: its rounded estimate is its label, no calibration
-    from ordmix_core.baselines import DawidSkene
-    from ordmix_core.metrics import calibration_error, label_error
+    from ordmix_core.estimators.baselines import DawidSkene
+    from ordmix_core.evaluation.metrics import calibration_error, label_error
 
     want = label_error(est["mean"].loc[crowd.gold.index], crowd.gold, [1, 2, 3, 4, 5])
     assert by.loc["mean", "label_error"] == pytest.approx(want)
@@ -60,7 +60,7 @@ def test_odm_query_needs_query(crowd):
 
 
 def test_granularity_chooses_the_model_rows(crowd):
-    from ordmix_core.compare import CompareNote, select_methods
+    from ordmix_core.evaluation.compare import CompareNote, select_methods
 
     assert select_methods(None, None, True) == TABLE1
     assert select_methods(None, "instance", True) == [
@@ -112,7 +112,7 @@ def test_model_params_reach_the_model_rows(crowd):
 
 
 def test_gold_without_ratings_noted_and_n_gold_counts_the_scored(crowd):
-    from ordmix_core.compare import CompareNote
+    from ordmix_core.evaluation.compare import CompareNote
 
     gold = pd.concat([crowd.gold, pd.Series([3.0, 2.0], index=["ghost-1", "ghost-2"])])
     with pytest.warns(CompareNote, match=r"2 of 302 gold item\(s\) have no ratings"):
@@ -129,8 +129,9 @@ def test_gold_without_ratings_noted_and_n_gold_counts_the_scored(crowd):
 def test_the_defaults_label_error_is_that_of_the_labels_it_ships():
     """compare scores items.csv's labels (a clear majority of trusted raters included), not
     only the most probable level of the level probabilities."""
-    from ordmix_core import OrdinalMixture, decisions
-    from ordmix_core.metrics import label_error
+    from ordmix_core import OrdinalMixture
+    from ordmix_core.evaluation.metrics import label_error
+    from ordmix_core.results import decisions
 
     crowd = simulate_crowd(  # favourite-answer spammers: 3 labels are a clear majority's
         300, 24, 5, spammer_share=0.4, random_state=3, favourite_share=1.0, favourite_weight=0.9

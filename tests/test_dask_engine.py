@@ -17,7 +17,7 @@ checked at the sum of their two tolerances (``spread_tol``); which items and ann
 unstable must be the same.
 
 The stopping rule of issue 15 runs these fits two to three times longer than the bound's
-old ``|dF| < 0.1``; before eps was clipped at 1e-8 for SQUAREM's logit (``accel.EPS_PACK``)
+old ``|dF| < 0.1``; before eps was clipped at 1e-8 for SQUAREM's logit (``acceleration.EPS_PACK``)
 that let the rounding drift above grow past these tolerances mid-fit (1.3e-8 to 2.5e-5
 relative, measured); with it the engines' bound traces agree to ~1e-10.
 """
@@ -36,12 +36,13 @@ pytest.importorskip("dask.dataframe")
 
 from distributed import Client, LocalCluster  # noqa: E402
 
-from ordmix_core import accel, outputs  # noqa: E402
-from ordmix_core.cli import main  # noqa: E402
+from ordmix_core.cli.main import main  # noqa: E402
 from ordmix_core.dask_engine import DaskOrdinalMixture, blocks, write_outputs  # noqa: E402
 from ordmix_core.dask_engine.estimator import _Sweeps  # noqa: E402
-from ordmix_core.model import OrdinalMixture, _MemorySweeps  # noqa: E402
-from ordmix_core.simulate import simulate_crowd  # noqa: E402
+from ordmix_core.data.simulate import simulate_crowd  # noqa: E402
+from ordmix_core.estimators.ordinal_mixture import OrdinalMixture, _MemorySweeps  # noqa: E402
+from ordmix_core.fit import acceleration
+from ordmix_core.results import outputs  # noqa: E402
 
 RTOL = 1e-8
 #: estimates, annotators, categories, hyperparameters of accelerated fits (module docstring)
@@ -201,7 +202,7 @@ def test_the_same_alternative_as_in_memory(client):
 
 @pytest.mark.parametrize("granularity", ["instance", "query"])
 def test_a_settled_stop_as_in_memory(client, ratings, granularity, monkeypatch):
-    """The settle at a stop (``accel.make_settle``), taken at every stop and with three
+    """The settle at a stop (``acceleration.make_settle``), taken at every stop and with three
     annotators named still moving, so that both of its parts run: the items no named
     annotator rated, on their blocks (``blocks.settle_block``), and the named annotators
     with their items, gathered, solved by the client and written back
@@ -229,8 +230,8 @@ def test_a_settled_stop_as_in_memory(client, ratings, granularity, monkeypatch):
         mask[[0, 3, 7]] = True
         return mask
 
-    monkeypatch.setattr(accel, "SETTLE_MOVE", 1e-12)
-    monkeypatch.setattr(accel, "still_moving", named)
+    monkeypatch.setattr(acceleration, "SETTLE_MOVE", 1e-12)
+    monkeypatch.setattr(acceleration, "still_moving", named)
     monkeypatch.setattr(_MemorySweeps, "settle_items", in_memory_settle)
     monkeypatch.setattr(_Sweeps, "settle_items", on_blocks)
     mem = quiet_fit(in_memory(**kw, n_jobs=1), ratings)  # restarts in turn, as on Dask
@@ -251,18 +252,18 @@ def test_a_settled_stop_as_in_memory(client, ratings, granularity, monkeypatch):
 def test_a_refused_flip_leaves_its_start_current_with_its_q_y(client, ratings, monkeypatch):
     """A flip tried and refused leaves the state it was tried from current, so the blocks
     must still hold that state's q(y) for the next exact eps step. Forced here: every try
-    flips annotator 0 (``accel.escaping`` patched in this process, where both engines' steps
+    flips annotator 0 (``acceleration.escaping`` patched in this process, where both engines' steps
     run), which lowers the bound; both engines refuse it alike."""
     tries = []
 
-    def escaping(window, growth=accel.FLIP_GROWTH):
+    def escaping(window, growth=acceleration.FLIP_GROWTH):
         tries.append(growth)
         return np.array([0])
 
-    monkeypatch.setattr(accel, "escaping", escaping)
+    monkeypatch.setattr(acceleration, "escaping", escaping)
     kw = dict(n_restarts=2, random_state=3)
     mem = quiet_fit(in_memory(**kw), ratings)
-    assert accel.FLIP_GROWTH in tries  # flips were tried
+    assert acceleration.FLIP_GROWTH in tries  # flips were tried
     dsk = quiet_fit(DaskOrdinalMixture(**kw, scheduler=client, n_partitions=3), ratings)
     assert_same_fit(mem, dsk, EST_RTOL, EST_ATOL)
 
@@ -348,7 +349,7 @@ def test_inferred_scale_with_an_outlier_is_refused_as_in_memory(client, ratings,
     """A stray 99 among 1..5 (a "no answer" code) spread over blocks: both engines refuse the
     inferred scale with the same words (the Dask blocks are shuffled: counts, no rows); a
     given scale that holds it is fitted; text ratings are parsed as in memory (" 3.0" is 3)."""
-    from ordmix_core.data import prepare
+    from ordmix_core.data.crowd import prepare
     from ordmix_core.errors import InputError
 
     bad = ratings.copy()

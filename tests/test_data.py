@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ordmix_core.cli import main
-from ordmix_core.data import (
+from ordmix_core.cli.main import main
+from ordmix_core.data.crowd import (
     OUTLIER_GAP_RANGE,
     OUTLIER_GAP_STEP,
     WHITESPACE,
@@ -26,8 +26,8 @@ from ordmix_core.data import (
     prepare,
 )
 from ordmix_core.errors import InputError
+from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
 from ordmix_core.io import read_ratings
-from ordmix_core.model import OrdinalMixture
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -301,7 +301,7 @@ def test_blank_ids_are_refused_whatever_the_whitespace():
 
 
 def _crowd_frame(seed: int = 4) -> pd.DataFrame:
-    from ordmix_core.simulate import simulate_crowd
+    from ordmix_core.data.simulate import simulate_crowd
 
     r = simulate_crowd(n_items=60, n_annotators=8, random_state=seed).ratings
     r["query"] = "q" + (r["instance"].str.len() % 3).astype(str)
@@ -313,7 +313,7 @@ def test_many_instance_ids_are_kept_arrow_backed_and_read_back_as_the_same_strin
 ):
     """From ``COMPACT_IDS`` instances on, ``CrowdData.instances`` holds no Python string per
     ID (issue 14: 138 MB at 2M IDs, alive through every sweep); ``id_array`` gives them back."""
-    import ordmix_core.data as data_mod
+    import ordmix_core.data.crowd as data_mod
 
     frame = _crowd_frame()
     plain = prepare(frame)
@@ -335,8 +335,8 @@ def test_many_instance_ids_are_kept_arrow_backed_and_read_back_as_the_same_strin
 def test_a_fit_from_arrow_backed_ids_equals_the_fit_from_object_ids(monkeypatch, granularity):
     """The results name the same instances and categories, with the same numbers, whichever
     way ``CrowdData`` keeps the IDs (the fit's frames are built from ``id_array``)."""
-    import ordmix_core.data as data_mod
-    from ordmix_core.baselines import DawidSkene
+    import ordmix_core.data.crowd as data_mod
+    from ordmix_core.estimators.baselines import DawidSkene
 
     frame = _crowd_frame(seed=7)
     kw = dict(n_restarts=2, random_state=0, granularity=granularity)
@@ -358,9 +358,9 @@ def test_the_reader_hands_many_instance_ids_over_in_arrow_and_ordmix_fit_writes_
     """``io.read_ratings`` codes ``COMPACT_IDS`` or more instances into a Categorical whose
     categories are the Arrow array of the sorted IDs (no Python string per ID), which
     ``read_crowd`` keeps as ``CrowdData.instances``; ``ordmix fit`` writes the same bytes."""
-    import ordmix_core.data as data_mod
+    import ordmix_core.data.crowd as data_mod
     from ordmix_core.io import read_crowd
-    from ordmix_core.outputs import FILES
+    from ordmix_core.results.outputs import FILES
 
     path = tmp_path / "ratings.csv"
     _crowd_frame(seed=5).to_csv(path, index=False)

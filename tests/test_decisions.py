@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 from scipy import integrate, optimize, stats
 from scipy.special import betaln
 
-from ordmix_core import decisions as D
+from ordmix_core.data.simulate import simulate_crowd
 from ordmix_core.errors import InputError
-from ordmix_core.model import OrdinalMixture
-from ordmix_core.simulate import simulate_crowd
+from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
+from ordmix_core.results import decisions as D
 
 ROOT = Path(__file__).resolve().parents[1]
 THRESHOLDS = np.array([0.5, 1.5, 2.5, 3.5])
@@ -120,7 +120,7 @@ def test_item_decisions_bad_settings_are_input_errors():
 )
 @settings(max_examples=80, deadline=None)
 def test_probabilities_sum_to_one_and_intervals_stay_on_the_scale(mean, log_sd, values):
-    from ordmix_core.data import Scale
+    from ordmix_core.data.crowd import Scale
 
     values = sorted(values)
     if len(values) > 1 and np.min(np.diff(values)) < 1e-3:

@@ -1,8 +1,8 @@
 import numpy as np
 
-from ordmix_core.data import prepare
-from ordmix_core.experiments import ablation_experiment, add_spam, spam_experiment
-from ordmix_core.simulate import simulate_crowd
+from ordmix_core.data.crowd import prepare
+from ordmix_core.data.simulate import simulate_crowd
+from ordmix_core.evaluation.experiments import ablation_experiment, add_spam, spam_experiment
 
 
 def test_add_spam_keeps_real_and_adds_uniform_fakes():
@@ -44,7 +44,7 @@ def test_levels_are_bounded():
     import pytest
 
     from ordmix_core import InputError
-    from ordmix_core.experiments import MAX_SPAM_LEVEL, check_levels
+    from ordmix_core.evaluation.experiments import MAX_SPAM_LEVEL, check_levels
 
     assert check_levels("0, 2,5") == [0, 2, 5] and check_levels(range(3)) == [0, 1, 2]
     for bad in ("1000000000000", "-1", "x", "", [1.5], [True], [MAX_SPAM_LEVEL + 1]):

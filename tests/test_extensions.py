@@ -18,10 +18,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy import integrate, stats
 
-from ordmix_core import OrdinalMixture, bound, init, kernels, updates, vb
-from ordmix_core.data import prepare
-from ordmix_core.metrics import label_error, nearest_level
-from ordmix_core.simulate import simulate_crowd
+from ordmix_core import OrdinalMixture
+from ordmix_core.data.crowd import prepare
+from ordmix_core.data.simulate import simulate_crowd
+from ordmix_core.evaluation.metrics import label_error, nearest_level
+from ordmix_core.fit import starts
+from ordmix_core.vb import bound, kernels, sweep, updates
 
 needs_jit = pytest.mark.skipif(not kernels.HAVE_NUMBA, reason="numba not installed")
 #: (bias, spam_dist): each extension alone and combined
@@ -35,7 +37,7 @@ FIELDS = ("mu_m", "lam_m", "tau_shape", "tau_rate", "delta_rate", "eps", "bias_m
 def problem_and_state(ratings, granularity, bias, spam_dist, ordinal=True, gold_every=0, seed=3):
     data = prepare(ratings, None, granularity=granularity)
     k = data.scale.k
-    p = vb.Problem.from_data(
+    p = sweep.Problem.from_data(
         data, mu=data.scale.center, lam=0.1, phi=10.0, eta=5.0, pi=np.full(k, 1.0 / k),
         ordinal=ordinal, spam=True, exact=True, bias=bias, spam_dist=spam_dist,
     )  # fmt: skip
@@ -49,9 +51,9 @@ def problem_and_state(ratings, granularity, bias, spam_dist, ordinal=True, gold_
     step = data.scale.step
     mu_m = updates.apply_gold(data.per_instance_mean() + 0.3 * rng.standard_normal(n_m.size), gold)
     tau_shape = 1.0 + 0.5 * n_n
-    g = init.init_extensions(n_n.size, step, bias, spam_dist, np.full(k, 1.0 / k))
+    g = starts.init_extensions(n_n.size, step, bias, spam_dist, np.full(k, 1.0 / k))
     n_c = np.bincount(data.cat, minlength=data.n_categories)
-    s = vb.State(
+    s = sweep.State(
         mu_m=mu_m, lam_m=0.1 + n_m / step**2, tau_shape=tau_shape,
         tau_rate=tau_shape * step**2 * np.exp(rng.standard_normal(n_n.size)),
         delta_shape=10.0 + 0.5 * n_c, delta_rate=(10.0 + 0.5 * n_c) / 2.0,
@@ -77,8 +79,8 @@ def test_fused_equals_reference_and_bound_monotone(crowd, granularity, bias, spa
     a = b = s
     prev = -np.inf
     for _ in range(12):
-        a, fa = vb.sweep_numpy(p, a)
-        b, fb = vb.sweep_fused(p, b)
+        a, fa = sweep.sweep_numpy(p, a)
+        b, fb = sweep.sweep_fused(p, b)
         assert fa >= prev - 1e-9 * abs(prev)
         prev = fa
         assert fb == pytest.approx(fa, rel=1e-10)
@@ -96,7 +98,7 @@ def test_paper_problem_sweeps_as_before(crowd):
     """Without the extensions the new state fields stay unset and the bound's extension
     terms are absent: the sweep is the paper's."""
     p, s = problem_and_state(crowd.ratings, "instance", False, "uniform")
-    new, f = vb.sweep_numpy(p, s)
+    new, f = sweep.sweep_numpy(p, s)
     assert new.bias_mean is None and new.pi is None and new.dir_a is None
     assert np.isfinite(f)
 
@@ -129,7 +131,7 @@ def test_bound_never_decreases_for_any_crowd(df, ext, gran, gold, seed):
     prev = -np.inf
     with np.errstate(over="ignore", under="ignore"):
         for _ in range(15):
-            s, f = vb.sweep_numpy(p, s)
+            s, f = sweep.sweep_numpy(p, s)
             assert np.isfinite(f)
             assert f >= prev - 1e-8 * max(1.0, abs(prev))
             prev = f

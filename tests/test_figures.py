@@ -10,9 +10,10 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
-from ordmix_core import decisions, figures
-from ordmix_core.model import OrdinalMixture
-from ordmix_core.simulate import simulate_crowd
+from ordmix_core.dashboard import figures
+from ordmix_core.data.simulate import simulate_crowd
+from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
+from ordmix_core.results import decisions
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +33,7 @@ def _arr(x):
 
 
 def test_importing_figures_does_not_import_streamlit():
-    code = "import sys, ordmix_core.figures; sys.exit('streamlit' in sys.modules)"
+    code = "import sys, ordmix_core.dashboard.figures; sys.exit('streamlit' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 
 

@@ -4,8 +4,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ordmix_core import decisions as D
-from ordmix_core import figures_decisions as F
+from ordmix_core.dashboard import figures_decisions as F
+from ordmix_core.results import decisions as D
 
 
 def _annotators():

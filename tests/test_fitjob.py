@@ -14,8 +14,7 @@ import pandas as pd
 import pytest
 
 import ordmix_core.io as oio
-from ordmix_core import decisions, options
-from ordmix_core.fitjob import (
+from ordmix_core.dashboard.fit_job import (
     FitJob,
     FitParams,
     ensemble_line,
@@ -25,8 +24,10 @@ from ordmix_core.fitjob import (
     moving_line,
     selection_explanation,
 )
-from ordmix_core.model import OrdinalMixture
-from ordmix_core.report import make_dataset
+from ordmix_core.dashboard.report import make_dataset
+from ordmix_core.estimators import options
+from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
+from ordmix_core.results import decisions
 
 DEMO = Path(__file__).resolve().parents[1] / "demo_data"
 SPAMMERS = set(
@@ -306,7 +307,7 @@ def test_summary_says_which_model_was_fitted_and_what_it_learned(demo, model):
 
 
 def test_in_words_joins_like_a_sentence():
-    from ordmix_core.fitjob import _in_words
+    from ordmix_core.dashboard.fit_job import _in_words
 
     assert [_in_words(p) for p in ([], ["a"], ["a", "b"], ["a", "b", "c"])] == [
         "", "a", "a and b", "a, b and c",
@@ -314,8 +315,8 @@ def test_in_words_joins_like_a_sentence():
 
 
 def test_no_spam_note_says_whether_the_model_or_the_user_left_spam_out():
-    from ordmix_core.fitjob import no_spam_note
-    from ordmix_core.simulate import simulate_crowd
+    from ordmix_core.dashboard.fit_job import no_spam_note
+    from ordmix_core.data.simulate import simulate_crowd
 
     clean = simulate_crowd(n_items=200, n_annotators=15, spammer_share=0.0, random_state=4)
     decided = OrdinalMixture(n_restarts=2, random_state=0).fit(clean.ratings)

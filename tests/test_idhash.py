@@ -12,7 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ordmix_core import data, idhash, jit
+from ordmix_core.data import crowd as data
+from ordmix_core.data import id_hash
+from ordmix_core.numerics import jit
 
 pytestmark = pytest.mark.skipif(not jit.USE_JIT, reason="idhash needs numba")
 
@@ -20,18 +22,18 @@ pytestmark = pytest.mark.skipif(not jit.USE_JIT, reason="idhash needs numba")
 @pytest.fixture
 def forced(monkeypatch):
     """Every array of text takes the fast path where it can."""
-    monkeypatch.setattr(idhash, "MIN_ROWS", 0)
-    monkeypatch.setattr(idhash, "many_distinct", lambda arr: True)
+    monkeypatch.setattr(id_hash, "MIN_ROWS", 0)
+    monkeypatch.setattr(id_hash, "many_distinct", lambda arr: True)
 
 
 def _reference(arr, monkeypatch):
     with monkeypatch.context() as m:
-        m.setattr(idhash, "sorted_codes", lambda arr: None)
+        m.setattr(id_hash, "sorted_codes", lambda arr: None)
         return data._code_arrow(arr)
 
 
 def _same(arr, monkeypatch) -> None:
-    fast = idhash.sorted_codes(arr)
+    fast = id_hash.sorted_codes(arr)
     assert fast is not None
     got, want = data._code_arrow(arr), _reference(arr, monkeypatch)
     np.testing.assert_array_equal(got[0], want[0])
@@ -42,7 +44,7 @@ def _same(arr, monkeypatch) -> None:
 # IDs up to 16 bytes of UTF-8, with the awkward bytes: NUL, spaces, multi-byte characters,
 # IDs that begin other IDs ("a" < "a\0" < "a\0\0"), the empty ID
 _ID = st.text(alphabet=st.sampled_from(["a", "b", "\x00", " ", "é", "字", "\U0001f600", "Z"]),
-              max_size=6).filter(lambda s: len(s.encode()) <= idhash.MAX_BYTES)  # fmt: skip
+              max_size=6).filter(lambda s: len(s.encode()) <= id_hash.MAX_BYTES)  # fmt: skip
 
 
 @settings(
@@ -74,7 +76,7 @@ def test_ids_at_the_key_boundaries_sort_in_byte_order(width, forced, monkeypatch
     ids = [*stems, *twins, "x" * width, "x" * (width - 1), "x" * width]
     arr = pa.array(ids, pa.string())
     _same(arr, monkeypatch)
-    codes, dictionary = idhash.sorted_codes(arr)
+    codes, dictionary = id_hash.sorted_codes(arr)
     uniq = dictionary.to_pylist()
     assert uniq == sorted(set(ids), key=lambda s: s.encode())
     assert [uniq[c] for c in codes] == ids
@@ -84,11 +86,11 @@ def test_ids_at_the_key_boundaries_sort_in_byte_order(width, forced, monkeypatch
 def test_ids_that_differ_only_in_trailing_nuls_stay_apart(part_bits, forced, monkeypatch):
     """ "a", "a\\0", "a\\0\\0" ... pack to the same two keys: only their lengths tell them
     apart, in the hash's probes too (two or four partitions: crowded tables, many probes)."""
-    monkeypatch.setattr(idhash, "PART_BITS", part_bits)
+    monkeypatch.setattr(id_hash, "PART_BITS", part_bits)
     ids = [f"{i}" + "\0" * k for i in range(300) for k in range(0, 16 - len(str(i)))]
     arr = pa.array(ids[::-1], pa.string())
     _same(arr, monkeypatch)
-    assert len(idhash.sorted_codes(arr)[1]) == len(set(ids))
+    assert len(id_hash.sorted_codes(arr)[1]) == len(set(ids))
 
 
 def test_radix_order_is_lexsorts_order():
@@ -96,21 +98,21 @@ def test_radix_order_is_lexsorts_order():
     k0 = rng.integers(0, 4, 5000).astype(np.uint64) << np.uint64(60)  # shared low digits
     k1 = rng.integers(0, 2**63, 5000).astype(np.uint64) * np.uint64(rng.integers(0, 2))
     ln = rng.integers(0, 17, 5000).astype(np.uint8)
-    got = idhash._radix_order([k0, k1, ln.astype(np.uint64)], [4, 4, 1])
+    got = id_hash._radix_order([k0, k1, ln.astype(np.uint64)], [4, 4, 1])
     np.testing.assert_array_equal(got, np.lexsort((ln, k1, k0)))
-    np.testing.assert_array_equal(idhash._radix_order([k0, k1], [4, 4]), np.lexsort((k1, k0)))
+    np.testing.assert_array_equal(id_hash._radix_order([k0, k1], [4, 4]), np.lexsort((k1, k0)))
 
 
 def test_steps_aside_for_long_ids_nulls_small_columns_and_few_distinct(forced, monkeypatch):
     long = pa.array(["a" * 17, "b"])  # 17 bytes: pyarrow's path codes it
-    assert idhash.sorted_codes(long) is None
+    assert id_hash.sorted_codes(long) is None
     assert data._code_arrow(long)[1].tolist() == ["a" * 17, "b"]
     multibyte = pa.array(["é" * 9])  # 9 characters, 18 bytes
-    assert idhash.sorted_codes(multibyte) is None
-    assert idhash.sorted_codes(pa.array(["a", None])) is None
-    assert idhash.sorted_codes(pa.array([1, 2])) is None
-    monkeypatch.setattr(idhash, "MIN_ROWS", 3)
-    assert idhash.sorted_codes(pa.array(["a", "b"])) is None
+    assert id_hash.sorted_codes(multibyte) is None
+    assert id_hash.sorted_codes(pa.array(["a", None])) is None
+    assert id_hash.sorted_codes(pa.array([1, 2])) is None
+    monkeypatch.setattr(id_hash, "MIN_ROWS", 3)
+    assert id_hash.sorted_codes(pa.array(["a", "b"])) is None
 
 
 def test_many_distinct_tells_instances_from_annotators():
@@ -118,21 +120,21 @@ def test_many_distinct_tells_instances_from_annotators():
     rng = np.random.default_rng(1)
     items = pa.array(np.char.add("item", rng.integers(0, n // 2, n).astype(str)))
     raters = pa.array(np.char.add("w", rng.integers(0, 2000, n).astype(str)))
-    assert idhash.many_distinct(items)
-    assert not idhash.many_distinct(raters)
-    assert not idhash.many_distinct(pa.array(["a"] * 10))
+    assert id_hash.many_distinct(items)
+    assert not id_hash.many_distinct(raters)
+    assert not id_hash.many_distinct(pa.array(["a"] * 10))
 
 
 def test_preload_starts_once_and_only_for_a_big_file(monkeypatch):
     started = []
-    monkeypatch.setattr(idhash, "_PRELOADED", type(idhash._PRELOADED)())
-    monkeypatch.setattr(idhash.threading, "Thread", lambda **kw: started.append(kw) or _NoThread())
-    idhash.preload(idhash.PRELOAD_BYTES - 1)
+    monkeypatch.setattr(id_hash, "_PRELOADED", type(id_hash._PRELOADED)())
+    monkeypatch.setattr(id_hash.threading, "Thread", lambda **kw: started.append(kw) or _NoThread())
+    id_hash.preload(id_hash.PRELOAD_BYTES - 1)
     assert not started
-    idhash.preload(idhash.PRELOAD_BYTES)
-    idhash.preload(idhash.PRELOAD_BYTES)
-    assert [kw["target"] for kw in started] == [idhash._load_kernels]
-    idhash._load_kernels()  # and the kernels it loads accept empty input
+    id_hash.preload(id_hash.PRELOAD_BYTES)
+    id_hash.preload(id_hash.PRELOAD_BYTES)
+    assert [kw["target"] for kw in started] == [id_hash._load_kernels]
+    id_hash._load_kernels()  # and the kernels it loads accept empty input
 
 
 class _NoThread:
@@ -142,10 +144,10 @@ class _NoThread:
 
 def test_a_big_column_takes_the_fast_path_through_normalize_columns(monkeypatch):
     """What ``io.read_ratings`` does with a table of text columns, at a patched size."""
-    monkeypatch.setattr(idhash, "MIN_ROWS", 1000)
+    monkeypatch.setattr(id_hash, "MIN_ROWS", 1000)
     calls = []
-    real = idhash.sorted_codes
-    monkeypatch.setattr(idhash, "sorted_codes", lambda arr: calls.append(len(arr)) or real(arr))
+    real = id_hash.sorted_codes
+    monkeypatch.setattr(id_hash, "sorted_codes", lambda arr: calls.append(len(arr)) or real(arr))
     rng = np.random.default_rng(2)
     n = 5000
     inst = np.char.add("doc", rng.integers(0, 4000, n).astype(str))
@@ -167,25 +169,25 @@ def test_the_readers_messages_hold_on_the_fast_path(monkeypatch, tmp_path):
     from ordmix_core import io
     from ordmix_core.errors import InputError
 
-    monkeypatch.setattr(idhash, "MIN_ROWS", 100)
-    monkeypatch.setattr(idhash, "PRELOAD_BYTES", 100)
-    monkeypatch.setattr(idhash, "_PRELOADED", type(idhash._PRELOADED)())
+    monkeypatch.setattr(id_hash, "MIN_ROWS", 100)
+    monkeypatch.setattr(id_hash, "PRELOAD_BYTES", 100)
+    monkeypatch.setattr(id_hash, "_PRELOADED", type(id_hash._PRELOADED)())
     taken = []  # per ID column asked: whether idhash coded it
-    real = idhash.sorted_codes
+    real = id_hash.sorted_codes
 
     def spy(arr):
         got = real(arr)
         taken.append(got is not None)
         return got
 
-    monkeypatch.setattr(idhash, "sorted_codes", spy)
+    monkeypatch.setattr(id_hash, "sorted_codes", spy)
     rows = [f"w{i % 7},doc{i:05d},{1 + i % 5}" for i in range(400)]
     good = tmp_path / "r.csv"
     good.write_text("annotator,instance,rating\n" + "\n".join(rows) + "\n")
     fast = io.read_ratings(good)
-    assert taken == [False, True] and idhash._PRELOADED.is_set()  # annotators: 7 distinct
+    assert taken == [False, True] and id_hash._PRELOADED.is_set()  # annotators: 7 distinct
     with monkeypatch.context() as m:
-        m.setattr(idhash, "sorted_codes", lambda arr: None)
+        m.setattr(id_hash, "sorted_codes", lambda arr: None)
         slow = io.read_ratings(good)
     for c in ("annotator", "instance"):
         assert list(fast[c].cat.categories) == list(slow[c].cat.categories)

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ordmix_core.data import prepare
+from ordmix_core.data.crowd import prepare
 from ordmix_core.errors import InputError
 from ordmix_core.io import (
     FORMULA_PREFIXES,
@@ -35,7 +35,7 @@ from ordmix_core.io import (
     write_csv,
     write_csv_chunks,
 )
-from ordmix_core.outpaths import atomic_output_dir
+from ordmix_core.results.output_paths import atomic_output_dir
 
 HDR = b"annotator,instance,rating\n"
 

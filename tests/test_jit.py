@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from ordmix_core import jit
+from ordmix_core.numerics import jit
 
 #: a handler registered before ordmix is imported runs after ordmix's (atexit is last in,
 #: first out), so it sees what ``freeze_at_exit`` did

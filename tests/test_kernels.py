@@ -1,4 +1,5 @@
-"""The fused kernel's scalar formulas against scipy and ``tn.py`` (and mpmath where installed)."""
+"""The fused kernel's scalar formulas against scipy and ``truncnorm.py`` (and mpmath where
+installed)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import numpy as np
 import pytest
 from scipy.special import erfcx, expit, xlogy
 
-from ordmix_core import kernels, tn
+from ordmix_core.numerics import truncnorm
+from ordmix_core.vb import kernels
 
 N_RANDOM = 200_000 if kernels.HAVE_NUMBA else 2_000  # pure Python without numba: keep it small
 
@@ -35,11 +37,11 @@ def _extreme_intervals() -> tuple[np.ndarray, ...]:
 
 
 def _scaled_errors(lo, hi, mean, prec, ref, got, flat: bool = False) -> dict[str, np.ndarray]:
-    """Differences divided by each statistic's natural scale and by tn.py's conditioning.
+    """Differences divided by each statistic's natural scale and by truncnorm.py's conditioning.
 
     Scales (standardised ends A, B; ``big = max(1, A^2, B^2)``): E[x] in sds times
     ``sqrt(big)``; Var[x] as ``big / prec``; log Z as ``max(1, |log Z|)``; the entropy as
-    ``max(1, |log Z|, big)`` (its log Z and E[s^2]/2 parts cancel). Conditioning: tn.py's own
+    ``max(1, |log Z|, big)`` (its log Z and E[s^2]/2 parts cancel). Conditioning: truncnorm.py's own
     error grows like ``eps * big`` in the tails (exp of a huge log) and ``eps / width`` for
     narrow intervals (a difference of CDFs), and as their product for narrow intervals far in a
     tail, so the tolerance is ``1e-12 + 4e-15 big (1 + 1/width)`` (``flat``: 1e-12).
@@ -92,7 +94,7 @@ def test_the_stored_erfcx_table_is_the_fit_and_cannot_change() -> None:
 @pytest.mark.parametrize("seed", [0, 1])
 def test_tn_stats_equal_reference_on_random_intervals(seed: int) -> None:
     lo, hi, mean, prec = _random_intervals(N_RANDOM, seed)
-    ref = tn.tn_stats(lo, hi, mean, prec)
+    ref = truncnorm.tn_stats(lo, hi, mean, prec)
     got = kernels.tn_stats(lo, hi, mean, prec)
     for f, err in _scaled_errors(lo, hi, mean, prec, ref, got).items():
         assert np.max(err) <= 2.0, f
@@ -114,7 +116,7 @@ def test_tn_stats_extreme_inputs_finite_and_close() -> None:
     assert np.all(got.var >= 0)
     assert np.all((got.ex >= lo) & (got.ex <= hi))
     with np.errstate(all="ignore"):
-        ref = tn.tn_stats(lo, hi, mean, prec)
+        ref = truncnorm.tn_stats(lo, hi, mean, prec)
     for f, err in _scaled_errors(lo, hi, mean, prec, ref, got).items():
         assert np.max(err) <= 2.0, f
 
@@ -123,7 +125,7 @@ def test_tn_stats_at_least_as_accurate_as_reference_mpmath() -> None:
     mp = pytest.importorskip("mpmath")
     mp.mp.dps = 60
     lo, hi, mean, prec = _random_intervals(N_RANDOM, 3)
-    ref = tn.tn_stats(lo, hi, mean, prec)
+    ref = truncnorm.tn_stats(lo, hi, mean, prec)
     got = kernels.tn_stats(lo, hi, mean, prec)
     err = _scaled_errors(lo, hi, mean, prec, ref, got)
     worst = np.unique(np.concatenate([np.argsort(-e)[:5] for e in err.values()]))
@@ -132,14 +134,14 @@ def test_tn_stats_at_least_as_accurate_as_reference_mpmath() -> None:
     cases += [(xlo[i], xhi[i], xmean[i], xprec[i]) for i in range(0, xlo.size, 37)]
     for c in cases:
         truth = _mp_tn(mp, *c)
-        r = tn.tn_stats(*[np.array([v]) for v in c])
+        r = truncnorm.tn_stats(*[np.array([v]) for v in c])
         g = kernels.tn_stats(*[np.array([v]) for v in c])
         sq = np.sqrt(c[3])
         big = max(1.0, ((c[0] - c[2]) * sq) ** 2, ((c[1] - c[2]) * sq) ** 2)
         scale = {"ex": np.sqrt(big) / sq, "log_z": max(1.0, abs(truth["log_z"])),
                  "entropy": max(1.0, abs(truth["log_z"]), big), "var": big / c[3]}  # fmt: skip
         width = (c[1] - c[0]) * sq
-        tol = 1e-12 + 4e-15 * (big + 1.0 / width)  # the conditioning without tn.py's product
+        tol = 1e-12 + 4e-15 * (big + 1.0 / width)  # the conditioning without truncnorm.py's product
         for f, s in scale.items():
             e_ref = abs(getattr(r, f)[0] - truth[f]) / s
             e_got = abs(getattr(g, f)[0] - truth[f]) / s
@@ -188,7 +190,7 @@ def test_log1p_fast() -> None:
 def test_far_tail_matches_exponential_asymptotics(side: float) -> None:
     """Far in a tail q(x) is exponential with rate |b| sqrt(prec): E[x] ~ end + 1/rate.
 
-    Here tn.py loses ~eps * b^2 in log space (its E[x] is off in the 4th digit at b = 1e4);
+    Here truncnorm.py loses ~eps * b^2 in log space (its E[x] is off in the 4th digit at b = 1e4);
     the kernel keeps the asymptotics.
     """
     prec = np.array([1.0, 1e3, 1e6])
@@ -238,7 +240,7 @@ def test_import_and_version_without_a_writable_cache(tmp_path, temp_usable: bool
         XDG_CACHE_HOME=str(blocked / "cache"),
     )  # fmt: skip
     version = subprocess.run(
-        [sys.executable, "-m", "ordmix_core.cli", "--version"],
+        [sys.executable, "-m", "ordmix_core.cli.main", "--version"],
         env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert version.returncode == 0, version.stderr
@@ -317,7 +319,7 @@ def test_passes_hand_the_turn_over_while_they_run():
 def test_compiled_division_by_zero_is_numpys():
     """``jit.jit`` compiles with numpy's error model: 1/0 is inf, not a ZeroDivisionError (no
     check before every division in the passes)."""
-    from ordmix_core import jit
+    from ordmix_core.numerics import jit
 
     def inverse(x):
         return 1.0 / x
@@ -330,7 +332,7 @@ def test_eps_block_compiled_is_the_numpy_one_bit_for_bit():
     """The same sums in the same order and the same Newton steps: identical bits."""
     from scipy.special import expit
 
-    from ordmix_core import updates
+    from ordmix_core.vb import updates
 
     rng = np.random.default_rng(3)
     n, size = 40, 3000

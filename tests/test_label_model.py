@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import minimize
 
-from ordmix_core import label_model as lm
+from ordmix_core.results import label_model as lm
 
 
 def test_design_builds_adjacent_category_logits():

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ordmix_core import libm
+from ordmix_core.numerics import libm
 
 VALUES = np.concatenate(
     [

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ordmix_core import metrics
 from ordmix_core.errors import InputError
-from ordmix_core.metrics import evaluate, mse, ndcg, pearson
+from ordmix_core.evaluation import metrics
+from ordmix_core.evaluation.metrics import evaluate, mse, ndcg, pearson
 
 TREC = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "trec-rf10"
 D2 = 1 / math.log2(3)  # discount of rank 2
@@ -194,7 +194,7 @@ def test_the_shipped_labels_are_scored_when_given() -> None:
     """``labels`` (a clear majority, say) are scored, not ``proba``'s most probable level."""
     import pandas as pd
 
-    from ordmix_core.metrics import evaluate
+    from ordmix_core.evaluation.metrics import evaluate
 
     idx = pd.Index(["a", "b", "c", "d"])
     gold = pd.Series([1.0, 2.0, 3.0, 1.0], index=idx)

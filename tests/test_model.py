@@ -8,10 +8,11 @@ import pandas as pd
 import pytest
 from _shared import need_trec
 
-from ordmix_core import InputError, OrdinalMixture, kernels
-from ordmix_core.metrics import evaluate
-from ordmix_core.restarts import RestartRun, select
-from ordmix_core.simulate import simulate_crowd
+from ordmix_core import InputError, OrdinalMixture
+from ordmix_core.data.simulate import simulate_crowd
+from ordmix_core.evaluation.metrics import evaluate
+from ordmix_core.fit.restarts import RestartRun, select
+from ordmix_core.vb import kernels
 
 DEMO_TREC = Path(__file__).resolve().parents[1] / "demo_data" / "trec-rf10-ratings.csv"
 
@@ -309,7 +310,7 @@ def _crowd(spammer_share: float):
 
 @pytest.mark.parametrize("spammer_share", [0.0, 0.3])
 def test_default_decides_the_spam_component_from_the_evidence(spammer_share):
-    from ordmix_core.model import SPAM_EVIDENCE, spam_evidence
+    from ordmix_core.estimators.ordinal_mixture import SPAM_EVIDENCE, spam_evidence
 
     ratings = _crowd(spammer_share)
     m = OrdinalMixture(n_restarts=3, random_state=5).fit(ratings)
@@ -343,8 +344,8 @@ def test_no_spam_decision_when_told_or_with_the_papers_model(kw):
 
 
 def test_spam_options_help_states_the_evidence_threshold():
-    from ordmix_core.model import SPAM_EVIDENCE
-    from ordmix_core.options import option
+    from ordmix_core.estimators.options import option
+    from ordmix_core.estimators.ordinal_mixture import SPAM_EVIDENCE
 
     assert f"at least {SPAM_EVIDENCE:.0%} of the ratings" in option("spam").help
 
@@ -360,7 +361,7 @@ def test_a_collapsed_spam_fit_is_kept_not_refitted_without_spam():
 
 
 def test_the_spam_decisions_flags_are_the_outputs_flags():
-    from ordmix_core import decisions, outputs
+    from ordmix_core.results import decisions, outputs
 
     m = OrdinalMixture(n_restarts=2, random_state=0).fit(_crowd(0.3))
     assert m.spam_ and m.annotator_flags_ is not None

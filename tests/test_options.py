@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from ordmix_core import InputError
-from ordmix_core.cli import build_parser
-from ordmix_core.data import GRANULARITIES, Scale
-from ordmix_core.model import OrdinalMixture
-from ordmix_core.options import (
+from ordmix_core.cli.main import build_parser
+from ordmix_core.data.crowd import GRANULARITIES, Scale
+from ordmix_core.data.simulate import simulate_crowd
+from ordmix_core.estimators.options import (
     MAX_ITER,
     MAX_RESTARTS,
     OPTIONS,
@@ -23,7 +23,7 @@ from ordmix_core.options import (
     to_estimator_kwargs,
     validate_params,
 )
-from ordmix_core.simulate import simulate_crowd
+from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
 
 SIGNATURE = {
     k: p.default
@@ -50,7 +50,7 @@ def test_one_entry_per_estimator_parameter_with_the_estimators_default():
 
 
 def test_defaults_are_read_from_the_signature_not_restated(monkeypatch):
-    import ordmix_core.options as options_mod
+    import ordmix_core.estimators.options as options_mod
 
     monkeypatch.setattr(
         options_mod, "_signature_defaults", lambda: {**SIGNATURE, "tol": 0.25, "n_restarts": 7}
@@ -297,7 +297,7 @@ def _message(kind, value) -> str:
 
 
 def test_each_real_range_is_described_as_it_is_checked():
-    from ordmix_core.options import Real
+    from ordmix_core.estimators.options import Real
 
     cases = [  # (kind, its description, a value just inside, a value just outside)
         (Real(), "a finite number", -1e300, float("inf")),
@@ -320,7 +320,7 @@ def test_each_real_range_is_described_as_it_is_checked():
 
 
 def test_parsers_name_the_text_they_refuse():
-    from ordmix_core.options import Real, Whole
+    from ordmix_core.estimators.options import Real, Whole
 
     assert Whole(1).parse(" 3 ") == 3 and Real().parse(" -2.5 ") == -2.5
     for kind, text in ((Whole(1, 5), "three"), (Real(0.0), "1,5"), (Whole(1), "2.5")):
@@ -331,7 +331,7 @@ def test_parsers_name_the_text_they_refuse():
 
 
 def test_long_values_are_shown_cut_to_60_characters():
-    from ordmix_core.options import _show
+    from ordmix_core.estimators.options import _show
 
     exact = "x" * 58  # repr adds two quotes: 60 characters, shown whole
     assert _show(exact) == repr(exact)
@@ -420,7 +420,7 @@ def test_scale_kind_takes_a_scale_text_or_numbers_and_refuses_what_cannot_be_a_s
 def test_scale_span_limit_is_inclusive_and_measured_end_to_end():
     import warnings
 
-    from ordmix_core.options import MAX_SCALE_SPAN, check_scale
+    from ordmix_core.estimators.options import MAX_SCALE_SPAN, check_scale
 
     check_scale(Scale(np.array([0.0, MAX_SCALE_SPAN])))  # exactly the limit: allowed
     check_scale(Scale(np.array([7.0])))  # one level: no span
@@ -501,7 +501,7 @@ def test_previous_fit_takes_a_folder_or_a_fitted_result():
 
 
 def test_register_estimator_switches_the_source_of_the_defaults():
-    from ordmix_core.options import estimator_default, register_estimator
+    from ordmix_core.estimators.options import estimator_default, register_estimator
 
     class Other:
         def __init__(self, tol=0.125, n_restarts=9):
@@ -574,8 +574,8 @@ def test_each_flag_help_group_choices_and_metavar_come_from_its_entry():
 def test_default_text_of_an_option_without_a_default(monkeypatch):
     """No flag in today's table shows a None default (their help says it), but the rule is:
     the kind's words for None, else "none"."""
-    import ordmix_core.options as options_mod
-    from ordmix_core.options import Option, Real, _default_text
+    import ordmix_core.estimators.options as options_mod
+    from ordmix_core.estimators.options import Option, Real, _default_text
 
     mu = Option("mu", Real(none="the mean of the scale"), "prior mean", "l", flag="--mu")
     assert _default_text(mu) == "the mean of the scale"
@@ -589,8 +589,8 @@ def test_default_text_of_an_option_without_a_default(monkeypatch):
 
 def test_flag_help_is_only_a_switchs(monkeypatch):
     """``flag_help`` says what giving a switch does; a flag that takes a value shows ``help``."""
-    import ordmix_core.options as options_mod
-    from ordmix_core.options import Option, Real
+    import ordmix_core.estimators.options as options_mod
+    from ordmix_core.estimators.options import Option, Real
 
     value = Option("tol", Real(0.0), "the help", "l", flag="--tol", flag_help="not shown")
     switch = Option("spam", option("spam").kind, "h", "l", flag="--x", const=False,

@@ -10,16 +10,16 @@ from pathlib import Path
 import pytest
 from _cli_helpers import NOBODY, as_user, read_only_dir, run_cli, run_unprivileged, shared_dir
 
-import ordmix_core.experiments  # noqa: F401 - imported before no_compute patches its import
+import ordmix_core.evaluation.experiments  # noqa: F401 - imported before no_compute patches its import
 from ordmix_core import InputError
-from ordmix_core.outpaths import (
+from ordmix_core.data.simulate import simulate_crowd
+from ordmix_core.results.output_paths import (
     FIT_FILES,
     check_input_file,
     check_output_dir,
     check_output_file,
     safe_output_dir,
 )
-from ordmix_core.simulate import simulate_crowd
 
 
 @pytest.fixture(scope="module")
@@ -57,9 +57,9 @@ def no_compute(monkeypatch):
     def boom(*a, **k):
         raise AssertionError("a fit started before the output path was checked")
 
-    monkeypatch.setattr("ordmix_core.model.OrdinalMixture.fit", boom)
-    monkeypatch.setattr("ordmix_core.compare.compare_methods", boom)
-    monkeypatch.setattr("ordmix_core.experiments.compare_methods", boom)
+    monkeypatch.setattr("ordmix_core.estimators.ordinal_mixture.OrdinalMixture.fit", boom)
+    monkeypatch.setattr("ordmix_core.evaluation.compare.compare_methods", boom)
+    monkeypatch.setattr("ordmix_core.evaluation.experiments.compare_methods", boom)
 
 
 # --------------------------------------------------------------------------- data loss
@@ -201,7 +201,7 @@ def test_interrupted_run_keeps_the_previous_output(crowd_files, tmp_path, monkey
         raise InputError("the disk is full")
 
     # cmd_fit imports the writer from outputs when it writes: patch it there
-    monkeypatch.setattr("ordmix_core.outputs.write_fit_outputs", fail)
+    monkeypatch.setattr("ordmix_core.results.outputs.write_fit_outputs", fail)
     rc, err = run(["fit", crowd_files / "r.csv", "--out", out, "--restarts", "1", "--quiet"])
     assert rc == 2 and err == ["ordmix: error: the disk is full"]
     assert snapshot(out) == before
@@ -261,7 +261,15 @@ def test_fifo_input_subprocess_exits_2_promptly(tmp_path):
     fifo = tmp_path / "r.csv"
     os.mkfifo(fifo)
     res = subprocess.run(
-        [sys.executable, "-m", "ordmix_core.cli", "fit", str(fifo), "--out", str(tmp_path / "o")],
+        [
+            sys.executable,
+            "-m",
+            "ordmix_core.cli.main",
+            "fit",
+            str(fifo),
+            "--out",
+            str(tmp_path / "o"),
+        ],
         capture_output=True,
         text=True,
         timeout=60,

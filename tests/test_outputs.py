@@ -16,11 +16,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ordmix_core import decisions, outputs
 from ordmix_core import io as oio
-from ordmix_core.cli import main
-from ordmix_core.model import OrdinalMixture
-from ordmix_core.simulate import simulate_crowd
+from ordmix_core.cli.main import main
+from ordmix_core.data.simulate import simulate_crowd
+from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
+from ordmix_core.results import decisions, outputs
 
 ROOT = Path(__file__).resolve().parents[1]
 RATINGS = ROOT / "demo_data" / "simulated-ratings.csv"

@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 from _cli_helpers import run_cli
 
-from ordmix_core.outputs import FILES
-from ordmix_core.simulate import simulate_crowd
+from ordmix_core.data.simulate import simulate_crowd
+from ordmix_core.results.outputs import FILES
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "outputs.md"
 

@@ -18,7 +18,7 @@ import pytest
 from scipy.special import logit
 
 from ordmix_core import OrdinalMixture as _OrdinalMixture
-from ordmix_core.simulate import simulate_crowd
+from ordmix_core.data.simulate import simulate_crowd
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 

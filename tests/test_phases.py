@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from test_vb import STATE_FIELDS, initial_state, make_problem
 
-from ordmix_core import phases, updates, vb
-from ordmix_core.data import prepare
-from ordmix_core.simulate import simulate_crowd
+from ordmix_core.data.crowd import prepare
+from ordmix_core.data.simulate import simulate_crowd
+from ordmix_core.vb import phases, sweep, updates
 
 
 @pytest.fixture(scope="module")
@@ -19,7 +19,9 @@ def problem():
     return p, initial_state(data, p, seed=5)
 
 
-def chain(p: vb.Problem, s: vb.State, n: int, forget: bool) -> tuple[vb.State, list[float]]:
+def chain(
+    p: sweep.Problem, s: sweep.State, n: int, forget: bool
+) -> tuple[sweep.State, list[float]]:
     bounds = []
     for _ in range(n):
         if forget:

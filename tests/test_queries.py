@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ordmix_core.queries import instance_queries, query_clash
+from ordmix_core.data.queries import instance_queries, query_clash
 
 
 def _reference(inst: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, int | None]:

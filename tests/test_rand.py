@@ -1,6 +1,6 @@
 import numpy as np
 
-from ordmix_core.rand import id_hash, keyed_normal, keyed_uniform
+from ordmix_core.numerics.keyed_random import id_hash, keyed_normal, keyed_uniform
 
 
 def test_draw_follows_the_id_not_its_position():

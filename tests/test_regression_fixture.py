@@ -43,9 +43,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ordmix_core import kernels
+from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
 from ordmix_core.io import read_ratings
-from ordmix_core.model import OrdinalMixture
+from ordmix_core.vb import kernels
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

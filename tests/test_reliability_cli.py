@@ -17,8 +17,8 @@ import pytest
 from _cli_helpers import NOBODY, as_user, run_cli, shared_dir
 
 from ordmix_core import InputError
-from ordmix_core.model import OrdinalMixture
-from ordmix_core.simulate import simulate_crowd
+from ordmix_core.data.simulate import simulate_crowd
+from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "reliability.md"
 
@@ -478,7 +478,7 @@ def test_a_refused_parquet_exits_2_with_one_line_every_time(tmp_path):
     ids = [f"a{i % 7}" for i in range(3000)], [f"i{i % 500}" for i in range(3000)]
     table = pa.table({"annotator": ids[0], "instance": ids[1], "rating": ratings})
     pq.write_table(table, tmp_path / "nested.parquet", row_group_size=100)
-    argv = [sys.executable, "-c", "from ordmix_core.cli import run; run()", "fit"]
+    argv = [sys.executable, "-c", "from ordmix_core.cli.main import run; run()", "fit"]
     argv += [str(tmp_path / "nested.parquet"), "--out", str(tmp_path / "out")]
     procs = [
         subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -8,11 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import ordmix_core.data as data_mod
+import ordmix_core.data.crowd as data_mod
 import ordmix_core.io as oio
-from ordmix_core.errors import InputError
-from ordmix_core.fitjob import FitJob, FitParams
-from ordmix_core.report import (
+from ordmix_core.dashboard.fit_job import FitJob, FitParams
+from ordmix_core.dashboard.report import (
     best_at,
     best_methods,
     comparison_words,
@@ -20,6 +19,7 @@ from ordmix_core.report import (
     make_dataset,
     validation_report,
 )
+from ordmix_core.errors import InputError
 
 DEMO = Path(__file__).resolve().parents[1] / "demo_data"
 

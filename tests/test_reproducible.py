@@ -20,10 +20,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ordmix_core import OrdinalMixture, accel, model, outputs, reference, restarts, settle
+from ordmix_core import OrdinalMixture
+from ordmix_core.data.simulate import simulate_crowd
 from ordmix_core.errors import ConvergenceWarning
+from ordmix_core.estimators import ordinal_mixture
+from ordmix_core.fit import acceleration, restarts, settle
 from ordmix_core.io import read_ratings
-from ordmix_core.simulate import simulate_crowd
+from ordmix_core.results import outputs
+from ordmix_core.vb import reference
 
 TREC = Path(__file__).resolve().parents[1] / "demo_data" / "trec-rf10-ratings.csv"
 
@@ -44,12 +48,12 @@ def crowd() -> pd.DataFrame:
 #: the real ``select`` and ``alternative``: a second ``_fit_keeping_runs`` in a test must not
 #: wrap the first's spy (which would then overwrite the first fit's runs with the second's)
 _SELECT = restarts.select
-_ALTERNATIVE = accel.alternative
+_ALTERNATIVE = acceleration.alternative
 
 
 def _fit_keeping_runs(monkeypatch, df: pd.DataFrame, **kw) -> tuple[OrdinalMixture, dict]:
     """A quiet fit and its restarts' final ``RestartRun`` by restart (taken at selection);
-    under ``"alternative"``, when the fit made one, ``accel.alternative``'s arguments
+    under ``"alternative"``, when the fit made one, ``acceleration.alternative``'s arguments
     ``(engine, state, window)`` and its result ``(state, bound, sweeps)``."""
     seen: dict = {}
 
@@ -63,7 +67,7 @@ def _fit_keeping_runs(monkeypatch, df: pd.DataFrame, **kw) -> tuple[OrdinalMixtu
         return out
 
     monkeypatch.setattr(restarts, "select", spy)
-    monkeypatch.setattr(accel, "alternative", alternative)
+    monkeypatch.setattr(acceleration, "alternative", alternative)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         m = OrdinalMixture(**kw).fit(df)
@@ -112,7 +116,7 @@ def test_the_default_fit_of_trec_writes_the_same_bytes_on_any_thread_count_or_cp
         env = dict(os.environ, **extra)
         argv = ["fit", str(TREC), "--out", str(tmp_path / name), "--seed", "0"]
         done = subprocess.run(
-            [sys.executable, "-m", "ordmix_core.cli", *argv],
+            [sys.executable, "-m", "ordmix_core.cli.main", *argv],
             env=env, capture_output=True, text=True, timeout=600,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
@@ -156,7 +160,7 @@ def test_a_tighter_tolerance_continues_the_default_winners_path_on_trec(
     exactly as the default's did (the same bound, sweep for sweep) and then goes on from
     where it stopped. Measured: seed 0, restart 1 wins both, 116 and 149 mixture sweeps,
     items move by at most 0.004; seed 1, restart 3, 69 and 290 sweeps, 0.004. Before the
-    exact eps step (``accel.make_step``) annotators left 0 or 1 by a few per cent a sweep
+    exact eps step (``acceleration.make_step``) annotators left 0 or 1 by a few per cent a sweep
     and the tighter fit followed them for hundreds of sweeps: 0.006 at seed 0, 0.103 at seed
     1 (0.44 and 0.11 at seeds 2 and 3, now 0.001 and 0.001: ``docs/benchmarks.md``;
     ``test_a_stop_beside_an_annotators_slow_point_is_settled_on_trec``,
@@ -181,7 +185,7 @@ def test_a_stop_beside_an_annotators_slow_point_is_settled_on_trec(trec, monkeyp
     """The default fit of TREC RF10 at seed 3 stops with annotator w241 (14 ratings) at eps
     0.999 and leaving it (still moving); a 100x tighter fit takes it to 0.78 over 87 more
     sweeps and moves one of its items by 0.10. Solving its block with its items at the stop
-    (``accel.make_settle``) makes that move: the default ends within 0.01 of the tighter fit
+    (``acceleration.make_settle``) makes that move: the default ends within 0.01 of the tighter fit
     (0.001 measured, 90 mixture sweeps instead of 73), and without it 0.10 away."""
     default, runs = _fit_keeping_runs(monkeypatch, trec, random_state=3)
     best = default.best_restart_
@@ -193,7 +197,7 @@ def test_a_stop_beside_an_annotators_slow_point_is_settled_on_trec(trec, monkeyp
     assert tight.best_restart_ == best
     moved = np.abs(runs[best].state.mu_m - tight_runs[best].state.mu_m)
     assert moved.max() < 0.01, moved.max()
-    monkeypatch.setattr(accel, "make_settle", lambda engine, enabled: None)
+    monkeypatch.setattr(acceleration, "make_settle", lambda engine, enabled: None)
     unsettled, plain_runs = _fit_keeping_runs(monkeypatch, trec, random_state=3)
     assert unsettled.best_restart_ == best
     moved = np.abs(plain_runs[best].state.mu_m - tight_runs[best].state.mu_m)
@@ -207,7 +211,7 @@ def test_a_settle_that_moves_an_item_by_a_third_of_tol_estimate_is_taken_on_trec
     """The default fit of TREC RF10 at seed 2 stops (58 mixture sweeps) with w708's eps at
     0.706 and still moving; a 100x tighter fit takes it to 0.693 and moves one of its items by
     0.013. The settle's rounds over w708's block, left at ``settle.DROP_ANNOTATORS``, move that
-    item by 0.013 as well, which is ``accel.SETTLE_MOVE`` of ``tol_estimate`` or more, so the
+    item by 0.013 as well, which is ``acceleration.SETTLE_MOVE`` of ``tol_estimate`` or more, so the
     run goes on from there (77 sweeps) and ends within 0.01 of the tighter fit (0.001
     measured). Left at ``settle.DROP`` the rounds stop at 0.703 (the item moves 0.0035), and
     undoing a stop only at ``tol_estimate`` keeps it: 0.013 either way."""
@@ -224,9 +228,13 @@ def test_a_settle_that_moves_an_item_by_a_third_of_tol_estimate_is_taken_on_trec
 
     assert distance() < 0.01
     with monkeypatch.context() as m:
-        m.setattr(model, "settle_items", partial(settle.settle_items, drop_annotators=settle.DROP))
+        m.setattr(
+            ordinal_mixture,
+            "settle_items",
+            partial(settle.settle_items, drop_annotators=settle.DROP),
+        )
         assert distance() > 0.01
-    monkeypatch.setattr(accel, "SETTLE_MOVE", 1.0)
+    monkeypatch.setattr(acceleration, "SETTLE_MOVE", 1.0)
     assert distance() > 0.01
 
 
@@ -392,7 +400,7 @@ def test_the_default_fit_of_trec_marks_what_its_still_moving_annotators_decide(
     assert 1 <= moving.sum() <= 5
     # both leave their end (none only drifts): the reference mirrors them by hand, then runs
     # plain numpy sweeps until the bound's relative change is below POLISH_TOL
-    leaving = accel.escaping(window, accel.MOVING_GROWTH)
+    leaving = acceleration.escaping(window, acceleration.MOVING_GROWTH)
     assert leaving.tolist() == np.flatnonzero(moving).tolist()
     p = engine.problems[True]
     s = state.copy()
@@ -401,7 +409,7 @@ def test_the_default_fit_of_trec_marks_what_its_still_moving_annotators_decide(
     while len(bounds) < 2 or abs(bounds[-1] - bounds[-2]) >= restarts.POLISH_TOL * abs(bounds[-1]):
         s, f = reference.sweep_numpy(p, s)
         bounds.append(f)
-        assert len(bounds) <= accel.ALT_MAX_SWEEPS
+        assert len(bounds) <= acceleration.ALT_MAX_SWEEPS
     assert n_alt == len(bounds)
     assert f_alt == pytest.approx(bounds[-1], rel=1e-10)
     np.testing.assert_allclose(alt.mu_m, s.mu_m, rtol=0, atol=1e-7)
@@ -472,7 +480,7 @@ def test_a_stopped_fit_makes_no_alternative(monkeypatch) -> None:
         calls.append(args)
         return _ALTERNATIVE(*args, **kwargs)
 
-    monkeypatch.setattr(accel, "alternative", alternative)
+    monkeypatch.setattr(acceleration, "alternative", alternative)
     kw = dict(n_restarts=3, random_state=3)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -16,9 +16,9 @@ import pytest
 from _sweeps import record_sweeps
 
 from ordmix_core import OrdinalMixture as _OrdinalMixture
-from ordmix_core import restarts
-from ordmix_core.model import CollapseWarning
-from ordmix_core.simulate import simulate_crowd
+from ordmix_core.data.simulate import simulate_crowd
+from ordmix_core.estimators.ordinal_mixture import CollapseWarning
+from ordmix_core.fit import restarts
 
 #: the schedule of the paper's model (two stages per restart: warm-up, mixture); the
 #: extended default adds a uniform-spam stage, tested in test_extensions.py
@@ -273,7 +273,7 @@ def test_collapse_warning_from_a_real_fit() -> None:
     assert not plain.collapsed_
 
 
-@pytest.mark.filterwarnings("ignore::ordmix_core.model.CollapseWarning")
+@pytest.mark.filterwarnings("ignore::ordmix_core.estimators.ordinal_mixture.CollapseWarning")
 def test_pruning_does_not_turn_a_healthy_fit_into_a_collapsed_one(guarded) -> None:
     """Successive halving ranks unfinished restarts by bound, which favours the ones heading
     for the all-spam solution: here it drops all three restarts that end healthy. With the

@@ -1,5 +1,5 @@
 """``settle.settle_items``: each item's block solved with the annotators held, and the stop it
-may undo (``accel.make_settle``, ``restarts.advance``)."""
+may undo (``acceleration.make_settle``, ``restarts.advance``)."""
 
 from __future__ import annotations
 
@@ -13,24 +13,26 @@ from hypothesis import strategies as st
 from test_extensions import EXTENSIONS, problem_and_state
 from test_properties import crowds
 
-from ordmix_core import OrdinalMixture, accel, restarts, settle, vb
-from ordmix_core.data import Scale
-from ordmix_core.simulate import simulate_crowd
+from ordmix_core import OrdinalMixture
+from ordmix_core.data.crowd import Scale
+from ordmix_core.data.simulate import simulate_crowd
+from ordmix_core.fit import acceleration, restarts, settle
+from ordmix_core.vb import sweep
 
 FAST = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-def web_item() -> tuple[vb.Problem, vb.State]:
+def web_item() -> tuple[sweep.Problem, sweep.State]:
     """One item of the Web set (web-zhou2014, seed 2), rated 4, 3, 4, 1, 5, 5, with its six
     raters' factors and the hyperparameters where the default fit stopped (rounded). It
     stopped at 3.75 with the 1 called spam; a 100x tighter fit ended at 3.41, the 1 let in."""
-    p = vb.Problem.create(
+    p = sweep.Problem.create(
         Scale(np.arange(1.0, 6.0)), pi=np.full(5, 0.2), mu=3.0, lam=0.1,
         phi=2.0, eta=1.0, ordinal=True, spam=True, exact=True, n_per_ann=np.full(6, 100),
         n_categories=1, bias=True, spam_dist="global",
     )  # fmt: skip
     p = p.with_ratings(np.arange(6), np.zeros(6), np.zeros(6), np.array([3, 2, 3, 0, 4, 4]), 1)
-    s = vb.State(
+    s = sweep.State(
         mu_m=np.array([3.7502]), lam_m=np.array([7.1456]),
         tau_shape=np.array([423.13, 195.84, 444.63, 138.66, 34.268, 38.350]),
         tau_rate=np.array([300.57, 154.80, 288.39, 113.63, 26.115, 30.781]),
@@ -56,14 +58,14 @@ def test_an_item_at_a_slow_point_of_its_own_is_settled() -> None:
     again, _ = settle.settle_items(p, new, drop=0.0, floor=0.0)
     assert abs(again.mu_m[0] - new.mu_m[0]) < settle.DROP
     # and the 1 is no longer called spam there (q(y) of the next sweep, annotators held)
-    swept, _ = vb.sweep(p, new)
-    assert swept.omega[3] > 0.5 > vb.sweep(p, s)[0].omega[3]
+    swept, _ = sweep.sweep(p, new)
+    assert swept.omega[3] > 0.5 > sweep.sweep(p, s)[0].omega[3]
 
 
-def _sweeps(p: vb.Problem, s: vb.State, n: int) -> tuple[vb.State, float]:
+def _sweeps(p: sweep.Problem, s: sweep.State, n: int) -> tuple[sweep.State, float]:
     f = -np.inf
     for _ in range(n):
-        s, f = vb.sweep(p, s)
+        s, f = sweep.sweep(p, s)
     return s, f
 
 
@@ -78,7 +80,7 @@ def test_the_next_sweep_never_falls_below_the_last_and_only_the_blocks_move(
     s, f = _sweeps(p, s, n)
     named = (bits >> np.arange(p.n_annotators)) % 2 == 1  # the annotators whose blocks move
     new, moved = settle.settle_items(p, s, named)
-    _, f_next = vb.sweep(p, new)
+    _, f_next = sweep.sweep(p, new)
     assert f_next >= f - 1e-9 * max(1.0, abs(f))
     assert np.allclose(moved, np.abs(new.mu_m - s.mu_m))
     for name in ("tau_shape", "tau_rate", "eps", "bias_mean", "bias_prec"):
@@ -122,28 +124,28 @@ def _stop() -> SimpleNamespace:
 
 def test_a_stop_is_undone_only_when_an_item_moves_by_a_share_of_tol_estimate() -> None:
     stop = _stop()
-    edge = accel.SETTLE_MOVE * 0.01
+    edge = acceleration.SETTLE_MOVE * 0.01
     assert 0 < edge < 0.01
     run = restarts.RestartRun(0, "random", stop, polish_from=2, changes=[1.0] * 9)
     # annotator 1 leaving 1 (1 - eps grows by 5% a sweep), the others settled
     run.eps_window.extend(np.array([0.3, 1 - 1e-3 * 1.05**k, 0.7]) for k in range(15))
     engine = _Engine(edge * 0.99)
-    small = accel.make_settle(engine, True)
+    small = acceleration.make_settle(engine, True)
     assert small(run, 0.01) is False and run.state is stop and run.polish_from == 2
     # the annotators whose blocks are solved: those still moving over the window
     assert engine.annotators.tolist() == [False, True, False]
-    big = accel.make_settle(_Engine(edge), True)
+    big = acceleration.make_settle(_Engine(edge), True)
     assert big(run, 0.01) is True and run.state.settled is stop
     assert run.polish_from == 9 and not run.eps_window  # the estimates' windows begin again
     assert big(run, 0.0) is False  # never with the bound-only rule
-    assert accel.make_settle(_Engine(1.0), False) is None
+    assert acceleration.make_settle(_Engine(1.0), False) is None
     engine = _Engine(1.0)
-    settle_fn = accel.make_settle(engine, True)
+    settle_fn = acceleration.make_settle(engine, True)
     run = restarts.RestartRun(0, "random", _stop())
-    assert [settle_fn(run, 0.01) for _ in range(5)] == [True] * accel.MAX_SETTLES + [False] * (
-        5 - accel.MAX_SETTLES
-    )
-    assert engine.calls == accel.MAX_SETTLES
+    assert [settle_fn(run, 0.01) for _ in range(5)] == [True] * acceleration.MAX_SETTLES + [
+        False
+    ] * (5 - acceleration.MAX_SETTLES)
+    assert engine.calls == acceleration.MAX_SETTLES
 
 
 def test_advance_goes_on_from_a_settled_stop_in_the_mixture_only() -> None:
@@ -163,7 +165,7 @@ def test_advance_goes_on_from_a_settled_stop_in_the_mixture_only() -> None:
     for key, expect in ((True, 2), (False, 0), ("uniform", 0)):
         engine, start = Once(1.0), _stop()
         run = restarts.RestartRun(0, "random", start)
-        settle_fn = accel.make_settle(engine, True)
+        settle_fn = acceleration.make_settle(engine, True)
         restarts.advance(run, step, key, 200, 200, 1e-6, None, 0, None, 0.03, settle_fn)
         assert run.converged and engine.calls == expect
         if key is True:
@@ -182,7 +184,7 @@ def test_the_default_fit_settles_only_with_the_exact_eps_step(monkeypatch) -> No
         calls.append(1)
         return real(p, s, *args, **kwargs)
 
-    monkeypatch.setattr("ordmix_core.model.settle_items", spy)
+    monkeypatch.setattr("ordmix_core.estimators.ordinal_mixture.settle_items", spy)
     crowd = simulate_crowd(n_items=200, n_annotators=20, spammer_share=0.3, random_state=2)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -7,7 +7,7 @@ import hashlib
 
 import numpy as np
 
-from ordmix_core.simulate import simulate_crowd
+from ordmix_core.data.simulate import simulate_crowd
 
 #: sha256 of ``simulate_crowd(random_state=0).ratings.to_csv(index=False)`` as drawn before
 #: the options existed (the crowds of tests, benchmarks and the demo must not move)

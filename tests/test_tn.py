@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from scipy.integrate import quad
 from scipy.stats import norm, truncnorm
 
-from ordmix_core.tn import log_diff_ndtr, tn_stats
+from ordmix_core.numerics.truncnorm import log_diff_ndtr, tn_stats
 
 
 def _reference(lo, hi, mean, prec):
@@ -76,7 +76,7 @@ def test_far_tail_threshold_is_where_the_exponential_becomes_more_accurate(monke
     """``FAR_TAIL``: below it e2 - m^2 gives Var[x] more precisely than the exponential tail,
     above it less (measured against mpmath; a unit-width interval, the worst case)."""
     mp = pytest.importorskip("mpmath")
-    from ordmix_core import tn
+    from ordmix_core.numerics import truncnorm as tn
 
     mp.mp.dps = 60
 

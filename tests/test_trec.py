@@ -7,8 +7,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from ordmix_core.data.trec import load_trec_rf10
 from ordmix_core.errors import InputError
-from ordmix_core.trec import load_trec_rf10
 
 TREC = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "trec-rf10"
 RAW = TREC / "raw" / "trec-rf10-data.txt"

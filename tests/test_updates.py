@@ -3,7 +3,7 @@ import pytest
 from scipy.optimize import minimize
 from scipy.special import digamma, gammaln
 
-from ordmix_core.updates import (
+from ordmix_core.vb.updates import (
     gamma_prior_mle,
     inverse_digamma,
     omega_from_logit,
@@ -100,7 +100,7 @@ def _block_objective(e: np.ndarray, ann: np.ndarray, log_r: np.ndarray) -> np.nd
 def test_eps_block_maximises_the_bound_over_eps_and_q_y(seed):
     """Against a dense grid of eps (in log-odds, from the floor to 1 - floor): the solver's
     eps is at least as good as every node and as eq. (5)'s mean of omega."""
-    from ordmix_core.updates import EPS_FLOOR, eps_block
+    from ordmix_core.vb.updates import EPS_FLOOR, eps_block
 
     ann, omega, eps_used, log_r = _eps_block_case(seed)
     n = eps_used.size
@@ -118,7 +118,7 @@ def test_eps_block_maximises_the_bound_over_eps_and_q_y(seed):
 
 
 def test_eps_block_goes_to_an_end_when_every_rating_points_there():
-    from ordmix_core.updates import EPS_FLOOR, eps_block
+    from ordmix_core.vb.updates import EPS_FLOOR, eps_block
 
     ann = np.array([0, 0, 0, 1, 1, 1, 2])
     eps_used = np.array([0.5, 0.5, 0.5])

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy.special import digamma
 
-from ordmix_core.updates import (
+from ordmix_core.vb.updates import (
     EPS_FLOOR,
     gamma_prior_mle,
     inverse_digamma,
@@ -162,7 +162,7 @@ def test_inverse_digamma_to_the_last_digits(y) -> None:
 @pytest.mark.parametrize("y", [-60.0, -20.0, -2.3, -2.22, -2.2, -0.5, 0.0, 1.0, 5.0, 30.0])
 def test_inverse_digamma_array_to_the_last_digits(y) -> None:
     mp = pytest.importorskip("mpmath")
-    from ordmix_core.updates import inverse_digamma_array
+    from ordmix_core.vb.updates import inverse_digamma_array
 
     with mp.workdps(40):
         want = float(mp.findroot(lambda x: mp.digamma(x) - y, inverse_digamma(y)))
@@ -178,7 +178,7 @@ def test_inverse_digamma_array_to_the_last_digits(y) -> None:
 def test_expected_sq_is_the_second_moment_of_the_difference() -> None:
     """E[(x - z)^2] for independent x (mean ex, variance var) and z ~ N(mu, 1/lam), by
     Monte Carlo with a normal x (the formula needs only the first two moments)."""
-    from ordmix_core.updates import expected_sq
+    from ordmix_core.vb.updates import expected_sq
 
     ex, var, mu, lam = (
         np.array([1.0, -2.0]),
@@ -203,7 +203,7 @@ def test_bias_update_is_the_gaussian_posterior_and_its_prior_the_ml_precision() 
     maximises sum_n E_q[log N(b_n | 0, 1/lam_b)] (scipy's optimiser on that sum)."""
     from scipy.optimize import minimize_scalar
 
-    from ordmix_core.updates import bias_prior_mle, update_bias
+    from ordmix_core.vb.updates import bias_prior_mle, update_bias
 
     mean, prec = update_bias(np.array([3.0, 0.0, 1.0]), np.array([1.5, 0.0, -2.0]), 2.0)
     np.testing.assert_allclose(prec, [5.0, 2.0, 3.0], rtol=1e-15)
@@ -223,7 +223,7 @@ def test_bias_update_is_the_gaussian_posterior_and_its_prior_the_ml_precision() 
 
 
 def test_global_spam_distribution_is_normalised_and_floored() -> None:
-    from ordmix_core.updates import PI_FLOOR, update_global_pi
+    from ordmix_core.vb.updates import PI_FLOOR, update_global_pi
 
     out = update_global_pi(np.array([300.0, 0.0, 500.0, 200.0]))
     assert abs(out.sum() - 1.0) < 1e-15  # normalised after the floor
@@ -237,7 +237,7 @@ def test_dirichlet_pi_solves_its_stationarity_conditions() -> None:
     """_dirichlet_pi's maximiser: digamma(kappa pi_k) - m_k is the same for every k and
     sum pi = 1 (scipy's digamma; together they fix pi); the floor keeps a level that no
     spammer uses at PI_FLOOR."""
-    from ordmix_core.updates import PI_FLOOR, _dirichlet_pi
+    from ordmix_core.vb.updates import PI_FLOOR, _dirichlet_pi
 
     for meanlog, kappa in (([-1.2, -0.4, -2.5, -0.9], 10.0), ([-5.0, -0.01, -0.3], 0.7),
                            ([-0.2, -0.2], 300.0)):  # fmt: skip
@@ -256,7 +256,7 @@ def _kappa_grad(k, n, pi, sum_el):
 
 
 def test_dirichlet_kappa_is_the_root_of_its_gradient_or_the_end_of_its_range() -> None:
-    from ordmix_core.updates import KAPPA_RANGE, _dirichlet_kappa
+    from ordmix_core.vb.updates import KAPPA_RANGE, _dirichlet_kappa
 
     pi = np.array([0.5, 0.3, 0.2])
     sum_el = np.array([-20.0, -26.0, -35.0])
@@ -279,7 +279,7 @@ def test_gold_items_have_no_posterior_variance_and_spam_tables_are_e_log_pi() ->
     each model (a Dirichlet's against quadrature of its Beta marginal, scipy)."""
     from scipy import integrate, stats
 
-    from ordmix_core.updates import inv_lam_z, spam_log_table
+    from ordmix_core.vb.updates import inv_lam_z, spam_log_table
 
     lam = np.array([2.0, 4.0, 8.0])
     np.testing.assert_array_equal(inv_lam_z(lam, None), [0.5, 0.25, 0.125])

@@ -8,9 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ordmix_core import kernels, vb
-from ordmix_core.data import CrowdData, prepare
-from ordmix_core.simulate import simulate_crowd
+from ordmix_core.data.crowd import CrowdData, prepare
+from ordmix_core.data.simulate import simulate_crowd
+from ordmix_core.vb import kernels
+from ordmix_core.vb import sweep as vb
 
 GRANULARITIES = ("instance", "query", "global")
 VARIANTS = [  # (ordinal, spam)

@@ -16,13 +16,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ordmix_core import restarts, warm
-from ordmix_core.cli import main
-from ordmix_core.data import prepare
+from ordmix_core.cli.main import main
+from ordmix_core.data.crowd import prepare
+from ordmix_core.data.simulate import simulate_crowd
 from ordmix_core.errors import InputError
-from ordmix_core.model import OrdinalMixture as _OrdinalMixture
-from ordmix_core.outputs import write_fit_outputs
-from ordmix_core.simulate import simulate_crowd
+from ordmix_core.estimators import refit as warm
+from ordmix_core.estimators.ordinal_mixture import OrdinalMixture as _OrdinalMixture
+from ordmix_core.fit import restarts
+from ordmix_core.results.outputs import write_fit_outputs
 
 ROOT = Path(__file__).resolve().parents[1]
 TREC = ROOT / "demo_data" / "trec-rf10-ratings.csv"

@@ -9,7 +9,7 @@ Flow of a fit (nothing gathers the ratings onto one process):
    codes); a tree reduction of per-block summaries gives the sorted annotator IDs, their
    counts, the scale and the query order; these are broadcast and every block switches to
    global annotator / category codes (``pd.factorize(..., sort=True)`` order, as
-   ``data.prepare``), so random starts (``init.py``, keyed on IDs) equal the in-memory ones.
+   ``data.prepare``), so random starts (``starts.py``, keyed on IDs) equal the in-memory ones.
 3. Each sweep of a restart: blocks run ``phases.phase_xy`` + ``phases.phase_tau`` (q(z) is local),
    the per-annotator / per-category sums are tree-reduced, q(tau) is updated and E[tau]
    broadcast; blocks run ``phases.phase_delta``, sums reduced; q(delta) (or locally, at instance
@@ -17,24 +17,24 @@ Flow of a fit (nothing gathers the ratings onto one process):
    partition, 2 x (N + C) + a few floats travel each way.
 4. Everything else is ``OrdinalMixture``'s, inherited: its parameters, the problem
    (``_problem``), every restart's kind, key and start of the global factors (``_start``,
-   ``_global_start``; the blocks start their instances with the same ``init.py`` functions),
+   ``_global_start``; the blocks start their instances with the same ``starts.py`` functions),
    the schedule (``_schedule``: warm-up no-spam stage, successive halving, collapse-aware
-   choice), the SQUAREM rule (``accel.make_step``) and the learned attributes (``_store``).
+   choice), the SQUAREM rule (``acceleration.make_step``) and the learned attributes (``_store``).
    Restarts run in turn (``n_jobs`` is accepted and ignored: the blocks' per-rating buffers
    serve one sweep at a time).
-5. SQUAREM (``accelerate``, ``accel.make_step``'s rule with ``_Sweeps``; ``accel.py``'s math
-   split by parameter group): the plain sweep's phase 3 also returns each block's share of
-   the squared norms of ``r`` and ``v`` over its per-instance groups (mu_m, lam_m and, at
-   instance granularity, q(delta)); the client adds its own groups' (q(tau), global q(delta),
-   eps, alpha, beta), takes the step length, extrapolates its groups and, if they are valid,
-   runs one more sweep whose phase 1 starts each block from its own extrapolated groups
-   (``blocks.Proposal``; blocks keep a restart's states in numbered slots). The candidate is
-   kept if its bound is finite and higher, as in memory; a rejected one is just a slot the
-   client stops naming. An accelerated sweep costs one more sweep (two round trips) plus a
-   (2, 8) array up from each block and the step length down. The fit, its bound trace and
-   its estimates equal ``OrdinalMixture``'s for the same seed up to floating-point summation
-   order (the extrapolation amplifies it: ~1e-10 on the bound, ~1e-7 on estimates, as much
-   as the in-memory engine moves when only its thread count changes).
+5. SQUAREM (``accelerate``, ``acceleration.make_step``'s rule with ``_Sweeps``;
+   ``acceleration.py``'s math split by parameter group): the plain sweep's phase 3 also returns each
+   block's share of the squared norms of ``r`` and ``v`` over its per-instance groups (mu_m, lam_m
+   and, at instance granularity, q(delta)); the client adds its own groups' (q(tau), global
+   q(delta), eps, alpha, beta), takes the step length, extrapolates its groups and, if they are
+   valid, runs one more sweep whose phase 1 starts each block from its own extrapolated groups
+   (``blocks.Proposal``; blocks keep a restart's states in numbered slots). The candidate is kept if
+   its bound is finite and higher, as in memory; a rejected one is just a slot the client stops
+   naming. An accelerated sweep costs one more sweep (two round trips) plus a (2, 8) array up from
+   each block and the step length down. The fit, its bound trace and its estimates equal
+   ``OrdinalMixture``'s for the same seed up to floating-point summation order (the extrapolation
+   amplifies it: ~1e-10 on the bound, ~1e-7 on estimates, as much as the in-memory engine moves when
+   only its thread count changes).
 """
 
 from __future__ import annotations
@@ -52,9 +52,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .. import accel, init, outputs, phases, restarts, updates
-from ..base import extends_params
-from ..data import (
+from ..data.crowd import (
     COLUMN_ALIASES,
     CrowdData,
     Scale,
@@ -63,11 +61,15 @@ from ..data import (
     normalize_columns,
 )
 from ..errors import InputError
+from ..estimators.base import extends_params
+from ..estimators.ordinal_mixture import Learned, OrdinalMixture, _emit
+from ..fit import acceleration, restarts, starts
+from ..fit.settle import settle_items
 from ..io import PARQUET_EXTENSIONS, TEXT_EXTENSIONS
-from ..model import Learned, OrdinalMixture, _emit
-from ..problem import Problem, State
-from ..rand import id_hash
-from ..settle import settle_items
+from ..numerics.keyed_random import id_hash
+from ..results import outputs
+from ..vb import phases, updates
+from ..vb.problem import Problem, State
 from . import blocks
 
 ProgressCallback = Callable[[int, int, float], "bool | None"]
@@ -106,15 +108,16 @@ class _Global(State):
 
 
 #: the SQUAREM groups the client holds (the blocks hold the per-instance ones)
-CLIENT_GROUPS = tuple(g for g in accel.GROUPS if g not in accel.INSTANCE_GROUPS)
+CLIENT_GROUPS = tuple(g for g in acceleration.GROUPS if g not in acceleration.INSTANCE_GROUPS)
 
 
 class DaskOrdinalMixture(OrdinalMixture):
     """``OrdinalMixture`` fitted on a Dask cluster; the same parameters plus the cluster's.
 
-    Model parameters: those of :class:`ordmix_core.model.OrdinalMixture` (same defaults,
-    same meaning, same positions), SQUAREM ``accelerate`` and the exact eps step included,
-    so the same seed gives the same fit. ``n_jobs`` is accepted and ignored: restarts run in
+    Model parameters: those of
+    :class:`ordmix_core.estimators.ordinal_mixture.OrdinalMixture` (same defaults, same meaning,
+    same positions), SQUAREM ``accelerate`` and the exact eps step included, so the same seed gives
+    the same fit. ``n_jobs`` is accepted and ignored: restarts run in
     turn here (each sweep already uses every worker).
 
     Cluster parameters (keyword only):
@@ -344,8 +347,8 @@ class DaskOrdinalMixture(OrdinalMixture):
         sweeps = _Sweeps(bl, gp, local_cats, n_ratings, self.n_restarts, self.accelerate)
         sweeps.eps_pack = self._eps_pack()
         sweeps.exact_eps = self._exact_eps()
-        step = accel.make_step(sweeps, self.accelerate, sweeps.exact_eps)
-        settle = accel.make_settle(sweeps, sweeps.exact_eps)
+        step = acceleration.make_step(sweeps, self.accelerate, sweeps.exact_eps)
+        settle = acceleration.make_settle(sweeps, sweeps.exact_eps)
         interrupted = self._schedule(
             runs, step, callback, branch=sweeps.branch_fn(ann_hash, sc), settle=settle
         )
@@ -427,7 +430,7 @@ class _Blocks:
 
 
 class _Sweeps:
-    """The Dask engine's sweeps for ``accel.make_step`` (see the module docstring, 3 and 5):
+    """The Dask engine's sweeps for ``acceleration.make_step`` (see the module docstring, 3 and 5):
     each sweep is two rounds over the blocks, the client updating the global factors between
     and after them; a state's per-instance factors stay on the blocks in numbered slots."""
 
@@ -447,14 +450,16 @@ class _Sweeps:
         self.accelerate = accelerate
         self.next_slot = {r: 1 for r in range(n_restarts)}  # slot 0: the start
         self.pinned: tuple[int, ...] = ()  # slots every plain sweep keeps (``alternative``)
-        self.eps_pack = accel.EPS_PACK  # SQUAREM's clip of eps (``OrdinalMixture._eps_pack``)
+        self.eps_pack = (
+            acceleration.EPS_PACK
+        )  # SQUAREM's clip of eps (``OrdinalMixture._eps_pack``)
         self.exact_eps = accelerate  # the exact eps step (``OrdinalMixture._exact_eps``)
         self.lo, self.hi = float(gp.thresholds[0]), float(gp.thresholds[-1])
 
     def branch_fn(self, ann_hash: np.ndarray, sc) -> restarts.BranchFn:
         """``branch`` of the shared warm-up (``restarts.race``): the blocks copy the warm-up's
         slot with the restart's noise on q(z)'s means (``blocks.branch_block``), the client
-        its globals with the noise on q(tau) (``init.branch_annotators``), as in memory."""
+        its globals with the noise on q(tau) (``starts.branch_annotators``), as in memory."""
 
         def branch(source: _Global, run: restarts.RestartRun) -> _Global:
             slot = self.next_slot[run.restart]
@@ -471,7 +476,7 @@ class _Sweeps:
             for name, value in vars(g).items():  # no array shared with the warm-up's state
                 if isinstance(value, np.ndarray):
                     setattr(g, name, value.copy())
-            g.tau_rate = init.branch_annotators(source.tau_rate, ann_hash, run.key)
+            g.tau_rate = starts.branch_annotators(source.tau_rate, ann_hash, run.key)
             return g
 
         return branch
@@ -613,42 +618,44 @@ class _Sweeps:
         return new, np.array([moved])
 
     def alternative(self, g: _Global, window: list) -> tuple[_Global, float, int]:
-        """``accel.alternative`` from the winner ``g``, whose slot the blocks keep meanwhile
+        """``acceleration.alternative`` from the winner ``g``, whose slot the blocks keep meanwhile
         (its items' means are read after, for the ensemble's columns)."""
         self.pinned = (g.slot,)
         try:
-            return accel.alternative(self, g, window)
+            return acceleration.alternative(self, g, window)
         finally:
             self.pinned = ()
 
     def propose(self, s0: _Global, s1: _Global, s2: _Global, norms: np.ndarray):
-        """``accel.squarem_proposal`` split: the client's groups here, the blocks' as a
+        """``acceleration.squarem_proposal`` split: the client's groups here, the blocks' as a
         ``blocks.Proposal``; ``(globals, proposal)`` or None (no usable or valid step)."""
         terms = {
-            g: accel.group_terms(g, *(accel.group_value(s, g) for s in (s0, s1, s2)), self.eps_pack)
+            g: acceleration.group_terms(
+                g, *(acceleration.group_value(s, g) for s in (s0, s1, s2)), self.eps_pack
+            )
             for g in CLIENT_GROUPS
         }
         r2, v2 = norms[0].tolist(), norms[1].tolist()
         for g, (_, r, v) in terms.items():
-            i = accel.GROUPS.index(g)
-            gr, gv = accel.sq_norms(r, v)
+            i = acceleration.GROUPS.index(g)
+            gr, gv = acceleration.sq_norms(r, v)
             r2[i] += gr
             v2[i] += gv
-        a = accel.step_length(r2, v2)
+        a = acceleration.step_length(r2, v2)
         if a is None:
             return None
         out = {}
         for g, t in terms.items():
-            x = accel.extrapolate(g, *t, a, self.lo, self.hi)
+            x = acceleration.extrapolate(g, *t, a, self.lo, self.hi)
             if x is None:
                 return None
             out[g] = x
         alpha, beta = out.pop("ab")
-        for name in accel.OPTIONAL_GROUPS:
+        for name in acceleration.OPTIONAL_GROUPS:
             if getattr(s2, name, None) is None:
                 out[name] = None
         glob = _Global(
-            None, None, **out, alpha=float(alpha), beta=float(beta), **accel.carried(s2),
+            None, None, **out, alpha=float(alpha), beta=float(beta), **acceleration.carried(s2),
             restart=s2.restart, w_ann=s2.w_ann,
         )  # fmt: skip
         return glob, blocks.Proposal(s0.slot, s1.slot, s2.slot, a, self.lo, self.hi)

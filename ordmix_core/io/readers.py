@@ -1,6 +1,6 @@
 """The readers: any table (:func:`read_table`), ratings (:func:`read_ratings`), gold
 (:func:`read_gold`). Sniffing, text and Parquet parsing are below them; what the columns must
-hold is checked by :mod:`ordmix_core.data`, whose messages they share.
+hold is checked by :mod:`ordmix_core.data.crowd`, whose messages they share.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .. import idhash
-from ..data import (
+from ..data import id_hash
+from ..data.crowd import (
     GOLD_ALIASES,
     CrowdData,
     Scale,
@@ -35,11 +35,11 @@ def read_arrow(
 
     ``large``: ``large_string`` columns (what pandas' ``str`` holds), else ``string``.
     ``coding``: the IDs are coded next; a big file's coding kernels load while it is parsed
-    (``idhash.preload``).
+    (``id_hash.preload``).
     """
     data, label, ext = load(source, name)
     if coding:
-        idhash.preload(len(data))
+        id_hash.preload(len(data))
     if not data:
         raise InputError(
             "the file is empty (0 bytes); export the ratings again with a header row "
@@ -107,7 +107,7 @@ def read_ratings(
 
     IDs are read as text, never as numbers, and come back coded: each ID column is a pandas
     Categorical whose categories are the sorted distinct IDs (4 bytes a rating, each distinct
-    ID stored once; :func:`~ordmix_core.data.prepare` uses the codes as they are), as
+    ID stored once; :func:`~ordmix_core.data.crowd.prepare` uses the codes as they are), as
     Arrow-backed text from ``data.COMPACT_IDS`` (1M) distinct IDs on, as objects below. Ratings are
     float. With ``scale`` given, every rating must be on it; without, ``prepare`` infers it
     from the values seen and checks it. Repeated (annotator, instance) pairs are kept as
@@ -125,7 +125,7 @@ def read_crowd(
     scale: Scale | Sequence[float] | str | None = None,
     granularity: str = "instance",
 ) -> CrowdData:
-    """A ratings file straight to :class:`~ordmix_core.data.CrowdData` (what ``ordmix fit``
+    """A ratings file straight to :class:`~ordmix_core.data.crowd.CrowdData` (what ``ordmix fit``
     fits): :func:`read_ratings`' checks and coding, then ``prepare``'s, without coding or
     checking anything twice and without a second copy of any per-rating array. What a fit
     keeps of the file is its codes, each distinct ID once and the levels."""

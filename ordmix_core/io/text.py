@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ..data import COLUMN_ALIASES, GOLD_ALIASES
+from ..data.crowd import COLUMN_ALIASES, GOLD_ALIASES
 from ..errors import InputError
 from .sniff import ROW, check_header, short
 
@@ -343,7 +343,7 @@ def _validate_rows(body: bytes, delim: str, label: str) -> tuple[int, list[str]]
     """One strict pass over all records: quoting, blank rows, field counts, header names.
 
     Returns (data rows, header). Rows are counted as records, header = row 1, the same
-    numbering :func:`~ordmix_core.data.normalize_columns` uses. This pass only counts
+    numbering :func:`~ordmix_core.data.crowd.normalize_columns` uses. This pass only counts
     fields; anything irregular is re-read by :func:`_explain_rows` for the exact message.
     """
     reader = _reader(body, delim)

@@ -1,6 +1,6 @@
 """Writing tables: CSVs without spreadsheet formulas, each file atomically (temp + rename).
 
-Whole output folders are ``ordmix_core.outpaths.atomic_output_dir``'s.
+Whole output folders are ``ordmix_core.results.output_paths.atomic_output_dir``'s.
 
 Formula protection is injective: a text cell is prefixed with ``'`` when, after any leading
 ``'``, it starts with ``= + - @``, tab or carriage return. So ``=1+1`` is written ``'=1+1`` and

@@ -7,12 +7,12 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from ordmix_core import decisions, outputs
 from ordmix_core import io as oio
-from ordmix_core.data import fmt_scale
+from ordmix_core.dashboard.fit_job import FitResult
+from ordmix_core.dashboard.report import Dataset, make_dataset
+from ordmix_core.data.crowd import fmt_scale
 from ordmix_core.errors import InputError
-from ordmix_core.fitjob import FitResult
-from ordmix_core.report import Dataset, make_dataset
+from ordmix_core.results import decisions, outputs
 
 from .state import session
 

@@ -7,9 +7,9 @@ from typing import Any
 
 import streamlit as st
 
+from ordmix_core.dashboard.fit_job import FitJob, FitParams, FitResult
+from ordmix_core.dashboard.report import Dataset
 from ordmix_core.errors import InputError
-from ordmix_core.fitjob import FitJob, FitParams, FitResult
-from ordmix_core.report import Dataset
 
 KEY = "ordmix"  # every value this app keeps lives under st.session_state[KEY]
 

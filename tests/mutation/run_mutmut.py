@@ -35,9 +35,9 @@ SCRATCH = Path("/tmp/ordmix-mutmut")
 
 #: module -> (file to mutate, the tests that guard it: fast, targeted)
 MODULES: dict[str, tuple[str, list[str]]] = {
-    "tn": ("ordmix_core/tn.py", ["tests/test_tn.py", "tests/test_kernels.py"]),
+    "tn": ("ordmix_core/numerics/truncnorm.py", ["tests/test_tn.py", "tests/test_kernels.py"]),
     "updates": (
-        "ordmix_core/updates.py",
+        "ordmix_core/vb/updates.py",
         ["tests/test_updates.py", "tests/test_updates_reference.py",
          "tests/test_bound_independent.py::test_sweeps_from_arbitrary_states",
          "tests/test_vb.py::test_bound_never_decreases_with_exact_updates",
@@ -48,7 +48,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
          "tests/test_extensions.py::test_gold_items_are_known_and_marked"],
     ),
     "bound": (
-        "ordmix_core/bound.py",
+        "ordmix_core/vb/bound.py",
         ["tests/test_bound_independent.py::test_sweeps_from_arbitrary_states",
          "tests/test_bound_independent.py::test_fit_reports_the_reference_bound",
          "tests/test_extensions.py::test_fused_equals_reference_and_bound_monotone",
@@ -56,9 +56,9 @@ MODULES: dict[str, tuple[str, list[str]]] = {
          "tests/test_extensions.py::test_dirichlet_terms_equal_an_independent_computation",
          "tests/test_extensions.py::test_gold_instance_terms_are_the_log_prior_density"],
     ),
-    "options": ("ordmix_core/options.py", ["tests/test_options.py"]),
+    "options": ("ordmix_core/estimators/options.py", ["tests/test_options.py"]),
     # "-m not slow": the TREC fit through the CLI (6 s) adds nothing the other tests miss
-    "outputs": ("ordmix_core/outputs.py", ["tests/test_outputs.py", "-m", "not slow"]),
+    "outputs": ("ordmix_core/results/outputs.py", ["tests/test_outputs.py", "-m", "not slow"]),
 }  # fmt: skip
 
 
@@ -88,8 +88,8 @@ def main() -> int:
         "--mutants",
         nargs="+",
         metavar="PATTERN",
-        help="only these mutants (fnmatch patterns such as 'ordmix_core.updates.x_update_bias__*')"
-        "; the scores count only them",
+        help="only these mutants (fnmatch patterns such as "
+        "'ordmix_core.vb.updates.x_update_bias__*'); the scores count only them",
     )
     args = ap.parse_args()
     args.keep = args.keep or args.recheck

@@ -1,0 +1,151 @@
+"""What the ``ordmix`` commands share: progress on stderr, warnings printed only after a
+command succeeds, and how a folder is named in the closing line.
+
+``cli.py`` (fit), ``cli_compare.py`` (compare, experiment) and ``cli_next.py`` (next) import
+this module; it imports none of them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Iterator
+from typing import TextIO
+
+
+class Progress:
+    """Progress on stderr: a bar updated in place on a terminal, else one line per restart.
+
+    Restarts run in rounds and side by side (threads), so progress is kept per restart.
+    """
+
+    #: sweeps a restart typically needs (warm-up and mixture), for the bar's estimate
+    TYPICAL_SWEEPS = 40
+
+    def __init__(self, n_restarts: int, quiet: bool = False, stream: TextIO | None = None):
+        self.n = n_restarts
+        self.quiet = quiet
+        self.stream = stream if stream is not None else sys.stderr
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.sweeps: dict[int, int] = {}
+        self.peak = 0.0
+        self.last = 0.0
+        self.drawn = False
+        self.lock = threading.Lock()
+
+    def __call__(self, restart: int, iteration: int, bound: float) -> None:
+        if self.quiet:
+            return
+        with self.lock:
+            new = restart not in self.sweeps
+            self.sweeps[restart] = self.sweeps.get(restart, 0) + 1
+            if not self.tty:
+                if new:
+                    print(
+                        f"ordmix: restart {restart} started ({len(self.sweeps)} of {self.n})",
+                        file=self.stream,
+                        flush=True,
+                    )
+                return
+            now = time.monotonic()
+            if not new and now - self.last < 0.1:
+                return
+            self.last = now
+            t = self.TYPICAL_SWEEPS
+            done = sum(min(s, t) for s in self.sweeps.values()) / (self.n * t)
+            self.peak = max(self.peak, min(done, 0.99))
+            bar = "#" * int(round(self.peak * 24))
+            self.stream.write(
+                f"\rordmix: [{bar:<24}] restart {len(self.sweeps)} of {self.n}, "
+                f"lower bound {bound:,.2f}\x1b[K"
+            )
+            self.stream.flush()
+            self.drawn = True
+
+    def close(self) -> None:
+        """End the bar's line (a terminal only)."""
+        if self.drawn:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+            self.drawn = False
+
+
+@contextlib.contextmanager
+def collect_warnings() -> Iterator[list[warnings.WarningMessage]]:
+    """Warnings of the block, kept to print only if the command succeeds (an error is one
+    line, nothing else)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield caught
+
+
+def print_warnings(caught: list[warnings.WarningMessage], prefix: str = "warning") -> None:
+    """The package's own warnings, each once, as ``ordmix: warning: ...``."""
+    seen = set()
+    for w in caught:
+        if "ordmix_core" not in (w.filename or "") and not str(w.category.__module__).startswith(
+            "ordmix_core"
+        ):
+            continue
+        text = " ".join(str(w.message).split())
+        if text in seen:
+            continue
+        seen.add(text)
+        kind = "note" if w.category.__name__ == "CompareNote" else prefix
+        print(f"ordmix: {kind}: {text}", file=sys.stderr)
+
+
+#: where every column of the fit's files is explained (the fit's closing line points there)
+OUTPUTS_DOC = "docs/outputs.md"
+
+
+def fit_report(
+    model: object, summary: dict, out: str, files: list[str], engine: str = ""
+) -> list[str]:
+    """The three closing lines of ``ordmix fit``: the items' labels, the annotators' flags and
+    the share of ratings treated as spam, and what was written where, in how long (``engine``
+    named after the time when it is not the in-memory one)."""
+    dec = summary.get("decisions", {})
+    items, ann = dec.get("items", {}), dec.get("annotators", {})
+    lines = [
+        f"ordmix: {summary['n_instances']:,} items: {items.get('confident', 0):,} labelled "
+        f"confidently, {items.get('uncertain', 0):,} uncertain, "
+        f"{items.get('undetermined', 0):,} undetermined (a tie, or too few ratings)"
+    ]
+    from ..results.outputs import spam_share
+
+    spam = f"; {100 * spam_share(model):.0f}% of the ratings treated as spam"
+    if "flags" in ann:
+        flags = f"not flagged here ({ann['flags']})"
+    else:
+        flags = (
+            f"{ann.get('unreliable', 0):,} flagged unreliable, {ann.get('ok', 0):,} ok, "
+            f"{ann.get('undetermined', 0):,} undetermined (too few ratings to judge)"
+        )
+    lines.append(f"ordmix: {summary['n_annotators']:,} annotators: {flags}{spam}")
+    trace = getattr(model, "trace_", None)
+    sweeps = f", {len(trace):,} sweeps" if trace is not None else ""
+    lines.append(
+        f"ordmix: wrote {folder_name(out)} ({', '.join(files)}) in "
+        f"{summary.get('seconds', 0.0):.1f} s{engine and f' ({engine})'}{sweeps}; every column: "
+        f"{OUTPUTS_DOC}"
+    )
+    return lines
+
+
+def folder_name(path: str) -> str:
+    """``path`` with one trailing slash, to put file names after it."""
+    return path.rstrip("/") + "/"
+
+
+def n_runs(model: object) -> int:
+    """The restarts a fit runs, for the progress line: a refit from an earlier result
+    (``init_from`` / ``--warm-start``) races ``warm.n_refit_starts``, else ``n_restarts``."""
+    if getattr(model, "init_from", None) is not None:
+        from ..estimators.refit import n_refit_starts
+
+        return n_refit_starts(model.n_restarts)
+    return int(model.n_restarts)

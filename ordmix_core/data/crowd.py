@@ -1,0 +1,973 @@
+"""Ratings in, integer-coded arrays out: the one place where pandas meets the engine.
+
+Everything downstream (engine, baselines) works on :class:`CrowdData`, built once per fit:
+IDs factorised to ``int32`` codes in the sorted order of the IDs (so row order never changes a
+fit), ratings mapped to level indices on a known :class:`Scale`. IDs are coded from the column
+as it comes, without a Python string per rating: a pandas Categorical (what
+``io.read_ratings`` returns: codes plus the distinct IDs) is recoded through its categories,
+Arrow-backed text through pyarrow's hash and sort; only the distinct IDs become Python strings.
+
+This module also owns what the ratings must mean, with one message each: the columns, empty
+IDs, ratings that are not finite numbers, ratings off a given scale, an inferred scale with
+outlying values.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import unicodedata
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError
+from .queries import instance_queries, query_clash
+
+#: accepted column names -> canonical name (crowd-kit's worker/task/label included)
+COLUMN_ALIASES = {
+    "annotator": "annotator",
+    "worker": "annotator",
+    "instance": "instance",
+    "task": "instance",
+    "item": "instance",
+    "rating": "rating",
+    "label": "rating",
+    "query": "query",
+}
+#: column names of a gold-standard file -> canonical name
+GOLD_ALIASES = {
+    "instance": "instance",
+    "task": "instance",
+    "item": "instance",
+    "truth": "truth",
+    "true_label": "truth",
+    "label": "truth",
+    "gold": "truth",
+}
+REQUIRED = ("annotator", "instance", "rating")
+ID_COLUMNS = ("annotator", "instance", "query")
+GRANULARITIES = ("instance", "query", "global")
+#: an inferred scale is refused when values sit far from the bulk of the ratings: growing
+#: from the narrowest run of values that holds half the ratings, a gap to the next value more
+#: than ``OUTLIER_GAP_RANGE`` times the run's range and ``OUTLIER_GAP_STEP`` times its mean
+#: spacing stops the growth, and what lies beyond is outlying: a stray 55, a "no answer" 99 or
+#: a 99999999999999999999 among 1..5. Continuous ratings (sparse tails), Snow et al.'s 0..100
+#: and -100..100 ratings (each of the seven files; random subsets of 100) and 0/1/2 pass.
+OUTLIER_GAP_RANGE = 5.0
+OUTLIER_GAP_STEP = 20.0
+#: the characters ``str.strip()`` removes (``str.isspace``), for pyarrow's trim
+WHITESPACE = (
+    "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005"
+    "\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
+_ROW = "(counting the header as row 1)"
+
+
+@dataclass(frozen=True)
+class Scale:
+    """An ordinal scale ``v_1 < ... < v_K`` and its thresholds ``b_0 < ... < b_K``.
+
+    Inner thresholds sit at the midpoints; the outer ones half a step outside
+    (the paper's 0.5 ... 5.5 for 1..5). A one-level scale gets ``v +- 0.5``.
+    """
+
+    values: np.ndarray
+
+    def __post_init__(self) -> None:
+        v = np.asarray(self.values, dtype=float)
+        if v.ndim != 1 or v.size == 0 or not np.all(np.isfinite(v)):
+            raise InputError("the rating scale must be a non-empty list of finite numbers")
+        if np.any(np.diff(v) <= 0):
+            raise InputError(
+                f"the rating scale {fmt_scale(v)} must be strictly increasing without repeats"
+            )
+        object.__setattr__(self, "values", v)
+
+    @property
+    def k(self) -> int:
+        return int(self.values.size)
+
+    @property
+    def thresholds(self) -> np.ndarray:
+        """Shape (K+1,)."""
+        v = self.values
+        if v.size == 1:
+            return np.array([v[0] - 0.5, v[0] + 0.5])
+        mid = 0.5 * (v[1:] + v[:-1])
+        lo = v[0] - 0.5 * (v[1] - v[0])
+        hi = v[-1] + 0.5 * (v[-1] - v[-2])
+        return np.concatenate([[lo], mid, [hi]])
+
+    @property
+    def step(self) -> float:
+        """Mean spacing of the levels (1 for a one-level scale): the scale's natural unit."""
+        v = self.values
+        return float((v[-1] - v[0]) / (v.size - 1)) if v.size > 1 else 1.0
+
+    @property
+    def center(self) -> float:
+        """The paper's prior mean mu: the mean of the scale values."""
+        return float(self.values.mean())
+
+    def index_of(self, ratings: np.ndarray) -> np.ndarray:
+        """Level index (0..K-1) of each rating; -1 where the value is not on the scale."""
+        v = self.values
+        pos = np.clip(np.searchsorted(v, ratings), 0, v.size - 1)
+        tol = 1e-9 * max(1.0, float(np.abs(v).max()))
+        ok = np.abs(v[pos] - ratings) <= tol
+        return np.where(ok, pos, -1).astype(np.int32)
+
+    @classmethod
+    def parse(cls, text: str) -> Scale:
+        """Parse ``"1,2,3,4,5"`` (as given to ``--scale``)."""
+        try:
+            vals = [float(t) for t in str(text).split(",") if t.strip() != ""]
+        except ValueError:
+            raise InputError(
+                f"--scale {text!r} is not a comma-separated list of numbers; "
+                "write it like --scale 1,2,3,4,5"
+            ) from None
+        return cls(np.array(vals))
+
+
+def level_labels(values: Sequence[float]) -> np.ndarray:
+    """The scale's values as labels: int64 when every value is a whole number (a label is
+    ``3``, as the annotators gave it, not ``3.0``), else float64."""
+    v = np.asarray(values, dtype=float)
+    whole = np.all(np.isfinite(v)) and np.all(v == np.round(v)) and np.all(np.abs(v) < 2**53)
+    return v.astype(np.int64) if whole else v
+
+
+def fmt_scale(values: Sequence[float]) -> str:
+    return ",".join(f"{x:g}" for x in values)
+
+
+def visible(text: object) -> str:
+    """``text`` for a message: as is, or quoted with escapes when it holds invisible characters
+    (a zero-width space, a non-breaking space, a leading or trailing blank)."""
+    s = str(text)
+    return s if s.isprintable() and s == s.strip() else repr(s)
+
+
+def _invisible_hint(names: Sequence[str]) -> str:
+    """``; column '\\u200bannotator' holds U+200B (ZERO WIDTH SPACE): ...`` for odd names."""
+    for n in names:
+        odd = sorted({ch for ch in n if not ch.isprintable()})
+        if odd:
+            chars = ", ".join(
+                f"U+{ord(ch):04X} ({unicodedata.name(ch, 'unnamed')})" for ch in odd[:3]
+            )
+            return (
+                f"; column {n!r} holds invisible character(s) {chars}: delete them from the header"
+            )
+    return ""
+
+
+def map_aliases(columns: Sequence[object], aliases: dict[str, str], source: str) -> dict:
+    """Column name -> canonical name for the columns that are aliases (case-insensitive).
+
+    Two columns meaning the same thing (say ``worker`` and ``annotator``) are an InputError.
+    """
+    mapping: dict = {}
+    for c in columns:
+        canon = aliases.get(str(c).strip().lower())
+        if canon is None:
+            continue
+        if canon in mapping.values():
+            other = next(k for k, v in mapping.items() if v == canon)
+            raise InputError(
+                f"columns {other!r} and {c!r} both mean {canon!r}; keep one of them",
+                source=source,
+            )
+        mapping[c] = canon
+    return mapping
+
+
+def _is_arrow(x: object) -> bool:
+    return type(x).__module__.startswith("pyarrow")
+
+
+def _select(df, source: str) -> dict:
+    """Canonical name -> column (not copied), after the name, alias and required checks.
+
+    ``df``: a pandas DataFrame (columns as Series) or a ``pyarrow.Table`` (the readers';
+    columns as Arrow arrays).
+    """
+    arrow = _is_arrow(df) and hasattr(df, "column_names")
+    if not (arrow or isinstance(df, pd.DataFrame)):
+        raise InputError("ratings must be a pandas DataFrame", source=source)
+    cols = [str(c).strip() for c in (df.column_names if arrow else df.columns)]
+    dup = sorted({c for c in cols if cols.count(c) > 1})
+    if dup:
+        raise InputError(
+            f"column name(s) {', '.join(map(visible, dup))} appear more than once; rename or "
+            "drop the extra column(s)",
+            source=source,
+        )
+    mapping = map_aliases(cols, COLUMN_ALIASES, source)
+    missing = [c for c in REQUIRED if c not in mapping.values()]
+    if missing:
+        raise InputError(
+            f"required column(s) {', '.join(missing)} missing "
+            f"(found: {', '.join(map(visible, cols)) or 'none'}); "
+            "the file needs columns annotator, instance, rating (or worker, task, label), "
+            f"optionally query{_invisible_hint(cols)}",
+            source=source,
+        )
+    get = df.column if arrow else (lambda i: df.iloc[:, i])
+    out = {canon: get(cols.index(name)) for name, canon in mapping.items()}
+    if (df.num_rows if arrow else len(df)) == 0:
+        raise InputError("no ratings (the table has a header but no rows)", source=source)
+    return {c: out[c] for c in ("annotator", "instance", "rating", "query") if c in out}
+
+
+def normalize_columns(df, source: str = "ratings", *, coded: bool = False) -> pd.DataFrame:
+    """Rename aliases to ``annotator, instance, rating[, query]`` and check what is there.
+
+    IDs become text (leading zeros kept): a Categorical keeps its codes with its categories as
+    strings, any other column becomes ``str``; with ``coded`` every ID column becomes a
+    Categorical whose categories are the sorted distinct IDs (codes + dictionary: what
+    :func:`prepare` takes without recoding). Ratings become float. The result remembers
+    ``source`` (``attrs["source"]``) so that :func:`prepare` names the file. ``df`` may also
+    be a ``pyarrow.Table`` of text columns (the readers'), coded without going through pandas.
+    Raises InputError.
+    """
+    if not coded and _is_arrow(df) and hasattr(df, "to_pandas"):
+        df = df.to_pandas()
+    cols = _select(df, source)
+    results = _code_columns(cols, source) if coded else {}
+    out = {}
+    for c, col in cols.items():
+        if c == "rating":
+            out[c] = results.pop(c)() if coded else numeric_ratings(col, source)
+        elif coded:
+            codes, uniq, blank, same = results.pop(c)()
+            _refuse_empty_ids(_bad_codes(codes, blank), c, source)
+            out[c] = (
+                col.array
+                if same
+                else pd.Categorical.from_codes(codes, dtype=_ids_dtype(uniq), validate=False)
+            )
+        else:
+            _refuse_empty_ids(_blank_rows(col), c, source)
+            out[c] = _as_text(col)
+    frame = pd.DataFrame(out, copy=False)
+    frame.attrs["source"] = source
+    return frame
+
+
+def _ids_dtype(uniq: Any) -> pd.CategoricalDtype:
+    """The Categorical dtype of distinct, sorted, non-missing IDs (M,): object, or text
+    backed by Arrow for ``COMPACT_IDS`` or more IDs (:func:`_arrow_ids`). pandas' constructor
+    checks categories for missing values and duplicates (0.1 s for 2M IDs), which the coding
+    rules out; its fast path skips that, where this pandas has it."""
+    index = pd.Index(uniq, dtype=object) if isinstance(uniq, np.ndarray) else pd.Index(uniq)
+    fast = getattr(pd.CategoricalDtype, "_from_fastpath", None)
+    return fast(index, False) if fast is not None else pd.CategoricalDtype(index)
+
+
+def _bad_codes(codes: np.ndarray, blank: np.ndarray) -> np.ndarray:
+    """(L,) bool: the ID is missing (code -1) or blank (``blank``: per distinct ID)."""
+    bad = codes < 0
+    if blank.any():
+        bad |= blank[codes]
+    return bad
+
+
+def _as_text(col: pd.Series):
+    """The column's values as text, without a Python string per row where avoidable."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        cats = col.cat.categories
+        if pd.api.types.infer_dtype(cats, skipna=False) == "string":
+            return col.array
+        return col.astype(str).array
+    if _arrow_text(col) is not None:
+        return col.array
+    return col.astype(str).array
+
+
+def _arrow_text(col):
+    """The pyarrow (chunked) array behind an Arrow-backed text column, else None."""
+    if _is_arrow(col):
+        import pyarrow as pa
+
+        typ = col.type.value_type if pa.types.is_dictionary(col.type) else col.type
+        return col if pa.types.is_string(typ) or pa.types.is_large_string(typ) else None
+    dt = col.dtype
+    arrowish = (isinstance(dt, pd.StringDtype) and dt.storage == "pyarrow") or (
+        isinstance(dt, pd.ArrowDtype)
+    )
+    if not arrowish:
+        return None
+    import pyarrow as pa
+
+    arr = col.array.__arrow_array__()
+    typ = arr.type
+    if pa.types.is_dictionary(typ):
+        typ = typ.value_type
+    if pa.types.is_string(typ) or pa.types.is_large_string(typ):
+        return arr
+    return None
+
+
+def _blank_text(arr) -> np.ndarray:
+    """Per value of a pyarrow text array: null, or nothing but whitespace (``str.strip``)."""
+    import pyarrow.compute as pc
+
+    blank = pc.equal(pc.utf8_length(pc.utf8_trim(arr, WHITESPACE)), 0)
+    return np.asarray(pc.fill_null(blank, True), dtype=bool)
+
+
+def _blank_values(text: pd.Series) -> np.ndarray:
+    """Per value of a text column: missing, or nothing but whitespace (``str.strip``)."""
+    arr = _arrow_text(text)
+    if arr is not None:
+        return _blank_text(arr)
+    return np.fromiter(
+        (not isinstance(x, str) or not x.strip() for x in text), dtype=bool, count=len(text)
+    )
+
+
+def _blank_rows(col: pd.Series) -> np.ndarray:
+    """(L,) bool: the ID cell is missing or blank."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        cats = pd.Series(col.cat.categories.astype(str))
+        blank_cat = np.append(_blank_values(cats), True)
+        return blank_cat[col.cat.codes.to_numpy()]  # code -1 (missing) takes the last entry
+    arr = _arrow_text(col)
+    if arr is not None:
+        return _blank_text(arr)
+    return col.isna().to_numpy() | _blank_values(col.astype(str))
+
+
+def _refuse_empty_ids(bad: np.ndarray, name: str, source: str) -> None:
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise InputError(
+            f"row {row + 2} {_ROW}: empty {name!r} cell; fill it in or delete the row "
+            f"({int(bad.sum())} such row(s))",
+            source=source,
+        )
+
+
+# --------------------------------------------------------------------------- coding IDs
+
+
+def factorize_sorted(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """IDs -> ``int32`` codes in the sorted order of the IDs as text, and those distinct IDs.
+
+    Equals ``pd.factorize(col.astype(str), sort=True)`` (codes (L,), uniques (M,) object array
+    of ``str``; missing values get -1), without a Python string per row: a Categorical is
+    recoded through its categories, Arrow-backed text through pyarrow's hash and sort.
+    """
+    codes, uniques, _, _ = _code_ids(col)
+    return (codes if codes.flags.writeable else codes.copy()), id_array(uniques)
+
+
+def _code_columns(cols: dict[str, pd.Series], source: str) -> dict[str, Callable[[], Any]]:
+    """:func:`_code_ids` of each ID column and :func:`numeric_ratings` of the ratings,
+    concurrently for big tables (pyarrow's hash and sort and ``idhash``'s kernels release the
+    GIL, so the columns share the cores). Each column's result comes as a call that returns it
+    or raises its InputError, so that the caller meets the errors in column order."""
+    todo: dict[str, tuple] = {
+        c: (_code_ids, col) if c in ID_COLUMNS else (numeric_ratings, col, source)
+        for c, col in cols.items()
+        if c in ID_COLUMNS or c == "rating"
+    }
+    n = len(next(iter(cols.values()))) if cols else 0
+    workers = min(len(todo), os.cpu_count() or 1)
+    if n < 200_000 or workers < 2:
+        return {c: functools.partial(*job) for c, job in todo.items()}
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        # the longest first: the instance column
+        names = sorted(todo, key=lambda c: c != "instance")
+        futures = {c: pool.submit(*todo[c]) for c in names}
+        wait(list(futures.values()))
+    return {c: f.result for c, f in futures.items()}
+
+
+def _code_ids(col: pd.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+    """:func:`factorize_sorted`, which distinct IDs are blank (M,) bool, and whether the
+    column already was that coding (a Categorical of sorted, used, text categories)."""
+    arr = _arrow_text(col)
+    if arr is not None:
+        return (*_code_arrow(arr), False)
+    if _is_arrow(col):
+        col = col.to_pandas()
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        return _code_categorical(col)
+    text = col.astype(str)
+    arr = _arrow_text(text)
+    if arr is None:  # no pyarrow string storage: pandas' own sorted factorisation
+        codes, uniq = pd.factorize(text, sort=True)
+        uniq = np.asarray(uniq, dtype=object)
+        blank = np.fromiter((u.strip() == "" for u in uniq), bool, uniq.size)
+        return codes.astype(np.int32), uniq, blank, False
+    return (*_code_arrow(arr), False)
+
+
+def _encode_arrow(arr) -> tuple[np.ndarray, object]:
+    """pyarrow's hash of a text (chunked) array: (L,) int32 indices (-1 for null) into one
+    dictionary of the distinct values, in order of first appearance."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.cast(arr.type.value_type)
+    enc = pc.dictionary_encode(arr)
+    chunks = enc.chunks if isinstance(enc, pa.ChunkedArray) else [enc]
+    if not chunks:
+        return np.zeros(0, np.int32), pa.array([], pa.large_string())
+    # the hash table is shared across chunks: every chunk's dictionary is a prefix of the
+    # final one (same buffers); otherwise encode the combined array
+    first = chunks[0].dictionary.buffers()[1]
+    if any(c.dictionary.buffers()[1].address != first.address for c in chunks[1:]):
+        combined = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
+        chunks = [pc.dictionary_encode(combined)]
+    dictionary = max((c.dictionary for c in chunks), key=len)
+    indices = pa.chunked_array([c.indices for c in chunks], type=chunks[0].indices.type)
+    if indices.null_count:
+        indices = pc.fill_null(indices, -1)
+    return indices.to_numpy(), dictionary
+
+
+def _code_arrow(arr) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Codes, sorted uniques and blanks of a pyarrow text (chunked) array; nulls get -1.
+
+    A big column of many distinct short IDs goes through ``idhash`` (a partitioned hash, the
+    same result in about a third of the time); anything else through pyarrow's hash and sort."""
+    from . import id_hash
+
+    codes, ordered = id_hash.sorted_codes(arr) or _sorted_by_pyarrow(arr)
+    return codes, _arrow_ids(ordered), _blank_text(ordered)
+
+
+def _arrow_ids(ordered) -> Any:
+    """Sorted distinct IDs of a pyarrow text array as :func:`compact_ids` keeps them: an object
+    array of ``str``, or from ``COMPACT_IDS`` on the Arrow array itself (no copy): 2M Python
+    strings cost 0.2 s to make and 138 MB to keep."""
+    import pyarrow as pa
+
+    if len(ordered) >= COMPACT_IDS and (
+        pa.types.is_string(ordered.type) or pa.types.is_large_string(ordered.type)
+    ):
+        if isinstance(ordered, pa.ChunkedArray):
+            ordered = ordered.combine_chunks()
+        return pd.arrays.ArrowStringArray(ordered)
+    return ordered.to_numpy(zero_copy_only=False)
+
+
+def _sorted_by_pyarrow(arr) -> tuple[np.ndarray, Any]:
+    """``(codes (L,) int32, the distinct values sorted)`` by pyarrow's hash and sort."""
+    import pyarrow.compute as pc
+
+    idx, dictionary = _encode_arrow(arr)
+    order = pc.sort_indices(dictionary)
+    rank = np.empty(len(dictionary) + 1, dtype=np.int32)
+    rank[order.to_numpy()] = np.arange(len(dictionary), dtype=np.int32)
+    rank[-1] = -1  # index -1 (null) stays -1
+    codes = rank[idx]
+    del idx
+    return codes, dictionary.take(order)
+
+
+def _blank_sorted(uniq: np.ndarray) -> np.ndarray:
+    """(M,) bool: which of these sorted distinct strings are blank (``str.strip() == ""``).
+
+    A blank string is empty or starts with whitespace, so only the sorted ranges starting
+    below ``"!"`` or with a non-ASCII whitespace character are looked at.
+    """
+    blank = np.zeros(uniq.size, dtype=bool)
+    starts = [("", "!")] + [(c, chr(ord(c) + 1)) for c in WHITESPACE if c > "!"]
+    for lo, hi in starts:
+        i, j = np.searchsorted(uniq, [lo, hi])
+        for k in range(int(i), int(j)):
+            blank[k] = not uniq[k].strip()
+    return blank
+
+
+def _code_categorical(col: pd.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+    cats = col.cat.categories
+    codes = np.asarray(col.array.codes)  # a read-only view: callers copy what they keep
+    if pd.api.types.infer_dtype(cats, skipna=False) == "string" and cats.is_monotonic_increasing:
+        remap = None  # already distinct strings in sorted order (io.read_ratings' columns)
+        uniq = np.asarray(cats, dtype=object)
+        blank = _blank_sorted(uniq)
+    else:  # categories that are not sorted text (or that merge as text: 1 and "1")
+        remap, uniq, blank, _ = _code_ids(pd.Series(cats.astype(str)))
+    present = codes if codes.size == 0 or codes.min() >= 0 else codes[codes >= 0]
+    used = np.bincount(present if remap is None else remap[present], minlength=uniq.size) > 0
+    if remap is None and used.all():
+        return codes.astype(np.int32, copy=False), uniq, blank, True
+    if remap is None:
+        remap = np.arange(uniq.size, dtype=np.int32)
+    renumber = np.cumsum(used, dtype=np.int32) - 1
+    full = np.append(renumber[remap], -1).astype(np.int32)  # code -1 (missing) stays -1
+    return full[codes], uniq[used], blank[used], False
+
+
+# --------------------------------------------------------------------------- ratings
+
+
+def numeric_ratings(col: pd.Series, source: str = "ratings") -> np.ndarray:
+    """(L,) float ratings of a column; InputError naming the first row that is not a finite
+    number, or for a column of dates, durations or complex numbers.
+
+    Text is parsed per distinct value with ``pd.to_numeric`` (so ``" 3"`` and ``"3.0"`` read
+    as 3 exactly as a whole-column parse would), never a Python object per row.
+    """
+    if _is_arrow(col) and _arrow_text(col) is None:
+        col = col.to_pandas()
+    if _arrow_text(col) is not None:
+        return _parse_distinct(col, source)
+    dt = col.dtype
+    kind = getattr(dt, "kind", "O")
+    what = None
+    if pd.api.types.is_complex_dtype(dt):
+        what = "complex numbers"
+    elif kind in "mM" or isinstance(dt, (pd.DatetimeTZDtype, pd.PeriodDtype)):
+        what = "dates or durations"
+    elif isinstance(dt, pd.IntervalDtype):
+        what = "intervals"
+    if what is not None:
+        raise InputError(
+            f"the rating column holds {what} ({dt}), not ratings; ratings must be real "
+            "numbers on an ordinal scale such as 1..5",
+            source=source,
+        )
+    if pd.api.types.is_bool_dtype(dt):
+        col = col.astype(float)
+    if pd.api.types.is_numeric_dtype(col.dtype) and not isinstance(dt, pd.CategoricalDtype):
+        values = col.to_numpy(dtype=float, na_value=np.nan)
+        bad = ~np.isfinite(values)
+        if bad.any():
+            row = int(np.flatnonzero(bad)[0])
+            _refuse_rating(col.iloc[row], row, int(bad.sum()), source)
+        return values
+    return _parse_distinct(col, source)
+
+
+def _parse_distinct(col, source: str) -> np.ndarray:
+    """Ratings of a text (or mixed) column, parsed once per distinct value."""
+    codes, uniques = _distinct(col)
+    parsed = pd.to_numeric(pd.Series(uniques), errors="coerce")
+    if pd.api.types.is_complex_dtype(parsed.dtype):
+        raise InputError(
+            "the rating column holds complex numbers, not ratings; ratings must be real "
+            "numbers on an ordinal scale such as 1..5",
+            source=source,
+        )
+    uval = np.append(parsed.to_numpy(dtype=float, na_value=np.nan), np.nan)  # -1: missing
+    ubad = ~np.isfinite(uval)
+    if ubad.any():
+        bad = ubad[codes]
+        if bad.any():
+            row = int(np.flatnonzero(bad)[0])
+            raw = uniques[codes[row]] if codes[row] >= 0 else None
+            _refuse_rating(raw, row, int(bad.sum()), source)
+    return uval[codes]
+
+
+def _distinct(col) -> tuple[np.ndarray, pd.Series]:
+    """Codes (L,; -1 for missing) and distinct values of a column, by hashing."""
+    arr = _arrow_text(col)
+    if arr is not None:
+        idx, dictionary = _encode_arrow(arr)
+        return idx, pd.Series(dictionary.to_pandas(), dtype=object)
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        return col.cat.codes.to_numpy(), pd.Series(col.cat.categories)
+    codes, uniques = pd.factorize(col, use_na_sentinel=True)
+    return codes, pd.Series(np.asarray(uniques, dtype=object), dtype=object)
+
+
+def _refuse_rating(raw: object, row: int, n_bad: int, source: str) -> None:
+    where = f"row {row + 2} {_ROW}"
+    if raw is None or (not isinstance(raw, str) and pd.isna(raw)) or str(raw).strip() == "":
+        msg = f"{where}: empty rating cell; fill it in or delete the row"
+    else:
+        text = str(raw)[:40]
+        hint = (
+            " (decimal comma? write it with a point, e.g. 3.5)"
+            if re.fullmatch(r"-?\d+,\d+", text.strip())
+            else ""
+        )
+        msg = f"{where}: rating {text!r} is not a number{hint}; ratings must be numbers"
+    raise InputError(f"{msg} ({n_bad} such row(s))", source=source)
+
+
+# --------------------------------------------------------------------------- scales
+
+
+def as_scale(scale: Scale | Sequence[float] | str | None, ratings: np.ndarray) -> Scale:
+    """Resolve a scale argument; ``None`` means the distinct values seen, as they are.
+
+    The inferred scale is checked for outlying values by :func:`rating_levels` (which
+    ``prepare`` runs, naming the file and the rows), not here.
+    """
+    if scale is None:
+        return Scale(_distinct_levels(np.asarray(ratings, dtype=float))[0])
+    if isinstance(scale, Scale):
+        return scale
+    if isinstance(scale, str):
+        return Scale.parse(scale)
+    return Scale(np.asarray(list(scale), dtype=float))
+
+
+def infer_scale(
+    ratings: np.ndarray, source: str | None = None, rows: bool = False
+) -> tuple[Scale, np.ndarray]:
+    """The distinct values seen as the scale, and each rating's level (L,).
+
+    Refused (InputError) when some values sit far from the rest (:func:`outlying_levels`);
+    the message names them, with their first rows when ``rows`` (``ratings`` in file order),
+    and the fix (delete them, or give the scale).
+    """
+    vals, level, counts = _distinct_levels(ratings)
+    return checked_scale(vals, counts, source, level if rows else None), level
+
+
+def checked_scale(
+    values: np.ndarray,
+    counts: np.ndarray,
+    source: str | None = None,
+    level: np.ndarray | None = None,
+) -> Scale:
+    """The distinct values seen (sorted, (K,); ``counts`` ratings each) as the scale, refused
+    (InputError) when some sit far from the rest (:func:`outlying_levels`). ``level``: each
+    rating's index into ``values`` in file order, to name the rows; the Dask engine, whose
+    blocks are shuffled, gives only the counts."""
+    far = outlying_levels(values, counts)
+    if far.any():  # before the scale's own checks: this message names rows and the fix
+        raise InputError(_outlier_message(values, counts, far, level), source=source)
+    return Scale(values)
+
+
+def _distinct_levels(r: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sorted distinct values (K,), each rating's index among them (L,) int32, counts (K,).
+
+    Whole-number ratings in a short range (the usual 1..5, 0..100) are counted directly;
+    anything else is hashed, then only the distinct values are sorted.
+    """
+    if r.size:
+        lo, hi = float(r.min()), float(r.max())
+        if hi - lo < 1e6 and abs(lo) < 2**52 and abs(hi) < 2**52:
+            shifted = r - lo
+            idx = shifted.astype(np.int64)
+            if np.array_equal(idx, shifted):  # every rating a whole number
+                counts = np.bincount(idx)
+                present = np.flatnonzero(counts)
+                rank = np.zeros(counts.size, dtype=np.int32)
+                rank[present] = np.arange(present.size, dtype=np.int32)
+                return present + lo, rank[idx], counts[present]
+    codes, seen = pd.factorize(r)
+    vals, where = np.unique(seen, return_inverse=True)  # (-0.0 and 0.0 become one value)
+    level = where.astype(np.int32)[codes]
+    return vals, level, np.bincount(level, minlength=vals.size)
+
+
+def outlying_levels(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """(K,) bool: distinct values cut off from the bulk of the ratings by an outsized gap.
+
+    ``values`` sorted, ``counts`` ratings per value. The bulk starts as the narrowest run of
+    values holding half the ratings (with its nearer neighbour if that is one value) and grows
+    outwards over every gap that is at most ``OUTLIER_GAP_RANGE`` x its range or at most
+    ``OUTLIER_GAP_STEP`` x its mean spacing; values it cannot reach are outlying. Growing from
+    the middle, outliers on both sides, or several on one side, cannot hide each other.
+    """
+    k = values.size
+    far = np.zeros(k, dtype=bool)
+    if k < 3:
+        return far
+    with np.errstate(over="ignore", invalid="ignore"):  # 1e308 - -1e308 is inf: still far
+        return _grow_bulk(values, counts, far)
+
+
+def _grow_bulk(values: np.ndarray, counts: np.ndarray, far: np.ndarray) -> np.ndarray:
+    k = values.size
+    gaps = np.diff(values)
+    cum = np.concatenate([[0], np.cumsum(counts)])
+    half = cum[-1] / 2
+    # for each start i, the first end j whose run i..j holds half the ratings; narrowest wins
+    ends = np.clip(np.searchsorted(cum, cum[:-1] + half, side="left") - 1, 0, k - 1)
+    width = np.where(cum[ends + 1] - cum[:-1] >= half, values[ends] - values, np.inf)
+    i = int(np.argmin(width))
+    j = int(ends[i])
+    if i == j:  # one value holds half the ratings: it has no spread yet
+        if j + 1 < k and (i == 0 or gaps[j] <= gaps[i - 1]):
+            j += 1
+        else:
+            i -= 1
+    while True:
+        up = np.arange(j, k - 1)  # gap up from value m, the run being i..m
+        spread = values[up] - values[i]
+        stop = (gaps[up] > OUTLIER_GAP_RANGE * spread) & (
+            gaps[up] > OUTLIER_GAP_STEP * spread / (up - i)
+        )
+        new_j = j + int(np.argmax(stop)) if stop.any() else k - 1
+        down = np.arange(i - 1, -1, -1)  # gap down from value m + 1, the run being m + 1..j
+        spread = values[j] - values[down + 1]
+        stop = (gaps[down] > OUTLIER_GAP_RANGE * spread) & (
+            gaps[down] > OUTLIER_GAP_STEP * spread / (j - down - 1)
+        )
+        new_i = i - int(np.argmax(stop)) if stop.any() else 0
+        if (new_i, new_j) == (i, j):
+            break
+        i, j = new_i, new_j
+    far[:i] = True
+    far[j + 1 :] = True
+    return far
+
+
+def _outlier_message(
+    vals: np.ndarray, counts: np.ndarray, far: np.ndarray, level: np.ndarray | None
+) -> str:
+    near = vals[~far]
+    idx = np.flatnonzero(far)
+    rows = {int(k): np.flatnonzero(level == k) + 2 for k in idx[:3]} if level is not None else {}
+
+    def rows_of(k: int, skip_first: bool) -> str:
+        r = rows[k][1:] if skip_first else rows[k]
+        if r.size == 0:
+            return ""
+        more = f" and {r.size - 3} more" if r.size > 3 else ""
+        return f"row{'s' if r.size > 1 else ''} {', '.join(map(str, r[:3]))}{more}"
+
+    if level is None:
+        parts = [f"{vals[k]:g} ({int(counts[k])} rating(s))" for k in idx[:3]]
+        where = ""
+    elif idx.size == 1:
+        also = rows_of(int(idx[0]), skip_first=True)
+        parts = [f"{vals[idx[0]]:g}" + (f" (also on {also})" if also else "")]
+        where = f"row {rows[int(idx[0])][0]} {_ROW}: "
+    else:
+        parts = [f"{vals[k]:g} ({rows_of(int(k), skip_first=False)})" for k in idx[:3]]
+        where = f"row {min(int(r[0]) for r in rows.values())} {_ROW}: "
+    if idx.size > 3:
+        parts.append(f"{idx.size - 3} more value(s)")
+    what = f"rating {parts[0]} lies" if idx.size == 1 else f"ratings {', '.join(parts)} lie"
+    step = float(np.median(np.diff(near))) if near.size > 1 else float(np.median(np.diff(vals)))
+    plausible = vals.size <= 12 and np.abs(vals).max() <= 1e6
+    example = f", e.g. --scale {fmt_scale(vals)}" if plausible else ""
+    return (
+        f"{where}{what} far outside the other ratings ({near[0]:g} to {near[-1]:g}, typically "
+        f"{step:g} apart), so the scale inferred from the values seen would be wrong; if they "
+        "are typos or a code for 'no answer', fix or delete those rows; if they really are "
+        f"levels, give the scale explicitly (--scale{example})"
+    )
+
+
+def rating_levels(
+    ratings: np.ndarray,
+    scale: Scale | Sequence[float] | str | None,
+    source: str | None = None,
+) -> tuple[Scale, np.ndarray]:
+    """The scale (given, or inferred and checked) and each rating's level index (L,) int32.
+
+    The one home of the scale checks: a rating off a given scale, or an inferred scale with
+    outlying values, is an InputError naming the row.
+    """
+    if scale is None:
+        return infer_scale(ratings, source, rows=True)
+    sc = as_scale(scale, ratings)
+    level = sc.index_of(ratings)
+    off = level < 0
+    if off.any():
+        row = int(np.flatnonzero(off)[0])
+        raise InputError(
+            f"row {row + 2} {_ROW}: rating {ratings[row]:g} is not on the scale "
+            f"{fmt_scale(sc.values)} ({int(off.sum())} such row(s)); fix the rating or give the "
+            "scale that includes it (--scale)",
+            source=source,
+        )
+    return sc, level
+
+
+#: from this many distinct instance IDs on, ``crowd_from_coded`` keeps them Arrow-backed
+#: (``compact_ids``): 2M IDs of 11 characters are 138 MB as Python strings, alive through every
+#: sweep of a fit that needs them only to start (``rand.id_hash``) and to name its results
+COMPACT_IDS = 1_000_000
+
+
+def compact_ids(ids: Any) -> Any:
+    """Distinct IDs ``ids`` (n,) as they are kept in :class:`CrowdData`: an object array as it
+    is below ``COMPACT_IDS``, else an Arrow-backed pandas string array (about 20 bytes an ID
+    of 11 characters instead of 69; one already, as ``io.read_ratings`` codes them, is kept).
+    Either indexes like an array; :func:`id_array` turns either back into an object array."""
+    if not isinstance(ids, np.ndarray) or len(ids) < COMPACT_IDS:
+        return ids
+    return pd.array(ids, dtype=pd.StringDtype("pyarrow"))
+
+
+def _category_ids(cats: pd.Index, compact: bool) -> Any:
+    """A coded column's distinct IDs: the Arrow array behind ``cats`` as it is when ``compact``
+    and it holds ``COMPACT_IDS`` or more text IDs (``io.read_ratings``' instances), else an
+    object array of them."""
+    arrow = isinstance(cats.dtype, pd.StringDtype) and cats.dtype.storage == "pyarrow"
+    if compact and arrow and len(cats) >= COMPACT_IDS:
+        return cats.array
+    return cats.to_numpy(dtype=object)
+
+
+def id_array(ids: Any) -> np.ndarray:
+    """IDs (n,) as an object array of ``str``: ``ids`` itself when it is one, else the strings
+    of a :func:`compact_ids` array (made now: they live as long as the caller keeps them)."""
+    if isinstance(ids, np.ndarray):
+        return ids
+    return np.asarray(ids, dtype=object)
+
+
+@dataclass
+class CrowdData:
+    """Integer-coded ratings. ``L`` ratings, ``M`` instances, ``N`` annotators, ``C`` categories.
+
+    ``instances`` (and ``categories`` at instance granularity, the same IDs) is an object
+    array, or for ``COMPACT_IDS`` or more instances read from coded IDs an Arrow-backed string
+    array (:func:`compact_ids`); :func:`id_array` gives an object array of either.
+    """
+
+    scale: Scale
+    ann: np.ndarray  # (L,) int32 annotator code
+    inst: np.ndarray  # (L,) int32 instance code
+    level: np.ndarray  # (L,) int32 level index 0..K-1
+    annotators: np.ndarray  # (N,) object: annotator IDs
+    instances: np.ndarray  # (M,) object (or compact_ids'): instance IDs
+    inst_query: np.ndarray | None = None  # (M,) object: query ID of each instance, if known
+    cat_of_inst: np.ndarray = field(default=None)  # (M,) int32 category of each instance
+    categories: np.ndarray = field(default=None)  # (C,) object: category names
+    granularity: str = "instance"
+
+    @property
+    def n_ratings(self) -> int:
+        return int(self.ann.size)
+
+    @property
+    def n_annotators(self) -> int:
+        return int(self.annotators.size)
+
+    @property
+    def n_instances(self) -> int:
+        return int(self.instances.size)
+
+    @property
+    def n_categories(self) -> int:
+        return int(self.categories.size)
+
+    @property
+    def values(self) -> np.ndarray:
+        """(L,) rating values on the scale."""
+        return self.scale.values[self.level]
+
+    @property
+    def cat(self) -> np.ndarray:
+        """(L,) category code of each rating."""
+        return self.cat_of_inst[self.inst]
+
+    def per_instance_mean(self) -> np.ndarray:
+        """(M,) mean rating value per instance."""
+        s = np.bincount(self.inst, weights=self.values, minlength=self.n_instances)
+        return s / np.bincount(self.inst, minlength=self.n_instances)
+
+    def counts(self) -> tuple[np.ndarray, np.ndarray]:
+        """Ratings per instance (M,) and per annotator (N,)."""
+        return (
+            np.bincount(self.inst, minlength=self.n_instances),
+            np.bincount(self.ann, minlength=self.n_annotators),
+        )
+
+    def with_granularity(self, granularity: str) -> CrowdData:
+        """The same ratings with categories at ``instance``, ``query`` or ``global`` level."""
+        if granularity not in GRANULARITIES:
+            raise InputError(
+                f"granularity {granularity!r} is not one of {', '.join(GRANULARITIES)}"
+            )
+        m = self.n_instances
+        if granularity == "instance":
+            cat, names = np.arange(m, dtype=np.int32), self.instances
+        elif granularity == "global":
+            cat, names = np.zeros(m, dtype=np.int32), np.array(["all"], dtype=object)
+        else:
+            if self.inst_query is None:
+                raise InputError(
+                    "granularity 'query' needs a 'query' column in the ratings; add one, "
+                    "or choose granularity 'instance' or 'global'"
+                )
+            codes, names = pd.factorize(self.inst_query, sort=False)
+            cat, names = codes.astype(np.int32), np.asarray(names, dtype=object)
+        return replace(self, cat_of_inst=cat, categories=names, granularity=granularity)
+
+
+def prepare(
+    ratings: pd.DataFrame | CrowdData,
+    scale: Scale | Sequence[float] | str | None = None,
+    granularity: str = "instance",
+    source: str | None = None,
+) -> CrowdData:
+    """Validate and factorise a long ratings table into :class:`CrowdData`.
+
+    Repeated (annotator, instance) pairs are kept as separate ratings (as TREC RF10 releases
+    them). IDs are coded in sorted order (:func:`factorize_sorted`), so the row order never
+    changes a fit. Messages name ``source``, else the file the frame was read from
+    (``attrs["source"]``, set by the readers), else ``ratings``. Raises InputError for
+    anything unusable.
+    """
+    if isinstance(ratings, CrowdData):
+        if scale is not None and not np.array_equal(
+            as_scale(scale, []).values, ratings.scale.values
+        ):
+            raise InputError("a prepared CrowdData already has its scale; do not pass another")
+        return ratings.with_granularity(granularity)
+    if source is None:
+        attrs = getattr(ratings, "attrs", None) or {}
+        source = str(attrs.get("source") or "ratings")
+    frame = normalize_columns(ratings, source, coded=True)  # the one validation
+    return crowd_from_coded(frame, scale, granularity, source, copy=True)
+
+
+def crowd_from_coded(
+    frame: pd.DataFrame,
+    scale: Scale | Sequence[float] | str | None = None,
+    granularity: str = "instance",
+    source: str = "ratings",
+    copy: bool = True,
+) -> CrowdData:
+    """:class:`CrowdData` from what :func:`normalize_columns` returns with ``coded=True``
+    (ID columns as Categoricals of their sorted distinct IDs, ratings as float): the rating
+    scale and its checks, each instance's query and its check. ``copy=False`` when the frame
+    is the caller's own (``io.read_crowd``'s): ``int32`` codes are then taken without a copy,
+    so no per-rating array exists twice.
+    """
+    coded = {
+        c: (
+            np.array(frame[c].array.codes, dtype=np.int32, copy=copy or None),
+            _category_ids(frame[c].cat.categories, compact=c == "instance"),
+        )
+        for c in ("annotator", "instance")
+    }
+    sc, level = rating_levels(frame["rating"].to_numpy(), scale, source)
+    ann, annotators = coded["annotator"]
+    inst, instances = coded["instance"]
+    inst_query = None
+    if "query" in frame.columns:
+        query = frame["query"].array
+        inst_query, clash = instance_queries(inst, query, len(instances))
+        if clash is not None:
+            raise InputError(
+                query_clash(instances[inst[clash]], query[clash], inst_query[inst[clash]], clash),
+                source=source,
+            )
+    data = CrowdData(
+        scale=sc,
+        ann=ann,
+        inst=inst,
+        level=level,
+        annotators=annotators,
+        instances=compact_ids(instances),  # the frame's strings go with the frame
+        inst_query=inst_query,
+    )
+    return data.with_granularity(granularity)

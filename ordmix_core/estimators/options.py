@@ -1,0 +1,838 @@
+"""One table of fit options: each parameter of ``OrdinalMixture`` declared once.
+
+An entry gives the estimator's parameter name, its command-line flag (if it has one), the
+parser of the flag's text, which values are valid (a validator that also describes them in
+words), plain-language help, and how the dashboard shows it (widget kind, group, label). The
+default is read from ``OrdinalMixture``'s signature, never restated here; the command line
+and the dashboard use seed 0 instead of a fresh random seed, so that two runs agree.
+
+The command line builds its flags from this table (:func:`add_fit_options`), turns parsed
+arguments or a dashboard's settings into estimator keyword arguments
+(:func:`to_estimator_kwargs`), and the estimator checks its parameters with
+:func:`validate_params` (``OrdinalMixture._check_params`` calls it), so every front end gives
+the same :class:`~ordmix_core.errors.InputError` for the same bad value.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import inspect
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..data.crowd import GRANULARITIES, Scale, as_scale, fmt_scale
+from ..errors import InputError
+
+__all__ = [
+    "OPTIONS",
+    "MAX_ITER",
+    "MAX_RESTARTS",
+    "Option",
+    "add_fit_options",
+    "check_kwargs",
+    "estimator_default",
+    "option",
+    "spam_distribution",
+    "to_estimator_kwargs",
+    "validate_params",
+]
+
+#: resource bounds: a run never allocates for more restarts or sweeps than these
+MAX_RESTARTS = 1000
+MAX_ITER = 100_000
+#: prior hyperparameters (phi, eta, lambda) above this make every update degenerate
+MAX_PRIOR = 1e6
+#: a scale wider than this overflows squared distances in the likelihood
+MAX_SCALE_SPAN = 1e150
+#: the dashboard's groups
+GROUPS = ("basic", "advanced")
+#: commands whose flags come from this table
+COMMANDS = ("fit", "compare", "experiment")
+
+
+# --------------------------------------------------------------------------- value kinds
+class _Kind:
+    """A kind of value: ``check`` (Python value), ``parse`` (command-line text), ``describe``.
+
+    ``check`` and ``parse`` raise ``ValueError`` with a fragment such as ``"must be a whole
+    number from 1 to 1000, not 0"``; the caller puts the parameter or flag name in front.
+    """
+
+    none: str | None = None  # what None means, when it is allowed
+
+    def describe(self) -> str:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _bad(self, value: Any) -> ValueError:
+        alt = f" (or None: {self.none})" if self.none else ""
+        return ValueError(f"must be {self.describe()}{alt}, not {_show(value)}")
+
+    def check(self, value: Any) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def parse(self, text: str) -> Any:
+        return self.check(text)
+
+
+def _show(value: Any) -> str:
+    """A bad value as a message shows it: short, and ``repr`` so that text looks like text."""
+    s = repr(value)
+    return s if len(s) <= 60 else s[:57] + "..."
+
+
+def _is_whole(v: Any) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+def _is_real(v: Any) -> bool:
+    return _is_whole(v) or isinstance(v, (float, np.floating))
+
+
+@dataclass(frozen=True)
+class Whole(_Kind):
+    lo: int
+    hi: int | None = None
+    none: str | None = None
+
+    def describe(self) -> str:
+        if self.hi is None:
+            return f"a whole number >= {self.lo}"
+        return f"a whole number from {self.lo} to {self.hi:,}"
+
+    def check(self, value: Any) -> int | None:
+        if value is None and self.none:
+            return None
+        if not _is_whole(value) or value < self.lo or (self.hi is not None and value > self.hi):
+            raise self._bad(value)
+        return int(value)
+
+    def parse(self, text: str) -> int | None:
+        try:
+            value = int(text.strip())
+        except ValueError:
+            raise self._bad(text) from None
+        return self.check(value)
+
+
+@dataclass(frozen=True)
+class Real(_Kind):
+    lo: float | None = None  # None: any finite number
+    hi: float | None = None
+    lo_open: bool = False
+    none: str | None = None
+
+    def describe(self) -> str:
+        if self.lo is None:
+            return "a finite number"
+        if self.lo == 0 and self.lo_open:
+            return "a positive number" + ("" if self.hi is None else f" up to {self.hi:g}")
+        if self.hi is None:
+            return f"a number {'>' if self.lo_open else '>='} {self.lo:g}"
+        if self.lo_open:
+            return f"a number > {self.lo:g} and <= {self.hi:g}"
+        return f"a number from {self.lo:g} to {self.hi:g}"
+
+    def check(self, value: Any) -> float | None:
+        if value is None and self.none:
+            return None
+        if not _is_real(value):
+            raise self._bad(value)
+        v = float(value)
+        if not math.isfinite(v):
+            raise self._bad(value)
+        if self.lo is not None and (v < self.lo or (self.lo_open and v == self.lo)):
+            raise self._bad(value)
+        if self.hi is not None and v > self.hi:
+            raise self._bad(value)
+        return v
+
+    def parse(self, text: str) -> float | None:
+        try:
+            value = float(text.strip())
+        except ValueError:
+            raise self._bad(text) from None
+        return self.check(value)
+
+
+@dataclass(frozen=True)
+class Choice(_Kind):
+    choices: tuple[str, ...]
+
+    def describe(self) -> str:
+        return "one of " + ", ".join(self.choices)
+
+    def check(self, value: Any) -> str:
+        if not isinstance(value, str) or value not in self.choices:
+            raise self._bad(value)
+        return value
+
+
+@dataclass(frozen=True)
+class OptionalFlag(_Kind):
+    none: str | None = "as the model says"
+
+    @property
+    def choices(self) -> tuple[bool | None, ...]:
+        """The values a dashboard select offers (None first: the model's)."""
+        return (None, True, False)
+
+    def describe(self) -> str:
+        return "True or False"
+
+    def check(self, value: Any) -> bool | None:
+        if value is None:
+            return None
+        if not isinstance(value, (bool, np.bool_)):
+            raise self._bad(value)
+        return bool(value)
+
+    def parse(self, text: str) -> bool:
+        t = text.strip().lower()
+        if t in ("on", "true", "yes", "1"):
+            return True
+        if t in ("off", "false", "no", "0"):
+            return False
+        raise ValueError(f"must be on or off, not {_show(text)}")
+
+
+@dataclass(frozen=True)
+class OptionalChoice(_Kind):
+    choices: tuple[str, ...] = ()
+    none: str | None = "as the model says"
+
+    def describe(self) -> str:
+        return "one of " + ", ".join(self.choices)
+
+    def check(self, value: Any) -> str | None:
+        if value is None:
+            return None
+        if not isinstance(value, str) or value not in self.choices:
+            raise self._bad(value)
+        return value
+
+
+@dataclass(frozen=True)
+class Flag(_Kind):
+    def describe(self) -> str:
+        return "True or False"
+
+    def check(self, value: Any) -> bool:
+        if not isinstance(value, (bool, np.bool_)):
+            raise self._bad(value)
+        return bool(value)
+
+
+@dataclass(frozen=True)
+class Seed(_Kind):
+    none: str | None = "a fresh random seed"
+
+    def describe(self) -> str:
+        return "a whole number >= 0 or a numpy Generator"
+
+    def check(self, value: Any) -> Any:
+        if value is None:
+            return None
+        if isinstance(value, (np.random.Generator, np.random.BitGenerator, np.random.SeedSequence)):
+            return value
+        if not _is_whole(value) or value < 0:
+            raise self._bad(value)
+        return int(value)
+
+    def parse(self, text: str) -> int:
+        try:
+            value = int(text.strip())
+        except ValueError:
+            raise ValueError(f"must be a whole number >= 0, not {_show(text)}") from None
+        if value < 0:
+            raise ValueError(f"must be a whole number >= 0, not {_show(text)}")
+        return value
+
+
+@dataclass(frozen=True)
+class ScaleKind(_Kind):
+    none: str | None = "the distinct ratings seen"
+
+    def describe(self) -> str:
+        return "finite numbers, strictly increasing without repeats, such as 1,2,3,4,5"
+
+    def check(self, value: Any) -> Any:
+        if value is None:
+            return None
+        if not isinstance(value, (Scale, str)) and not isinstance(value, (Sequence, np.ndarray)):
+            raise self._bad(value)
+        try:
+            with np.errstate(over="ignore", invalid="ignore"):  # a huge scale is refused below
+                sc = as_scale(value, np.empty(0))
+        except (InputError, TypeError, ValueError):
+            raise self._bad(value) from None
+        check_scale(sc)
+        return value
+
+    def parse(self, text: str) -> str:
+        try:
+            Scale.parse(text)
+        except InputError:
+            raise self._bad(text) from None
+        self.check(text)
+        return text  # kept as typed: the readers and summary.json take the text
+
+
+def check_scale(sc: Scale) -> None:
+    """A scale the arithmetic can work with: its width and its thresholds are finite.
+
+    Raises ValueError (the callers name the scale's source).
+    """
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow is what is checked for
+        span = float(sc.values[-1] - sc.values[0]) if sc.k > 1 else 0.0
+        thresholds = sc.thresholds
+    if not (math.isfinite(span) and span <= MAX_SCALE_SPAN) or not np.all(np.isfinite(thresholds)):
+        raise ValueError(
+            f"must span at most {MAX_SCALE_SPAN:g}, not {fmt_scale(sc.values)}; values that "
+            "large are usually codes or typos, not ratings"
+        )
+
+
+@dataclass(frozen=True)
+class Probabilities(_Kind):
+    none: str | None = "uniform over the levels"
+
+    def describe(self) -> str:
+        return "positive finite numbers, one per level of the scale"
+
+    def check(self, value: Any) -> Any:
+        if value is None:
+            return None
+        if isinstance(value, (str, bytes)):
+            raise self._bad(value)
+        try:
+            arr = np.asarray(value, dtype=float)
+        except (TypeError, ValueError):
+            raise self._bad(value) from None
+        if arr.ndim != 1 or arr.size == 0 or not np.all(np.isfinite(arr)) or np.any(arr <= 0):
+            raise self._bad(value)
+        return value
+
+
+@dataclass(frozen=True)
+class PreviousFit(_Kind):
+    """An earlier result to start from: an ``ordmix fit`` folder, or a fitted estimator.
+
+    Only the form is checked here; ``warm.load_previous`` reads and checks the content.
+    """
+
+    none: str | None = "a fit from scratch"
+
+    def describe(self) -> str:
+        return "the output folder of an ordmix fit or a fitted OrdinalMixture"
+
+    def check(self, value: Any) -> Any:
+        if value is None:
+            return None
+        if isinstance(value, (str, os.PathLike)):
+            if not os.fspath(value).strip():
+                raise self._bad(value)
+            return value
+        if hasattr(value, "get_params") or hasattr(value, "items_"):
+            return value
+        raise self._bad(value)
+
+
+# --------------------------------------------------------------------------- the table
+_FROM_ESTIMATOR = object()
+
+
+@dataclass(frozen=True)
+class Option:
+    """One fit option. ``default`` comes from ``OrdinalMixture``'s signature."""
+
+    name: str  # the estimator's parameter
+    kind: _Kind
+    help: str  # plain language, no markup; the default is appended where it is shown
+    label: str  # the dashboard's label
+    group: str = "advanced"  # the dashboard's group: basic or advanced
+    widget: str = "number"  # select, int, number, toggle, text or none (not in the dashboard)
+    flag: str | None = None  # the command-line flag (None: Python API only)
+    metavar: str | None = None
+    const: Any = None  # a switch flag (no value) sets the parameter to this
+    flag_help: str | None = None  # a switch flag's help (what giving the flag does)
+    in_compare: bool = True  # offered by ``ordmix compare`` / ``experiment`` too
+    front_default: Any = _FROM_ESTIMATOR  # the CLI's and dashboard's default, when not the API's
+    widget_args: dict = field(default_factory=dict)  # min/max/step for number widgets
+
+    @property
+    def default(self) -> Any:
+        """The estimator's default."""
+        return estimator_default(self.name)
+
+    @property
+    def ui_default(self) -> Any:
+        """The default of the command line and the dashboard."""
+        return self.default if self.front_default is _FROM_ESTIMATOR else self.front_default
+
+    @property
+    def switch(self) -> bool:
+        return self.flag is not None and self.const is not None
+
+    def check(self, value: Any) -> Any:
+        """The value, normalised; InputError naming the parameter if it is not valid."""
+        try:
+            return self.kind.check(value)
+        except ValueError as e:
+            raise InputError(f"{self.name} {e}") from None
+
+    def cli_type(self, text: str) -> Any:
+        """argparse ``type=``: the flag's text parsed and checked (ArgumentTypeError if bad)."""
+        try:
+            return self.kind.parse(text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+
+_NUMBER = {"min_value": 1e-6, "max_value": MAX_PRIOR}
+
+OPTIONS: tuple[Option, ...] = (
+    Option(
+        "granularity",
+        Choice(GRANULARITIES),
+        "which items share a difficulty: each instance its own, each query one (needs a "
+        "query column), or one for all (global)",
+        "Granularity of difficulty",
+        group="basic",
+        widget="select",
+        flag="--granularity",
+    ),
+    Option(
+        "scale",
+        ScaleKind(),
+        "the ordinal scale, comma-separated, e.g. 1,2,3,4,5; write negative values as "
+        "--scale=-2,-1,0,1,2 (default: the distinct ratings seen)",
+        "Rating scale",
+        group="basic",
+        widget="text",
+        flag="--scale",
+        metavar="V1,V2,...",
+    ),
+    Option(
+        "n_restarts",
+        Whole(1, MAX_RESTARTS),
+        "independent starts; the best one that did not collapse to all-spam wins",
+        "Restarts",
+        group="basic",
+        widget="int",
+        flag="--restarts",
+        metavar="N",
+        widget_args={"min_value": 1, "max_value": MAX_RESTARTS, "step": 1},
+    ),
+    Option(
+        "max_iter",
+        Whole(1, MAX_ITER),
+        "cap on all sweeps of a restart, every stage together (the no-spam warm-up, at most "
+        "half of it, the extended model's stage with uniform spam, and the mixture; a SQUAREM "
+        "step counts as one); a restart that reaches it stops unconverged, with a warning",
+        "Max sweeps per restart",
+        group="basic",
+        widget="int",
+        flag="--max-iter",
+        metavar="N",
+        widget_args={"min_value": 1, "max_value": MAX_ITER, "step": 50},
+    ),
+    Option(
+        "tol",
+        Real(0.0),
+        "relative tolerance: a restart has converged when one sweep changes its lower bound "
+        "(the fit's score) by less than this share of it, and the estimates are within "
+        "--tol-estimate of where they are heading",
+        "Tolerance (relative)",
+        group="basic",
+        flag="--tol",
+        metavar="T",
+        widget_args={"min_value": 0.0, "step": 1e-6, "format": "%.2e"},
+    ),
+    Option(
+        "tol_estimate",
+        Real(0.0),
+        "a restart has converged only when no item's estimate is expected to move by this "
+        "much more (in scale units; the last sweeps' changes extrapolated by their rate of "
+        "decay), so a tighter tolerance no longer moves estimates; 0: the bound alone decides",
+        "Tolerance on estimates",
+        flag="--tol-estimate",
+        metavar="T",
+        widget_args={"min_value": 0.0, "step": 1e-4, "format": "%.1e"},
+    ),
+    Option(
+        "random_state",
+        Seed(),
+        "random seed of the restarts' starting points: the same seed gives the same result",
+        "Seed",
+        group="basic",
+        widget="int",
+        flag="--seed",
+        metavar="S",
+        front_default=0,
+        widget_args={"min_value": 0, "step": 1},
+    ),
+    Option(
+        "ordinal",
+        Flag(),
+        "treat each rating as a thresholded hidden value (the paper's model); off: the "
+        "real-valued variant, where the rating is the value itself",
+        "Ordinal likelihood",
+        widget="toggle",
+        flag="--real-valued",
+        const=False,
+        flag_help="the real-valued variant: the rating is the hidden value itself, no "
+        "thresholds (default: off, the paper's ordinal model)",
+        in_compare=False,
+    ),
+    Option(
+        "spam",
+        OptionalFlag(none="as the model says"),
+        "model spam: each rating is honest or drawn at random from the levels; off: every "
+        "rating is honest; as the model says: the paper's model always has it, the extended "
+        "one keeps it when annotators judged unreliable from their own ratings give at least "
+        "5% of the ratings, else refits without it",
+        "Spam component",
+        widget="select",
+        flag="--spam",
+        metavar="on|off",
+        in_compare=False,
+    ),
+    Option(
+        "model",
+        Choice(("extended", "paper")),
+        "extended: lenient and strict raters get a bias (learned), and the spam distribution "
+        "is learned after a stage with uniform spam; paper: the published model of "
+        "Lakshminarayanan & Teh (no bias, uniform spam)",
+        "Model",
+        group="basic",
+        widget="select",
+        flag="--model",
+        in_compare=False,
+    ),
+    Option(
+        "bias",
+        OptionalFlag(),
+        "model each annotator's bias (a lenient rater rates above the truth, a strict one "
+        "below); on or off (default: as --model says)",
+        "Annotator bias",
+        widget="none",
+        flag="--bias",
+        metavar="on|off",
+        in_compare=False,
+    ),
+    Option(
+        "spam_dist",
+        OptionalChoice(("uniform", "global", "annotator")),
+        "how spammers pick a level: uniform (the fixed pi), global (one distribution, "
+        "learned) or annotator (each spammer's own favourite answers, learned) (default: as "
+        "--model says)",
+        "Spam distribution",
+        widget="none",
+        flag="--spam-dist",
+        metavar="uniform|global|annotator",
+        in_compare=False,
+    ),
+    Option(
+        "labels",
+        OptionalChoice(("confusion", "continuous")),
+        "how each item's label and level probabilities are decided: confusion (a second "
+        "model of the same ratings whose truth is one of the levels, with an ordinal confusion "
+        "matrix per annotator: the labels a manager ships) or continuous (the level intervals "
+        "of the item's posterior value, as the paper) (default: as --model says)",
+        "Labels from",
+        widget="none",
+        flag="--labels",
+        metavar="confusion|continuous",
+        in_compare=False,
+    ),
+    Option(
+        "updates",
+        Choice(("exact", "paper")),
+        "how the item values are updated: exact (the fit's score never decreases) or the "
+        "paper's literal equation 4",
+        "Updates",
+        widget="select",
+        flag="--paper-updates",
+        const="paper",
+        flag_help="the paper's literal equation 4 for the item values instead of the exact "
+        "update, under which the fit's score never decreases (default: off, exact)",
+    ),
+    Option(
+        "phi",
+        Real(0.0, MAX_PRIOR, lo_open=True, none="the model's, paper 10, extended 2"),
+        "shape of the Gamma prior on how easy items are (prior mean phi/eta; small: items "
+        "differ a lot in difficulty) (default: as --model says, paper 10, extended 2)",
+        "phi (difficulty prior shape)",
+        widget="text",
+        flag="--phi",
+        metavar="X",
+    ),
+    Option(
+        "eta",
+        Real(0.0, MAX_PRIOR, lo_open=True, none="the model's, paper 5, extended 1"),
+        "rate of the Gamma prior on how easy items are (prior mean phi/eta) (default: as "
+        "--model says, paper 5, extended 1)",
+        "eta (difficulty prior rate)",
+        widget="text",
+        flag="--eta",
+        metavar="X",
+    ),
+    Option(
+        "lam",
+        Real(0.0, MAX_PRIOR, lo_open=True),
+        "precision of the prior on each item's true value (small: a vague prior)",
+        "lambda (prior precision)",
+        flag="--lambda",
+        metavar="X",
+        widget_args={**_NUMBER, "step": 0.05, "format": "%.3f"},
+    ),
+    Option(
+        "mu",
+        Real(-MAX_SCALE_SPAN, MAX_SCALE_SPAN, none="the mean of the scale"),
+        "prior mean of the items' true values, inside the scale's outer thresholds "
+        "(default: the mean of the scale)",
+        "mu (prior mean)",
+        widget="text",
+        flag="--mu",
+        metavar="X",
+    ),
+    Option(
+        "pi",
+        Probabilities(),
+        "how a spammer picks a level: one weight per level (default: uniform)",
+        "Spam distribution",
+        widget="none",
+    ),
+    Option(
+        "nospam_warmup",
+        Flag(),
+        "start each restart's mixture from a fit without the spam component (recommended on "
+        "real data, where the best-scoring answer can call every rating spam)",
+        "No-spam warm-up",
+        widget="none",
+    ),
+    Option(
+        "init_from",
+        PreviousFit(),
+        "start from an earlier ordmix fit's output folder, for a refit after new ratings "
+        "arrive: its estimates, matched by ID, raced against up to 3 variants with the items "
+        "restarted from the data (--restarts 1: the previous fit alone), no warm-up; new items "
+        "and annotators get the usual start (default: a fit from scratch)",
+        "Start from a previous fit",
+        widget="none",
+        flag="--warm-start",
+        metavar="DIR",
+        in_compare=False,
+    ),
+    Option(
+        "collapse_threshold",
+        Real(0.0, 1.0),
+        "a fit whose share of honest ratings is below this counts as collapsed to all-spam",
+        "Collapse threshold",
+        widget="none",
+    ),
+    Option(
+        "schedule",
+        Choice(("shared", "per-restart")),
+        "how restarts start: shared (one no-spam warm-up, the other restarts branch from it "
+        "with their own noise; successive halving keeps two restarts to the end, to compare "
+        "near-tied answers) or per-restart (a warm-up each and halving down to one, and "
+        "reliabilities by the paper's EM step alone: the earlier schedule, to "
+        "reproduce earlier results)",
+        "Restart schedule",
+        widget="none",
+        flag="--schedule",
+    ),
+    Option(
+        "prune_restarts",
+        Flag(),
+        "drop the worse half of the unfinished restarts after each round (successive halving)",
+        "Prune restarts",
+        widget="none",
+    ),
+    Option(
+        "prune_start",
+        Whole(1, MAX_ITER),
+        "mixture sweeps before the first pruning round",
+        "First pruning round",
+        widget="none",
+    ),
+    Option(
+        "accelerate",
+        Flag(),
+        "try a SQUAREM extrapolation every third sweep, and in the final plain sweeps a flip "
+        "of annotators slowly leaving their side of 0.5 reliability; each kept only when it "
+        "raises the score",
+        "Accelerate",
+        widget="none",
+    ),
+    Option(
+        "n_jobs",
+        Whole(1, none="the cores, when the crowd is small enough"),
+        "threads running restarts side by side; results do not change",
+        "Threads",
+        widget="none",
+    ),
+)
+
+_BY_NAME = {o.name: o for o in OPTIONS}
+
+
+def option(name: str) -> Option:
+    """The table's entry for estimator parameter ``name``."""
+    return _BY_NAME[name]
+
+
+#: the estimator whose signature gives the defaults; ``model.py`` registers ``OrdinalMixture``
+#: when it is imported (the package's ``__init__`` imports it), so this module, which the
+#: estimator imports for its checks, never imports the estimator back
+_ESTIMATOR: list[type] = []
+
+
+def register_estimator(cls: type) -> type:
+    """Take the defaults from ``cls.__init__``'s signature (called once, by ``model.py``)."""
+    _ESTIMATOR[:] = [cls]
+    _signature_defaults.cache_clear()
+    return cls
+
+
+@functools.cache
+def _signature_defaults() -> dict[str, Any]:
+    params = inspect.signature(_ESTIMATOR[0].__init__).parameters
+    return {k: p.default for k, p in params.items() if k != "self"}
+
+
+def estimator_default(name: str) -> Any:
+    """``OrdinalMixture``'s default for parameter ``name``."""
+    return _signature_defaults()[name]
+
+
+# --------------------------------------------------------------------------- validation
+def check_kwargs(kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """Check estimator keyword arguments against the table; returns them normalised.
+
+    Unknown names and bad values are an InputError naming the parameter and what is valid.
+    """
+    unknown = [k for k in kwargs if k not in _BY_NAME]
+    if unknown:
+        raise InputError(
+            f"unknown fit option(s) {', '.join(map(repr, unknown))}; valid: {', '.join(_BY_NAME)}"
+        )
+    return {k: _BY_NAME[k].check(v) for k, v in kwargs.items()}
+
+
+def validate_params(estimator: Any, scale: Scale | None = None) -> None:
+    """Check every table parameter of ``estimator``; InputError for the first bad one.
+
+    ``scale``: the scale the fit runs on (once the data is known); then ``mu`` must lie within
+    its outer thresholds and ``pi`` must have one weight per level. Without it the
+    estimator's own ``scale`` parameter, if given, is used.
+    """
+    params = {name: getattr(estimator, name) for name in _BY_NAME if hasattr(estimator, name)}
+    check_kwargs(params)
+    if scale is None and params.get("scale") is not None:
+        scale = as_scale(params["scale"], np.empty(0))
+    if scale is None:
+        return
+    try:
+        check_scale(scale)
+    except ValueError as e:
+        raise InputError(f"the rating scale {e}; give the scale with --scale / scale=") from None
+    mu = params.get("mu")
+    lo, hi = float(scale.thresholds[0]), float(scale.thresholds[-1])
+    if mu is not None and not lo <= float(mu) <= hi:
+        raise InputError(
+            f"mu must lie within the scale's outer thresholds {lo:g} to {hi:g} (the scale is "
+            f"{fmt_scale(scale.values)}), not {_show(mu)}; leave it unset for the mean of "
+            "the scale"
+        )
+    if params.get("pi") is not None:
+        spam_distribution(params["pi"], scale.k)
+
+
+def spam_distribution(pi: Sequence[float] | None, k: int) -> np.ndarray:
+    """The spam distribution over ``k`` levels, normalised: uniform for None."""
+    if pi is None:
+        return np.full(k, 1.0 / k)
+    option("pi").check(pi)
+    arr = np.asarray(pi, dtype=float)
+    if arr.shape != (k,):
+        raise InputError(f"pi must be {k} positive numbers (one per level), not {_show(pi)}")
+    return arr / arr.sum()
+
+
+# --------------------------------------------------------------------------- front ends
+def options_for(command: str) -> list[Option]:
+    """The table's options with a flag that ``command`` offers, in table order."""
+    if command not in COMMANDS:
+        raise ValueError(f"unknown command {command!r}")
+    return [o for o in OPTIONS if o.flag and (command == "fit" or o.in_compare)]
+
+
+def _default_text(o: Option) -> str:
+    d = o.ui_default
+    if d is None:
+        return o.kind.none or "none"
+    return str(d)
+
+
+def add_fit_options(
+    parser: argparse.ArgumentParser, command: str, overrides: Mapping[str, Mapping] = {}
+) -> None:
+    """Add the table's flags for ``command`` (``fit``, ``compare``, ``experiment``).
+
+    Each flag's ``dest`` is the estimator's parameter name, so :func:`to_estimator_kwargs`
+    needs no mapping. ``overrides``: per parameter name, argparse keywords to replace (a
+    command that gives a flag another meaning, as ``compare``'s ``--granularity``).
+    """
+    basic = parser.add_argument_group("fit options")
+    advanced = parser.add_argument_group("model options (the paper's defaults)")
+    for o in options_for(command):
+        group = basic if o.group == "basic" else advanced
+        text = (o.flag_help or o.help) if o.switch else o.help
+        help_text = text if "(default:" in text else f"{text} (default: {_default_text(o)})"
+        help_text = help_text.replace("%", "%%")  # argparse formats help with %
+        kw: dict[str, Any] = dict(dest=o.name, default=o.ui_default, help=help_text)
+        if o.switch:
+            kw.update(action="store_const", const=o.const)
+        else:
+            kw.update(type=o.cli_type)
+            if isinstance(o.kind, Choice):
+                kw.update(choices=o.kind.choices)
+            elif o.metavar:
+                kw.update(metavar=o.metavar)
+        kw.update(overrides.get(o.name, {}))
+        group.add_argument(o.flag, **kw)
+
+
+def to_estimator_kwargs(
+    values: argparse.Namespace | Mapping[str, Any], *, names: Sequence[str] | None = None
+) -> dict[str, Any]:
+    """Estimator keyword arguments from parsed flags or a dashboard's settings.
+
+    ``values``: an ``argparse.Namespace`` from :func:`add_fit_options`, or a mapping keyed
+    by the estimator's parameter names (the dashboard's ``seed`` is accepted for
+    ``random_state``). Only the table's options are taken; each is checked (InputError).
+    ``names`` restricts the result to those parameters.
+    """
+    if isinstance(values, argparse.Namespace):  # the parsed flags and the command's own
+        src = {k: v for k, v in vars(values).items() if k in _BY_NAME}
+    else:  # a dashboard's settings: every key must be an option
+        src = dict(values)
+        if "seed" in src and "random_state" not in src:
+            src["random_state"] = src.pop("seed")
+    out = {k: v for k, v in src.items() if names is None or k in names}
+    return check_kwargs(out)
+
+
+def dashboard_options(group: str | None = None) -> list[Option]:
+    """The options the dashboard shows (``widget != 'none'``), optionally of one group."""
+    if group is not None and group not in GROUPS:
+        raise ValueError(f"group must be one of {GROUPS}, not {group!r}")
+    return [o for o in OPTIONS if o.widget != "none" and (group is None or o.group == group)]

@@ -1,0 +1,957 @@
+"""``OrdinalMixture``: the ordinal-discrete-mixture estimator, and what both engines share.
+
+The math lives in ``tn``, ``updates`` and ``bound``, the sweep in ``vb`` (compiled in
+``kernels``), the restart schedule in ``restarts`` and SQUAREM in ``accel``. This class
+declares the model's parameters (``__init__``: the one declaration; ``DaskOrdinalMixture``
+adds only its cluster's), and does for both engines what does not depend on where the
+ratings live: the fit's ``vb.Problem`` from the parameters (``_problem``), every restart's
+kind and key from one ``numpy.random.Generator`` (``_start``) and its start of the global
+factors (``init.init_globals``), one sweep with the SQUAREM rule (``acceleration.make_step``), the
+schedule (``_schedule``) and the learned attributes (``_store``, through ``outputs``). The
+in-memory engine adds only its sweep over all ratings (``_MemorySweeps``) and running
+restarts side by side in threads.
+
+Initialisation and selection (model-notes.md): on real data the highest-bound solution can be
+the useless all-spam one. So with ``nospam_warmup`` (and the spam component) the fit first fits
+the model without the spam component (stage ``nospam``) and starts the mixture from that fit
+with ``eps = 0.99``. With ``schedule='shared'`` (the default) restart 0 runs that
+warm-up from the per-item means and every restart r > 0 branches from its result, with noise
+on the means and the expertise keyed on the IDs and the restart's key (``init.branch_*``);
+with ``'per-restart'`` each restart warms up on its own, restart r > 0 from the means and
+expertise plus that noise (``init.py``). Without ``nospam_warmup`` restarts r > 0 also draw eps
+at random. A restart whose share of ratings attributed to the truth component falls below
+``collapse_threshold`` is *collapsed* and is chosen only if every restart collapsed (then
+with a ``CollapseWarning``). Among the rest the highest bound wins, as in the paper; the
+restarts near-tied with it form the ensemble (``restarts.ensemble``) whose disagreement marks
+items and annotators unstable.
+
+Refits (``init_from``): a fitted model or an ``ordmix fit`` folder gives the starts instead
+(``refit.refit_starts``: its posteriors matched by ID, the usual start for anything new, and
+up to three variants with q(z) restarted from the data), raced with no warm-up stage.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, NamedTuple
+
+import numpy as np
+import pandas as pd
+
+from ..data.crowd import CrowdData, Scale, id_array, prepare
+from ..errors import CollapseWarning, ConvergenceWarning, InputError
+from ..fit import acceleration, restarts
+from ..fit import starts as init
+from ..fit.settle import settle_items
+from ..numerics import libm
+from ..numerics.keyed_random import id_hash
+from ..results import decisions, label_model, outputs
+from ..vb import kernels, phases
+from ..vb import sweep as vb
+from ..vb import updates as vb_updates
+from . import options, refit
+from .base import CrowdEstimator
+
+__all__ = ["MODELS", "CollapseWarning", "ConvergenceWarning", "OrdinalMixture"]
+
+#: the named models (``model=``): what each sets when ``bias`` / ``spam_dist`` / ``phi`` /
+#: ``eta`` are left None. ``paper``: Lakshminarayanan & Teh's model as published, with their
+#: difficulty prior Gamma(10, 5). ``extended`` (the default): an annotator bias with
+#: its prior's precision learned, the spam distribution learned (global) after a mixture
+#: stage with it held uniform, and a vaguer difficulty prior Gamma(2, 1) (the same mean, 2; a
+#: coefficient of variation of 71% instead of 32%), so that a hard item's disagreement is put
+#: down to the item rather than to its raters (research: /docs/results.md)
+MODELS = {
+    "paper": {
+        "bias": False,
+        "spam_dist": "uniform",
+        "phi": 10.0,
+        "eta": 5.0,
+        "choose_spam": False,
+        "labels": "continuous",
+    },
+    "extended": {
+        "bias": True,
+        "spam_dist": "global",
+        "phi": 2.0,
+        "eta": 1.0,
+        "choose_spam": True,
+        "labels": "confusion",
+    },
+}
+
+
+def difficulty_prior(model: str, phi: float | None, eta: float | None) -> tuple[float, float]:
+    """``(phi, eta)`` of a fit: as given, else the named ``model``'s (``MODELS``)."""
+    base = MODELS[model]
+    return (
+        base["phi"] if phi is None else float(phi),
+        base["eta"] if eta is None else float(eta),
+    )
+
+
+#: ``spam=None`` with the extended model: the spam component is kept when annotators the
+#: evidence judges unreliable (``decisions.annotator_flags`` of the spam fit: P(reliability <
+#: 0.5) >= 0.9 from their own ratings) gave at least this share of the ratings; below it the
+#: component only trims honest disagreement, and the model is refitted without it. Measured
+#: (docs/results.md): 0.02 on Snow-2008 affect in 4 levels (no spammers; spam costs accuracy
+#: there), 0.00 on a simulated crowd without spammers, 0.19-0.74 on TREC, Web, both with fake
+#: spam added, Snow with fake spam, simulated crowds with spammers (spam needed there).
+SPAM_EVIDENCE = 0.05
+
+
+def spam_evidence(model: OrdinalMixture, flags: pd.DataFrame | None = None) -> float:
+    """Share of the ratings given by annotators the evidence flags unreliable (``flags``:
+    ``decisions.annotator_flags(model)``, computed if not given)."""
+    flags = decisions.annotator_flags(model) if flags is None else flags
+    flag = flags["flag"].to_numpy()
+    n = model.annotators_["n_ratings"].to_numpy(dtype=float)
+    return float(n[flag == "unreliable"].sum() / max(n.sum(), 1.0))
+
+
+def spam_choice(spam_fit: dict, model: OrdinalMixture) -> dict:
+    """``model_["spam_choice"]``: both candidates' scores, the rule and what it chose."""
+    kept = bool(model.spam_)
+    share = spam_fit["evidence"]
+    candidates = [spam_fit]
+    if not kept:
+        candidates.append({"spam": False, "lower_bound": model.lower_bound_, "evidence": None})
+    why = (
+        f"annotators judged unreliable from their own ratings gave {share:.1%} of the ratings "
+        f"({'at least' if kept else 'less than'} {SPAM_EVIDENCE:.0%}): "
+        + (
+            "spammers are there, so the spam component is kept"
+            if kept
+            else "no group of spammers, so the spam component would only discount honest "
+            "disagreement; refitted without it"
+        )
+    )
+    return {
+        "spam": kept,
+        "rule": f"spam component kept when unreliable annotators give >= {SPAM_EVIDENCE:g} "
+        "of the ratings",
+        "threshold": SPAM_EVIDENCE,
+        "candidates": candidates,
+        "why": why,
+    }
+
+
+def spam_left_out(model: object) -> str | None:
+    """Why the fit's spam decision left the spam component out (``model_["spam_choice"]``'s
+    ``why``: it was refitted without it), or None when it kept it or decided nothing (the
+    paper's model, ``spam`` given, a collapsed fit)."""
+    choice = (getattr(model, "model_", None) or {}).get("spam_choice")
+    return choice["why"] if choice and not choice["spam"] else None
+
+
+class _StartInputs(NamedTuple):
+    """What every restart's start reads of the data (``OrdinalMixture._start_inputs``):
+    ratings and their sum per instance (M,), the IDs' ``id_hash`` (M,), (N,), ratings per
+    category (C,)."""
+
+    n_m: np.ndarray
+    sum_m: np.ndarray
+    inst_hash: np.ndarray
+    ann_hash: np.ndarray
+    n_c: np.ndarray
+
+
+ProgressCallback = Callable[[int, int, float], "bool | None"]
+
+#: what an engine gives ``_store`` from the winning state: ``items_``, ``categories_``, the
+#: sum of omega per annotator (N,) and ``omega_`` (per rating, or None)
+Learned = tuple[Any, Any, np.ndarray, "np.ndarray | None"]
+
+
+@options.register_estimator
+class OrdinalMixture(CrowdEstimator):
+    """Lakshminarayanan & Teh's ordinal-discrete-mixture model fitted by variational Bayes.
+
+    Parameters (stored as given; see the paper and model-notes.md):
+        granularity: category of instance difficulty, ``instance`` (c(m)=m), ``query`` (needs a
+            ``query`` column) or ``global`` (c(m)=1).
+        scale: the ordinal scale ``v_1 < ... < v_K``; default the distinct ratings seen.
+        ordinal: ordinal (thresholded) likelihood, or the real-valued one (x = rating).
+        spam: include the spam component (False: omega = eps = 1); None (default): as
+            ``model`` says: ``paper`` always has it, ``extended`` keeps it when annotators
+            judged unreliable give at least ``SPAM_EVIDENCE`` of the ratings and else refits
+            without it (``model_["spam_choice"]`` has both candidates and why).
+        model: ``extended`` (default): annotator bias (lenient / strict raters,
+            ``x ~ N(z_m + b_n, ...)``, ``b_n ~ N(0, 1/lambda_b)``, lambda_b learned) and a
+            spam distribution learned by type-II ML after a mixture stage with it held
+            uniform; ``paper``: the published model (no bias, the fixed ``pi``).
+        bias: model the annotator bias (None: as ``model`` says).
+        spam_dist: the spam distribution: ``uniform`` (the fixed ``pi``), ``global`` (one
+            learned distribution) or ``annotator`` (each annotator's own, Dirichlet(kappa pi)
+            with pi and kappa learned); None: as ``model`` says. A learned one is preceded
+            by a mixture stage with the fixed ``pi`` (stage ``uniform``).
+        updates: ``exact`` coordinate-ascent update of q(y) (bound never decreases) or
+            ``paper`` for the literal eq. (4).
+        n_restarts: restarts. max_iter: cap on all sweeps of a restart, every stage together
+            (the no-spam warm-up, at most half of it, the extended model's uniform-spam stage
+            and the mixture; a SQUAREM step, every third, counts as one).
+        tol, tol_estimate: a restart has converged when one sweep changes the bound by less
+            than ``tol`` relative (``|dF| < tol |F|``) and the items' posterior means are
+            estimated to be within ``tol_estimate`` of their fixed point (``restarts``;
+            ``tol_estimate=0``: the bound alone decides, the earlier rule).
+        schedule: ``shared`` (one no-spam warm-up that the other restarts branch from with
+            their own noise; halving keeps two restarts to the end) or ``per-restart`` (the
+            earlier schedule: a warm-up each, halving down to one, and eps by eq.
+            (5)'s EM step alone, without the exact step of ``accelerate``).
+        phi, eta: Gamma prior (shape, rate) of the inverse difficulty, fixed (for
+            identifiability); None: as ``model`` says (paper: 10, 5; extended: 2, 1).
+        lam, mu: precision and mean of the prior of z (``mu=None``: the mean of the scale).
+        pi: spam distribution over the K levels (``None``: uniform).
+        nospam_warmup: the mixture starts from a no-spam fit (recommended on real data).
+        init_from: a fitted ``OrdinalMixture`` or the output folder of ``ordmix fit``: start
+            from its posteriors, matched by ID (a daily refit after new ratings; ``refit.py``),
+            racing ``min(n_restarts, 4)`` starts with no warm-up (``nospam_warmup`` unused).
+        collapse_threshold: a fit whose truth share is below this counts as collapsed.
+        prune_restarts: successive halving: after ``prune_start`` mixture iterations, then
+            after each doubling, drop the worse half of the unfinished restarts.
+        accelerate: SQUAREM extrapolation every third sweep, kept only when it raises the
+            bound (the trace stays monotone); fewer sweeps to the same optimum. In the stopping
+            rule's plain sweeps, annotator flips instead (``acceleration.make_step``): annotators
+            slowly leaving a saddle get their reliability mirrored, kept only when that raises
+            the bound. And (``schedule='shared'``, a learned ``spam_dist``) every mixture
+            sweep starts from each annotator's reliability at the exact optimum given the rest
+            (``updates.eps_block``; eq. (5) is one EM step towards it), kept only when the
+            bound does not fall.
+        n_jobs: threads running restarts side by side (None: the cores, when the crowd is
+            small enough that the sweep itself runs on one thread; a restart that sweeps
+            alone, as in a fit of one restart, then takes every core for its passes; 1:
+            everything on the calling thread); results do not change.
+        random_state: seed or Generator; one Generator per fit, every restart draws from it.
+
+    crowd-kit's names: ``fit_predict`` (labels), ``fit_predict_proba`` (level probabilities),
+    ``fit_predict_score`` (the posterior means), and after ``fit`` ``labels_``, ``probas_``
+    (indexed by ``task``) and ``skills_`` (reliability, by ``worker``); see ``base``.
+
+    Learned attributes: ``estimates_``, ``sd_`` (Series by instance), ``level_proba_`` (M, K:
+    the confusion model's level probabilities, ``label_model``; None with
+    ``labels="continuous"``), ``items_``,
+    ``annotators_``, ``categories_`` (DataFrames), ``omega_`` (per rating), ``alpha_``,
+    ``beta_``, ``hyperparams_`` (with ``lambda_b`` and the learned ``pi``), ``model_`` (the
+    model fitted, its stages and why), ``lower_bound_``, ``trace_`` (every restart's bound),
+    ``restarts_`` (one row per restart), ``best_restart_``, ``selection_reason_``,
+    ``converged_``, ``n_iter_``, ``collapsed_``, ``warnings_``, ``interrupted_``, ``seconds_``,
+    ``spam_`` (whether the fitted model has the spam component), ``annotator_flags_``
+    (``decisions.annotator_flags`` at its default settings when the spam decision computed
+    them, else None; ``annotator_flags`` returns them at those settings),
+    ``ensemble_`` (the restarts near-tied with the winner, ``restarts.ensemble``),
+    ``ensemble_gap_`` and ``alternative_`` (the answer with the still-moving annotators
+    carried the way they were going, ``acceleration.alternative``; in the ensemble when near-tied;
+    None when no annotator was still moving); ``items_`` and ``annotators_`` say what they
+    disagree on (``estimate_spread`` / ``reliability_spread`` and ``unstable``, ``outputs``).
+    """
+
+    name = "odm"
+
+    def __init__(
+        self,
+        granularity: str = "instance",
+        scale: Scale | Sequence[float] | str | None = None,
+        *,
+        ordinal: bool = True,
+        spam: bool | None = None,
+        model: str = "extended",
+        bias: bool | None = None,
+        spam_dist: str | None = None,
+        labels: str | None = None,
+        updates: str = "exact",
+        n_restarts: int = 10,
+        max_iter: int = 1000,
+        tol: float = 1e-6,
+        tol_estimate: float = 0.03,
+        schedule: str = "shared",
+        phi: float | None = None,
+        eta: float | None = None,
+        lam: float = 0.1,
+        mu: float | None = None,
+        pi: Sequence[float] | None = None,
+        nospam_warmup: bool = True,
+        init_from: object | None = None,
+        collapse_threshold: float = 0.05,
+        prune_restarts: bool = True,
+        prune_start: int = 5,
+        accelerate: bool = True,
+        n_jobs: int | None = None,
+        random_state: int | np.random.Generator | None = None,
+    ) -> None:
+        self.granularity = granularity
+        self.scale = scale
+        self.ordinal = ordinal
+        self.spam = spam
+        self.model = model
+        self.bias = bias
+        self.spam_dist = spam_dist
+        self.labels = labels
+        self.updates = updates
+        self.n_restarts = n_restarts
+        self.max_iter = max_iter
+        self.tol = tol
+        self.tol_estimate = tol_estimate
+        self.schedule = schedule
+        self.phi = phi
+        self.eta = eta
+        self.lam = lam
+        self.mu = mu
+        self.pi = pi
+        self.nospam_warmup = nospam_warmup
+        self.init_from = init_from
+        self.collapse_threshold = collapse_threshold
+        self.prune_restarts = prune_restarts
+        self.prune_start = prune_start
+        self.accelerate = accelerate
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+
+    @property
+    def _granularity(self) -> str:  # type: ignore[override]
+        return self.granularity
+
+    # ------------------------------------------------------------------ checks
+    def _check_params(self, k: int, scale: Scale | None = None) -> np.ndarray:
+        """Check every parameter against the options table (InputError naming the first bad
+        one); ``scale``: the fit's scale, when known. Returns the spam distribution (K,)."""
+        self._validate(scale)
+        return options.spam_distribution(self.pi, k)
+
+    def _validate(self, scale: Scale | None = None) -> None:
+        options.validate_params(self, scale)
+
+    def _extensions(self) -> tuple[bool, str, str | None]:
+        """``(bias, spam_dist, pre_stage)`` of this fit: ``model``'s settings unless ``bias``
+        / ``spam_dist`` are given; ``pre_stage`` is ``uniform`` when a learned spam
+        distribution is preceded by a mixture stage with the fixed one (warm starts; not in a
+        refit from a previous fit, ``init_from``, which already went through it)."""
+        base = MODELS[self.model]
+        bias = base["bias"] if self.bias is None else bool(self.bias)
+        dist = base["spam_dist"] if self.spam_dist is None else self.spam_dist
+        if not self.spam_:
+            dist = "uniform"
+        pre = "uniform" if (dist != "uniform" and self.nospam_warmup) else None
+        if self.init_from is not None:
+            pre = None
+        return bias, dist, pre
+
+    def _gold_vector(self, gold: pd.Series | None, instances: Any) -> np.ndarray | None:
+        """(M,) known truth of each instance (NaN: unknown) from a Series by instance."""
+        if gold is None:
+            return None
+        if not isinstance(gold, pd.Series):
+            raise InputError("gold must be a pandas Series of true values indexed by instance")
+        g = pd.to_numeric(gold, errors="coerce")
+        if g.isna().any():
+            bad = g.index[g.isna()][0]
+            raise InputError(f"gold: the truth of instance {bad!r} is not a number")
+        g.index = g.index.astype(str)
+        g = g[~g.index.duplicated(keep="first")]
+        vec = g.reindex(pd.Index(instances).astype(str)).to_numpy(dtype=float)
+        if not np.isfinite(vec).any():
+            raise InputError(
+                "gold: none of the gold instances is among the rated instances; check that "
+                "the instance IDs match the ratings file"
+            )
+        return vec
+
+    # ------------------------------------------------------------------ fit
+    def fit(
+        self,
+        ratings: pd.DataFrame | CrowdData,
+        callback: ProgressCallback | None = None,
+        gold: pd.Series | None = None,
+    ) -> OrdinalMixture:
+        """Fit to a long ratings table; ``callback(restart, iteration, F)`` reports progress.
+
+        ``gold``: known true values (a Series by instance): those items' z is observed (their
+        estimate is the gold value, sd 0) and their raters are judged against it; ``items_``
+        gets a ``gold`` column.
+
+        The callback returning ``False`` stops the fit: the best restart so far is kept and
+        ``interrupted_`` is True. ``KeyboardInterrupt`` propagates and leaves the estimator
+        as it was before ``fit``.
+        """
+        t0 = time.perf_counter()
+        self._validate()  # before the data is read: a bad scale= is named as such
+        data = prepare(ratings, self.scale, granularity=self.granularity)
+        gold_m = self._gold_vector(gold, data.instances)
+        rng = np.random.default_rng(self.random_state)
+        self.spam_ = self.spam is not False  # None: decided below, from the spam fit
+        warn = self._fit_data(data, gold_m, rng, callback, t0)
+        if self._chooses_spam() and not self.interrupted_ and self.collapsed_:
+            self.model_["spam_choice"] = {
+                "spam": True,
+                "why": "every restart explained almost all ratings as spam (collapsed): kept, "
+                "with its warning, as the data's own verdict; compare with --spam off",
+            }
+        elif self._chooses_spam() and not self.interrupted_:
+            flags = decisions.annotator_flags(self)
+            share = spam_evidence(self, flags)
+            self.annotator_flags_ = flags  # the outputs' flags, unless refitted below
+            spam_fit = {"spam": True, "lower_bound": self.lower_bound_, "evidence": share}
+            if share < SPAM_EVIDENCE:
+                self.spam_ = False
+                warn = self._fit_data(data, gold_m, rng, callback, t0)
+            self.model_["spam_choice"] = spam_choice(spam_fit, self)
+        self._fit_levels(data, gold_m)
+        _emit(warn)
+        return self
+
+    @property
+    def labels_(self) -> pd.Series:
+        """Each task's label as ``decisions.item_decisions`` gives it (the most probable
+        level, or the level of a clear majority of trusted raters; an undetermined item keeps
+        its most probable level: see ``decisions``), Series indexed by ``task``, named
+        ``agg_label``, in the scale's own values."""
+        dec = decisions.item_decisions(self)
+        return pd.Series(
+            dec["label"].to_numpy(), index=pd.Index(dec.index.to_numpy(), name="task"),
+            name="agg_label",
+        )  # fmt: skip
+
+    @property
+    def skills_(self) -> pd.Series:
+        """Each worker's reliability, the posterior probability that a rating of theirs comes
+        from the truth rather than spam (``annotators_["reliability"]``), indexed by
+        ``worker`` and named ``skill`` as in crowd-kit."""
+        rel = self.annotators_["reliability"]
+        return pd.Series(
+            rel.to_numpy(), index=pd.Index(rel.index.to_numpy(), name="worker"), name="skill"
+        )
+
+    def _level_proba(self) -> np.ndarray:
+        dec = decisions.item_decisions(self)
+        return dec[decisions.level_columns(self.scale_.values)].to_numpy()
+
+    def _label_model(self) -> str:
+        """How labels are decided: ``labels``, else as ``model`` says (``MODELS``)."""
+        return MODELS[self.model]["labels"] if self.labels is None else self.labels
+
+    def _fit_levels(self, data: CrowdData, gold_m: np.ndarray | None) -> None:
+        """Set ``level_proba_`` (M, K): each item's level probabilities from the ordinal
+        confusion model (``label_model``), fitted to the same ratings (and gold), and
+        ``items_["clear_majority"]`` (the level of an item that no flagged annotator rated and
+        whose ratings give one level at least ``label_model.CLEAR_MAJORITY`` of the time,
+        else NaN: its label whatever the model says); None and no column when labels come
+        from the continuous posterior (``labels="continuous"``) or the fit was stopped.
+        ``model_["labels"]`` says which."""
+        self.level_proba_ = None
+        self.model_["labels"] = self._label_model()
+        if self._label_model() != "confusion" or self.interrupted_:
+            self.model_["labels"] = "continuous"
+            return
+        gold = None
+        if gold_m is not None:
+            known = np.isfinite(gold_m)
+            gold = np.full(data.n_instances, -1, dtype=np.int64)
+            # a gold value off the scale counts as its nearest level
+            nearest = np.abs(gold_m[known][:, None] - data.scale.values[None, :]).argmin(axis=1)
+            gold[known] = nearest
+        flags = decisions.annotator_flags(self)
+        self.annotator_flags_ = flags  # the fit's own flags: the outputs reuse them
+        flagged = (flags["flag"] == "unreliable").to_numpy()[data.ann]
+        clear = label_model.clear_majority(
+            data.inst, data.level, flagged, data.n_instances, data.scale.k
+        )
+        self.items_["clear_majority"] = np.where(
+            clear >= 0, data.scale.values[np.maximum(clear, 0)], np.nan
+        )
+        self.level_proba_, _ = label_model.level_posterior(
+            data.ann, data.inst, data.level, data.n_annotators, data.n_instances, data.scale.k,
+            gold=gold,
+        )  # fmt: skip
+
+    def _chooses_spam(self) -> bool:
+        """Whether this fit decides the spam component from the evidence (``spam=None`` and a
+        model that does: ``extended``); else ``spam`` None means on."""
+        return self.spam is None and MODELS[self.model]["choose_spam"]
+
+    def _fit_data(
+        self,
+        data: CrowdData,
+        gold_m: np.ndarray | None,
+        rng: np.random.Generator,
+        callback: ProgressCallback | None,
+        t0: float,
+    ) -> list[restarts.FitWarning]:
+        """One fit of the model with the spam component ``spam_`` to prepared ratings: the
+        restarts, the race and the learned attributes. Returns the warnings to issue."""
+        self.annotator_flags_ = None
+        p, pi = self._problem(
+            data.scale, np.bincount(data.ann, minlength=data.n_annotators), data.n_categories
+        )
+        p = p.with_ratings(data.ann, data.inst, data.cat, data.level, data.n_instances)
+        p = p.with_gold(gold_m)
+        runs = []
+        inputs = self._start_inputs(data)
+        for r in range(self.n_restarts):
+            kind, key = self._start(r, rng)
+            state = self._initial_from_key(data, p, r, kind, key, inputs)
+            runs.append(restarts.RestartRun(r, kind, state, key=key))
+        if self.init_from is not None:  # a refit: starts from the previous posteriors race
+            prev = refit.load_previous(self.init_from)
+            starts = refit.refit_starts(prev, data, p, [run.state for run in runs])
+            runs = [
+                restarts.RestartRun(r, *start, key=runs[r].key) for r, start in enumerate(starts)
+            ]
+        with np.errstate(over="ignore", under="ignore"):
+            branch = self._memory_branch(data, p, inputs.inst_hash, inputs.ann_hash)
+            sweeps = _MemorySweeps(p, self._eps_pack())
+            interrupted = self._race(p, runs, callback, branch, sweeps)
+        phases.release_scratch()  # two floats a rating, not needed by what follows
+
+        def alternative(s: vb.State, window: list) -> tuple[vb.State, float, int]:
+            with np.errstate(over="ignore", under="ignore"):
+                out = acceleration.alternative(sweeps, s, window)
+            phases.release_scratch()
+            return out
+
+        def learned(s: vb.State) -> Learned:
+            n_m = np.bincount(data.inst, minlength=data.n_instances)
+            ids = id_array(data.instances)  # made here, after the sweeps (compact_ids)
+            cat_ids = ids if data.categories is data.instances else id_array(data.categories)
+            cat_names = cat_ids[data.cat_of_inst]
+            items = outputs.items_frame(
+                ids, s.mu_m, s.lam_m, n_m, data.inst_query, cat_names, p.gold_mask
+            )
+            n_c = np.bincount(data.cat, minlength=data.n_categories)
+            cats = outputs.categories_frame(cat_ids, s.delta_shape, s.delta_rate, n_c)
+            w_ann = np.bincount(data.ann, weights=s.omega, minlength=data.n_annotators)
+            return items, cats, w_ann, s.omega
+
+        return self._store(
+            data, p, pi, data.annotators, runs, interrupted, t0, learned, lambda s: s.mu_m,
+            alternative,
+        )  # fmt: skip
+
+    def _memory_branch(
+        self, data: CrowdData, p: vb.Problem, inst_hash: np.ndarray, ann_hash: np.ndarray
+    ) -> restarts.BranchFn:
+        """``branch`` of the shared warm-up: the warm-up's state with the restart's own noise
+        on q(z)'s means and q(tau) (``init.branch_instances``, ``init.branch_annotators``;
+        ``inst_hash``, ``ann_hash``: the IDs' ``id_hash``); gold items keep their truth."""
+
+        def branch(source: vb.State, run: restarts.RestartRun) -> vb.State:
+            s = source.copy()
+            mu = init.branch_instances(
+                s.mu_m, inst_hash, run.key, data.scale.thresholds, data.scale.step
+            )
+            s.mu_m = vb_updates.apply_gold(mu, p.gold)
+            s.tau_rate = init.branch_annotators(s.tau_rate, ann_hash, run.key)
+            return s
+
+        return branch
+
+    def _race(
+        self,
+        p: vb.Problem,
+        runs: list[restarts.RestartRun],
+        callback: ProgressCallback | None,
+        branch: restarts.BranchFn | None = None,
+        sweeps: _MemorySweeps | None = None,
+    ) -> bool:
+        """The shared schedule (``_schedule``) with this engine's sweep (``sweeps``, made here
+        when None); restarts of a round run in ``n_jobs`` threads. Returns True if stopped."""
+        sweeps = _MemorySweeps(p, self._eps_pack()) if sweeps is None else sweeps
+        step = acceleration.make_step(sweeps, self.accelerate, self._exact_eps())
+        settle = acceleration.make_settle(sweeps, self._exact_eps())
+        jobs = self._n_jobs(p, len(runs))
+        running = _Running()
+        with ThreadPoolExecutor(jobs, thread_name_prefix="ordmix") as pool:
+
+            def map_runs(fn, todo: list[restarts.RestartRun]) -> None:
+                if jobs == 1:
+                    return restarts.map_sequential(fn, todo)
+                futures = [pool.submit(running.run, fn, run) for run in todo]
+                errors = [f.exception() for f in futures]  # waits for every one
+                for err in errors:
+                    if err is not None:
+                        raise err
+
+            # a restart sweeping alone takes every core for its passes: the shared warm-up,
+            # the last finisher's tail, a fit of one restart (unless n_jobs asks for one thread)
+            alone = running.alone if jobs > 1 else (lambda: True) if self.n_jobs is None else None
+            kernels.run_alone(alone)
+            try:
+                return self._schedule(runs, step, callback, map_runs, branch, settle)
+            finally:
+                kernels.run_alone(None)
+
+    def _n_jobs(self, p: vb.Problem, n_runs: int) -> int:
+        """Threads for restarts: the cores, unless the kernel itself is already parallel."""
+        if self.n_jobs is not None:
+            return max(1, min(int(self.n_jobs), n_runs))
+        if p.n_ratings >= kernels.PARALLEL_MIN_RATINGS or not kernels.USE_JIT:
+            return 1
+        return max(1, min(len(os.sched_getaffinity(0)), n_runs))
+
+    def _initial_state(
+        self, data: CrowdData, p: vb.Problem, restart: int, rng: np.random.Generator
+    ) -> tuple[str, vb.State]:
+        """``(kind, state)``: the restart's start (``_start``) over the whole data.
+
+        The noise is keyed on IDs and on a key drawn from ``rng`` (``init.py``), so it does not
+        depend on row order or on how the data is partitioned.
+        """
+        kind, key = self._start(restart, rng)
+        return kind, self._initial_from_key(data, p, restart, kind, key)
+
+    @staticmethod
+    def _start_inputs(data: CrowdData) -> _StartInputs:
+        """What every restart's start reads of the data, computed once per fit."""
+        return _StartInputs(
+            np.bincount(data.inst, minlength=data.n_instances),
+            np.bincount(data.inst, weights=data.values, minlength=data.n_instances),
+            id_hash(data.instances),
+            id_hash(data.annotators),
+            np.bincount(data.cat, minlength=data.n_categories),
+        )
+
+    def _initial_from_key(
+        self,
+        data: CrowdData,
+        p: vb.Problem,
+        restart: int,
+        kind: str,
+        key: int,
+        inputs: _StartInputs | None = None,
+    ) -> vb.State:
+        """The start of a restart of ``kind`` with random ``key`` (``_initial_state``);
+        ``inputs``: ``_start_inputs(data)`` if already computed."""
+        step = data.scale.step
+        n_m, sum_m, inst_hash, ann_hash, n_c = inputs or self._start_inputs(data)
+        mu_m, lam_m = init.init_instances(
+            sum_m, n_m, inst_hash, key, restart, p.mu, p.lam, data.scale.thresholds, step
+        )
+        mu_m = vb_updates.apply_gold(mu_m, p.gold)
+        g = self._global_start(p, ann_hash, n_c, kind, key, restart, step)
+        return vb.State(mu_m=mu_m, lam_m=lam_m, **g._asdict())
+
+    # ------------------------------------------------------------------ both engines
+    def _problem(
+        self, scale: Scale, n_per_ann: np.ndarray, n_categories: int
+    ) -> tuple[vb.Problem, np.ndarray]:
+        """The fit's ``vb.Problem`` without ratings, from this estimator's parameters (the one
+        place they become the model's constants), and the spam distribution ``pi`` (K,).
+
+        ``n_per_ann`` (N,): ratings per annotator; ``n_categories``: global categories (0 when
+        they are local to the Dask engine's blocks).
+        """
+        pi = self._check_params(scale.k, scale)
+        bias, spam_dist, _ = self._extensions()
+        phi, eta = difficulty_prior(self.model, self.phi, self.eta)
+        problem = vb.Problem.create(
+            scale,
+            pi=pi,
+            mu=scale.center if self.mu is None else float(self.mu),
+            lam=self.lam,
+            phi=phi,
+            eta=eta,
+            ordinal=self.ordinal,
+            spam=self.spam_,
+            exact=self.updates == "exact",
+            n_per_ann=n_per_ann,
+            n_categories=n_categories,
+            bias=bias,
+            spam_dist=spam_dist,
+        )
+        return problem, pi
+
+    def _start(self, restart: int, rng: np.random.Generator) -> tuple[str, int]:
+        """``(kind, key)`` of a restart (``restarts.restart_kind``); called in restart order,
+        one key drawn from the fit's Generator each."""
+        key = restarts.restart_key(rng)
+        return restarts.restart_kind(restart, self.nospam_warmup, self.spam_), key
+
+    def _global_start(
+        self,
+        p: vb.Problem,
+        ann_hashes: np.ndarray,
+        n_c: np.ndarray,
+        kind: str,
+        key: int,
+        restart: int,
+        step: float,
+    ) -> init.Globals:
+        """The restart's start of q(tau), eps, q(delta) (``n_c`` ratings per category, (C,);
+        empty when categories are the Dask blocks') and the prior of tau."""
+        return init.init_globals(
+            p.n_per_ann, ann_hashes, n_c, key, restart, step, self.spam_, kind == "random",
+            p.phi, p.eta, p.bias, p.spam_dist, libm.exp(p.log_pi),
+        )  # fmt: skip
+
+    def _eps_pack(self) -> float:
+        """SQUAREM's clip of eps (``acceleration.EPS_PACK``; the earlier one with its
+        schedule, ``per-restart``, so that earlier fits are reproduced)."""
+        return (
+            acceleration.EPS_PACK
+            if self.schedule == "shared"
+            else acceleration.EPS_PACK_PER_RESTART
+        )
+
+    def _exact_eps(self) -> bool:
+        """Whether mixture sweeps start from each annotator's exact eps optimum
+        (``acceleration.make_step``): with ``accelerate``, the current schedule and a learned spam
+        distribution. The earlier schedule, ``per-restart``, keeps eq. (5)'s EM step
+        alone, so that earlier fits are reproduced; so does a fixed (uniform) spam
+        distribution, whose highest bound is the all-spam answer: there the exact step found
+        it (the paper's model on TREC RF10: Pearson 0.01 against 0.40; ``docs/benchmarks.md``)."""
+        learned = self._extensions()[1] != "uniform"
+        return bool(self.accelerate) and self.schedule == "shared" and learned
+
+    def _schedule(
+        self,
+        runs: list[restarts.RestartRun],
+        step: restarts.StepFn,
+        callback: ProgressCallback | None,
+        map_runs: restarts.MapRuns = restarts.map_sequential,
+        branch: restarts.BranchFn | None = None,
+        settle: restarts.SettleFn | None = None,
+    ) -> bool:
+        """``restarts.race`` with this estimator's settings (both engines call it);
+        ``branch``: the engine's start of a restart from the shared warm-up; ``settle``: the
+        engine's items' blocks at a stop (``acceleration.make_settle``; both engines)."""
+        return restarts.race(
+            runs,
+            step,
+            restarts.mixture_starter(runs),
+            spam=self.spam_,
+            max_iter=self.max_iter,
+            tol=self.tol,
+            tol_estimate=self.tol_estimate,
+            schedule=self.schedule,
+            branch=branch,
+            prune=self.prune_restarts,
+            prune_start=self.prune_start,
+            collapse_threshold=self.collapse_threshold,
+            callback=callback,
+            map_runs=map_runs,
+            pre_stage=self._extensions()[2],
+            settle=settle,
+        )
+
+    def _store(
+        self,
+        data: Any,
+        p: vb.Problem,
+        pi: np.ndarray,
+        annotators: np.ndarray,
+        runs: list[restarts.RestartRun],
+        interrupted: bool,
+        t0: float,
+        learned: Callable[[Any], Learned],
+        member_mu: Callable[[Any], np.ndarray] | None = None,
+        alternative: Callable[[Any, list], tuple[Any, float, int]] | None = None,
+    ) -> list[restarts.FitWarning]:
+        """Choose the winning restart and set every learned attribute (both engines).
+
+        ``data``: what ``data_`` holds (``CrowdData``, or the Dask engine's sizes);
+        ``annotators`` (N,): their IDs; ``learned(state)`` gives from the winner's state what
+        only the engine can (``Learned``). The state is read by ``vb.State``'s names (q(tau),
+        eps, alpha, beta). ``member_mu(state)``: its items' posterior means (M,) in
+        ``items_``'s order, for the ensemble's item columns (None: items get none);
+        ``alternative(state, window)``: the engine's ``acceleration.alternative`` (None: no
+        alternative answer is made). Returns the warnings for ``fit`` to issue.
+        """
+        results = restarts.race_results(runs)
+        if not results:
+            raise InputError("the fit was stopped before the first restart finished an iteration")
+        best, reason, collapsed = restarts.select(
+            results, self.spam_, self.collapse_threshold, interrupted
+        )
+        s = best.state
+        items, categories, w_ann, omega = learned(s)
+        warn = restarts.fit_warnings(best, collapsed, interrupted, self.max_iter, self.tol)
+        sc = data.scale
+        self.data_ = data
+        self.scale_ = sc
+        self.items_ = items
+        self.estimates_ = items["estimate"]
+        self.sd_ = items["sd"]
+        self.annotators_ = outputs.annotators_frame(
+            annotators,
+            p.n_per_ann,
+            s.tau_shape,
+            s.tau_rate,
+            s.eps if self.spam_ else np.ones(p.n_annotators),
+            w_ann,
+            s.bias_mean if p.bias else None,
+            s.bias_prec if p.bias else None,
+        )
+        settled = interrupted or collapsed  # no sweeps after a Stop, nor for an all-spam answer
+        self._store_ensemble(results, best, sc, member_mu, None if settled else alternative)
+        self.spam_distributions_ = outputs.spam_distributions_frame(
+            annotators, sc.values, s.dir_a if (self.spam_ and p.spam_dist == "annotator") else None
+        )
+        self.categories_ = categories
+        self.omega_ = omega
+        self.alpha_, self.beta_ = float(s.alpha), float(s.beta)
+        self.hyperparams_ = outputs.hyperparams(s.alpha, s.beta, p, pi, sc.values, sc.thresholds, s)
+        self.model_ = outputs.model_description(
+            self.model, p, self._extensions()[2], self.hyperparams_, p.gold_mask
+        )
+        self.trace_ = restarts.trace_frame(results, self.spam_)
+        self.restarts_ = restarts.restarts_frame(results, self.spam_, self.collapse_threshold)
+        self.best_restart_ = best.restart
+        self.selection_reason_ = reason
+        self.lower_bound_ = best.lower_bound
+        self.converged_ = bool(best.converged)
+        self.n_iter_ = len(best.stage_trace) + len(best.trace)
+        self.collapsed_ = collapsed
+        self.interrupted_ = interrupted
+        self.warnings_ = [w.message for w in warn]
+        self.seconds_ = time.perf_counter() - t0
+        return warn
+
+    def _store_ensemble(
+        self,
+        results: list[restarts.RestartRun],
+        best: restarts.RestartRun,
+        sc: Scale,
+        member_mu: Callable[[Any], np.ndarray] | None,
+        alternative: Callable[[Any, list], tuple[Any, float, int]] | None = None,
+    ) -> None:
+        """What the data cannot decide: ``ensemble_`` (the near-tied restarts, the
+        winner first, ``restarts.ensemble``), ``ensemble_gap_``, and the stability columns of
+        ``items_`` (with ``member_mu``) and ``annotators_`` (``outputs``); and what the fit
+        has not settled: ``annotators_['still_moving']``, the annotators whose reliability
+        was still leaving its end, or drifting, over the winner's last plain sweeps
+        (``acceleration.still_moving``; all False without the spam component).
+
+        With ``alternative`` and annotators still moving, ``alternative_`` is the answer with
+        them carried the way they were going (``acceleration.alternative``: mirrored if leaving
+        their end, moved on if drifting): ``annotators`` (their IDs), ``lower_bound``,
+        ``bound_above_winner`` (its bound minus the winner's), ``n_iter`` and ``near_tied``
+        (a bound no lower than the winner's by more than ``ensemble_gap_``).
+        A near-tied alternative joins the ensemble's stability columns: an answer the data
+        support as well as the winner's (or better) that differs from it. None otherwise."""
+        members = restarts.ensemble(results, best, self.spam_, self.collapse_threshold)
+        self.ensemble_ = [m.restart for m in members]
+        self.ensemble_gap_ = restarts.ensemble_gap(best.lower_bound)
+        n = len(self.annotators_)
+        moving = (
+            acceleration.still_moving(best.eps_window, n) if self.spam_ else np.zeros(n, dtype=bool)
+        )
+        states = [m.state for m in members]
+        self.alternative_ = None
+        if alternative is not None and moving.any():
+            idx = np.flatnonzero(moving)
+            alt, f, n_iter = alternative(best.state, best.eps_window)
+            near = bool(f >= best.lower_bound - self.ensemble_gap_)
+            self.alternative_ = {
+                "annotators": self.annotators_.index[idx].tolist(),
+                "lower_bound": f,
+                "bound_above_winner": float(f - best.lower_bound),
+                "n_iter": n_iter,
+                "near_tied": near,
+            }
+            if near:
+                states.append(alt)
+        eps = np.stack([np.asarray(s.eps, dtype=float) for s in states])
+        if not self.spam_:
+            eps = np.ones_like(eps)
+        ann = outputs.annotator_stability(eps)
+        self.annotators_["reliability_spread"] = ann["reliability_spread"].to_numpy()
+        self.annotators_["unstable"] = ann["unstable"].to_numpy()
+        self.annotators_["still_moving"] = moving
+        if member_mu is not None and isinstance(self.items_, pd.DataFrame):
+            mu = np.stack([member_mu(s) for s in states])
+            it = outputs.item_stability(mu, sc.values, sc.step)
+            self.items_["estimate_spread"] = it["estimate_spread"].to_numpy()
+            self.items_["unstable"] = it["unstable"].to_numpy()
+
+
+class _MemorySweeps:
+    """The in-memory engine's sweeps for ``acceleration.make_step``: ``vb.sweep`` over all ratings,
+    SQUAREM's proposal from whole states."""
+
+    def __init__(self, p: vb.Problem, eps_pack: float = acceleration.EPS_PACK) -> None:
+        self.problems = {key: p.at(key) for key in (True, False, "uniform")}
+        self.lo, self.hi = p.thresholds[0], p.thresholds[-1]
+        self.eps_pack = eps_pack
+
+    def sweep(self, state: vb.State, spam: bool, history: tuple | None) -> tuple:
+        new, f = vb.sweep(self.problems[spam], state)
+        return new, f, None
+
+    def propose(self, s0: vb.State, s1: vb.State, s2: vb.State, extra: None) -> vb.State | None:
+        return acceleration.squarem_proposal(s0, s1, s2, self.lo, self.hi, self.eps_pack)
+
+    def sweep_proposal(self, proposal: vb.State, spam: bool, states: tuple) -> tuple:
+        return vb.sweep(self.problems[spam], proposal)
+
+    @staticmethod
+    def swept(state: vb.State) -> bool:
+        return state.omega is not None
+
+    def eps_block(self, state: vb.State) -> vb.State:
+        """``state`` with each annotator's eps at the exact optimum of its block given the
+        other factors (``updates.eps_block``; compiled: ``kernels.eps_block``), from its
+        ratings' q(y), which were computed with ``state.omega_eps``."""
+        solve = kernels.eps_block if kernels.USE_JIT else vb_updates.eps_block
+        ann = self.problems[True].ann
+        start = np.asarray(state.eps, dtype=float)
+        eps = solve(ann, state.omega, state.omega_eps, start)
+        return dataclasses.replace(state, eps=eps)
+
+    def settle_items(self, state: vb.State, annotators: np.ndarray) -> tuple[vb.State, np.ndarray]:
+        """``state`` with every item's own block solved, and the blocks of ``annotators``
+        ((N,) bool) with their items (``settle.settle_items``), and how far each item's mean
+        moved."""
+        return settle_items(self.problems[True], state, annotators)
+
+    @staticmethod
+    def truth_share(state: vb.State) -> float:
+        return float(np.mean(state.omega)) if state.omega.size else 1.0
+
+    @staticmethod
+    def estimate_change(before: vb.State, after: vb.State) -> float:
+        d = np.abs(after.mu_m - before.mu_m)
+        return float(d.max()) if d.size else 0.0
+
+
+class _Running:
+    """How many restarts are sweeping in the race's threads right now, so that a restart that
+    runs alone (the last finisher's tail; the shared warm-up, on the calling thread) takes
+    every core for its passes (``kernels.run_alone``): the same chunks, the same bits. A
+    thread counts itself before its first sweep, so two threads never both see themselves
+    alone while both run. The threads take turns at Python (``turn``, ``kernels.take_turns``):
+    one thread's bookkeeping between passes runs while the other's passes run, instead of
+    the two handing the GIL back and forth at every small numpy call."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.lock = threading.Lock()
+        self.turn = threading.Lock()
+
+    def alone(self) -> bool:
+        return self.n <= 1
+
+    def run(self, fn: Callable[[restarts.RestartRun], None], run: restarts.RestartRun) -> None:
+        with self.lock:
+            self.n += 1
+        kernels.run_alone(self.alone)
+        self.turn.acquire()
+        kernels.take_turns(self.turn)
+        try:
+            fn(run)
+        finally:
+            kernels.take_turns(None)
+            self.turn.release()
+            kernels.run_alone(None)
+            with self.lock:
+                self.n -= 1
+
+
+def _emit(warn: list[restarts.FitWarning]) -> None:
+    """Issue a fit's warnings with their classes, attributed to the line that called ``fit``
+    (this is called from ``fit`` itself)."""
+    for w in warn:
+        warnings.warn(w.message, w.category, stacklevel=3)

@@ -1,0 +1,2 @@
+"""Scoring against gold: the metrics, the comparison table, the paper's
+experiments."""
