@@ -1,6 +1,6 @@
 """What a fit tells its user: the one exception for a user's mistake, and the warning classes.
 
-Warnings are chosen by class where they arise (``restarts.fit_warnings``), never by matching
+Warnings are chosen by class where they arise (``selection.fit_warnings``), never by matching
 their text; both subclass ``UserWarning``, so filters on it keep working.
 """
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy.special import expit, logit
 
-from ordmix_core.fit import acceleration, restarts
+from ordmix_core.fit import acceleration, stopping
 from ordmix_core.vb.sweep import State
 
 LO, HI = 0.5, 5.5
@@ -252,7 +252,7 @@ def _escape_run(
     sign: float, accelerate: bool = True, polish: int | None = 0, n: int = acceleration.FLIP_WINDOW
 ):
     """``n`` steps of the toy escape from the stopping rule's plain sweeps (``polish`` 0;
-    None: before them), each appended to the trace as ``restarts.advance`` does;
+    None: before them), each appended to the trace as ``stopping.advance`` does;
     ``(engine, run, the bound after each step)``."""
     from ordmix_core.fit.restarts import RestartRun
 
@@ -349,7 +349,7 @@ def test_alternative_sweeps_from_its_start_until_the_bound_settles():
     sweeps (``spam`` True, no history) run until the bound's relative change is below
     ``POLISH_TOL``; the last sweep's state and bound, and the count, are returned."""
     f = -1000.0
-    tol = restarts.POLISH_TOL * 1000.0
+    tol = stopping.POLISH_TOL * 1000.0
     bounds = [f - 50, f - 5, f - 1, f - 1 + 1.5 * tol, f - 1 + 2.0 * tol, f]
     engine = _Settling(bounds)
     start = _Toy(np.array([0.9, 0.2, 0.6]))
@@ -375,7 +375,7 @@ def test_alternative_start_mirrors_the_annotators_leaving_and_carries_on_those_d
     window's sum again, 0.075), and is carried that far down; annotator 2 is settled;
     annotator 3 drifts up as fast, past 1, and stops at ``1 - EPS_PACK``. The state itself
     is left alone."""
-    w, n = restarts.WINDOW, acceleration.MOVING_MIN_SWEEPS
+    w, n = stopping.WINDOW, acceleration.MOVING_MIN_SWEEPS
     step = [0.05 * 0.5 ** (i // w) for i in range(n - 1)]  # per sweep, halving each window
     e1 = 0.4 - np.concatenate([[0.0], np.cumsum(step)])  # 0.175, heading for 0.1
     e3 = 0.75 + np.concatenate([[0.0], np.cumsum(step)])  # 0.975, heading for 1.05

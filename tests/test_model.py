@@ -11,7 +11,8 @@ from _shared import need_trec
 from ordmix_core import InputError, OrdinalMixture
 from ordmix_core.data.simulate import simulate_crowd
 from ordmix_core.evaluation.metrics import evaluate
-from ordmix_core.fit.restarts import RestartRun, select
+from ordmix_core.fit.restarts import RestartRun
+from ordmix_core.fit.selection import select
 from ordmix_core.vb import kernels
 
 DEMO_TREC = Path(__file__).resolve().parents[1] / "demo_data" / "trec-rf10-ratings.csv"

@@ -1,7 +1,7 @@
 """Issue 15: a stopping rule that means converged, one meaning of max_iter, and what the
 near-tied restarts disagree on (the ensemble). Thread independence: ``test_vb.py``.
 
-The stopping rule (``restarts.converged``): the bound's relative change below ``tol`` AND the
+The stopping rule (``stopping.converged``): the bound's relative change below ``tol`` AND the
 estimated remaining change of the items' means (Aitken, over windows of plain sweeps) below
 ``tol_estimate``.
 """
@@ -24,7 +24,7 @@ from ordmix_core import OrdinalMixture
 from ordmix_core.data.simulate import simulate_crowd
 from ordmix_core.errors import ConvergenceWarning
 from ordmix_core.estimators import ordinal_mixture
-from ordmix_core.fit import acceleration, restarts, settle
+from ordmix_core.fit import acceleration, restarts, selection, settle, stopping
 from ordmix_core.io import read_ratings
 from ordmix_core.results import outputs
 from ordmix_core.vb import reference
@@ -47,7 +47,7 @@ def crowd() -> pd.DataFrame:
 
 #: the real ``select`` and ``alternative``: a second ``_fit_keeping_runs`` in a test must not
 #: wrap the first's spy (which would then overwrite the first fit's runs with the second's)
-_SELECT = restarts.select
+_SELECT = selection.select
 _ALTERNATIVE = acceleration.alternative
 
 
@@ -78,16 +78,16 @@ def _fit_keeping_runs(monkeypatch, df: pd.DataFrame, **kw) -> tuple[OrdinalMixtu
 
 
 def test_remaining_change_is_aitken_over_windows() -> None:
-    w = restarts.WINDOW
+    w = stopping.WINDOW
     geometric = [0.5**i for i in range(4 * w)]  # per sweep 1/2: per window r = 1/8
     now = sum(geometric[-w:])
-    assert restarts.remaining_change(geometric) == pytest.approx(now * (1 / 8) / (1 - 1 / 8))
-    assert restarts.remaining_change(geometric[: 2 * w - 1]) == np.inf  # not two windows yet
+    assert stopping.remaining_change(geometric) == pytest.approx(now * (1 / 8) / (1 - 1 / 8))
+    assert stopping.remaining_change(geometric[: 2 * w - 1]) == np.inf  # not two windows yet
     # a plateau (or growth: a saddle being left) counts as 99 more windows of the same
     flat = [1e-4] * (2 * w)
-    assert restarts.remaining_change(flat) == pytest.approx(3e-4 * 0.99 / 0.01)
-    assert restarts.remaining_change([1e-5] * w + [1e-4] * w) == pytest.approx(3e-4 * 99)
-    assert restarts.remaining_change([0.0] * (2 * w)) == 0.0
+    assert stopping.remaining_change(flat) == pytest.approx(3e-4 * 0.99 / 0.01)
+    assert stopping.remaining_change([1e-5] * w + [1e-4] * w) == pytest.approx(3e-4 * 99)
+    assert stopping.remaining_change([0.0] * (2 * w)) == 0.0
 
 
 def _another_cpu() -> dict[str, str]:
@@ -241,7 +241,7 @@ def test_a_settle_that_moves_an_item_by_a_third_of_tol_estimate_is_taken_on_trec
 def test_remaining_changes_is_remaining_change_of_each_column() -> None:
     """Each column against the estimate written out in plain Python, and against the scalar
     form the stopping rule calls."""
-    w, cap = restarts.WINDOW, restarts.MAX_RATE
+    w, cap = stopping.WINDOW, stopping.MAX_RATE
 
     def by_hand(col: list[float]) -> float:
         now, before = sum(col[-w:]), sum(col[-2 * w : -w])
@@ -255,11 +255,11 @@ def test_remaining_changes_is_remaining_change_of_each_column() -> None:
     c[:, 0] = 0.0
     c[:, 1] = [0.5**i for i in range(9)]
     c[:, 2] = [1.1**i for i in range(9)]
-    got = restarts.remaining_changes(c)
+    got = stopping.remaining_changes(c)
     for k in range(c.shape[1]):
         assert got[k] == pytest.approx(by_hand(list(c[:, k])), rel=1e-15, abs=0), k
-        assert restarts.remaining_change(list(c[:, k])) == got[k]
-    assert np.isinf(restarts.remaining_changes(c[: 2 * w - 1])).all()
+        assert stopping.remaining_change(list(c[:, k])) == got[k]
+    assert np.isinf(stopping.remaining_changes(c[: 2 * w - 1])).all()
 
 
 def test_the_rule_holds_long_enough_to_see_a_decay_turn_into_growth(monkeypatch) -> None:
@@ -274,11 +274,11 @@ def test_the_rule_holds_long_enough_to_see_a_decay_turn_into_growth(monkeypatch)
         for i, c in enumerate(changes):
             run.trace.append(-1000.0)  # the bound has settled
             run.changes.append(c)
-            if len(run.trace) >= 2 and restarts.converged(run, 1e-6, 0.03):
+            if len(run.trace) >= 2 and stopping.converged(run, 1e-6, 0.03):
                 return i + 1
         return None
 
-    assert restarts.HOLD_WINDOWS == 4
+    assert stopping.HOLD_WINDOWS == 4
     assert first_stop() is None
     monkeypatch.setattr(restarts, "HOLD_WINDOWS", 2)
     assert first_stop() == 11
@@ -334,12 +334,12 @@ def test_ensemble_is_the_finished_healthy_restarts_within_the_gap() -> None:
         return restarts.RestartRun(i, "warm", None, trace=[f], dropped=dropped, truth_share=share)
 
     best = run(0, -100_000.0)
-    gap = restarts.ensemble_gap(best.lower_bound)
+    gap = selection.ensemble_gap(best.lower_bound)
     assert gap == pytest.approx(10.0)  # 1e-4 relative, above the 3-nat floor
-    assert restarts.ensemble_gap(-1000.0) == 3.0
+    assert selection.ensemble_gap(-1000.0) == 3.0
     runs = [best, run(1, -100_009.0), run(2, -100_011.0), run(3, -100_001.0, dropped=True),
             run(4, -100_002.0, share=0.01)]  # fmt: skip
-    assert [r.restart for r in restarts.ensemble(runs, best, True, 0.05)] == [0, 1]
+    assert [r.restart for r in selection.ensemble(runs, best, True, 0.05)] == [0, 1]
 
 
 def test_near_tied_restarts_that_disagree_mark_items_unstable_on_trec(
@@ -406,7 +406,7 @@ def test_the_default_fit_of_trec_marks_what_its_still_moving_annotators_decide(
     s = state.copy()
     s.eps = np.where(moving, 1.0 - np.asarray(state.eps), np.asarray(state.eps))
     bounds = []
-    while len(bounds) < 2 or abs(bounds[-1] - bounds[-2]) >= restarts.POLISH_TOL * abs(bounds[-1]):
+    while len(bounds) < 2 or abs(bounds[-1] - bounds[-2]) >= stopping.POLISH_TOL * abs(bounds[-1]):
         s, f = reference.sweep_numpy(p, s)
         bounds.append(f)
         assert len(bounds) <= acceleration.ALT_MAX_SWEEPS

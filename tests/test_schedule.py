@@ -18,7 +18,7 @@ from _sweeps import record_sweeps
 from ordmix_core import OrdinalMixture as _OrdinalMixture
 from ordmix_core.data.simulate import simulate_crowd
 from ordmix_core.estimators.ordinal_mixture import CollapseWarning
-from ordmix_core.fit import restarts
+from ordmix_core.fit import schedule
 
 #: the schedule of the paper's model (two stages per restart: warm-up, mixture); the
 #: extended default adds a uniform-spam stage, tested in test_extensions.py
@@ -58,7 +58,7 @@ def _trace(model: OrdinalMixture, restart: int, stage: str = "mixture") -> np.nd
 def test_successive_halving_drops_the_worse_half_each_round(crowd, prune_start) -> None:
     """Rounds of prune_start, 2 prune_start, 4 prune_start ... mixture sweeps; after each, the
     worse half (by bound; none collapsed here) of the unfinished restarts is dropped, never
-    below ``restarts.KEEP`` (2), which run to the end."""
+    below ``schedule.KEEP`` (2), which run to the end."""
     m = OrdinalMixture(
         "query", n_restarts=8, tol=1e-4, prune_start=prune_start, random_state=0
     ).fit(crowd)
@@ -74,11 +74,11 @@ def test_successive_halving_drops_the_worse_half_each_round(crowd, prune_start) 
         went_on = r[r["n_iter"] > end].index
         cut = dropped[dropped["n_iter"] == end].index
         alive = len(went_on) + len(cut)
-        if alive <= restarts.KEEP:
+        if alive <= schedule.KEEP:
             assert len(cut) == 0
             break
         n_rounds += 1
-        assert len(cut) == alive - max((alive + 1) // 2, restarts.KEEP), (end, list(cut))
+        assert len(cut) == alive - max((alive + 1) // 2, schedule.KEEP), (end, list(cut))
         at_end = {i: _trace(m, i)[end - 1] for i in [*went_on, *cut]}
         assert min(at_end[i] for i in went_on) >= max(at_end[i] for i in cut), at_end
     assert n_rounds >= 2  # the crowd exercised more than one round
@@ -95,7 +95,7 @@ def test_without_pruning_every_restart_finishes_and_pruning_only_cuts_traces(cro
     assert not full.restarts_["dropped"].any()
     assert full.restarts_["converged"].all()
     assert "pruned" not in full.selection_reason_
-    assert pruned.restarts_["dropped"].sum() == 6 - restarts.KEEP
+    assert pruned.restarts_["dropped"].sum() == 6 - schedule.KEEP
     for i in range(6):
         # each restart's arithmetic is its own: a pruned trace is the unpruned one, cut short
         a, b = _trace(pruned, i), _trace(full, i)

@@ -1,5 +1,5 @@
 """``settle.settle_items``: each item's block solved with the annotators held, and the stop it
-may undo (``acceleration.make_settle``, ``restarts.advance``)."""
+may undo (``acceleration.make_settle``, ``stopping.advance``)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from test_properties import crowds
 from ordmix_core import OrdinalMixture
 from ordmix_core.data.crowd import Scale
 from ordmix_core.data.simulate import simulate_crowd
-from ordmix_core.fit import acceleration, restarts, settle
+from ordmix_core.fit import acceleration, restarts, settle, stopping
 from ordmix_core.vb import sweep
 
 FAST = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -166,11 +166,11 @@ def test_advance_goes_on_from_a_settled_stop_in_the_mixture_only() -> None:
         engine, start = Once(1.0), _stop()
         run = restarts.RestartRun(0, "random", start)
         settle_fn = acceleration.make_settle(engine, True)
-        restarts.advance(run, step, key, 200, 200, 1e-6, None, 0, None, 0.03, settle_fn)
+        stopping.advance(run, step, key, 200, 200, 1e-6, None, 0, None, 0.03, settle_fn)
         assert run.converged and engine.calls == expect
         if key is True:
             assert run.state.settled is start
-            assert len(run.trace) - run.polish_from == restarts.MIN_PLAIN_SWEEPS
+            assert len(run.trace) - run.polish_from == stopping.MIN_PLAIN_SWEEPS
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")

@@ -10,7 +10,8 @@ import pytest
 from ordmix_core import CollapseWarning, ConvergenceWarning, OrdinalMixture
 from ordmix_core.data.simulate import simulate_crowd
 from ordmix_core.estimators.ordinal_mixture import CollapseWarning as ModelCollapseWarning
-from ordmix_core.fit.restarts import RestartRun, fit_warnings
+from ordmix_core.fit.restarts import RestartRun
+from ordmix_core.fit.selection import fit_warnings
 
 
 def _run(converged: bool) -> RestartRun:

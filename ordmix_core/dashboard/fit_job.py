@@ -24,7 +24,7 @@ from ..errors import InputError
 from ..estimators import options
 from ..estimators.ordinal_mixture import MODELS, OrdinalMixture, difficulty_prior, spam_left_out
 from ..fit import acceleration
-from ..fit.restarts import KEEP
+from ..fit.schedule import KEEP
 from ..results import decisions, outputs
 from .report import Dataset
 
@@ -183,7 +183,7 @@ class FitJob:
     def schedule(self) -> tuple[list[tuple[int, int]], int]:
         """The successive-halving rounds a fit of ``n_restarts`` runs after the warm-up:
         ``(restarts in the race, sweeps each)`` per round, and how many are kept to the end
-        (``restarts.KEEP``; the estimator's ``prune_start`` sweeps in the first round)."""
+        (``schedule.KEEP``; the estimator's ``prune_start`` sweeps in the first round)."""
         active, budget, rounds = self.params.n_restarts, PRUNE_START, []
         while active > KEEP:
             rounds.append((active, budget))

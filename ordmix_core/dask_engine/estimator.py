@@ -63,7 +63,7 @@ from ..data.crowd import (
 from ..errors import InputError
 from ..estimators.base import extends_params
 from ..estimators.ordinal_mixture import Learned, OrdinalMixture, _emit
-from ..fit import acceleration, restarts, starts
+from ..fit import acceleration, restarts, schedule, selection, starts
 from ..fit.settle import settle_items
 from ..io import PARQUET_EXTENSIONS, TEXT_EXTENSIONS
 from ..numerics.keyed_random import id_hash
@@ -256,7 +256,7 @@ class DaskOrdinalMixture(OrdinalMixture):
         _emit(warn)
         return self
 
-    def _fit(self, bl: _Blocks, ratings, callback, t0: float) -> list[restarts.FitWarning]:
+    def _fit(self, bl: _Blocks, ratings, callback, t0: float) -> list[selection.FitWarning]:
         from distributed import wait
 
         client = bl.client
@@ -456,8 +456,8 @@ class _Sweeps:
         self.exact_eps = accelerate  # the exact eps step (``OrdinalMixture._exact_eps``)
         self.lo, self.hi = float(gp.thresholds[0]), float(gp.thresholds[-1])
 
-    def branch_fn(self, ann_hash: np.ndarray, sc) -> restarts.BranchFn:
-        """``branch`` of the shared warm-up (``restarts.race``): the blocks copy the warm-up's
+    def branch_fn(self, ann_hash: np.ndarray, sc) -> schedule.BranchFn:
+        """``branch`` of the shared warm-up (``schedule.race``): the blocks copy the warm-up's
         slot with the restart's noise on q(z)'s means (``blocks.branch_block``), the client
         its globals with the noise on q(tau) (``starts.branch_annotators``), as in memory."""
 

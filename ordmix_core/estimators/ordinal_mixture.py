@@ -22,7 +22,7 @@ expertise plus that noise (``init.py``). Without ``nospam_warmup`` restarts r > 
 at random. A restart whose share of ratings attributed to the truth component falls below
 ``collapse_threshold`` is *collapsed* and is chosen only if every restart collapsed (then
 with a ``CollapseWarning``). Among the rest the highest bound wins, as in the paper; the
-restarts near-tied with it form the ensemble (``restarts.ensemble``) whose disagreement marks
+restarts near-tied with it form the ensemble (``selection.ensemble``) whose disagreement marks
 items and annotators unstable.
 
 Refits (``init_from``): a fitted model or an ``ordmix fit`` folder gives the starts instead
@@ -46,7 +46,7 @@ import pandas as pd
 
 from ..data.crowd import CrowdData, Scale, id_array, prepare
 from ..errors import CollapseWarning, ConvergenceWarning, InputError
-from ..fit import acceleration, restarts
+from ..fit import acceleration, restarts, schedule, selection
 from ..fit import starts as init
 from ..fit.settle import settle_items
 from ..numerics import libm
@@ -244,7 +244,7 @@ class OrdinalMixture(CrowdEstimator):
     ``spam_`` (whether the fitted model has the spam component), ``annotator_flags_``
     (``decisions.annotator_flags`` at its default settings when the spam decision computed
     them, else None; ``annotator_flags`` returns them at those settings),
-    ``ensemble_`` (the restarts near-tied with the winner, ``restarts.ensemble``),
+    ``ensemble_`` (the restarts near-tied with the winner, ``selection.ensemble``),
     ``ensemble_gap_`` and ``alternative_`` (the answer with the still-moving annotators
     carried the way they were going, ``acceleration.alternative``; in the ensemble when near-tied;
     None when no annotator was still moving); ``items_`` and ``annotators_`` say what they
@@ -480,7 +480,7 @@ class OrdinalMixture(CrowdEstimator):
         rng: np.random.Generator,
         callback: ProgressCallback | None,
         t0: float,
-    ) -> list[restarts.FitWarning]:
+    ) -> list[selection.FitWarning]:
         """One fit of the model with the spam component ``spam_`` to prepared ratings: the
         restarts, the race and the learned attributes. Returns the warnings to issue."""
         self.annotator_flags_ = None
@@ -533,7 +533,7 @@ class OrdinalMixture(CrowdEstimator):
 
     def _memory_branch(
         self, data: CrowdData, p: vb.Problem, inst_hash: np.ndarray, ann_hash: np.ndarray
-    ) -> restarts.BranchFn:
+    ) -> schedule.BranchFn:
         """``branch`` of the shared warm-up: the warm-up's state with the restart's own noise
         on q(z)'s means and q(tau) (``init.branch_instances``, ``init.branch_annotators``;
         ``inst_hash``, ``ann_hash``: the IDs' ``id_hash``); gold items keep their truth."""
@@ -554,7 +554,7 @@ class OrdinalMixture(CrowdEstimator):
         p: vb.Problem,
         runs: list[restarts.RestartRun],
         callback: ProgressCallback | None,
-        branch: restarts.BranchFn | None = None,
+        branch: schedule.BranchFn | None = None,
         sweeps: _MemorySweeps | None = None,
     ) -> bool:
         """The shared schedule (``_schedule``) with this engine's sweep (``sweeps``, made here
@@ -712,13 +712,13 @@ class OrdinalMixture(CrowdEstimator):
         step: restarts.StepFn,
         callback: ProgressCallback | None,
         map_runs: restarts.MapRuns = restarts.map_sequential,
-        branch: restarts.BranchFn | None = None,
+        branch: schedule.BranchFn | None = None,
         settle: restarts.SettleFn | None = None,
     ) -> bool:
-        """``restarts.race`` with this estimator's settings (both engines call it);
+        """``schedule.race`` with this estimator's settings (both engines call it);
         ``branch``: the engine's start of a restart from the shared warm-up; ``settle``: the
         engine's items' blocks at a stop (``acceleration.make_settle``; both engines)."""
-        return restarts.race(
+        return schedule.race(
             runs,
             step,
             restarts.mixture_starter(runs),
@@ -749,7 +749,7 @@ class OrdinalMixture(CrowdEstimator):
         learned: Callable[[Any], Learned],
         member_mu: Callable[[Any], np.ndarray] | None = None,
         alternative: Callable[[Any, list], tuple[Any, float, int]] | None = None,
-    ) -> list[restarts.FitWarning]:
+    ) -> list[selection.FitWarning]:
         """Choose the winning restart and set every learned attribute (both engines).
 
         ``data``: what ``data_`` holds (``CrowdData``, or the Dask engine's sizes);
@@ -760,15 +760,15 @@ class OrdinalMixture(CrowdEstimator):
         ``alternative(state, window)``: the engine's ``acceleration.alternative`` (None: no
         alternative answer is made). Returns the warnings for ``fit`` to issue.
         """
-        results = restarts.race_results(runs)
+        results = schedule.race_results(runs)
         if not results:
             raise InputError("the fit was stopped before the first restart finished an iteration")
-        best, reason, collapsed = restarts.select(
+        best, reason, collapsed = selection.select(
             results, self.spam_, self.collapse_threshold, interrupted
         )
         s = best.state
         items, categories, w_ann, omega = learned(s)
-        warn = restarts.fit_warnings(best, collapsed, interrupted, self.max_iter, self.tol)
+        warn = selection.fit_warnings(best, collapsed, interrupted, self.max_iter, self.tol)
         sc = data.scale
         self.data_ = data
         self.scale_ = sc
@@ -797,8 +797,8 @@ class OrdinalMixture(CrowdEstimator):
         self.model_ = outputs.model_description(
             self.model, p, self._extensions()[2], self.hyperparams_, p.gold_mask
         )
-        self.trace_ = restarts.trace_frame(results, self.spam_)
-        self.restarts_ = restarts.restarts_frame(results, self.spam_, self.collapse_threshold)
+        self.trace_ = selection.trace_frame(results, self.spam_)
+        self.restarts_ = selection.restarts_frame(results, self.spam_, self.collapse_threshold)
         self.best_restart_ = best.restart
         self.selection_reason_ = reason
         self.lower_bound_ = best.lower_bound
@@ -819,7 +819,7 @@ class OrdinalMixture(CrowdEstimator):
         alternative: Callable[[Any, list], tuple[Any, float, int]] | None = None,
     ) -> None:
         """What the data cannot decide: ``ensemble_`` (the near-tied restarts, the
-        winner first, ``restarts.ensemble``), ``ensemble_gap_``, and the stability columns of
+        winner first, ``selection.ensemble``), ``ensemble_gap_``, and the stability columns of
         ``items_`` (with ``member_mu``) and ``annotators_`` (``outputs``); and what the fit
         has not settled: ``annotators_['still_moving']``, the annotators whose reliability
         was still leaving its end, or drifting, over the winner's last plain sweeps
@@ -832,9 +832,9 @@ class OrdinalMixture(CrowdEstimator):
         (a bound no lower than the winner's by more than ``ensemble_gap_``).
         A near-tied alternative joins the ensemble's stability columns: an answer the data
         support as well as the winner's (or better) that differs from it. None otherwise."""
-        members = restarts.ensemble(results, best, self.spam_, self.collapse_threshold)
+        members = selection.ensemble(results, best, self.spam_, self.collapse_threshold)
         self.ensemble_ = [m.restart for m in members]
-        self.ensemble_gap_ = restarts.ensemble_gap(best.lower_bound)
+        self.ensemble_gap_ = selection.ensemble_gap(best.lower_bound)
         n = len(self.annotators_)
         moving = (
             acceleration.still_moving(best.eps_window, n) if self.spam_ else np.zeros(n, dtype=bool)
@@ -950,7 +950,7 @@ class _Running:
                 self.n -= 1
 
 
-def _emit(warn: list[restarts.FitWarning]) -> None:
+def _emit(warn: list[selection.FitWarning]) -> None:
     """Issue a fit's warnings with their classes, attributed to the line that called ``fit``
     (this is called from ``fit`` itself)."""
     for w in warn:

@@ -29,7 +29,7 @@ from scipy.special import expit, logit
 
 from ..numerics import libm
 from ..vb.problem import State
-from .restarts import POLISH_TOL, WINDOW, remaining_changes
+from .stopping import POLISH_TOL, WINDOW, remaining_changes
 
 if TYPE_CHECKING:
     from .restarts import RestartRun, SettleFn, StepFn
@@ -190,7 +190,7 @@ class Sweeps(Protocol):
 
     def estimate_change(self, before: Any, after: Any) -> float:
         """The largest change of an item's posterior mean from ``before`` to ``after`` (the
-        step's new state): the stopping rule's second half (``restarts.converged``)."""
+        step's new state): the stopping rule's second half (``stopping.converged``)."""
 
 
 def for_history(s: Any) -> Any:
@@ -216,7 +216,7 @@ FLIP_GROWTH = 0.005
 #: carries across 0.5 grow by 0.2-0.4% a sweep, and they are the only ones it reports
 MOVING_GROWTH = 0.001
 #: ... or whose reliability is estimated to move by more than this still (the stopping rule's
-#: Aitken estimate, ``restarts.remaining_changes``, of its changes per sweep): a steady drift
+#: Aitken estimate, ``stopping.remaining_changes``, of its changes per sweep): a steady drift
 #: between the ends (TREC RF10 seeds 1 and 3: w420, which a 300x tighter fit moves by 0.27)
 MOVING_DRIFT = 0.05
 #: the fewest plain sweeps over which ``still_moving`` measures (two windows of changes)
@@ -244,7 +244,7 @@ def still_moving(window: Sequence[np.ndarray], n_annotators: int) -> np.ndarray:
     """(N,) bool: the annotators the fit had not settled over its last plain sweeps
     (``window``, a run's ``eps_window``): their reliability was still leaving its side's end
     (``escaping`` at ``MOVING_GROWTH``), or is estimated to move by more than ``MOVING_DRIFT``
-    still (``restarts.remaining_changes``). Their verdict, and their items' estimates, may
+    still (``stopping.remaining_changes``). Their verdict, and their items' estimates, may
     change with a longer fit. All False with fewer than ``MOVING_MIN_SWEEPS`` sweeps (a fit
     stopped before its plain sweeps, or just after an accepted flip)."""
     leaving, drifting, _ = _moving(window, n_annotators)
@@ -279,7 +279,7 @@ def alternative_start(state: Any, window: Sequence[np.ndarray]) -> Any:
     """Where the verdicts the fit had not settled (``still_moving`` over ``window``, the
     winner's ``eps_window``) could go: ``state`` with the reliability of the annotators
     leaving their end mirrored (``flipped``: the other side of the saddle) and that of those
-    drifting carried by their estimated remaining change (``restarts.remaining_changes``) in
+    drifting carried by their estimated remaining change (``stopping.remaining_changes``) in
     the direction they moved over its last ``2 * WINDOW`` sweeps, within ``[EPS_PACK,
     1 - EPS_PACK]`` (mirroring a drift, 0.27 to 0.73, would only send it back)."""
     e = np.asarray(window, dtype=float)
@@ -318,7 +318,7 @@ def alternative(
 
 
 #: times a restart's stop may be undone by its items' blocks (``make_settle``); each costs the
-#: estimates' rule its windows again (``restarts.MIN_PLAIN_SWEEPS`` sweeps at least)
+#: estimates' rule its windows again (``stopping.MIN_PLAIN_SWEEPS`` sweeps at least)
 MAX_SETTLES = 3
 #: a stop is undone when the settle moves an item's mean by this share of ``tol_estimate`` or
 #: more: 0.01 at the default, the move the stopping rule allows against a 100x tighter fit
@@ -327,7 +327,7 @@ SETTLE_MOVE = 1 / 3
 
 
 def make_settle(engine: Sweeps, enabled: bool) -> SettleFn | None:
-    """The ``settle(run, tol_estimate)`` of ``restarts.advance``, or None (not ``enabled``, or
+    """The ``settle(run, tol_estimate)`` of ``stopping.advance``, or None (not ``enabled``, or
     an engine without ``settle_items``).
 
     At a mixture restart's stop, each item's own block is solved with the annotators held,
@@ -359,12 +359,12 @@ def make_settle(engine: Sweeps, enabled: bool) -> SettleFn | None:
 
 
 def make_step(engine: Sweeps, accelerate: bool, exact_eps: bool = True) -> StepFn:
-    """The ``step(run, spam)`` of ``restarts.race`` for both engines.
+    """The ``step(run, spam)`` of ``schedule.race`` for both engines.
 
     A plain sweep; with ``accelerate``, every third sweep (``len(trace) % 3 == 2``, once the
     history holds two swept states) a sweep from SQUAREM's proposal follows and replaces the
     plain one if its bound is finite and higher, so the trace never decreases; none once the
-    stopping rule asks for plain sweeps (``run.polish_from``, ``restarts.converged``). Sets
+    stopping rule asks for plain sweeps (``run.polish_from``, ``stopping.converged``). Sets
     ``run.truth_share`` and ``run.estimate_change`` (from the state before the step). Once
     swept from, the state before the step is kept (as the history's older state) without its
     per-rating omega (``for_history``), so that at most two omegas are alive at once (the

@@ -16,7 +16,7 @@ falls.
 
 The rounds run on whole arrays over the ratings of the blocks still moving: a block leaves
 once its change per round is below ``FLOOR`` or, shrinking, its remaining change (Aitken, as
-``restarts.remaining_changes``; after the first round, with the ratio ``restarts.MAX_RATE``)
+``stopping.remaining_changes``; after the first round, with the ratio ``stopping.MAX_RATE``)
 is below ``DROP`` (an annotator's: ``DROP_ANNOTATORS``). The first round covers every item;
 at a stop most leave after it (on TREC RF10 their change is below 1e-5), and the rest run on
 the few at a slow point.
@@ -30,7 +30,7 @@ from ..numerics import libm
 from ..vb import updates
 from ..vb.problem import Problem, State
 from ..vb.reference import q_xy
-from .restarts import MAX_RATE
+from .stopping import MAX_RATE
 
 __all__ = ["DROP", "DROP_ANNOTATORS", "FLOOR", "MAX_ROUNDS", "settle_items"]
 

@@ -217,7 +217,7 @@ def spam_distributions_frame(
 
 
 # --------------------------------------------------------------------------- stability
-# What the data cannot decide: the near-tied restarts (``restarts.ensemble``)
+# What the data cannot decide: the near-tied restarts (``selection.ensemble``)
 # disagree on some items and annotators. Kept apart from the other columns on purpose.
 
 #: an item is unstable when its nearest scale level differs across the ensemble, or its

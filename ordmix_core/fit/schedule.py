@@ -1,0 +1,176 @@
+"""The restart schedule shared by the in-memory and the Dask engine (``race``).
+
+Warm starts (``init == 'warm'``) begin with a fit without the spam component. With the
+``shared`` schedule (the default) only the first warm restart runs that warm-up and
+every other one branches from its result (``branch``: the engine adds the restart's own keyed
+noise), so ten restarts pay for one warm-up; with ``per-restart`` (the schedule before issue
+15) each runs its own. Then mixture sweeps in rounds of doubling length; with pruning the worse
+half of the unfinished restarts is dropped after each round (successive halving), down to
+``KEEP`` restarts that run to the end (the ``shared`` schedule; ``per-restart``: down to one);
+then the winner is selected. The engine supplies ``step(run, spam)``, one sweep of a restart,
+which also sets ``run.truth_share`` and ``run.estimate_change``; the schedule never looks
+inside ``run.state``. Restarts of one round may run side by side through ``map_runs``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import numpy as np
+
+from .restarts import Callback, MapRuns, RestartRun, SettleFn, StepFn, Stop, map_sequential
+from .stopping import advance
+
+#: the restart schedules (``OrdinalMixture(schedule=...)``): ``shared``, one no-spam warm-up
+#: that the other warm restarts branch from, halving down to ``KEEP``; ``per-restart``, the
+#: schedule before issues 14-15 (a warm-up each with the fit's own tolerances, halving down to
+#: one, no resuming), kept to reproduce earlier results
+SCHEDULES = ("shared", "per-restart")
+#: the stopping rule of the shared warm-up and of a pre-stage (``shared``), fixed: they are
+#: the mixture's start, which must not move when a user tightens ``tol`` for a more precise
+#: answer
+WARMUP_TOL = 1e-6
+WARMUP_TOL_ESTIMATE = 0.0  # the bound alone: a start need not be polished
+#: successive halving stops dropping restarts when this many are left (``shared``): they run
+#: to the end, so the fit sees whether near-tied optima disagree (``ensemble``)
+KEEP = 2
+
+#: ``branch(source, run)``: the state ``run`` starts its mixture from, made from the shared
+#: warm-up's final state ``source`` (the engine adds ``run``'s own keyed noise)
+BranchFn = Callable[[object, RestartRun], object]
+
+
+def race(
+    runs: list[RestartRun],
+    step: StepFn,
+    start_mixture: Callable[[RestartRun], None],
+    *,
+    spam: bool,
+    max_iter: int,
+    tol: float,
+    prune: bool,
+    prune_start: int,
+    collapse_threshold: float,
+    callback: Callback | None = None,
+    map_runs: MapRuns = map_sequential,
+    pre_stage: str | None = None,
+    tol_estimate: float = 0.0,
+    schedule: str = "per-restart",
+    branch: BranchFn | None = None,
+    settle: SettleFn | None = None,
+) -> bool:
+    """Every restart: its warm-up (``init == 'warm'``), then mixture rounds of doubling length.
+
+    A warm restart first runs the no-spam model (its trace goes to ``warmup_trace``) to
+    convergence or half of ``max_iter``, then ``start_mixture(run)`` (the engine resets eps).
+    With ``schedule='shared'`` (and ``branch``) only the first warm restart does, with the
+    fixed ``WARMUP_TOL`` / ``WARMUP_TOL_ESTIMATE`` (a ``pre_stage`` too: only the last stage
+    follows ``tol`` and ``tol_estimate``); the others start from ``branch(its final
+    state, run)`` (``shared_iter`` records the warm-up's sweeps). ``pre_stage``: a
+    stage key passed to ``step`` instead of ``spam``, run in rounds as the mixture is (so
+    pruned the same way) after ``start_mixture``; the restarts it did not drop then continue
+    with the mixture rounds (the extended model: the mixture with the spam distribution held
+    uniform, then learned); its trace goes to ``stage_trace``. With ``prune``, after each
+    round the worse half of the unfinished restarts (collapsed first, then by bound) is
+    dropped (successive halving), never below ``KEEP`` with the shared schedule; there, if
+    every restart that finished then collapsed, the dropped ones are resumed where they
+    stopped and run to the end too (so halving never returns a collapsed fit where running
+    every restart would not). ``max_iter`` caps each restart's sweeps of all stages together.
+    ``map_runs(fn, runs)`` applies ``fn`` to each run, in turn or side by side: each
+    restart's arithmetic is its own, so the result does not depend on it. Returns True if
+    the fit was stopped (the restarts still running are marked ``stopped``). ``settle``:
+    passed to ``advance`` for the mixture's rounds.
+    """
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule must be one of {SCHEDULES}, not {schedule!r}")
+    shared = schedule == "shared"
+    keep = KEEP if shared else 1
+    thr = collapse_threshold if spam else -np.inf
+    stop = threading.Event()
+    warm_tol = (WARMUP_TOL, WARMUP_TOL_ESTIMATE) if shared else (tol, tol_estimate)
+
+    def offset(run: RestartRun) -> int:
+        return run.shared_iter + len(run.warmup_trace) + len(run.stage_trace)
+
+    def warm_up(run: RestartRun) -> None:
+        if run.init != "warm":
+            return
+        warm = RestartRun(run.restart, "nospam", run.state)
+        try:
+            advance(
+                warm, step, False, max_iter, max_iter // 2, warm_tol[0], callback, 0, stop,
+                warm_tol[1],
+            )  # fmt: skip
+        finally:  # stopped or not, the restart continues from the warm-up's state
+            run.state, run.warmup_trace = warm.state, warm.trace
+            run.truth_share, run.history = warm.truth_share, None
+        start_mixture(run)
+
+    def rounds(key: object, todo: list[RestartRun], budget: int, halve: bool) -> None:
+        tols = warm_tol if key == pre_stage else (tol, tol_estimate)
+        while True:
+            active = [run for run in todo if not run.done]
+            if not active:
+                return
+            map_runs(
+                lambda run, n=budget: advance(
+                    run, step, key, n, max_iter, tols[0], callback, offset(run), stop,
+                    tols[1], settle,
+                ),
+                active,
+            )  # fmt: skip
+            alive = [run for run in active if not run.done]
+            if halve and len(alive) > keep:
+                alive.sort(key=lambda r: (r.truth_share >= thr, r.trace[-1]), reverse=True)
+                for run in alive[max((len(alive) + 1) // 2, keep) :]:
+                    run.done, run.dropped, run.pruned_at = True, True, len(run.trace)
+            budget *= 2
+
+    def stages(todo: list[RestartRun], budget: int, halve: bool) -> None:
+        if pre_stage is not None:
+            rounds(pre_stage, todo, budget, halve)
+            for run in todo:  # the survivors go on to the mixture from the stage's end
+                run.stage_trace, run.trace, run.changes = run.trace, [], []
+                run.polish_from = None
+                if not run.dropped:
+                    run.done = run.converged = False
+                    run.history = None
+        rounds(spam, [run for run in todo if not run.dropped], budget, halve)
+
+    try:
+        warm = [run for run in runs if run.init == "warm"]
+        if shared and branch is not None and len(warm) > 1:
+            warm_up(warm[0])
+            for run in warm[1:]:
+                run.state = branch(warm[0].state, run)
+                run.shared_iter = len(warm[0].warmup_trace)
+                run.truth_share, run.history = warm[0].truth_share, None
+                start_mixture(run)
+            map_runs(warm_up, [run for run in runs if run.init != "warm"])
+        else:
+            map_runs(warm_up, runs)
+        stages(runs, prune_start if prune else max_iter, prune)
+        finished = [run for run in runs if not run.dropped]
+        if shared and prune and not any(run.truth_share >= thr for run in finished):
+            revived = [run for run in runs if run.dropped]
+            for run in revived:  # those pruned in a pre-stage resume in the mixture
+                run.done, run.dropped, run.pruned_at = False, False, None
+                if not run.trace:
+                    run.history = None
+            rounds(spam, revived, max_iter, False)
+        return False
+    except Stop:
+        for run in runs:
+            run.stopped = not run.done
+        return True
+    finally:
+        stop.set()  # on Ctrl-C too: threads still running end at their next sweep
+
+
+def race_results(runs: list[RestartRun]) -> list[RestartRun]:
+    """The restarts to choose from: those with mixture iterations (or a pre-mixture stage's),
+    else the warm-ups so far."""
+    return [run for run in runs if run.trace or run.stage_trace] or [
+        r for r in runs if r.warmup_trace
+    ]
