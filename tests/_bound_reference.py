@@ -5,9 +5,9 @@ expectation by adaptive quadrature (``scipy.integrate.quad``) of ``scipy.stats``
 every entropy as ``-E_q[log q]`` the same way. A second, cruder estimate (``monte_carlo_bound``)
 samples all latents from q jointly and averages ``log p(data, latents) - log q(latents)``
 written as plain log densities, with no algebra at all: it checks that the terms below add up
-to the bound the model defines (model-notes.md), not only that they equal the engine's.
+to the bound the model defines (docs/model.md), not only that they equal the engine's.
 
-Model (model-notes.md, paper eq. 1-3), per rating l = (n, m), c = c(m), level r:
+Model (docs/model.md, paper eq. 1-3), per rating l = (n, m), c = c(m), level r:
     z_m ~ N(mu, 1/lam); tau_n ~ Gamma(alpha, beta); delta_c ~ Gamma(phi, eta) (shape, rate);
     y_l ~ Bernoulli(eps_n); y_l = 1: x_l ~ N(z_m, 1/(tau_n delta_c)), r_l = the level whose
     interval [b_{r-1}, b_r) holds x_l (real-valued variant: x_l = v_r is observed);
@@ -17,7 +17,7 @@ q(x_l | y_l = 1) = N(x_mean_l, 1/x_prec_l) truncated to the rating's interval.
 
 Extension point: ``TERMS`` maps a name to a function ``(crowd, q, hyper) -> per-entity array``;
 F is the sum of all of them. A new model part (annotator bias, Dirichlet spam distributions;
-extensions.md) adds its q parameters to ``Q.extra`` / ``Hyper.extra``, its own term function
+docs/extensions.md) adds its q parameters to ``Q.extra`` / ``Hyper.extra``, its own term function
 (e.g. ``"annotator_bias"``: E[log N(b_n | 0, 1/lambda_b)] + H[q(b_n)] per annotator), edits
 the rating term where the likelihood changes, and adds the same pieces to
 ``monte_carlo_bound``'s sampler.

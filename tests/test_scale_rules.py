@@ -1,6 +1,6 @@
 """The ordinal scale's threshold rule, its refusals, and the one-query-per-instance rule.
 
-Thresholds (paper, model-notes.md): inner ones at the midpoints of neighbouring levels, the
+Thresholds (paper, docs/model.md): inner ones at the midpoints of neighbouring levels, the
 outer ones half a level step outside (0.5 ... 5.5 for 1..5); the fit uses exactly these.
 """
 

@@ -55,7 +55,7 @@ def _case(seed: int = 0, n: int = 12):
 
 def test_exact_omega_logit_is_model_notes_formula_and_the_default() -> None:
     """logit(omega) = log eps - log(1 - eps) - log pi + log Z
-    + 0.5 (E log tau + E log delta - log rho) - 0.5 rho / lambda_m   (model-notes.md)."""
+    + 0.5 (E log tau + E log delta - log rho) - 0.5 rho / lambda_m   (docs/model.md)."""
     c = _case()
     want = (np.log(c["eps"]) - np.log1p(-c["eps"]) - c["log_pi"] + c["log_z"]
             + 0.5 * (c["e_logtau"] + c["e_logdel"] - np.log(c["rho"]))

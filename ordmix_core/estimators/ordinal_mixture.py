@@ -11,7 +11,7 @@ schedule (``_schedule``) and the learned attributes (``_store``, through ``outpu
 in-memory engine adds only its sweep over all ratings (``_MemorySweeps``) and running
 restarts side by side in threads.
 
-Initialisation and selection (model-notes.md): on real data the highest-bound solution can be
+Initialisation and selection (docs/model.md): on real data the highest-bound solution can be
 the useless all-spam one. So with ``nospam_warmup`` (and the spam component) the fit first fits
 the model without the spam component (stage ``nospam``) and starts the mixture from that fit
 with ``eps = 0.99``. With ``schedule='shared'`` (the default) restart 0 runs that
@@ -173,7 +173,7 @@ Learned = tuple[Any, Any, np.ndarray, "np.ndarray | None"]
 class OrdinalMixture(CrowdEstimator):
     """Lakshminarayanan & Teh's ordinal-discrete-mixture model fitted by variational Bayes.
 
-    Parameters (stored as given; see the paper and model-notes.md):
+    Parameters (stored as given; see the paper and docs/model.md):
         granularity: category of instance difficulty, ``instance`` (c(m)=m), ``query`` (needs a
             ``query`` column) or ``global`` (c(m)=1).
         scale: the ordinal scale ``v_1 < ... < v_K``; default the distinct ratings seen.

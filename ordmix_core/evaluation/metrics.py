@@ -1,4 +1,4 @@
-"""Evaluation against gold: MSE, Pearson correlation, tie-aware NDCG (model-notes.md, "Metrics"),
+"""Evaluation against gold: MSE, Pearson correlation, tie-aware NDCG (docs/model.md, "Metrics"),
 the label error rate (the metric of the published Web anchors), and the calibration of the
 level probabilities (expected calibration error, log loss of the gold level).
 

@@ -16,7 +16,7 @@ import numpy as np
 from ..numerics import libm
 from ..numerics.keyed_random import keyed_normal, keyed_uniform
 
-#: start of eps in every warm-started mixture (model-notes.md: eps0 = 0.99)
+#: start of eps in every warm-started mixture (docs/model.md: eps0 = 0.99)
 EPS0 = 0.99
 
 

@@ -1,4 +1,4 @@
-"""Terms of the variational lower bound F (model-notes.md); pure array functions.
+"""Terms of the variational lower bound F (docs/model.md); pure array functions.
 
 F = sum of the rating, instance, annotator and category terms. Shapes as in ``updates.py``.
 """

@@ -1,7 +1,7 @@
 """The numpy reference sweep: every coordinate update once, whole arrays at a time.
 
 Built from ``tn`` (truncated-normal statistics), ``updates`` (the coordinate updates) and
-``bound`` (the terms of F), one line per formula of model-notes.md, so it can be read against
+``bound`` (the terms of F), one line per formula of docs/model.md, so it can be read against
 the notes. ``phases.sweep_fused`` must give the same results (to ~1e-12 relative;
 ``tests/test_vb.py``); ``vb.sweep`` uses this one when numba is unavailable or switched off.
 """
@@ -96,7 +96,7 @@ def q_xy(p: Problem, s: State, rows: np.ndarray | None = None) -> Rated:
 def sweep_numpy(p: Problem, s: State) -> tuple[State, float]:
     """The reference sweep, whole arrays at a time (``tn``, ``updates``, ``bound``).
 
-    With the extensions (``p.bias``, ``p.spam_dist``, ``p.gold``; extensions.md): q(x|y=1)
+    With the extensions (``p.bias``, ``p.spam_dist``, ``p.gold``; docs/extensions.md): q(x|y=1)
     is centred at ``mu_m + bias_mean_n`` and S gains ``1/bias_prec_n`` (``q_xy``); q(b)
     follows q(z) (with the new q(z)), then tau and delta see S with the new bias; lambda_b
     and the learned spam distribution are updated with the other hyperparameters.

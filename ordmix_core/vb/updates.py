@@ -3,7 +3,7 @@
 Pure array functions. ``L`` ratings, ``M`` instances, ``N`` annotators, ``C`` categories; a
 suffix ``_l`` marks a per-rating gather (e.g. ``e_tau_l = e_tau[ann]``). Each update (with
 ``exact=True`` for q(y)) maximises the lower bound over its factor given all the others, so
-the bound never decreases over a sweep (model-notes.md).
+the bound never decreases over a sweep (docs/model.md).
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def omega_logit(
 ) -> np.ndarray:
     """``logit(omega_l)``, the log-odds that rating l comes from the truth, not spam; ``(L,)``.
 
-    exact: the mean-field optimum (model-notes.md), entropy of q(x|y=1) included
+    exact: the mean-field optimum (docs/model.md), entropy of q(x|y=1) included
     (``entropy_l=None`` for the real-valued likelihood, where x is observed). Otherwise the
     paper's literal eq. (4): ``E[tau]E[delta]`` plugged into the Gaussian, no entropy.
     """
@@ -312,7 +312,7 @@ def inverse_digamma(y: float, iters: int = 8) -> float:
 
 # --------------------------------------------------------------------------- extensions
 # Annotator bias, learned spam distributions and gold items (derivations in
-# extensions.md). Names: q(b_n) = N(bias_mean_n, 1/bias_prec_n), b_n ~ N(0, 1/lam_b); the
+# docs/extensions.md). Names: q(b_n) = N(bias_mean_n, 1/bias_prec_n), b_n ~ N(0, 1/lam_b); the
 # per-annotator spam distribution q(pi_n) = Dirichlet(dir_a_n), pi_n ~ Dirichlet(kappa pi).
 
 #: learned spam probabilities are kept at least this large, so log pi stays finite
