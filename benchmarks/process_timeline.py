@@ -24,8 +24,8 @@ import sys, time
 t0 = time.perf_counter()
 import pandas as pd
 t1 = time.perf_counter()
-from ordmix_core import restarts
-from ordmix_core.model import OrdinalMixture
+from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
+from ordmix_core.fit import schedule
 t2 = time.perf_counter()
 df = pd.read_csv(sys.argv[1], dtype={"annotator": str, "instance": str, "query": str})
 t3 = time.perf_counter()

@@ -14,7 +14,7 @@ from ordmix_core.numerics import jit
 PROGRAM = """
 import atexit, gc
 atexit.register(lambda: print("at exit", gc.get_freeze_count() > 0))
-import ordmix_core.cli as c
+import ordmix_core.cli.main as c
 c.main(["--version"])
 print("before exit", gc.get_freeze_count() > 0)
 """

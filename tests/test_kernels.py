@@ -224,9 +224,9 @@ def test_import_and_version_without_a_writable_cache(tmp_path, temp_usable: bool
     from pathlib import Path
 
     pkg = tmp_path / "site"
-    src = Path(kernels.__file__).resolve().parent
+    src = Path(kernels.__file__).resolve().parents[1]  # the package, kernels in its vb/
     shutil.copytree(src, pkg / "ordmix_core", ignore=shutil.ignore_patterns("__pycache__"))
-    (pkg / "ordmix_core" / "__pycache__").write_text("not a folder")
+    (pkg / "ordmix_core" / "vb" / "__pycache__").write_text("not a folder")
     blocked = tmp_path / "blocked"
     blocked.write_text("not a folder")
     temp = tmp_path / "temp"
@@ -247,7 +247,7 @@ def test_import_and_version_without_a_writable_cache(tmp_path, temp_usable: bool
     assert version.stdout.startswith("ordmix ")
     where = str(pkg)
     code = (
-        f"from ordmix_core import kernels; assert kernels.__file__.startswith({where!r}); "
+        f"from ordmix_core.vb import kernels; assert kernels.__file__.startswith({where!r}); "
         "print(kernels.CACHE, kernels.CACHE_WHERE); print(kernels.omega_scalar(0.0)[0])"
     )
     run = subprocess.run(

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import atexit
 import gc
+import glob
 import os
 import stat
 import tempfile
+import types
 
 try:  # pragma: no cover - exercised by the environment, not by a test
     import numba
@@ -41,11 +43,16 @@ def _probe(x: float) -> float:  # pragma: no cover - never called, only decorate
 
 
 def _cache_usable() -> bool:
-    """Whether numba finds a folder it can write for this module's compiled kernels."""
-    try:
-        njit(cache=True)(_probe)  # raises RuntimeError when no cache location is writable
-    except RuntimeError:
-        return False
+    """Whether numba finds a folder it can write for the compiled kernels of every folder of
+    the package (numba caches a kernel next to its source file, else in the user's cache): a
+    probe is compiled as if it were in each folder's ``__init__.py``."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for init in sorted(glob.glob(os.path.join(package, "*", "__init__.py"))):
+        code = _probe.__code__.replace(co_filename=init)
+        try:  # raises RuntimeError when no cache location is writable
+            njit(cache=True)(types.FunctionType(code, {}))
+        except RuntimeError:
+            return False
     return True
 
 
