@@ -20,7 +20,7 @@ peak RSS (output files included: their decision columns cost more than the fit a
 ratings, see ``docs/benchmarks.md``); ``fit-crowd`` the same fit from ``io.read_crowd``
 without writing the output files; ``stages`` runs that ``ordmix fit`` in its own process with
 a thread sampling the RSS, and reports the peak of each stage (``STAGES``). ``upload``
-builds the 1,000,000-row frame of ``tests/test_app_data.py``'s upload test and times what
+builds the 1,000,000-row frame of ``tests/pages/test_app_data.py``'s upload test and times what
 the Data page does with it outside Streamlit: ``io.read_table`` on the bytes, then
 ``data.normalize_columns`` + ``data.prepare`` (``app.make_dataset``'s engine calls).
 ``hash`` codes the instance column twice, with pyarrow's hash and sort and with
@@ -289,7 +289,7 @@ def measure_hash(path: str) -> dict:
 
 
 def upload_bytes(n: int = 1_000_000) -> bytes:
-    """The CSV of ``tests/test_app_data.py::test_million_row_upload_is_handled``."""
+    """The CSV of ``tests/pages/test_app_data.py::test_million_row_upload_is_handled``."""
     import numpy as np
     import pandas as pd
 

@@ -83,7 +83,7 @@ def save(model: OrdinalMixture, folder: Path) -> str:
 def sweeps_to_reach(model: OrdinalMixture, target: float) -> int | None:
     """Sweeps of all the model's restarts until the first of them reaches ``target`` (they
     race in lockstep rounds: when one reaches it at its sweep k, each has run at most k; as
-    ``tests/test_warm.py``'s ``_sweeps_to_reach``); None if none does."""
+    ``tests/estimators/test_refit.py``'s ``_sweeps_to_reach``); None if none does."""
     per = [g.loc[g["stage"] == g["stage"].iloc[-1], "lower_bound"].to_numpy()
            for _, g in model.trace_.groupby("restart")]  # fmt: skip
     hits = [int(np.argmax(f >= target)) + 1 for f in per if (f >= target).any()]

@@ -11,9 +11,26 @@ too), a skip is a failure that names the test and the reason: CI cannot go green
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 
 import pytest
 import streamlit as st
+
+# the helper modules (_cli_helpers, _shared, _sweeps, _bound_reference) sit here, beside the
+# folders of tests that mirror ordmix_core's (tests/fit/test_schedule.py, ...); a test module
+# may import another's helpers by name (test_app_main's), whichever folder it is in
+_HERE = Path(__file__).resolve().parent
+for _folder in [
+    _HERE,
+    *sorted(
+        p
+        for p in _HERE.iterdir()
+        if (p / "__init__.py").exists() is False and p.is_dir() and any(p.glob("test_*.py"))
+    ),
+]:
+    if str(_folder) not in sys.path:
+        sys.path.insert(0, str(_folder))
 
 CI_HINT = (
     "CI runs every test: install what it needs (.ci/run installs chromium and the Dask extra; "

@@ -6,7 +6,7 @@ piece), but a solve's last bits depend on the CPU kernel OpenBLAS picks (on the 
 Haswell and Zen give one table, SkylakeX another, Prescott a third), and every rating's
 truncated-normal statistics go through this table: a table fitted at import made fits differ
 from machine to machine. These are the bits that Haswell and Zen kernels give, the machines the
-project's figures were measured on; ``tests/test_kernels.py`` checks that a fresh fit agrees to
+project's figures were measured on; ``tests/vb/test_kernels.py`` checks that a fresh fit agrees to
 rounding and that the table meets scipy's ``erfcx`` to 3e-15."""
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Built from ``tn`` (truncated-normal statistics), ``updates`` (the coordinate updates) and
 ``bound`` (the terms of F), one line per formula of docs/model.md, so it can be read against
 the notes. ``phases.sweep_fused`` must give the same results (to ~1e-12 relative;
-``tests/test_vb.py``); ``vb.sweep`` uses this one when numba is unavailable or switched off.
+``tests/vb/test_sweep.py``); ``vb.sweep`` uses this one when numba is unavailable or switched off.
 """
 
 from __future__ import annotations

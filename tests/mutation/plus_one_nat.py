@@ -3,7 +3,7 @@
 Usage (from the repository root): ``python tests/mutation/plus_one_nat.py [pytest args]``.
 Each mutant below adds exactly one nat to one term of F (one rating, one instance, one
 annotator, one category, one of the fused kernel's scalar sums, ...) in a copy of
-``ordmix_core`` under a temporary folder, then runs ``tests/test_bound_independent.py`` there
+``ordmix_core`` under a temporary folder, then runs ``tests/vb/test_bound_independent.py`` there
 (default: the fit and arbitrary-state checks, stopping at the first failure). A mutant that
 passes is printed as SURVIVED and the script exits 1. Not part of CI (one run per mutant).
 The edits are plain text replacements: when the engine changes, update the ``old`` strings
@@ -82,7 +82,7 @@ def main(argv: list[str]) -> int:
                 continue
             path.write_text(src.replace(old, new))
             env = dict(os.environ, PYTHONPATH=tmp)
-            cmd = [sys.executable, "-m", "pytest", "tests/test_bound_independent.py", *args]
+            cmd = [sys.executable, "-m", "pytest", "tests/vb/test_bound_independent.py", *args]
             res = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True)
             status = "KILLED " if res.returncode == 1 else "SURVIVED" if res.returncode == 0 else (
                 f"ERROR({res.returncode})")  # fmt: skip

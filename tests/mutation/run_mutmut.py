@@ -35,30 +35,33 @@ SCRATCH = Path("/tmp/ordmix-mutmut")
 
 #: module -> (file to mutate, the tests that guard it: fast, targeted)
 MODULES: dict[str, tuple[str, list[str]]] = {
-    "tn": ("ordmix_core/numerics/truncnorm.py", ["tests/test_tn.py", "tests/test_kernels.py"]),
+    "tn": ("ordmix_core/numerics/truncnorm.py", ["tests/numerics/test_truncnorm.py",
+    "tests/vb/test_kernels.py"]),
     "updates": (
         "ordmix_core/vb/updates.py",
-        ["tests/test_updates.py", "tests/test_updates_reference.py",
-         "tests/test_bound_independent.py::test_sweeps_from_arbitrary_states",
-         "tests/test_vb.py::test_bound_never_decreases_with_exact_updates",
-         "tests/test_vb.py::test_fused_sweep_equals_numpy_reference",
-         "tests/test_extensions.py::test_fused_equals_reference_and_bound_monotone",
-         "tests/test_extensions.py::test_paper_problem_sweeps_as_before",
-         "tests/test_extensions.py::test_learned_spam_distribution_updates_are_maximisers",
-         "tests/test_extensions.py::test_gold_items_are_known_and_marked"],
+        ["tests/vb/test_updates.py", "tests/vb/test_updates_reference.py",
+         "tests/vb/test_bound_independent.py::test_sweeps_from_arbitrary_states",
+         "tests/vb/test_sweep.py::test_bound_never_decreases_with_exact_updates",
+         "tests/vb/test_sweep.py::test_fused_sweep_equals_numpy_reference",
+         "tests/estimators/test_extensions.py::test_fused_equals_reference_and_bound_monotone",
+         "tests/estimators/test_extensions.py::test_paper_problem_sweeps_as_before",
+         "tests/estimators/test_extensions.py::test_learned_spam_distribution_updates_are_maximisers",
+         "tests/estimators/test_extensions.py::test_gold_items_are_known_and_marked"],
     ),
     "bound": (
         "ordmix_core/vb/bound.py",
-        ["tests/test_bound_independent.py::test_sweeps_from_arbitrary_states",
-         "tests/test_bound_independent.py::test_fit_reports_the_reference_bound",
-         "tests/test_extensions.py::test_fused_equals_reference_and_bound_monotone",
-         "tests/test_extensions.py::test_bias_terms_equal_an_independent_computation",
-         "tests/test_extensions.py::test_dirichlet_terms_equal_an_independent_computation",
-         "tests/test_extensions.py::test_gold_instance_terms_are_the_log_prior_density"],
+        ["tests/vb/test_bound_independent.py::test_sweeps_from_arbitrary_states",
+         "tests/vb/test_bound_independent.py::test_fit_reports_the_reference_bound",
+         "tests/estimators/test_extensions.py::test_fused_equals_reference_and_bound_monotone",
+         "tests/estimators/test_extensions.py::test_bias_terms_equal_an_independent_computation",
+         "tests/estimators/test_extensions.py::test_dirichlet_terms_equal_an_independent_computation",
+         "tests/estimators/test_extensions.py::test_gold_instance_terms_are_the_log_prior_density"],
     ),
-    "options": ("ordmix_core/estimators/options.py", ["tests/test_options.py"]),
+    "options": ("ordmix_core/estimators/options.py", ["tests/estimators/test_options.py"]),
     # "-m not slow": the TREC fit through the CLI (6 s) adds nothing the other tests miss
-    "outputs": ("ordmix_core/results/outputs.py", ["tests/test_outputs.py", "-m", "not slow"]),
+    "outputs": (
+        "ordmix_core/results/outputs.py", ["tests/results/test_outputs.py", "-m", "not slow"]
+    ),
 }  # fmt: skip
 
 

@@ -20,7 +20,7 @@ from ordmix_core import InputError
 from ordmix_core.data.simulate import simulate_crowd
 from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "reliability.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "reliability.md"
 
 
 def _data(d: Path) -> None:

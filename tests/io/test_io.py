@@ -1,6 +1,6 @@
 """Readers refuse bad files with a precise InputError; writers never leave half an output.
 
-``python tests/test_io.py`` prints the Markdown table of cases and messages that
+``python tests/io/test_io.py`` prints the Markdown table of cases and messages that
 docs/reliability.md records.
 """
 

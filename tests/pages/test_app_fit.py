@@ -11,7 +11,7 @@ from test_app_main import (
     texts,
     ui,
 )
-from test_fitjob import stopping_job
+from test_fit_job import stopping_job
 
 from ordmix_core.dashboard.fit_job import FitJob, FitParams, fit_page_options
 from ordmix_core.estimators import options

@@ -21,7 +21,7 @@ from ordmix_core.dashboard.report import (
 )
 from ordmix_core.errors import InputError
 
-DEMO = Path(__file__).resolve().parents[1] / "demo_data"
+DEMO = Path(__file__).resolve().parents[2] / "demo_data"
 
 RAW = pd.DataFrame(
     {

@@ -47,8 +47,8 @@ from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
 from ordmix_core.io import read_ratings
 from ordmix_core.vb import kernels
 
-ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 #: allowed differences: about twice the 1-vs-2-thread spread measured above
 TOL = {

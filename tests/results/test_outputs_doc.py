@@ -13,7 +13,7 @@ from _cli_helpers import run_cli
 from ordmix_core.data.simulate import simulate_crowd
 from ordmix_core.results.outputs import FILES
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "outputs.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "outputs.md"
 
 
 def documented(section: str) -> set[str]:

@@ -15,7 +15,7 @@ import pytest
 from ordmix_core.cli.main import main
 from ordmix_core.results import decisions
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RATINGS = ROOT / "demo_data" / "simulated-ratings.csv"
 FIT = ["--restarts", "2", "--seed", "0", "--quiet"]
 

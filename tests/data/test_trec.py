@@ -10,7 +10,7 @@ import pytest
 from ordmix_core.data.trec import load_trec_rf10
 from ordmix_core.errors import InputError
 
-TREC = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "trec-rf10"
+TREC = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "trec-rf10"
 RAW = TREC / "raw" / "trec-rf10-data.txt"
 HEADER = "topicID\tworkerID\tdocID\tgold\tlabel\n"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_vb import STATE_FIELDS, initial_state, make_problem
+from test_sweep import STATE_FIELDS, initial_state, make_problem
 
 from ordmix_core.data.crowd import prepare
 from ordmix_core.data.simulate import simulate_crowd

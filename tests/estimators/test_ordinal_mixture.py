@@ -15,7 +15,7 @@ from ordmix_core.fit.restarts import RestartRun
 from ordmix_core.fit.selection import select
 from ordmix_core.vb import kernels
 
-DEMO_TREC = Path(__file__).resolve().parents[1] / "demo_data" / "trec-rf10-ratings.csv"
+DEMO_TREC = Path(__file__).resolve().parents[2] / "demo_data" / "trec-rf10-ratings.csv"
 
 VARIANTS = [(o, s) for o in (True, False) for s in (True, False)]
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 APP = ROOT / "app.py"
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # as streamlit does: pages import `pages._ui` from here

@@ -29,7 +29,7 @@ from ordmix_core.io import read_ratings
 from ordmix_core.results import outputs
 from ordmix_core.vb import reference
 
-TREC = Path(__file__).resolve().parents[1] / "demo_data" / "trec-rf10-ratings.csv"
+TREC = Path(__file__).resolve().parents[2] / "demo_data" / "trec-rf10-ratings.csv"
 
 
 @pytest.fixture(scope="module")

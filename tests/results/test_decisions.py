@@ -19,7 +19,7 @@ from ordmix_core.errors import InputError
 from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
 from ordmix_core.results import decisions as D
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 THRESHOLDS = np.array([0.5, 1.5, 2.5, 3.5])
 
 

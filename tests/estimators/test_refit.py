@@ -25,7 +25,7 @@ from ordmix_core.estimators.ordinal_mixture import OrdinalMixture as _OrdinalMix
 from ordmix_core.fit import stopping
 from ordmix_core.results.outputs import write_fit_outputs
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TREC = ROOT / "demo_data" / "trec-rf10-ratings.csv"
 
 #: the paper's model for the factors both models have (q(z), q(tau), eps, q(delta)); the

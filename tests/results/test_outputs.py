@@ -22,7 +22,7 @@ from ordmix_core.data.simulate import simulate_crowd
 from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
 from ordmix_core.results import decisions, outputs
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RATINGS = ROOT / "demo_data" / "simulated-ratings.csv"
 IDS = {"instance": str, "annotator": str, "query": str, "category": str}
 #: the model's item columns, the ensemble's (what near-tied restarts disagree on), then the

@@ -602,5 +602,5 @@ def test_the_program_exits_with_mains_code(monkeypatch, code) -> None:
     monkeypatch.setattr(cli.os, "_exit", exits.append)  # the process itself is not left
     cli.run()
     assert exits == [code]
-    with open(os.path.join(os.path.dirname(__file__), "..", "pyproject.toml")) as f:
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "pyproject.toml")) as f:
         assert 'ordmix = "ordmix_core.cli.main:run"' in f.read()

@@ -29,7 +29,7 @@ from ordmix_core.estimators import options
 from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
 from ordmix_core.results import decisions
 
-DEMO = Path(__file__).resolve().parents[1] / "demo_data"
+DEMO = Path(__file__).resolve().parents[2] / "demo_data"
 SPAMMERS = set(
     pd.read_csv(DEMO / "simulated-spammers.csv").query("spammer == 1").annotator.astype(str)
 )

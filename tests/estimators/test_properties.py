@@ -41,7 +41,8 @@ FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthChe
 
 def _fit(df, scale, gran, variant, seed=0, **kw):
     ordinal, spam = variant
-    return OrdinalMixture(  # the paper's model (the extensions: tests/test_extensions.py)
+    # the paper's model (the extensions: tests/estimators/test_extensions.py)
+    return OrdinalMixture(
         gran,
         model="paper",
         scale=scale,

@@ -16,7 +16,7 @@ from ordmix_core.errors import InputError
 from ordmix_core.evaluation import metrics
 from ordmix_core.evaluation.metrics import evaluate, mse, ndcg, pearson
 
-TREC = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "trec-rf10"
+TREC = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "trec-rf10"
 D2 = 1 / math.log2(3)  # discount of rank 2
 D3 = 1 / math.log2(4)  # discount of rank 3 (= 0.5)
 
