@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -85,87 +86,131 @@ def race(
     if schedule not in SCHEDULES:
         raise ValueError(f"schedule must be one of {SCHEDULES}, not {schedule!r}")
     shared = schedule == "shared"
-    keep = KEEP if shared else 1
-    thr = collapse_threshold if spam else -np.inf
-    stop = threading.Event()
-    warm_tol = (WARMUP_TOL, WARMUP_TOL_ESTIMATE) if shared else (tol, tol_estimate)
-
-    def offset(run: RestartRun) -> int:
-        return run.shared_iter + len(run.warmup_trace) + len(run.stage_trace)
-
-    def warm_up(run: RestartRun) -> None:
-        if run.init != "warm":
-            return
-        warm = RestartRun(run.restart, "nospam", run.state)
-        try:
-            advance(
-                warm, step, False, max_iter, max_iter // 2, warm_tol[0], callback, 0, stop,
-                warm_tol[1],
-            )  # fmt: skip
-        finally:  # stopped or not, the restart continues from the warm-up's state
-            run.state, run.warmup_trace = warm.state, warm.trace
-            run.truth_share, run.history = warm.truth_share, None
-        start_mixture(run)
-
-    def rounds(key: object, todo: list[RestartRun], budget: int, halve: bool) -> None:
-        tols = warm_tol if key == pre_stage else (tol, tol_estimate)
-        while True:
-            active = [run for run in todo if not run.done]
-            if not active:
-                return
-            map_runs(
-                lambda run, n=budget: advance(
-                    run, step, key, n, max_iter, tols[0], callback, offset(run), stop,
-                    tols[1], settle,
-                ),
-                active,
-            )  # fmt: skip
-            alive = [run for run in active if not run.done]
-            if halve and len(alive) > keep:
-                alive.sort(key=lambda r: (r.truth_share >= thr, r.trace[-1]), reverse=True)
-                for run in alive[max((len(alive) + 1) // 2, keep) :]:
-                    run.done, run.dropped, run.pruned_at = True, True, len(run.trace)
-            budget *= 2
-
-    def stages(todo: list[RestartRun], budget: int, halve: bool) -> None:
-        if pre_stage is not None:
-            rounds(pre_stage, todo, budget, halve)
-            for run in todo:  # the survivors go on to the mixture from the stage's end
-                run.stage_trace, run.trace, run.changes = run.trace, [], []
-                run.polish_from = None
-                if not run.dropped:
-                    run.done = run.converged = False
-                    run.history = None
-        rounds(spam, [run for run in todo if not run.dropped], budget, halve)
-
+    race = _Race(
+        step, start_mixture, spam, max_iter, (tol, tol_estimate),
+        (WARMUP_TOL, WARMUP_TOL_ESTIMATE) if shared else (tol, tol_estimate),
+        KEEP if shared else 1, collapse_threshold if spam else -np.inf, callback, map_runs,
+        pre_stage, settle,
+    )  # fmt: skip
     try:
+        # 1. warm-ups: the first warm restart's, which the others branch from (shared), or
+        #    each warm restart its own
         warm = [run for run in runs if run.init == "warm"]
         if shared and branch is not None and len(warm) > 1:
-            warm_up(warm[0])
+            race.warm_up(warm[0])
             for run in warm[1:]:
-                run.state = branch(warm[0].state, run)
-                run.shared_iter = len(warm[0].warmup_trace)
-                run.truth_share, run.history = warm[0].truth_share, None
-                start_mixture(run)
-            map_runs(warm_up, [run for run in runs if run.init != "warm"])
+                race.branch_from(warm[0], run, branch)
+            map_runs(race.warm_up, [run for run in runs if run.init != "warm"])
         else:
-            map_runs(warm_up, runs)
-        stages(runs, prune_start if prune else max_iter, prune)
-        finished = [run for run in runs if not run.dropped]
-        if shared and prune and not any(run.truth_share >= thr for run in finished):
-            revived = [run for run in runs if run.dropped]
-            for run in revived:  # those pruned in a pre-stage resume in the mixture
-                run.done, run.dropped, run.pruned_at = False, False, None
-                if not run.trace:
-                    run.history = None
-            rounds(spam, revived, max_iter, False)
+            map_runs(race.warm_up, runs)
+        # 2. the stages in rounds of doubling length, the worse half dropped after each
+        race.stages(runs, prune_start if prune else max_iter, prune)
+        # 3. every restart that finished collapsed: the dropped ones resume to the end
+        if shared and prune and not race.any_healthy(runs):
+            race.revive(runs)
         return False
     except Stop:
         for run in runs:
             run.stopped = not run.done
         return True
     finally:
-        stop.set()  # on Ctrl-C too: threads still running end at their next sweep
+        race.stop.set()  # on Ctrl-C too: threads still running end at their next sweep
+
+
+@dataclass
+class _Race:
+    """What ``race``'s steps share: the engine's sweep and the schedule's settings."""
+
+    step: StepFn
+    start_mixture: Callable[[RestartRun], None]
+    spam: bool
+    max_iter: int
+    tols: tuple[float, float]  # the mixture's (tol, tol_estimate)
+    warm_tols: tuple[float, float]  # the warm-up's and a pre-stage's
+    keep: int  # halving stops at this many restarts
+    collapse: float  # truth share below which a restart counts as collapsed
+    callback: Callback | None
+    map_runs: MapRuns
+    pre_stage: str | None
+    settle: SettleFn | None
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    @staticmethod
+    def offset(run: RestartRun) -> int:
+        """Sweeps the restart ran before its current stage."""
+        return run.shared_iter + len(run.warmup_trace) + len(run.stage_trace)
+
+    def warm_up(self, run: RestartRun) -> None:
+        """A warm restart's no-spam fit (to convergence or half of ``max_iter``), then its
+        mixture's start."""
+        if run.init != "warm":
+            return
+        warm = RestartRun(run.restart, "nospam", run.state)
+        try:
+            advance(
+                warm, self.step, False, self.max_iter, self.max_iter // 2, self.warm_tols[0],
+                self.callback, 0, self.stop, self.warm_tols[1],
+            )  # fmt: skip
+        finally:  # stopped or not, the restart continues from the warm-up's state
+            run.state, run.warmup_trace = warm.state, warm.trace
+            run.truth_share, run.history = warm.truth_share, None
+        self.start_mixture(run)
+
+    def branch_from(self, source: RestartRun, run: RestartRun, branch: BranchFn) -> None:
+        """``run`` starts its mixture from the shared warm-up ``source`` with its own noise."""
+        run.state = branch(source.state, run)
+        run.shared_iter = len(source.warmup_trace)
+        run.truth_share, run.history = source.truth_share, None
+        self.start_mixture(run)
+
+    def rounds(self, key: object, todo: list[RestartRun], budget: int, halve: bool) -> None:
+        """Rounds of ``budget`` sweeps, doubling, of stage ``key``; with ``halve`` the worse
+        half of the unfinished restarts (collapsed first, then by bound) dropped after each,
+        never below ``keep``."""
+        tol, tol_estimate = self.warm_tols if key == self.pre_stage else self.tols
+        while True:
+            active = [run for run in todo if not run.done]
+            if not active:
+                return
+            self.map_runs(
+                lambda run, n=budget: advance(
+                    run, self.step, key, n, self.max_iter, tol, self.callback,
+                    self.offset(run), self.stop, tol_estimate, self.settle,
+                ),
+                active,
+            )  # fmt: skip
+            alive = [run for run in active if not run.done]
+            if halve and len(alive) > self.keep:
+                healthy_first = lambda r: (r.truth_share >= self.collapse, r.trace[-1])  # noqa: E731
+                alive.sort(key=healthy_first, reverse=True)
+                for run in alive[max((len(alive) + 1) // 2, self.keep) :]:
+                    run.done, run.dropped, run.pruned_at = True, True, len(run.trace)
+            budget *= 2
+
+    def stages(self, todo: list[RestartRun], budget: int, halve: bool) -> None:
+        """The pre-stage (if any) in rounds, then the mixture in rounds for its survivors."""
+        if self.pre_stage is not None:
+            self.rounds(self.pre_stage, todo, budget, halve)
+            for run in todo:  # the survivors go on to the mixture from the stage's end
+                run.stage_trace, run.trace, run.changes = run.trace, [], []
+                run.polish_from = None
+                if not run.dropped:
+                    run.done = run.converged = False
+                    run.history = None
+        self.rounds(self.spam, [run for run in todo if not run.dropped], budget, halve)
+
+    def any_healthy(self, runs: list[RestartRun]) -> bool:
+        """Whether a restart that was not dropped kept a truth share above the collapse."""
+        return any(run.truth_share >= self.collapse for run in runs if not run.dropped)
+
+    def revive(self, runs: list[RestartRun]) -> None:
+        """The dropped restarts resume where they stopped and run to the end."""
+        revived = [run for run in runs if run.dropped]
+        for run in revived:  # those pruned in a pre-stage resume in the mixture
+            run.done, run.dropped, run.pruned_at = False, False, None
+            if not run.trace:
+                run.history = None
+        self.rounds(self.spam, revived, self.max_iter, False)
 
 
 def race_results(runs: list[RestartRun]) -> list[RestartRun]:

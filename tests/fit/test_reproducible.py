@@ -66,7 +66,7 @@ def _fit_keeping_runs(monkeypatch, df: pd.DataFrame, **kw) -> tuple[OrdinalMixtu
         seen["alternative"] = ((engine, state, window), out)
         return out
 
-    monkeypatch.setattr(restarts, "select", spy)
+    monkeypatch.setattr(selection, "select", spy)
     monkeypatch.setattr(acceleration, "alternative", alternative)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -280,7 +280,7 @@ def test_the_rule_holds_long_enough_to_see_a_decay_turn_into_growth(monkeypatch)
 
     assert stopping.HOLD_WINDOWS == 4
     assert first_stop() is None
-    monkeypatch.setattr(restarts, "HOLD_WINDOWS", 2)
+    monkeypatch.setattr(stopping, "HOLD_WINDOWS", 2)
     assert first_stop() == 11
 
 
