@@ -1,6 +1,6 @@
 """Annotators: evidence-aware flags (unreliable / ok / undetermined) with their evidence.
 
-The flags are ``decisions.annotator_flags`` (through the cached ``fit_decisions``); the
+The flags are ``reliability.annotator_flags`` (through the cached ``fit_decisions``); the
 threshold and the confidence are this page's widgets, and its downloads write the columns
 ``ordmix fit`` writes for the same settings.
 """
@@ -9,7 +9,7 @@ import streamlit as st
 
 from ordmix_core.dashboard import figures, figures_decisions
 from ordmix_core.dashboard.fit_job import no_spam_note
-from ordmix_core.results import decisions
+from ordmix_core.results import decisions, explanations
 from pages._ui import (
     csv_download,
     fit_caption,
@@ -125,9 +125,9 @@ tabs = st.tabs(
     [f"{flag.capitalize()} ({(ann['flag'] == flag).sum():,})" for flag in decisions.ANNOTATOR_FLAGS]
 )
 shown_ann = ann.copy()
-shown_ann["reliability"] = [decisions.probability_text(p) for p in ann["reliability"]]
+shown_ann["reliability"] = [explanations.probability_text(p) for p in ann["reliability"]]
 if "bias" in ann.columns:
-    shown_ann["bias"] = decisions.clean_round(ann["bias"], 2)
+    shown_ann["bias"] = explanations.clean_round(ann["bias"], 2)
 shown_ann["expertise"] = ann["expertise"].where(ann["reliability"] >= NO_EXPERTISE_BELOW)
 for tab, flag in zip(tabs, decisions.ANNOTATOR_FLAGS, strict=True):
     # most certain and biggest first: the unreliable and undetermined by P(unreliable), the
@@ -159,16 +159,16 @@ else:
     )
     ratings = ds.ratings
     decided = res.model.items_.join(fit_decisions(res, res.fit_id).items)
-    theirs = decisions.annotator_items(ratings, who, decided)
+    theirs = explanations.annotator_items(ratings, who, decided)
     row = ann.loc[ann.index.astype(str) == who].iloc[0]
     k = st.columns(4)
     k[0].metric("Ratings", f"{len(theirs):,}")
     k[1].metric(
         "Agreement with the consensus",
-        f"{decisions.agreement(theirs):.0%}",
+        f"{explanations.agreement(theirs):.0%}",
         help="The share of their ratings equal to the item's label.",
     )
-    k[2].metric("P(unreliable)", decisions.probability_text(row["p_unreliable"]))
+    k[2].metric("P(unreliable)", explanations.probability_text(row["p_unreliable"]))
     k[3].metric(
         "Reliability",
         f"{row['reliability_lower']:.2f} to {row['reliability_upper']:.2f}",

@@ -9,7 +9,7 @@ the download writes the columns of ``ordmix fit``'s items.csv, the batch those o
 import streamlit as st
 
 from ordmix_core.dashboard import figures, figures_decisions
-from ordmix_core.results import decisions, label_model
+from ordmix_core.results import decisions, explanations, label_model
 from pages._ui import (
     csv_download,
     fit_caption,
@@ -135,7 +135,7 @@ elif len(view):
     )
     row = items.loc[items.index.astype(str) == pick].iloc[0]
     flags = None if dec.annotators is None else dec.annotators["flag"]
-    its = decisions.item_ratings(ds.ratings, pick, flags)
+    its = explanations.item_ratings(ds.ratings, pick, flags)
     st.markdown(
         f"**{pick}**: label **{row['label']:g}** ({row['flag']}, P(label wrong) "
         f"{row['p_wrong']:.3f}), estimate {row['estimate']:.2f} from {len(its):,} ratings."
@@ -203,7 +203,7 @@ st.caption(
     "file has the columns `ordmix next` writes."
 )
 
-und_items = decisions.undetermined_to_rate(items)
+und_items = explanations.undetermined_to_rate(items)
 st.subheader(f"Undetermined items ({len(und_items):,}), most useful to rate first")
 st.caption(
     "The items whose ratings are too weak to label them, by the expected gain of one more "

@@ -2,7 +2,7 @@
 
 How one rating is drawn (the ordinal probit), biased raters and favourite-answer spammers,
 the model against the plain mean, and the spammers found with the Annotators page's rule
-(``decisions.annotator_flags``). "Use this crowd on the other pages" keeps the fit made here.
+(``reliability.annotator_flags``). "Use this crowd on the other pages" keeps the fit made here.
 """
 
 import numpy as np
@@ -15,7 +15,7 @@ from ordmix_core.dashboard.report import make_dataset
 from ordmix_core.data.crowd import Scale
 from ordmix_core.data.simulate import SimulatedCrowd, simulate_crowd
 from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
-from ordmix_core.results import decisions
+from ordmix_core.results import decisions, reliability
 from pages._ui import kept, page_setup, session
 
 SCALE = Scale(np.arange(1.0, 6.0))
@@ -194,7 +194,7 @@ plain = (
     .groupby("instance")["rating"]
     .mean()
 )
-flags = decisions.annotator_flags(model)
+flags = reliability.annotator_flags(model)
 flagged = (flags["flag"] == "unreliable").reindex(crowd.spammers.index, fill_value=False)
 truth = crowd.spammers.astype(bool)
 

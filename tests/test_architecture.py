@@ -209,14 +209,14 @@ def test_the_architecture_page_names_every_module_and_only_modules_that_exist() 
 OVERSIZED_MODULES = {
     "dashboard/figures.py": 634, "dashboard/fit_job.py": 554, "dask_engine/blocks.py": 594,
     "dask_engine/estimator.py": 842, "data/crowd.py": 973, "estimators/options.py": 838,
-    "estimators/ordinal_mixture.py": 957, "results/decisions.py": 834, "results/outputs.py": 598,
+    "estimators/ordinal_mixture.py": 957, "results/outputs.py": 598,
 }  # fmt: skip
 LONG_FUNCTIONS = {
     "dashboard/figures.py:annotator_scatter": 100, "dask_engine/estimator.py:_fit": 122,
     "data/simulate.py:simulate_crowd": 84, "data/trec.py:load_trec_rf10": 89,
     "fit/acceleration.py:make_step": 87,
     "fit/settle.py:settle_items": 100, "results/decisions.py:item_decisions_from_frames": 94,
-    "results/decisions.py:reliability_posterior": 130,
+    "results/reliability.py:reliability_posterior": 130,
 }  # fmt: skip
 EXEMPT = ("vb/kernels.py", "numerics/erfcx_table.py", "data/id_hash.py")
 

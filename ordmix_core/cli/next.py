@@ -5,7 +5,7 @@ a ratings file (fitted here, with the usual fit options) or a folder written by
 ``ordmix fit`` (read, not refitted: items.csv, categories.csv, annotators.csv,
 summary.json). The batch ranks items by the expected fall of the chance that their label is
 wrong from one more rating (``decisions.expected_gain``); ``--review`` lists the annotators
-flagged unreliable with the evidence (``decisions.annotator_flags``).
+flagged unreliable with the evidence (``reliability.annotator_flags``).
 
 Registered by ``cli.build_parser`` through ``add_subcommand``.
 """
@@ -20,7 +20,7 @@ import pandas as pd
 
 from ..errors import InputError
 from ..estimators import options
-from ..results import decisions, fit_folder
+from ..results import decisions, fit_folder, reliability
 
 #: the tables of a fit folder ``ordmix next`` reads (besides summary.json)
 FIT_TABLES = ("items", "categories", "annotators")
@@ -155,7 +155,7 @@ def _from_ratings(
     items = model.items_.join(decisions.item_decisions(model, **conf))
     if not review:
         return items, None
-    annotators = model.annotators_.join(decisions.annotator_flags(model, **settings))
+    annotators = model.annotators_.join(reliability.annotator_flags(model, **settings))
     return items, annotators
 
 

@@ -30,7 +30,7 @@ def _need(df: pd.DataFrame, cols: list[str], what: str) -> None:
 def annotator_evidence(annotators: pd.DataFrame) -> go.Figure:
     """P(unreliable) against the number of ratings (log axis), one marker per annotator.
 
-    ``annotators``: ``annotators_`` joined with ``decisions.annotator_flags`` (index annotator;
+    ``annotators``: ``annotators_`` joined with ``reliability.annotator_flags`` (index annotator;
     columns n_ratings, reliability, flag, p_unreliable, reliability_lower, reliability_upper,
     flag_confidence). The band between the two confidence lines is "undetermined": few
     ratings keep an annotator there whatever their point estimate. Hover shows the evidence.

@@ -51,7 +51,7 @@ from ..fit import starts as init
 from ..fit.settle import settle_items
 from ..numerics import libm
 from ..numerics.keyed_random import id_hash
-from ..results import decisions, label_model, outputs
+from ..results import decisions, label_model, outputs, reliability
 from ..vb import kernels, phases
 from ..vb import sweep as vb
 from ..vb import updates as vb_updates
@@ -97,7 +97,7 @@ def difficulty_prior(model: str, phi: float | None, eta: float | None) -> tuple[
 
 
 #: ``spam=None`` with the extended model: the spam component is kept when annotators the
-#: evidence judges unreliable (``decisions.annotator_flags`` of the spam fit: P(reliability <
+#: evidence judges unreliable (``reliability.annotator_flags`` of the spam fit: P(reliability <
 #: 0.5) >= 0.9 from their own ratings) gave at least this share of the ratings; below it the
 #: component only trims honest disagreement, and the model is refitted without it. Measured
 #: (docs/results.md): 0.02 on Snow-2008 affect in 4 levels (no spammers; spam costs accuracy
@@ -108,8 +108,8 @@ SPAM_EVIDENCE = 0.05
 
 def spam_evidence(model: OrdinalMixture, flags: pd.DataFrame | None = None) -> float:
     """Share of the ratings given by annotators the evidence flags unreliable (``flags``:
-    ``decisions.annotator_flags(model)``, computed if not given)."""
-    flags = decisions.annotator_flags(model) if flags is None else flags
+    ``reliability.annotator_flags(model)``, computed if not given)."""
+    flags = reliability.annotator_flags(model) if flags is None else flags
     flag = flags["flag"].to_numpy()
     n = model.annotators_["n_ratings"].to_numpy(dtype=float)
     return float(n[flag == "unreliable"].sum() / max(n.sum(), 1.0))
@@ -242,7 +242,7 @@ class OrdinalMixture(CrowdEstimator):
     ``restarts_`` (one row per restart), ``best_restart_``, ``selection_reason_``,
     ``converged_``, ``n_iter_``, ``collapsed_``, ``warnings_``, ``interrupted_``, ``seconds_``,
     ``spam_`` (whether the fitted model has the spam component), ``annotator_flags_``
-    (``decisions.annotator_flags`` at its default settings when the spam decision computed
+    (``reliability.annotator_flags`` at its default settings when the spam decision computed
     them, else None; ``annotator_flags`` returns them at those settings),
     ``ensemble_`` (the restarts near-tied with the winner, ``selection.ensemble``),
     ``ensemble_gap_`` and ``alternative_`` (the answer with the still-moving annotators
@@ -392,7 +392,7 @@ class OrdinalMixture(CrowdEstimator):
                 "with its warning, as the data's own verdict; compare with --spam off",
             }
         elif self._chooses_spam() and not self.interrupted_:
-            flags = decisions.annotator_flags(self)
+            flags = reliability.annotator_flags(self)
             share = spam_evidence(self, flags)
             self.annotator_flags_ = flags  # the outputs' flags, unless refitted below
             spam_fit = {"spam": True, "lower_bound": self.lower_bound_, "evidence": share}
@@ -454,7 +454,7 @@ class OrdinalMixture(CrowdEstimator):
             # a gold value off the scale counts as its nearest level
             nearest = np.abs(gold_m[known][:, None] - data.scale.values[None, :]).argmin(axis=1)
             gold[known] = nearest
-        flags = decisions.annotator_flags(self)
+        flags = reliability.annotator_flags(self)
         self.annotator_flags_ = flags  # the fit's own flags: the outputs reuse them
         flagged = (flags["flag"] == "unreliable").to_numpy()[data.ann]
         clear = label_model.clear_majority(

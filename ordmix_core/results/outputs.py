@@ -46,7 +46,7 @@ import numpy as np
 import pandas as pd
 
 from .._version import __version__
-from . import decisions
+from . import decisions, reliability
 
 # --------------------------------------------------------------------------- learned frames
 
@@ -480,7 +480,7 @@ def _json_default(o: Any) -> Any:
 #: default interval; one ``p_level_<v>`` per level, in the scale's order)
 DECISION_COLUMNS = ("label", "p_wrong", "p_level_<v>", "lower_90", "upper_90", "rating_info",
                     "truth_weight", "expected_gain", "flag")  # fmt: skip
-#: the flag columns of annotators.csv (``decisions.annotator_flags``)
+#: the flag columns of annotators.csv (``reliability.annotator_flags``)
 FLAG_COLUMNS = ("flag", "p_unreliable", "reliability_lower", "reliability_upper",
                 "flag_threshold", "flag_confidence")  # fmt: skip
 #: why a fit without per-rating omega (the Dask engine) has no annotator flags
@@ -519,14 +519,14 @@ def decide(
     items: bool = True,
 ) -> Decisions:
     """The decision columns of a fitted model (``decisions.item_decisions`` and
-    ``decisions.annotator_flags`` at these settings); ``items=False``: the annotators' only."""
+    ``reliability.annotator_flags`` at these settings); ``items=False``: the annotators' only."""
     threshold, confidence = decisions.check_flag_settings(threshold, confidence)
     want_items, items = items, None
     if want_items and isinstance(model.items_, pd.DataFrame):
         items = decisions.item_decisions(model, confidence=confidence)
     if getattr(model, "omega_", None) is None:
         return Decisions(items, None, threshold, confidence, NO_FLAGS)
-    flags = decisions.annotator_flags(model, threshold=threshold, confidence=confidence)
+    flags = reliability.annotator_flags(model, threshold=threshold, confidence=confidence)
     return Decisions(items, flags, threshold, confidence)
 
 

@@ -503,7 +503,7 @@ def grid_loglik(
 ) -> np.ndarray:
     """(G, N): for each node k and annotator n, the sum over n's ratings i of
     ``logaddexp(log_1me[k, n], log_e[k, n] + clip(log_r[i]))``, i.e. ``log(1 - eps + eps r)``
-    with ``eps = exp(log_e[k, n])`` (``decisions.reliability_posterior``'s grid). ``ann``,
+    with ``eps = exp(log_e[k, n])`` (``reliability.reliability_posterior``'s grid). ``ann``,
     ``log_r``: (L,); ``log_e``, ``log_1me``: (G, N). One pass over the ratings per node, the
     nodes over the cores; each sum taken in rating order (as ``np.bincount`` takes it)."""
     out = np.zeros(log_e.shape)

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from ordmix_core.cli.main import main
-from ordmix_core.results import decisions
+from ordmix_core.results import decisions, reliability
 
 ROOT = Path(__file__).resolve().parents[2]
 RATINGS = ROOT / "demo_data" / "simulated-ratings.csv"
@@ -65,7 +65,7 @@ def test_review_from_a_fit_folder(fit_dir, tmp_path):
     from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
 
     model = OrdinalMixture(n_restarts=2, random_state=0).fit(pd.read_csv(RATINGS, dtype=str))
-    ann = model.annotators_.join(decisions.annotator_flags(model))
+    ann = model.annotators_.join(reliability.annotator_flags(model))
     review = tmp_path / "review.csv"
     argv = [str(fit_dir), "--out", str(tmp_path / "n.csv"), "--review", str(review), "--quiet"]
     assert run_next(argv) == 0

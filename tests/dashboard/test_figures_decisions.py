@@ -6,6 +6,7 @@ import pytest
 
 from ordmix_core.dashboard import figures_decisions as F
 from ordmix_core.results import decisions as D
+from ordmix_core.results import explanations
 
 
 def _annotators():
@@ -97,13 +98,13 @@ def test_level_chart_starts_with_the_least_certain_items():
 
 def test_item_ratings_show_each_annotator_with_their_flag():
     flags = pd.Series(["unreliable", "ok"], index=pd.Index(["s", "h"], name="annotator"))
-    t = D.item_ratings(RATINGS, "x", flags)
+    t = explanations.item_ratings(RATINGS, "x", flags)
     assert t.to_dict("list") == {
         "annotator": ["h", "g", "s"],
         "rating": [2.0, 2.0, 5.0],
         "flag": ["ok", "", "unreliable"],
     }
-    assert D.item_ratings(RATINGS, "nothing").empty
+    assert explanations.item_ratings(RATINGS, "nothing").empty
 
 
 def test_annotator_items_and_agreement_with_the_labels():
@@ -111,12 +112,12 @@ def test_annotator_items_and_agreement_with_the_labels():
         {"label": [2.0, 3.0, 1.0], "estimate": [2.1, 3.2, 1.1]},
         index=pd.Index(["x", "y", "z"], name="instance"),
     )
-    t = D.annotator_items(RATINGS, "h", items)
+    t = explanations.annotator_items(RATINGS, "h", items)
     assert t["instance"].tolist() == ["x", "y"] and t["agrees"].all()
-    assert D.agreement(t) == 1.0
-    s = D.annotator_items(RATINGS, "s", items)
-    assert D.agreement(s) == 0.0 and s["label"].tolist() == [2.0, 3.0, 1.0]
-    assert np.isnan(D.agreement(D.annotator_items(RATINGS, "nobody", items)))
+    assert explanations.agreement(t) == 1.0
+    s = explanations.annotator_items(RATINGS, "s", items)
+    assert explanations.agreement(s) == 0.0 and s["label"].tolist() == [2.0, 3.0, 1.0]
+    assert np.isnan(explanations.agreement(explanations.annotator_items(RATINGS, "nobody", items)))
 
 
 def test_undetermined_items_most_useful_first():
@@ -131,12 +132,13 @@ def test_undetermined_items_most_useful_first():
         },
         index=pd.Index(["a", "b", "c", "d"], name="instance"),
     )
-    assert D.undetermined_to_rate(items)["instance"].tolist() == ["c", "d", "a"]
+    assert explanations.undetermined_to_rate(items)["instance"].tolist() == ["c", "d", "a"]
 
 
 def test_numbers_for_people():
-    assert [D.probability_text(p) for p in (1e-10, 0.0143, 0.6094, 1 - 1e-9, np.nan)] == [
+    probabilities = (1e-10, 0.0143, 0.6094, 1 - 1e-9, np.nan)
+    assert [explanations.probability_text(p) for p in probabilities] == [
         "<0.001", "0.014", "0.609", ">0.999", ""
     ]  # fmt: skip
-    b = D.clean_round([-0.0004, -0.3, 0.004])
+    b = explanations.clean_round([-0.0004, -0.3, 0.004])
     assert list(b) == [0.0, -0.3, 0.0] and not np.signbit(b[0])

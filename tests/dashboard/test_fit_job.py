@@ -27,7 +27,7 @@ from ordmix_core.dashboard.fit_job import (
 from ordmix_core.dashboard.report import make_dataset
 from ordmix_core.estimators import options
 from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
-from ordmix_core.results import decisions
+from ordmix_core.results import decisions, reliability
 
 DEMO = Path(__file__).resolve().parents[2] / "demo_data"
 SPAMMERS = set(
@@ -271,7 +271,7 @@ def test_summary_counts_the_flags_and_undetermined_items(demo):
     text = " ".join(lines)
     assert "FitParams" not in text
     # the simulated demo's 9 spammers are the annotators the evidence flags unreliable
-    flags = decisions.annotator_flags(m)["flag"]
+    flags = reliability.annotator_flags(m)["flag"]
     assert set(flags.index[flags == "unreliable"]) == SPAMMERS
     assert lines[0].startswith(f"{len(SPAMMERS)} of 30 annotators are unreliable")
     n_ratings = pd.read_csv(DEMO / "simulated-ratings.csv", dtype=str)

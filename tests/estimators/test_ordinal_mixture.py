@@ -362,22 +362,22 @@ def test_a_collapsed_spam_fit_is_kept_not_refitted_without_spam():
 
 
 def test_the_spam_decisions_flags_are_the_outputs_flags():
-    from ordmix_core.results import decisions, outputs
+    from ordmix_core.results import outputs, reliability
 
     m = OrdinalMixture(n_restarts=2, random_state=0).fit(_crowd(0.3))
     assert m.spam_ and m.annotator_flags_ is not None
     # the same as computed afresh (a copy of the model without them)
     fresh = SimpleNamespace(**{**vars(m), "annotator_flags_": None})
-    pd.testing.assert_frame_equal(m.annotator_flags_, decisions.annotator_flags(fresh))
-    assert decisions.annotator_flags(m) is m.annotator_flags_  # reused at the defaults
-    assert decisions.annotator_flags(m, prior=(2.0, 2.0)) is not m.annotator_flags_
+    pd.testing.assert_frame_equal(m.annotator_flags_, reliability.annotator_flags(fresh))
+    assert reliability.annotator_flags(m) is m.annotator_flags_  # reused at the defaults
+    assert reliability.annotator_flags(m, prior=(2.0, 2.0)) is not m.annotator_flags_
     assert outputs.decide(m).annotators is m.annotator_flags_  # reused, not recomputed
     other = outputs.decide(m, confidence=0.8).annotators  # other settings: computed
     assert other is not m.annotator_flags_ and (other["flag_confidence"] == 0.8).all()
     m.spam = False  # no spam component: the labels' flags, the same evidence as afresh
     m.fit(_crowd(0.3))
     fresh = SimpleNamespace(**{**vars(m), "annotator_flags_": None})
-    pd.testing.assert_frame_equal(m.annotator_flags_, decisions.annotator_flags(fresh))
+    pd.testing.assert_frame_equal(m.annotator_flags_, reliability.annotator_flags(fresh))
     m.labels = "continuous"  # no label model and no spam decision: nothing cached
     assert m.fit(_crowd(0.3)).annotator_flags_ is None
 

@@ -22,7 +22,7 @@ from test_app_main import (
 
 import ordmix_core.io as oio
 from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
-from ordmix_core.results import decisions, outputs
+from ordmix_core.results import decisions, outputs, reliability
 
 SPAMMERS = set(
     pd.read_csv(ROOT / "demo_data" / "simulated-spammers.csv").query("spammer == 1").annotator
@@ -79,7 +79,7 @@ def test_flags_with_their_evidence_in_three_groups():
 
 
 def test_threshold_and_confidence_give_the_library_flags():
-    """Each setting's groups equal those of decisions.annotator_flags on a library fit."""
+    """Each setting's groups equal those of reliability.annotator_flags on a library fit."""
     ratings = oio.read_ratings(ROOT / "demo_data" / "simulated-ratings.csv")
     model = OrdinalMixture("query", n_restarts=2, random_state=0).fit(ratings)
     at = demo_and_fit()
@@ -89,7 +89,7 @@ def test_threshold_and_confidence_give_the_library_flags():
         at.slider(key="ann_threshold").set_value(threshold)
         at.slider(key="ann_confidence").set_value(confidence).run()
         assert_clean(at)
-        want = decisions.annotator_flags(model, threshold=threshold, confidence=confidence)
+        want = reliability.annotator_flags(model, threshold=threshold, confidence=confidence)
         t = tables(at)
         for flag in decisions.ANNOTATOR_FLAGS:
             expected = set(want.index[want["flag"] == flag])
@@ -166,7 +166,7 @@ def test_why_a_flagged_annotator_is_flagged():
     at.switch_page("pages/annotators.py").run()
     res = at.session_state["ordmix"]["fit"]
     review = decisions.annotators_to_review(
-        res.model.annotators_.join(decisions.annotator_flags(res.model))
+        res.model.annotators_.join(reliability.annotator_flags(res.model))
     )
     pick = at.selectbox(key="ann_why")
     assert pick.options == review["annotator"].astype(str).tolist()  # most certain first

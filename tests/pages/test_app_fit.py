@@ -15,7 +15,7 @@ from test_fit_job import stopping_job
 
 from ordmix_core.dashboard.fit_job import FitJob, FitParams, fit_page_options
 from ordmix_core.estimators import options
-from ordmix_core.results import decisions
+from ordmix_core.results import reliability
 
 
 def metrics(at) -> dict[str, str]:
@@ -43,7 +43,7 @@ def test_result_is_said_in_plain_words():
     assert "FitParams" not in page and "random_state" not in page
     assert any(c.startswith("Settings: query granularity, 2 restart(s)") for c in texts(at.caption))
     summary = " ".join(texts(at.info))
-    flags = decisions.annotator_flags(res.model)["flag"]
+    flags = reliability.annotator_flags(res.model)["flag"]
     assert f"{int((flags == 'unreliable').sum())} of 30 annotators are unreliable" in summary
     assert "of 300 items are undetermined" in summary
     assert f"Chosen: restart {res.model.best_restart_ + 1}" in summary

@@ -19,7 +19,7 @@ from test_app_main import (
     texts,
 )
 
-from ordmix_core.results import decisions, outputs
+from ordmix_core.results import decisions, outputs, reliability
 
 
 def items_table(at) -> pd.DataFrame:
@@ -113,7 +113,7 @@ def test_what_to_rate_next_and_annotators_to_review(csv_downloads):
     at.selectbox(key="items_rank_by").set_value("p_wrong").run()
     assert table_with(at, "rank")["p_wrong"].is_monotonic_decreasing
     review = table_with(at, "p_unreliable")
-    flags = decisions.annotator_flags(m)
+    flags = reliability.annotator_flags(m)
     assert set(review["annotator"]) == set(flags.index[flags["flag"] == "unreliable"])
     assert {"p_unreliable", "reliability_lower", "reliability_upper"} <= set(review)
 
@@ -173,7 +173,7 @@ def test_one_items_ratings_and_why_it_got_its_label():
     own = ratings[ratings["instance"] == item]
     shown = table_with(at, "annotator", "rating", "flag")
     assert sorted(shown["annotator"]) == sorted(own["annotator"])
-    flags = decisions.annotator_flags(res.model)["flag"]
+    flags = reliability.annotator_flags(res.model)["flag"]
     assert shown.set_index("annotator")["flag"].to_dict() == {
         a: flags.loc[a] for a in own["annotator"]
     }

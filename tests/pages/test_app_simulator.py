@@ -9,7 +9,7 @@ from scipy.special import ndtr
 from test_app_main import arr, assert_clean, charts, new_app, texts
 
 from ordmix_core.data.simulate import simulate_crowd
-from ordmix_core.results import decisions
+from ordmix_core.results import reliability
 
 
 def _generate_and_fit(spam: float = 0.3):
@@ -112,7 +112,7 @@ def test_model_against_the_plain_mean_flags_and_intervals():
     assert float(m["RMSE vs true z"].value) < want  # the model beats the plain mean here
     # spammers found with the Annotators page's rule, not spam share >= 0.5
     assert not [s for s in at.slider if s.key == "sim_threshold"]
-    flags = decisions.annotator_flags(model)
+    flags = reliability.annotator_flags(model)
     found = (flags["flag"] == "unreliable") & crowd.spammers.reindex(flags.index)
     assert m["Spammers found"].value == f"{int(found.sum())} of 6"
     figs = charts(at)

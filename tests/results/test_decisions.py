@@ -18,6 +18,7 @@ from ordmix_core.data.simulate import simulate_crowd
 from ordmix_core.errors import InputError
 from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
 from ordmix_core.results import decisions as D
+from ordmix_core.results import reliability
 
 ROOT = Path(__file__).resolve().parents[2]
 THRESHOLDS = np.array([0.5, 1.5, 2.5, 3.5])
@@ -154,7 +155,7 @@ def _mixture_posterior(log_r, a0=1.0, b0=1.0):
 
 #: the grid (default: 481 nodes; 161 above ``_BIG_L`` ratings) -> (the most ratings per
 #: annotator drawn, tolerance of p_below, mean, quantiles)
-GRIDS = {None: (12, 1e-5, 1e-4, 1e-4), D._GRID_N_BIG: (40, 1e-4, 1e-3, 2e-4)}
+GRIDS = {None: (12, 1e-5, 1e-4, 1e-4), reliability._GRID_N_BIG: (40, 1e-4, 1e-3, 2e-4)}
 
 
 @pytest.mark.parametrize("nodes", list(GRIDS), ids=["481-nodes", "161-nodes"])
@@ -165,7 +166,7 @@ def test_reliability_posterior_matches_the_exact_beta_mixture(seed, nodes):
     prior = [(1.0, 1.0), (0.5, 0.5), (2.0, 3.0)][seed % 3]
     ann = np.repeat(np.arange(4), rng.integers(1, most, size=4))
     log_r = rng.normal(0, 1.5, ann.size)
-    post = D.reliability_posterior(
+    post = reliability.reliability_posterior(
         ann, log_r, 4, threshold=0.4, interval=0.8, prior=prior, nodes=nodes
     )
     for n in range(4):
@@ -187,17 +188,17 @@ def test_more_than_big_l_ratings_use_the_coarser_grid(monkeypatch):
     rng = np.random.default_rng(0)
     ann = np.repeat(np.arange(3), [5, 9, 30])
     log_r = rng.normal(0, 1.5, ann.size)
-    fine, coarse = (D.reliability_posterior(ann, log_r, 3, nodes=k) for k in (481, 161))
-    pd.testing.assert_frame_equal(D.reliability_posterior(ann, log_r, 3), fine)
-    monkeypatch.setattr(D, "_BIG_L", ann.size - 1)
-    pd.testing.assert_frame_equal(D.reliability_posterior(ann, log_r, 3), coarse)
+    fine, coarse = (reliability.reliability_posterior(ann, log_r, 3, nodes=k) for k in (481, 161))
+    pd.testing.assert_frame_equal(reliability.reliability_posterior(ann, log_r, 3), fine)
+    monkeypatch.setattr(reliability, "_BIG_L", ann.size - 1)
+    pd.testing.assert_frame_equal(reliability.reliability_posterior(ann, log_r, 3), coarse)
     assert not fine.equals(coarse)
 
 
 def test_decisive_evidence_gives_the_beta_posterior():
     ann = np.repeat([0, 1, 2], [3, 7, 40])
     log_r = np.r_[np.full(3, -50.0), np.full(7, 50.0), np.full(40, -50.0)]
-    post = D.reliability_posterior(ann, log_r, 3, threshold=0.5, prior=(1, 1))
+    post = reliability.reliability_posterior(ann, log_r, 3, threshold=0.5, prior=(1, 1))
     # all-spam evidence: Beta(1, 1 + n); all-truth evidence: Beta(1 + n, 1)
     assert post["p_below"][0] == pytest.approx(stats.beta.cdf(0.5, 1, 4), abs=1e-5)
     assert post["p_below"][1] == pytest.approx(stats.beta.cdf(0.5, 8, 1), abs=1e-5)
@@ -206,13 +207,13 @@ def test_decisive_evidence_gives_the_beta_posterior():
 
 
 def test_no_evidence_leaves_the_prior():
-    post = D.reliability_posterior(np.zeros(500, int), np.zeros(500), 1, prior=(2, 5))
+    post = reliability.reliability_posterior(np.zeros(500, int), np.zeros(500), 1, prior=(2, 5))
     assert post["p_below"][0] == pytest.approx(stats.beta.cdf(0.5, 2, 5), abs=1e-5)
 
 
 def test_fewest_ratings_to_flag():
-    assert D.fewest_ratings_to_flag() == 3  # 1 - 0.5**4 = 0.9375 >= 0.9; 1 - 0.5**3 < 0.9
-    assert D.fewest_ratings_to_flag(confidence=0.95) == 4
+    assert reliability.fewest_ratings_to_flag() == 3  # 1 - 0.5**4 = 0.9375 >= 0.9; 1 - 0.5**3 < 0.9
+    assert reliability.fewest_ratings_to_flag(confidence=0.95) == 4
     assert stats.beta.cdf(0.5, 1, 1 + 2) < 0.9 <= stats.beta.cdf(0.5, 1, 1 + 3)
 
 
@@ -226,7 +227,7 @@ def test_reliability_posterior_properties(sizes, data, threshold):
     n = len(sizes)
     ann = np.repeat(np.arange(n), sizes)
     log_r = np.array(data.draw(st.lists(st.floats(-60, 60), min_size=ann.size, max_size=ann.size)))
-    post = D.reliability_posterior(ann, log_r, n, threshold=threshold)
+    post = reliability.reliability_posterior(ann, log_r, n, threshold=threshold)
     p = post["p_below"].to_numpy()
     assert np.all((p >= 0) & (p <= 1))
     assert np.all((0 <= post["lower"]) & (post["lower"] <= post["mean"]))
@@ -238,7 +239,8 @@ def test_reliability_posterior_properties(sizes, data, threshold):
     # more evidence of truth in one rating lowers P(reliability < threshold)
     up = log_r.copy()
     up[0] = min(up[0] + 3, 60)
-    assert D.reliability_posterior(ann, up, n, threshold=threshold)["p_below"][0] <= p[0] + 1e-6
+    posterior = reliability.reliability_posterior(ann, up, n, threshold=threshold)
+    assert posterior["p_below"][0] <= p[0] + 1e-6
 
 
 def test_leave_one_out_and_rating_evidence_against_direct_computation():
@@ -246,7 +248,7 @@ def test_leave_one_out_and_rating_evidence_against_direct_computation():
     omega = np.array([0.9, 0.2, 1.0, 0.7])
     rho = np.array([3.0, 2.0, 4.0, 1.5])
     ex = np.array([1.2, 2.9, 1.1, 3.0])
-    mean, prec = D.leave_one_out(inst, omega, rho, ex, 2.0, 0.1, 2)
+    mean, prec = reliability.leave_one_out(inst, omega, rho, ex, 2.0, 0.1, 2)
     for j in range(4):
         others = (inst == inst[j]) & (np.arange(4) != j)
         w = omega[others] * rho[others]
@@ -254,7 +256,7 @@ def test_leave_one_out_and_rating_evidence_against_direct_computation():
         assert mean[j] == pytest.approx((0.1 * 2.0 + (w * ex[others]).sum()) / (0.1 + w.sum()))
     level = np.array([0, 2, 0, 2])
     pi = np.array([0.2, 0.5, 0.3])
-    log_r = D.rating_evidence(level, mean, prec, rho, THRESHOLDS, pi)
+    log_r = reliability.rating_evidence(level, mean, prec, rho, THRESHOLDS, pi)
     pred = stats.norm(mean, np.sqrt(1 / prec + 1 / rho))
     p_level = pred.cdf(THRESHOLDS[level + 1]) - pred.cdf(THRESHOLDS[level])
     p_scale = pred.cdf(THRESHOLDS[-1]) - pred.cdf(THRESHOLDS[0])
@@ -267,7 +269,7 @@ def test_bad_flag_settings_are_input_errors():
     with pytest.raises(InputError, match="confidence"):
         D.check_flag_settings(confidence=0.5)
     with pytest.raises(InputError, match="prior"):
-        D.reliability_posterior(np.zeros(1, int), np.zeros(1), 1, prior=(0, 1))
+        reliability.reliability_posterior(np.zeros(1, int), np.zeros(1), 1, prior=(0, 1))
 
 
 # --------------------------------------------------------------------------- fitted models
@@ -315,7 +317,7 @@ def test_decisions_for_any_fit(crowd, spam):
     np.testing.assert_allclose(
         items["truth_weight"], np.bincount(m.data_.inst, weights=m.omega_), rtol=1e-12
     )
-    flags = D.annotator_flags(m)
+    flags = reliability.annotator_flags(m)
     pu = flags["p_unreliable"].to_numpy()
     assert np.all((pu >= 0) & (pu <= 1))
     n = m.annotators_["n_ratings"].to_numpy()
@@ -332,7 +334,7 @@ def trec():
     # the paper's model, whose TREC fit these tests describe (many items without truth weight,
     # many annotators below 0.5 reliability); the extended default (issue 11) leaves far fewer
     m = _fit(ratings, n_restarts=2, model="paper")
-    return m, m.items_.join(D.item_decisions(m)), m.annotators_.join(D.annotator_flags(m))
+    return m, m.items_.join(D.item_decisions(m)), m.annotators_.join(reliability.annotator_flags(m))
 
 
 @pytest.mark.slow
@@ -345,7 +347,7 @@ def test_trec_flags_need_enough_ratings(trec):
     # every flag is reachable with that many ratings at the stated confidence
     assert np.all(stats.beta.cdf(0.5, 1, 1 + n[unrel]) >= ann["flag_confidence"][unrel])
     assert np.all(stats.beta.sf(0.5, 1 + n[ok], 1) >= 0.9)
-    assert n[unrel].min() >= D.fewest_ratings_to_flag()
+    assert n[unrel].min() >= reliability.fewest_ratings_to_flag()
     assert np.all(ann["p_unreliable"][unrel] >= 0.9)
     # few ratings with a low point estimate: too few to judge, not unreliable
     few_low = (ann["n_ratings"] <= 3) & (ann["reliability"] < 0.5)
@@ -395,7 +397,7 @@ def test_simulated_spammers_are_the_unreliable_ones():
     ratings = pd.read_csv(ROOT / "demo_data" / "simulated-ratings.csv", dtype=str)
     spam = pd.read_csv(ROOT / "demo_data" / "simulated-spammers.csv", dtype={"annotator": str})
     m = _fit(ratings, n_restarts=2)
-    flags = D.annotator_flags(m).join(spam.set_index("annotator")["spammer"])
+    flags = reliability.annotator_flags(m).join(spam.set_index("annotator")["spammer"])
     assert (flags.loc[flags["spammer"] == 1, "flag"] == "unreliable").all()
     assert (flags.loc[flags["spammer"] == 0, "flag"] == "ok").all()
 
@@ -406,7 +408,7 @@ def test_annotator_flags_need_per_rating_results():
         data_ = None
 
     with pytest.raises(InputError, match="Dask"):
-        D.annotator_flags(Fake())
+        reliability.annotator_flags(Fake())
 
 
 def test_next_batch_input_errors():
@@ -424,9 +426,9 @@ def test_flags_in_chunks_of_ratings_equal_flags_in_one_pass(monkeypatch, ordinal
     """Big fits go a chunk of ratings at a time (memory); the result must not depend on it."""
     crowd = simulate_crowd(n_items=150, n_annotators=12, random_state=2)
     m = _fit(crowd.ratings, n_restarts=1, ordinal=ordinal)
-    whole_r, whole = D.annotator_evidence(m), D.annotator_flags(m)
-    monkeypatch.setattr(D, "_CHUNK", 97)  # 750 ratings: 8 chunks, the last one short
-    chunked_r, chunked = D.annotator_evidence(m), D.annotator_flags(m)
+    whole_r, whole = reliability.annotator_evidence(m), reliability.annotator_flags(m)
+    monkeypatch.setattr(reliability, "_CHUNK", 97)  # 750 ratings: 8 chunks, the last one short
+    chunked_r, chunked = reliability.annotator_evidence(m), reliability.annotator_flags(m)
     np.testing.assert_allclose(chunked_r, whole_r, rtol=1e-12, atol=1e-12)
     pd.testing.assert_frame_equal(chunked, whole, rtol=1e-9)
 
@@ -474,7 +476,7 @@ def test_trusted_raters_clear_majority_is_the_label():
         warnings.simplefilter("ignore")
         m = OrdinalMixture(n_restarts=2, random_state=0).fit(pd.concat([ratings, probe]))
     dec = D.item_decisions(m)
-    flags = D.annotator_flags(m)
+    flags = reliability.annotator_flags(m)
     assert not (flags.loc[[f"probe{i}" for i in range(10)], "flag"] == "unreliable").any()
     assert m.items_.loc["probe", "clear_majority"] == 1.0
     assert dec.loc["probe", "label"] == 1.0

@@ -20,7 +20,7 @@ from ordmix_core import io as oio
 from ordmix_core.cli.main import main
 from ordmix_core.data.simulate import simulate_crowd
 from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
-from ordmix_core.results import decisions, outputs
+from ordmix_core.results import decisions, outputs, reliability
 
 ROOT = Path(__file__).resolve().parents[2]
 RATINGS = ROOT / "demo_data" / "simulated-ratings.csv"
@@ -78,7 +78,7 @@ def test_items_csv_has_the_model_then_the_decision_columns(model, folder):
 def test_annotators_csv_has_the_flags_with_their_evidence(model, folder):
     ann = pd.read_csv(folder / "annotators.csv", dtype=IDS)
     assert list(ann.columns) == MODEL_ANN_COLUMNS + list(outputs.FLAG_COLUMNS)
-    flags = decisions.annotator_flags(model)
+    flags = reliability.annotator_flags(model)
     pd.testing.assert_frame_equal(
         ann.set_index("annotator")[list(flags.columns)], flags, check_names=False
     )
@@ -113,7 +113,7 @@ def test_other_settings_change_the_flags_and_say_so(model):
     dec = outputs.decide(model, threshold=0.9, confidence=0.6)
     ann = outputs.annotators_table(model, dec)
     assert (ann["flag_threshold"] == 0.9).all() and (ann["flag_confidence"] == 0.6).all()
-    ref = decisions.annotator_flags(model, threshold=0.9, confidence=0.6)
+    ref = reliability.annotator_flags(model, threshold=0.9, confidence=0.6)
     assert ann["flag"].tolist() == ref["flag"].tolist()
     counts = outputs.summary(model, {}, dec)["decisions"]["annotators"]
     assert counts["unreliable"] == int((ref["flag"] == "unreliable").sum())
@@ -167,7 +167,7 @@ def test_trec_cli_flags_need_enough_ratings_and_undetermined_items_are_marked(tm
     assert unrel.sum() > 0 and ok.sum() > 0 and (ann["flag"] == "undetermined").sum() > 100
     assert np.all(stats.beta.cdf(0.5, 1, 1 + n[unrel]) >= conf[unrel])
     assert np.all(stats.beta.sf(0.5, 1 + n[ok], 1) >= conf[ok])
-    assert n[unrel].min() >= decisions.fewest_ratings_to_flag()
+    assert n[unrel].min() >= reliability.fewest_ratings_to_flag()
     assert np.all(ann.loc[unrel, "p_unreliable"] >= conf[unrel])
     items = pd.read_csv(out / "items.csv", dtype=IDS)
     und = items["flag"] == "undetermined"
@@ -221,7 +221,7 @@ def test_tables_put_ids_first_in_a_fixed_order(schema_model) -> None:
     np.testing.assert_array_equal(items["estimate"], schema_model.estimates_)
     ann = outputs.annotators_table(schema_model)
     assert list(ann.columns[:11]) == MODEL_ANN_COLUMNS  # the model's columns in a fixed order
-    assert list(ann.columns[11:]) == list(decisions.annotator_flags(schema_model).columns)
+    assert list(ann.columns[11:]) == list(reliability.annotator_flags(schema_model).columns)
     trace = outputs.table(schema_model, "trace")  # no named index: nothing added
     assert list(trace.columns) == ["restart", "iteration", "lower_bound", "stage"]
 
@@ -495,7 +495,7 @@ def test_decide_uses_the_settings_it_is_given(schema_model) -> None:
     assert (dec.threshold, dec.confidence, dec.no_flags) == (0.7, 0.8, None)
     pd.testing.assert_frame_equal(dec.items, decisions.item_decisions(schema_model, confidence=0.8))
     pd.testing.assert_frame_equal(
-        dec.annotators, decisions.annotator_flags(schema_model, threshold=0.7, confidence=0.8)
+        dec.annotators, reliability.annotator_flags(schema_model, threshold=0.7, confidence=0.8)
     )
     with pytest.raises(Exception, match="confidence"):
         outputs.decide(schema_model, confidence=2.0)
@@ -758,7 +758,7 @@ def test_stability_summary_of_frames_and_of_what_is_missing() -> None:
 def test_decide_reuses_the_fits_own_flags_only_at_the_default_settings(schema_model) -> None:
     from types import SimpleNamespace
 
-    fresh = decisions.annotator_flags(schema_model)
+    fresh = reliability.annotator_flags(schema_model)
     mine = fresh.copy()
     m = SimpleNamespace(**{k: getattr(schema_model, k) for k in vars(schema_model)})
     m.annotator_flags_ = mine

@@ -1,0 +1,91 @@
+"""The why of a label or a flag, for people: an item's ratings, an annotator's items and their
+agreement with the labels, the undetermined items worth rating first, numbers that read well."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+
+def _ids(values: pd.Series | pd.Index) -> np.ndarray:
+    """IDs as plain strings (the readers' Arrow-backed or categorical IDs compare alike)."""
+    return np.asarray(pd.Series(values).astype(str), dtype=object)
+
+
+def item_ratings(
+    ratings: pd.DataFrame, instance: str, flags: pd.Series | None = None
+) -> pd.DataFrame:
+    """One item's ratings: ``annotator``, ``rating`` and the annotator's ``flag``
+    (``annotator_flags``' flag by annotator; "" without flags), most trusted raters first
+    (ok, undetermined, unreliable), then by rating and annotator.
+
+    ``ratings``: the long table (annotator, instance, rating).
+    """
+    t = ratings.loc[_ids(ratings["instance"]) == str(instance), ["annotator", "rating"]]
+    t = pd.DataFrame({"annotator": _ids(t["annotator"]), "rating": t["rating"].to_numpy(float)})
+    if flags is not None:
+        by = pd.Series(flags.to_numpy(), index=_ids(flags.index))
+        t["flag"] = by.reindex(t["annotator"]).fillna("").to_numpy()
+    else:
+        t["flag"] = ""
+    order = {"ok": 0, "undetermined": 1, "": 1, "unreliable": 2}
+    t["_o"] = t["flag"].map(order).fillna(3)
+    return (
+        t.sort_values(["_o", "rating", "annotator"], kind="stable")
+        .drop(columns="_o")
+        .reset_index(drop=True)
+    )
+
+
+def annotator_items(ratings: pd.DataFrame, annotator: str, items: pd.DataFrame) -> pd.DataFrame:
+    """The items one annotator rated: ``instance``, ``rating``, the item's ``label`` and
+    ``estimate``, and ``agrees`` (their rating is the label); disagreements first.
+
+    ``items``: index instance, columns ``label`` and ``estimate`` (``items_`` joined with
+    ``item_decisions``).
+    """
+    t = ratings.loc[_ids(ratings["annotator"]) == str(annotator), ["instance", "rating"]]
+    inst = _ids(t["instance"])
+    by = items[["label", "estimate"]].set_axis(_ids(items.index), axis=0)
+    out = pd.DataFrame({"instance": inst, "rating": t["rating"].to_numpy(float)})
+    out["label"] = by["label"].reindex(inst).to_numpy(float)
+    out["estimate"] = by["estimate"].reindex(inst).to_numpy(float)
+    out["agrees"] = out["rating"] == out["label"]
+    return out.sort_values(["agrees", "instance"], kind="stable").reset_index(drop=True)
+
+
+def agreement(annotator_items: pd.DataFrame) -> float:
+    """The share of an annotator's ratings equal to their item's label (NaN without any)."""
+    return float(annotator_items["agrees"].mean()) if len(annotator_items) else float("nan")
+
+
+def undetermined_to_rate(items: pd.DataFrame) -> pd.DataFrame:
+    """The undetermined items, most useful to rate first: ``expected_gain`` descending, then
+    fewest ratings, then instance. ``items``: ``items_`` joined with ``item_decisions``."""
+    t = items[items["flag"] == "undetermined"].reset_index()
+    if "instance" not in t.columns:
+        t = t.rename(columns={t.columns[0]: "instance"})
+    t = t.sort_values(
+        ["expected_gain", "n_ratings", "instance"], ascending=[False, True, True], kind="stable"
+    )
+    cols = ["instance"] + (["query"] if "query" in t.columns else [])
+    cols += ["label", "p_wrong", "expected_gain", "n_ratings", "rating_info"]
+    return t[[c for c in cols if c in t.columns]].reset_index(drop=True)
+
+
+def probability_text(p: float, digits: int = 3) -> str:
+    """A probability for people: ``digits`` decimals, "<0.001" (or ">0.999") at the ends
+    instead of 1e-10, "" for NaN."""
+    if not np.isfinite(p):
+        return ""
+    small = 10.0**-digits
+    if p < small:
+        return f"<{small:.{digits}f}"
+    if p > 1 - small:
+        return f">{1 - small:.{digits}f}"
+    return f"{p:.{digits}f}"
+
+
+def clean_round(x: pd.Series | np.ndarray, digits: int = 2) -> np.ndarray:
+    """Rounded to ``digits``, without negative zeros (``-0.00`` shows as ``0.00``)."""
+    return np.round(np.asarray(x, dtype=float), digits) + 0.0
