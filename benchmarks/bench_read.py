@@ -180,11 +180,11 @@ def measure_fit_crowd(path: str) -> dict:
 STAGES = (
     ("ordmix_core.io", None, "read_ratings", "read_ratings"),
     ("ordmix_core.data.crowd", None, "crowd_from_coded", "crowd_from_coded"),
-    ("ordmix_core.estimators.ordinal_mixture", "_MemorySweeps", "sweep", "sweep"),
-    ("ordmix_core.estimators.ordinal_mixture", "_MemorySweeps", "propose", "squarem proposal"),
+    ("ordmix_core.estimators.ordinal_mixture", "MemorySweeps", "sweep", "sweep"),
+    ("ordmix_core.estimators.ordinal_mixture", "MemorySweeps", "propose", "squarem proposal"),
     (
         "ordmix_core.estimators.ordinal_mixture",
-        "_MemorySweeps",
+        "MemorySweeps",
         "sweep_proposal",
         "sweep from the proposal",
     ),

@@ -35,7 +35,8 @@ import pandas as pd
 
 from ordmix_core.data.crowd import prepare
 from ordmix_core.data.simulate import simulate_crowd
-from ordmix_core.estimators.ordinal_mixture import SPAM_EVIDENCE, OrdinalMixture, spam_evidence
+from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
+from ordmix_core.estimators.spam_decision import SPAM_EVIDENCE, spam_evidence
 from ordmix_core.evaluation.compare import compare_methods
 from ordmix_core.evaluation.experiments import add_spam
 from ordmix_core.io import read_gold, read_ratings

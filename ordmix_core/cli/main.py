@@ -159,7 +159,7 @@ def check_fit_args(args: argparse.Namespace):
 
 def cmd_fit(args: argparse.Namespace) -> int:
     from ..data.crowd import as_scale, crowd_from_coded
-    from ..estimators.ordinal_mixture import spam_left_out
+    from ..estimators.spam_decision import spam_left_out
     from ..io import read_ratings
     from ..results.output_paths import listing, safe_output_dir
     from ..results.outputs import write_fit_outputs

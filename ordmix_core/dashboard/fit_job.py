@@ -22,7 +22,8 @@ import numpy as np
 
 from ..errors import InputError
 from ..estimators import options
-from ..estimators.ordinal_mixture import MODELS, OrdinalMixture, difficulty_prior, spam_left_out
+from ..estimators.ordinal_mixture import MODELS, OrdinalMixture, difficulty_prior
+from ..estimators.spam_decision import spam_left_out
 from ..fit import acceleration
 from ..fit.schedule import KEEP
 from ..results import decisions, outputs

@@ -8,7 +8,7 @@ ratings live: the fit's ``vb.Problem`` from the parameters (``_problem``), every
 kind and key from one ``numpy.random.Generator`` (``_start``) and its start of the global
 factors (``init.init_globals``), one sweep with the SQUAREM rule (``acceleration.make_step``), the
 schedule (``_schedule``) and the learned attributes (``_store``, through ``outputs``). The
-in-memory engine adds only its sweep over all ratings (``_MemorySweeps``) and running
+in-memory engine adds only its sweep over all ratings (``MemorySweeps``) and running
 restarts side by side in threads.
 
 Initialisation and selection (docs/model.md): on real data the highest-bound solution can be
@@ -32,9 +32,7 @@ up to three variants with q(z) restarted from the data), raced with no warm-up s
 
 from __future__ import annotations
 
-import dataclasses
 import os
-import threading
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -48,7 +46,6 @@ from ..data.crowd import CrowdData, Scale, id_array, prepare
 from ..errors import CollapseWarning, ConvergenceWarning, InputError
 from ..fit import acceleration, restarts, schedule, selection
 from ..fit import starts as init
-from ..fit.settle import settle_items
 from ..numerics import libm
 from ..numerics.keyed_random import id_hash
 from ..results import decisions, label_model, outputs, reliability
@@ -57,6 +54,8 @@ from ..vb import sweep as vb
 from ..vb import updates as vb_updates
 from . import options, refit
 from .base import CrowdEstimator
+from .memory_engine import MemorySweeps, RestartThreads
+from .spam_decision import SPAM_EVIDENCE, spam_choice, spam_evidence
 
 __all__ = ["MODELS", "CollapseWarning", "ConvergenceWarning", "OrdinalMixture"]
 
@@ -94,60 +93,6 @@ def difficulty_prior(model: str, phi: float | None, eta: float | None) -> tuple[
         base["phi"] if phi is None else float(phi),
         base["eta"] if eta is None else float(eta),
     )
-
-
-#: ``spam=None`` with the extended model: the spam component is kept when annotators the
-#: evidence judges unreliable (``reliability.annotator_flags`` of the spam fit: P(reliability <
-#: 0.5) >= 0.9 from their own ratings) gave at least this share of the ratings; below it the
-#: component only trims honest disagreement, and the model is refitted without it. Measured
-#: (docs/results.md): 0.02 on Snow-2008 affect in 4 levels (no spammers; spam costs accuracy
-#: there), 0.00 on a simulated crowd without spammers, 0.19-0.74 on TREC, Web, both with fake
-#: spam added, Snow with fake spam, simulated crowds with spammers (spam needed there).
-SPAM_EVIDENCE = 0.05
-
-
-def spam_evidence(model: OrdinalMixture, flags: pd.DataFrame | None = None) -> float:
-    """Share of the ratings given by annotators the evidence flags unreliable (``flags``:
-    ``reliability.annotator_flags(model)``, computed if not given)."""
-    flags = reliability.annotator_flags(model) if flags is None else flags
-    flag = flags["flag"].to_numpy()
-    n = model.annotators_["n_ratings"].to_numpy(dtype=float)
-    return float(n[flag == "unreliable"].sum() / max(n.sum(), 1.0))
-
-
-def spam_choice(spam_fit: dict, model: OrdinalMixture) -> dict:
-    """``model_["spam_choice"]``: both candidates' scores, the rule and what it chose."""
-    kept = bool(model.spam_)
-    share = spam_fit["evidence"]
-    candidates = [spam_fit]
-    if not kept:
-        candidates.append({"spam": False, "lower_bound": model.lower_bound_, "evidence": None})
-    why = (
-        f"annotators judged unreliable from their own ratings gave {share:.1%} of the ratings "
-        f"({'at least' if kept else 'less than'} {SPAM_EVIDENCE:.0%}): "
-        + (
-            "spammers are there, so the spam component is kept"
-            if kept
-            else "no group of spammers, so the spam component would only discount honest "
-            "disagreement; refitted without it"
-        )
-    )
-    return {
-        "spam": kept,
-        "rule": f"spam component kept when unreliable annotators give >= {SPAM_EVIDENCE:g} "
-        "of the ratings",
-        "threshold": SPAM_EVIDENCE,
-        "candidates": candidates,
-        "why": why,
-    }
-
-
-def spam_left_out(model: object) -> str | None:
-    """Why the fit's spam decision left the spam component out (``model_["spam_choice"]``'s
-    ``why``: it was refitted without it), or None when it kept it or decided nothing (the
-    paper's model, ``spam`` given, a collapsed fit)."""
-    choice = (getattr(model, "model_", None) or {}).get("spam_choice")
-    return choice["why"] if choice and not choice["spam"] else None
 
 
 class _StartInputs(NamedTuple):
@@ -503,7 +448,7 @@ class OrdinalMixture(CrowdEstimator):
             ]
         with np.errstate(over="ignore", under="ignore"):
             branch = self._memory_branch(data, p, inputs.inst_hash, inputs.ann_hash)
-            sweeps = _MemorySweeps(p, self._eps_pack())
+            sweeps = MemorySweeps(p, self._eps_pack())
             interrupted = self._race(p, runs, callback, branch, sweeps)
         phases.release_scratch()  # two floats a rating, not needed by what follows
 
@@ -555,15 +500,15 @@ class OrdinalMixture(CrowdEstimator):
         runs: list[restarts.RestartRun],
         callback: ProgressCallback | None,
         branch: schedule.BranchFn | None = None,
-        sweeps: _MemorySweeps | None = None,
+        sweeps: MemorySweeps | None = None,
     ) -> bool:
         """The shared schedule (``_schedule``) with this engine's sweep (``sweeps``, made here
         when None); restarts of a round run in ``n_jobs`` threads. Returns True if stopped."""
-        sweeps = _MemorySweeps(p, self._eps_pack()) if sweeps is None else sweeps
+        sweeps = MemorySweeps(p, self._eps_pack()) if sweeps is None else sweeps
         step = acceleration.make_step(sweeps, self.accelerate, self._exact_eps())
         settle = acceleration.make_settle(sweeps, self._exact_eps())
         jobs = self._n_jobs(p, len(runs))
-        running = _Running()
+        running = RestartThreads()
         with ThreadPoolExecutor(jobs, thread_name_prefix="ordmix") as pool:
 
             def map_runs(fn, todo: list[restarts.RestartRun]) -> None:
@@ -866,88 +811,6 @@ class OrdinalMixture(CrowdEstimator):
             it = outputs.item_stability(mu, sc.values, sc.step)
             self.items_["estimate_spread"] = it["estimate_spread"].to_numpy()
             self.items_["unstable"] = it["unstable"].to_numpy()
-
-
-class _MemorySweeps:
-    """The in-memory engine's sweeps for ``acceleration.make_step``: ``vb.sweep`` over all ratings,
-    SQUAREM's proposal from whole states."""
-
-    def __init__(self, p: vb.Problem, eps_pack: float = acceleration.EPS_PACK) -> None:
-        self.problems = {key: p.at(key) for key in (True, False, "uniform")}
-        self.lo, self.hi = p.thresholds[0], p.thresholds[-1]
-        self.eps_pack = eps_pack
-
-    def sweep(self, state: vb.State, spam: bool, history: tuple | None) -> tuple:
-        new, f = vb.sweep(self.problems[spam], state)
-        return new, f, None
-
-    def propose(self, s0: vb.State, s1: vb.State, s2: vb.State, extra: None) -> vb.State | None:
-        return acceleration.squarem_proposal(s0, s1, s2, self.lo, self.hi, self.eps_pack)
-
-    def sweep_proposal(self, proposal: vb.State, spam: bool, states: tuple) -> tuple:
-        return vb.sweep(self.problems[spam], proposal)
-
-    @staticmethod
-    def swept(state: vb.State) -> bool:
-        return state.omega is not None
-
-    def eps_block(self, state: vb.State) -> vb.State:
-        """``state`` with each annotator's eps at the exact optimum of its block given the
-        other factors (``updates.eps_block``; compiled: ``kernels.eps_block``), from its
-        ratings' q(y), which were computed with ``state.omega_eps``."""
-        solve = kernels.eps_block if kernels.USE_JIT else vb_updates.eps_block
-        ann = self.problems[True].ann
-        start = np.asarray(state.eps, dtype=float)
-        eps = solve(ann, state.omega, state.omega_eps, start)
-        return dataclasses.replace(state, eps=eps)
-
-    def settle_items(self, state: vb.State, annotators: np.ndarray) -> tuple[vb.State, np.ndarray]:
-        """``state`` with every item's own block solved, and the blocks of ``annotators``
-        ((N,) bool) with their items (``settle.settle_items``), and how far each item's mean
-        moved."""
-        return settle_items(self.problems[True], state, annotators)
-
-    @staticmethod
-    def truth_share(state: vb.State) -> float:
-        return float(np.mean(state.omega)) if state.omega.size else 1.0
-
-    @staticmethod
-    def estimate_change(before: vb.State, after: vb.State) -> float:
-        d = np.abs(after.mu_m - before.mu_m)
-        return float(d.max()) if d.size else 0.0
-
-
-class _Running:
-    """How many restarts are sweeping in the race's threads right now, so that a restart that
-    runs alone (the last finisher's tail; the shared warm-up, on the calling thread) takes
-    every core for its passes (``kernels.run_alone``): the same chunks, the same bits. A
-    thread counts itself before its first sweep, so two threads never both see themselves
-    alone while both run. The threads take turns at Python (``turn``, ``kernels.take_turns``):
-    one thread's bookkeeping between passes runs while the other's passes run, instead of
-    the two handing the GIL back and forth at every small numpy call."""
-
-    def __init__(self) -> None:
-        self.n = 0
-        self.lock = threading.Lock()
-        self.turn = threading.Lock()
-
-    def alone(self) -> bool:
-        return self.n <= 1
-
-    def run(self, fn: Callable[[restarts.RestartRun], None], run: restarts.RestartRun) -> None:
-        with self.lock:
-            self.n += 1
-        kernels.run_alone(self.alone)
-        self.turn.acquire()
-        kernels.take_turns(self.turn)
-        try:
-            fn(run)
-        finally:
-            kernels.take_turns(None)
-            self.turn.release()
-            kernels.run_alone(None)
-            with self.lock:
-                self.n -= 1
 
 
 def _emit(warn: list[selection.FitWarning]) -> None:

@@ -40,7 +40,8 @@ from ordmix_core.cli.main import main  # noqa: E402
 from ordmix_core.dask_engine import DaskOrdinalMixture, blocks, write_outputs  # noqa: E402
 from ordmix_core.dask_engine.estimator import _Sweeps  # noqa: E402
 from ordmix_core.data.simulate import simulate_crowd  # noqa: E402
-from ordmix_core.estimators.ordinal_mixture import OrdinalMixture, _MemorySweeps  # noqa: E402
+from ordmix_core.estimators.memory_engine import MemorySweeps  # noqa: E402
+from ordmix_core.estimators.ordinal_mixture import OrdinalMixture  # noqa: E402
 from ordmix_core.fit import acceleration
 from ordmix_core.results import outputs  # noqa: E402
 
@@ -212,7 +213,7 @@ def test_a_settled_stop_as_in_memory(client, ratings, granularity, monkeypatch):
     kw = dict(granularity=granularity, n_restarts=3, random_state=3)
     unforced = quiet_fit(in_memory(**kw), ratings)
     seen: dict[str, list] = {"mem": [], "dask": []}
-    mem_settle, dask_settle = _MemorySweeps.settle_items, _Sweeps.settle_items
+    mem_settle, dask_settle = MemorySweeps.settle_items, _Sweeps.settle_items
 
     def in_memory_settle(self, state, annotators):
         new, moved = mem_settle(self, state, annotators)
@@ -232,7 +233,7 @@ def test_a_settled_stop_as_in_memory(client, ratings, granularity, monkeypatch):
 
     monkeypatch.setattr(acceleration, "SETTLE_MOVE", 1e-12)
     monkeypatch.setattr(acceleration, "still_moving", named)
-    monkeypatch.setattr(_MemorySweeps, "settle_items", in_memory_settle)
+    monkeypatch.setattr(MemorySweeps, "settle_items", in_memory_settle)
     monkeypatch.setattr(_Sweeps, "settle_items", on_blocks)
     mem = quiet_fit(in_memory(**kw, n_jobs=1), ratings)  # restarts in turn, as on Dask
     dsk = quiet_fit(DaskOrdinalMixture(**kw, scheduler=client, n_partitions=3), ratings)

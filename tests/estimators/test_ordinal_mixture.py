@@ -311,7 +311,7 @@ def _crowd(spammer_share: float):
 
 @pytest.mark.parametrize("spammer_share", [0.0, 0.3])
 def test_default_decides_the_spam_component_from_the_evidence(spammer_share):
-    from ordmix_core.estimators.ordinal_mixture import SPAM_EVIDENCE, spam_evidence
+    from ordmix_core.estimators.spam_decision import SPAM_EVIDENCE, spam_evidence
 
     ratings = _crowd(spammer_share)
     m = OrdinalMixture(n_restarts=3, random_state=5).fit(ratings)
@@ -346,7 +346,7 @@ def test_no_spam_decision_when_told_or_with_the_papers_model(kw):
 
 def test_spam_options_help_states_the_evidence_threshold():
     from ordmix_core.estimators.options import option
-    from ordmix_core.estimators.ordinal_mixture import SPAM_EVIDENCE
+    from ordmix_core.estimators.spam_decision import SPAM_EVIDENCE
 
     assert f"at least {SPAM_EVIDENCE:.0%} of the ratings" in option("spam").help
 

@@ -167,7 +167,7 @@ def test_the_sweep_from_a_proposal_runs_without_the_omega_of_the_state_before(mo
     import weakref
 
     from ordmix_core.data.simulate import simulate_crowd
-    from ordmix_core.estimators import ordinal_mixture
+    from ordmix_core.estimators import memory_engine
     from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
 
     ratings = simulate_crowd(
@@ -176,7 +176,7 @@ def test_the_sweep_from_a_proposal_runs_without_the_omega_of_the_state_before(mo
     before, alive = [], []
     real_history, real_proposal = (
         acceleration.for_history,
-        ordinal_mixture._MemorySweeps.sweep_proposal,
+        memory_engine.MemorySweeps.sweep_proposal,
     )
 
     def spy_history(s):
@@ -188,7 +188,7 @@ def test_the_sweep_from_a_proposal_runs_without_the_omega_of_the_state_before(mo
         return real_proposal(self, proposal, spam, states)
 
     monkeypatch.setattr(acceleration, "for_history", spy_history)
-    monkeypatch.setattr(ordinal_mixture._MemorySweeps, "sweep_proposal", spy_proposal)
+    monkeypatch.setattr(memory_engine.MemorySweeps, "sweep_proposal", spy_proposal)
     OrdinalMixture(n_restarts=1, max_iter=40, random_state=1, n_jobs=1).fit(ratings)
     assert len(alive) >= 3 and not any(alive)
 

@@ -23,7 +23,7 @@ import pytest
 from ordmix_core import OrdinalMixture
 from ordmix_core.data.simulate import simulate_crowd
 from ordmix_core.errors import ConvergenceWarning
-from ordmix_core.estimators import ordinal_mixture
+from ordmix_core.estimators import memory_engine
 from ordmix_core.fit import acceleration, restarts, selection, settle, stopping
 from ordmix_core.io import read_ratings
 from ordmix_core.results import outputs
@@ -229,7 +229,7 @@ def test_a_settle_that_moves_an_item_by_a_third_of_tol_estimate_is_taken_on_trec
     assert distance() < 0.01
     with monkeypatch.context() as m:
         m.setattr(
-            ordinal_mixture,
+            memory_engine,
             "settle_items",
             partial(settle.settle_items, drop_annotators=settle.DROP),
         )

@@ -184,7 +184,7 @@ def test_the_default_fit_settles_only_with_the_exact_eps_step(monkeypatch) -> No
         calls.append(1)
         return real(p, s, *args, **kwargs)
 
-    monkeypatch.setattr("ordmix_core.estimators.ordinal_mixture.settle_items", spy)
+    monkeypatch.setattr("ordmix_core.estimators.memory_engine.settle_items", spy)
     crowd = simulate_crowd(n_items=200, n_annotators=20, spammer_share=0.3, random_state=2)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
