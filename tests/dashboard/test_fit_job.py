@@ -179,7 +179,9 @@ def test_progress_is_not_fooled_by_the_warm_up_a_branch_inherits(demo):
     assert "halving round 2 of 3: 5 of 10 restarts in the race" in job.status()
 
 
-@pytest.mark.parametrize("name", ["simulated-ratings.csv", "trec-rf10-ratings.csv"])
+@pytest.mark.parametrize(
+    "name", ["simulated-ratings.csv", pytest.param("trec-rf10-ratings.csv", marks=pytest.mark.slow)]
+)
 def test_progress_of_a_real_fit_moves_with_the_work(name):
     """A 10-restart fit: no ten reports move the bar by more than a tenth, and the bar is
     never far ahead of the share of the fit's sweeps done."""

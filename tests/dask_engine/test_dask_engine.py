@@ -45,6 +45,9 @@ from ordmix_core.estimators.ordinal_mixture import OrdinalMixture  # noqa: E402
 from ordmix_core.fit import acceleration
 from ordmix_core.results import outputs  # noqa: E402
 
+# a local Dask cluster per test (minutes in all): ``python -m pytest -m slow`` runs them
+pytestmark = pytest.mark.slow
+
 RTOL = 1e-8
 #: estimates, annotators, categories, hyperparameters of accelerated fits (module docstring)
 EST_RTOL, EST_ATOL = 5e-6, 1e-7

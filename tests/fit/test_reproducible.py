@@ -29,6 +29,9 @@ from ordmix_core.io import read_ratings
 from ordmix_core.results import outputs
 from ordmix_core.vb import reference
 
+# default fits of TREC, several per test (minutes in all): ``python -m pytest -m slow``
+pytestmark = pytest.mark.slow
+
 TREC = Path(__file__).resolve().parents[2] / "demo_data" / "trec-rf10-ratings.csv"
 
 

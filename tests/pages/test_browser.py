@@ -30,6 +30,7 @@ SPAMMERS = ROOT / "demo_data" / "simulated-spammers.csv"
 
 pytestmark = [
     pytest.mark.browser,
+    pytest.mark.slow,  # a real browser and a Streamlit server: ``python -m pytest -m slow``
     pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no chromium at {CHROMIUM}"),
     pytest.mark.skipif(
         importlib.util.find_spec("playwright") is None,
