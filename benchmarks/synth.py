@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ordmix_core.data.crowd import CrowdData, Scale
+from ordmix_core.data.crowd import CrowdData
+from ordmix_core.data.scale import Scale
 
 
 def synth_arrays(

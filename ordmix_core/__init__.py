@@ -5,7 +5,8 @@ with the usual baselines beside it. Pure library: never imports streamlit.
 """
 
 from ._version import __version__
-from .data.crowd import CrowdData, Scale, prepare
+from .data.crowd import CrowdData, prepare
+from .data.scale import Scale
 from .errors import CollapseWarning, ConvergenceWarning, InputError
 from .estimators.ordinal_mixture import OrdinalMixture
 

@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from ordmix_core.dashboard.report import Dataset, guess_column, make_dataset, validation_report
-from ordmix_core.data.crowd import fmt_scale
+from ordmix_core.data.scale import fmt_scale
 from ordmix_core.errors import InputError
 from ordmix_core.io import ACCEPTED, MAX_UPLOAD_MB
 from pages._ui import (

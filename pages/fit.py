@@ -11,9 +11,9 @@ from typing import Any
 import streamlit as st
 
 from ordmix_core.dashboard.fit_job import FIT_SETTINGS, FitParams, fit_page_options, fit_summary
-from ordmix_core.data.crowd import fmt_scale
+from ordmix_core.data.scale import fmt_scale
 from ordmix_core.errors import InputError
-from ordmix_core.estimators import options
+from ordmix_core.estimators import option_kinds, options
 from ordmix_core.results.outputs import spam_share
 from pages._ui import (
     fit_caption,
@@ -47,7 +47,7 @@ def _from_text(o: options.Option, text: str) -> Any:
     text = text.strip()
     if not text and o.kind.none:
         return None
-    if isinstance(o.kind, options.Real):
+    if isinstance(o.kind, option_kinds.Real):
         try:
             float(text)
         except ValueError:
@@ -63,7 +63,7 @@ def option_widget(o: options.Option, where: Any, choices: list | None = None) ->
     """The option's widget (kind, label, help and default from the table), keyed ``fit_<name>``
     and remembered across pages; ``choices``: the values offered, if not all the table's."""
     key, default = f"fit_{o.name}", getattr(DEFAULTS, o.name)
-    if o.widget == "select" and isinstance(o.kind, options.OptionalFlag):
+    if o.widget == "select" and isinstance(o.kind, option_kinds.OptionalFlag):
         names = {AS_MODEL_SAYS: o.kind.none, True: "on", False: "off"}
         offered = [AS_MODEL_SAYS if c is None else c for c in o.kind.choices]
         if st.session_state.get(key, AS_MODEL_SAYS) is None:  # set to None by a caller

@@ -12,7 +12,7 @@ import streamlit as st
 from ordmix_core.dashboard import figures
 from ordmix_core.dashboard.fit_job import FitParams, FitResult
 from ordmix_core.dashboard.report import make_dataset
-from ordmix_core.data.crowd import Scale
+from ordmix_core.data.scale import Scale
 from ordmix_core.data.simulate import SimulatedCrowd, simulate_crowd
 from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
 from ordmix_core.results import decisions, reliability

@@ -105,7 +105,7 @@ def _progress(*parts, quiet: bool = False) -> None:
 def _prepare(args: argparse.Namespace, out_is_dir: bool):
     """The checks before any compute: options, methods, inputs, output. Returns
     ``(model_params, ratings, gold, scale, seed)`` with the files read."""
-    from ..data.crowd import as_scale
+    from ..data.scale import as_scale
     from ..estimators.ordinal_mixture import OrdinalMixture
     from ..evaluation.compare import FIXED_BY_METHOD, parse_methods
     from ..io import read_gold, read_ratings

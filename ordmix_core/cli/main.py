@@ -158,7 +158,8 @@ def check_fit_args(args: argparse.Namespace):
 
 
 def cmd_fit(args: argparse.Namespace) -> int:
-    from ..data.crowd import as_scale, crowd_from_coded
+    from ..data.crowd import crowd_from_coded
+    from ..data.scale import as_scale
     from ..estimators.spam_decision import spam_left_out
     from ..io import read_ratings
     from ..results.output_paths import listing, safe_output_dir

@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..data.crowd import COLUMN_ALIASES, CrowdData, Scale, fmt_scale, id_array, prepare
+from ..data.crowd import COLUMN_ALIASES, CrowdData, id_array, prepare
+from ..data.scale import Scale, fmt_scale
 from ..errors import InputError
 
 

@@ -247,7 +247,7 @@ def finalize_block(fit_id: str, index: int, setup: Setup) -> np.ndarray:
 
 def _levels(vals: np.ndarray, scale: np.ndarray, label: str) -> np.ndarray:
     """Level index of each distinct rating value; InputError for one off the scale."""
-    from ..data.crowd import Scale, fmt_scale
+    from ..data.scale import Scale, fmt_scale
 
     lev = Scale(scale).index_of(vals)
     if (lev < 0).any():

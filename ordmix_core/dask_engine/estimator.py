@@ -52,14 +52,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..data.crowd import (
-    COLUMN_ALIASES,
-    CrowdData,
-    Scale,
-    as_scale,
-    checked_scale,
-    normalize_columns,
-)
+from ..data.crowd import COLUMN_ALIASES, CrowdData, normalize_columns
+from ..data.scale import Scale, as_scale, checked_scale
 from ..errors import InputError
 from ..estimators.base import extends_params
 from ..estimators.ordinal_mixture import Learned, OrdinalMixture, _emit

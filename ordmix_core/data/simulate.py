@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from ..numerics import libm
-from .crowd import Scale
+from .scale import Scale
 
 
 @dataclass

@@ -42,7 +42,8 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
-from ..data.crowd import CrowdData, Scale, id_array, prepare
+from ..data.crowd import CrowdData, id_array, prepare
+from ..data.scale import Scale
 from ..errors import CollapseWarning, ConvergenceWarning, InputError
 from ..fit import acceleration, restarts, schedule, selection
 from ..fit import starts as init

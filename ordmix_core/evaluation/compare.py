@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..data.crowd import GRANULARITIES, CrowdData, Scale, fmt_scale, id_array, prepare
+from ..data.crowd import GRANULARITIES, CrowdData, id_array, prepare
+from ..data.scale import Scale, fmt_scale
 from ..errors import InputError
 from ..estimators import options
 from ..estimators.base import CrowdEstimator

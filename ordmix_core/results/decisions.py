@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import ndtr, ndtri
 
-from ..data.crowd import level_labels
+from ..data.scale import level_labels
 from ..errors import InputError
 from . import label_model
 

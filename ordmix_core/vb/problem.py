@@ -15,7 +15,8 @@ from functools import cached_property
 
 import numpy as np
 
-from ..data.crowd import CrowdData, Scale
+from ..data.crowd import CrowdData
+from ..data.scale import Scale
 from ..numerics import libm
 from . import updates
 

@@ -10,7 +10,7 @@ import streamlit as st
 from ordmix_core import io as oio
 from ordmix_core.dashboard.fit_job import FitResult
 from ordmix_core.dashboard.report import Dataset, make_dataset
-from ordmix_core.data.crowd import fmt_scale
+from ordmix_core.data.scale import fmt_scale
 from ordmix_core.errors import InputError
 from ordmix_core.results import decisions, outputs
 

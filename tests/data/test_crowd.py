@@ -15,16 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ordmix_core.cli.main import main
-from ordmix_core.data.crowd import (
-    OUTLIER_GAP_RANGE,
-    OUTLIER_GAP_STEP,
-    WHITESPACE,
-    factorize_sorted,
-    infer_scale,
-    normalize_columns,
-    outlying_levels,
-    prepare,
-)
+from ordmix_core.data.crowd import WHITESPACE, factorize_sorted, normalize_columns, prepare
+from ordmix_core.data.scale import OUTLIER_GAP_RANGE, OUTLIER_GAP_STEP, infer_scale, outlying_levels
 from ordmix_core.errors import InputError
 from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
 from ordmix_core.io import read_ratings

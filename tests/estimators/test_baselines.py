@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ordmix_core.data.crowd import CrowdData, Scale
+from ordmix_core.data.crowd import CrowdData
+from ordmix_core.data.scale import Scale
 from ordmix_core.errors import InputError
 from ordmix_core.estimators.base import CrowdEstimator
 from ordmix_core.estimators.baselines import (

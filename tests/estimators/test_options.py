@@ -8,7 +8,8 @@ import pytest
 
 from ordmix_core import InputError
 from ordmix_core.cli.main import build_parser
-from ordmix_core.data.crowd import GRANULARITIES, Scale
+from ordmix_core.data.crowd import GRANULARITIES
+from ordmix_core.data.scale import Scale
 from ordmix_core.data.simulate import simulate_crowd
 from ordmix_core.estimators.options import (
     MAX_ITER,
@@ -297,7 +298,7 @@ def _message(kind, value) -> str:
 
 
 def test_each_real_range_is_described_as_it_is_checked():
-    from ordmix_core.estimators.options import Real
+    from ordmix_core.estimators.option_kinds import Real
 
     cases = [  # (kind, its description, a value just inside, a value just outside)
         (Real(), "a finite number", -1e300, float("inf")),
@@ -320,7 +321,7 @@ def test_each_real_range_is_described_as_it_is_checked():
 
 
 def test_parsers_name_the_text_they_refuse():
-    from ordmix_core.estimators.options import Real, Whole
+    from ordmix_core.estimators.option_kinds import Real, Whole
 
     assert Whole(1).parse(" 3 ") == 3 and Real().parse(" -2.5 ") == -2.5
     for kind, text in ((Whole(1, 5), "three"), (Real(0.0), "1,5"), (Whole(1), "2.5")):
@@ -331,7 +332,7 @@ def test_parsers_name_the_text_they_refuse():
 
 
 def test_long_values_are_shown_cut_to_60_characters():
-    from ordmix_core.estimators.options import _show
+    from ordmix_core.estimators.option_kinds import _show
 
     exact = "x" * 58  # repr adds two quotes: 60 characters, shown whole
     assert _show(exact) == repr(exact)
@@ -420,7 +421,7 @@ def test_scale_kind_takes_a_scale_text_or_numbers_and_refuses_what_cannot_be_a_s
 def test_scale_span_limit_is_inclusive_and_measured_end_to_end():
     import warnings
 
-    from ordmix_core.estimators.options import MAX_SCALE_SPAN, check_scale
+    from ordmix_core.estimators.option_kinds import MAX_SCALE_SPAN, check_scale
 
     check_scale(Scale(np.array([0.0, MAX_SCALE_SPAN])))  # exactly the limit: allowed
     check_scale(Scale(np.array([7.0])))  # one level: no span
@@ -575,7 +576,8 @@ def test_default_text_of_an_option_without_a_default(monkeypatch):
     """No flag in today's table shows a None default (their help says it), but the rule is:
     the kind's words for None, else "none"."""
     import ordmix_core.estimators.options as options_mod
-    from ordmix_core.estimators.options import Option, Real, _default_text
+    from ordmix_core.estimators.option_kinds import Real
+    from ordmix_core.estimators.options import Option, _default_text
 
     mu = Option("mu", Real(none="the mean of the scale"), "prior mean", "l", flag="--mu")
     assert _default_text(mu) == "the mean of the scale"
@@ -590,7 +592,8 @@ def test_default_text_of_an_option_without_a_default(monkeypatch):
 def test_flag_help_is_only_a_switchs(monkeypatch):
     """``flag_help`` says what giving a switch does; a flag that takes a value shows ``help``."""
     import ordmix_core.estimators.options as options_mod
-    from ordmix_core.estimators.options import Option, Real
+    from ordmix_core.estimators.option_kinds import Real
+    from ordmix_core.estimators.options import Option
 
     value = Option("tol", Real(0.0), "the help", "l", flag="--tol", flag_help="not shown")
     switch = Option("spam", option("spam").kind, "h", "l", flag="--x", const=False,

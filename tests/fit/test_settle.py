@@ -14,7 +14,7 @@ from test_extensions import EXTENSIONS, problem_and_state
 from test_properties import crowds
 
 from ordmix_core import OrdinalMixture
-from ordmix_core.data.crowd import Scale
+from ordmix_core.data.scale import Scale
 from ordmix_core.data.simulate import simulate_crowd
 from ordmix_core.fit import acceleration, restarts, settle, stopping
 from ordmix_core.vb import sweep

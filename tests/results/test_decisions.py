@@ -121,7 +121,7 @@ def test_item_decisions_bad_settings_are_input_errors():
 )
 @settings(max_examples=80, deadline=None)
 def test_probabilities_sum_to_one_and_intervals_stay_on_the_scale(mean, log_sd, values):
-    from ordmix_core.data.crowd import Scale
+    from ordmix_core.data.scale import Scale
 
     values = sorted(values)
     if len(values) > 1 and np.min(np.diff(values)) < 1e-3:

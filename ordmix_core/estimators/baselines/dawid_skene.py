@@ -6,7 +6,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ...data.crowd import CrowdData, Scale
+from ...data.crowd import CrowdData
+from ...data.scale import Scale
 from ...errors import InputError
 from ...numerics import libm
 from ..base import CrowdEstimator
