@@ -8,7 +8,7 @@ threshold and the confidence are this page's widgets, and its downloads write th
 import streamlit as st
 
 from ordmix_core.dashboard import figures, figures_decisions
-from ordmix_core.dashboard.fit_job import no_spam_note
+from ordmix_core.dashboard.fit_summary import no_spam_note
 from ordmix_core.results import decisions, explanations
 from pages._ui import (
     csv_download,

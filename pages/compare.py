@@ -3,7 +3,7 @@
 import pandas as pd
 import streamlit as st
 
-from ordmix_core.dashboard import figures
+from ordmix_core.dashboard import figures, figures_compare
 from ordmix_core.dashboard.report import METRICS, best_at, comparison_words
 from ordmix_core.errors import InputError
 from ordmix_core.evaluation.compare import METHODS, TABLE1, compare_methods
@@ -145,7 +145,7 @@ with tab_cmp:
                 ),
             },
         )
-        st.plotly_chart(figures.metric_bars(table), key="cmp_bars")
+        st.plotly_chart(figures_compare.metric_bars(table), key="cmp_bars")
         st.plotly_chart(figures.estimate_vs_truth(estimates, ds.gold), key="cmp_scatter")
         csv_download(table, id_columns=["method"], file_name="comparison.csv", key="cmp_download")
 
@@ -179,7 +179,7 @@ with tab_spam:
             show_error(err)
     saved = s.get("cmp_spam")
     if saved is not None and saved[0] == ds.name:
-        st.plotly_chart(figures.spam_curves(saved[1]), key="cmp_spam_plot")
+        st.plotly_chart(figures_compare.spam_curves(saved[1]), key="cmp_spam_plot")
         st.dataframe(saved[1], key="cmp_spam_table", hide_index=True)
         csv_download(
             saved[1],

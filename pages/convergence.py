@@ -3,7 +3,7 @@
 import streamlit as st
 
 from ordmix_core.dashboard import figures
-from ordmix_core.dashboard.fit_job import restarts_from_one, selection_explanation
+from ordmix_core.dashboard.fit_summary import restarts_from_one, selection_explanation
 from pages._ui import fit_caption, page_setup, require_fit
 
 page_setup()

@@ -10,7 +10,8 @@ from typing import Any
 
 import streamlit as st
 
-from ordmix_core.dashboard.fit_job import FIT_SETTINGS, FitParams, fit_page_options, fit_summary
+from ordmix_core.dashboard.fit_job import FIT_SETTINGS, FitParams, fit_page_options
+from ordmix_core.dashboard.fit_summary import fit_summary
 from ordmix_core.data.scale import fmt_scale
 from ordmix_core.errors import InputError
 from ordmix_core.estimators import option_kinds, options

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from ordmix_core.dashboard import figures
+from ordmix_core.dashboard import figures_simulator
 from ordmix_core.dashboard.fit_job import FitParams, FitResult
 from ordmix_core.dashboard.report import make_dataset
 from ordmix_core.data.scale import Scale
@@ -74,7 +74,9 @@ with st.expander("How one honest rating is drawn", expanded=True):
         help="1 / sqrt(expertise x inverse difficulty): an expert on an easy item has little.",
     )  # fmt: skip
     st.plotly_chart(
-        figures.ordinal_probit(float(z_demo), float(sd_demo), SCALE.thresholds, SCALE.values),
+        figures_simulator.ordinal_probit(
+            float(z_demo), float(sd_demo), SCALE.thresholds, SCALE.values
+        ),
         key="sim_probit_plot",
     )
     st.caption(
@@ -227,7 +229,7 @@ st.caption(
 c1, c2 = st.columns(2)
 with c1:
     st.plotly_chart(
-        figures.simulator_truth_vs_estimate(
+        figures_simulator.simulator_truth_vs_estimate(
             truth_z,
             est,
             model.items_["sd"],
@@ -242,7 +244,7 @@ with c1:
     )
 with c2:
     st.plotly_chart(
-        figures.spammers_true_vs_estimated(
+        figures_simulator.spammers_true_vs_estimated(
             crowd.spammers, flags["p_unreliable"], decisions.CONFIDENCE, what="P(unreliable)"
         ),
         key="sim_spammer_plot",

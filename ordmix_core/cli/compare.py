@@ -164,7 +164,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_experiment(args: argparse.Namespace) -> int:
-    from ..dashboard import figures
+    from ..dashboard import figures_compare
     from ..evaluation.compare import ABLATION, TABLE1
     from ..evaluation.experiments import spam_experiment
     from ..io import write_csv
@@ -189,7 +189,7 @@ def cmd_experiment(args: argparse.Namespace) -> int:
         with safe_output_dir(args.out, inputs) as tmp:
             write_csv(res, tmp / "results.csv", id_columns=[])
             for metric in ("mse", "correlation", "ndcg"):
-                fig = figures.spam_curves(res[["spam_level", "method", metric]])
+                fig = figures_compare.spam_curves(res[["spam_level", "method", metric]])
                 fig.write_html(tmp / f"{metric}.html", include_plotlyjs="cdn")
             summary = {
                 "ordmix_version": __version__,

@@ -10,7 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
-from ordmix_core.dashboard import figures
+from ordmix_core.dashboard import figures, figures_compare, figures_simulator
 from ordmix_core.data.simulate import simulate_crowd
 from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
 from ordmix_core.results import decisions
@@ -163,7 +163,7 @@ def test_estimate_vs_truth_and_metric_bars():
     table = pd.DataFrame(
         {"method": ["m1", "m2"], "mse": [0.1, 0.5], "correlation": [0.9, 0.0], "ndcg": [1, 0.8]}
     )
-    bars = figures.metric_bars(table)
+    bars = figures_compare.metric_bars(table)
     assert [t.name for t in bars.data] == ["mse", "correlation", "ndcg"]
     assert list(bars.data[0].text) == ["0.100", "0.500"]
     # the best of each metric in red: lowest MSE, highest correlation and NDCG
@@ -183,7 +183,7 @@ def test_spam_curves_one_line_per_method_and_metric():
         for lvl in range(3)
         for k, meth in enumerate(["a", "b"], 1)
     ]
-    fig = figures.spam_curves(pd.DataFrame(rows))
+    fig = figures_compare.spam_curves(pd.DataFrame(rows))
     assert len(fig.data) == 6
     first = fig.data[0]
     assert (
@@ -195,15 +195,19 @@ def test_spam_curves_one_line_per_method_and_metric():
         ax = fig.layout[axis]
         assert ax.tickmode == "linear" and ax.tick0 == 0 and ax.dtick == 1, axis
     wide = pd.DataFrame(rows * 1).assign(spam_level=lambda d: d["spam_level"] * 15)
-    assert figures.spam_curves(wide).layout.xaxis.dtick == 3  # 0..30: every third level
+    assert figures_compare.spam_curves(wide).layout.xaxis.dtick == 3  # 0..30: every third level
 
 
 def test_simulator_figures(fitted):
     crowd, m = fitted
-    fig = figures.simulator_truth_vs_estimate(crowd.truth, m.items_["estimate"], m.items_["sd"])
+    fig = figures_simulator.simulator_truth_vs_estimate(
+        crowd.truth, m.items_["estimate"], m.items_["sd"]
+    )
     r = np.corrcoef(crowd.truth, m.items_["estimate"].reindex(crowd.truth.index))[0, 1]
     assert f"correlation {r:.3f}" in fig.layout.title.text
-    fig = figures.spammers_true_vs_estimated(crowd.spammers, m.annotators_["spam_share"], 0.4)
+    fig = figures_simulator.spammers_true_vs_estimated(
+        crowd.spammers, m.annotators_["spam_share"], 0.4
+    )
     assert [t.name.split(" (")[0] for t in fig.data] == ["true honest", "true spammer"]
     assert len(_arr(fig.data[1].y)) == int(crowd.spammers.sum())
     assert fig.layout.shapes[0].y0 == 0.4
@@ -227,7 +231,7 @@ def test_ordinal_probit_areas_are_the_rating_probabilities():
     from scipy.special import ndtr
 
     b = np.array([0.5, 1.5, 2.5, 3.5, 4.5, 5.5])
-    fig = figures.ordinal_probit(3.2, 0.7, b, [1, 2, 3, 4, 5])
+    fig = figures_simulator.ordinal_probit(3.2, 0.7, b, [1, 2, 3, 4, 5])
     p = [float(t.name.split(": ")[1].rstrip("%")) / 100 for t in fig.data]
     cuts = np.array([-np.inf, 1.5, 2.5, 3.5, 4.5, np.inf])
     np.testing.assert_allclose(p, np.diff(ndtr((cuts - 3.2) / 0.7)), atol=6e-4)
@@ -235,13 +239,13 @@ def test_ordinal_probit_areas_are_the_rating_probabilities():
         x = _arr(t.x)
         assert (x >= lo).all() and (x <= hi).all() and t.fill == "tozeroy"
     with pytest.raises(ValueError, match="thresholds"):
-        figures.ordinal_probit(3.0, 0.5, b[:-1], [1, 2, 3, 4, 5])
+        figures_simulator.ordinal_probit(3.0, 0.5, b[:-1], [1, 2, 3, 4, 5])
 
 
 def test_truth_vs_estimate_keeps_its_intervals_inside_the_scale(fitted):
     crowd, m = fitted
     plain = crowd.ratings.groupby("instance")["rating"].mean()
-    fig = figures.simulator_truth_vs_estimate(
+    fig = figures_simulator.simulator_truth_vs_estimate(
         crowd.truth, m.items_["estimate"], m.items_["sd"] * 5, span=(0.5, 5.5), plain_mean=plain
     )
     est, mean = fig.data[:2]

@@ -14,11 +14,9 @@ import pandas as pd
 import pytest
 
 import ordmix_core.io as oio
-from ordmix_core.dashboard.fit_job import (
-    FitJob,
-    FitParams,
+from ordmix_core.dashboard.fit_job import FitJob, FitParams, fit_page_options
+from ordmix_core.dashboard.fit_summary import (
     ensemble_line,
-    fit_page_options,
     fit_summary,
     model_line,
     moving_line,
@@ -309,7 +307,7 @@ def test_summary_says_which_model_was_fitted_and_what_it_learned(demo, model):
 
 
 def test_in_words_joins_like_a_sentence():
-    from ordmix_core.dashboard.fit_job import _in_words
+    from ordmix_core.dashboard.fit_summary import _in_words
 
     assert [_in_words(p) for p in ([], ["a"], ["a", "b"], ["a", "b", "c"])] == [
         "", "a", "a and b", "a, b and c",
@@ -317,7 +315,7 @@ def test_in_words_joins_like_a_sentence():
 
 
 def test_no_spam_note_says_whether_the_model_or_the_user_left_spam_out():
-    from ordmix_core.dashboard.fit_job import no_spam_note
+    from ordmix_core.dashboard.fit_summary import no_spam_note
     from ordmix_core.data.simulate import simulate_crowd
 
     clean = simulate_crowd(n_items=200, n_annotators=15, spammer_share=0.0, random_state=4)
