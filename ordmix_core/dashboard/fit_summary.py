@@ -12,7 +12,7 @@ from typing import Any
 from ..estimators.ordinal_mixture import MODELS, OrdinalMixture
 from ..estimators.spam_decision import spam_left_out
 from ..fit import acceleration
-from ..results import decisions, outputs
+from ..results import decisions, outputs, stability
 
 
 def _count(n: int, what: str) -> str:
@@ -152,7 +152,7 @@ def ensemble_line(model: OrdinalMixture) -> str:
     restarts that finished near the best bound (``model.ensemble_``) and, when near-tied, the
     answer with the still-moving annotators carried the way they were going
     (``model.alternative_``)."""
-    ens = outputs.stability_summary(model)
+    ens = stability.stability_summary(model)
     n = len(ens["restarts"])
     gap = f"{ens['bound_gap']:,.1f}"
     alt = ens["alternative"]

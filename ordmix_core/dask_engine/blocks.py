@@ -581,7 +581,8 @@ def block_results(
 
 def block_means(fit_id: str, index: int, restart: int, slot: int) -> pd.Series:
     """The block's items' posterior means (indexed by instance) in the restart's ``slot``: a
-    near-tied restart's estimates, for the ensemble's item columns (``outputs.item_stability``)."""
+    near-tied restart's estimates, for the ensemble's item columns
+    (``stability.item_stability``)."""
     b = _REGISTRY[f"{fit_id}/{index}"]
     return pd.Series(b.states[restart][slot].mu_m, index=pd.Index(b.inst_ids, dtype=object))
 

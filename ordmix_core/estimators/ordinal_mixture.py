@@ -49,7 +49,7 @@ from ..fit import acceleration, restarts, schedule, selection
 from ..fit import starts as init
 from ..numerics import libm
 from ..numerics.keyed_random import id_hash
-from ..results import decisions, label_model, outputs, reliability
+from ..results import decisions, label_model, outputs, reliability, stability
 from ..vb import kernels, phases
 from ..vb import sweep as vb
 from ..vb import updates as vb_updates
@@ -803,13 +803,13 @@ class OrdinalMixture(CrowdEstimator):
         eps = np.stack([np.asarray(s.eps, dtype=float) for s in states])
         if not self.spam_:
             eps = np.ones_like(eps)
-        ann = outputs.annotator_stability(eps)
+        ann = stability.annotator_stability(eps)
         self.annotators_["reliability_spread"] = ann["reliability_spread"].to_numpy()
         self.annotators_["unstable"] = ann["unstable"].to_numpy()
         self.annotators_["still_moving"] = moving
         if member_mu is not None and isinstance(self.items_, pd.DataFrame):
             mu = np.stack([member_mu(s) for s in states])
-            it = outputs.item_stability(mu, sc.values, sc.step)
+            it = stability.item_stability(mu, sc.values, sc.step)
             self.items_["estimate_spread"] = it["estimate_spread"].to_numpy()
             self.items_["unstable"] = it["unstable"].to_numpy()
 

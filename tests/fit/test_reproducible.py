@@ -26,7 +26,7 @@ from ordmix_core.errors import ConvergenceWarning
 from ordmix_core.estimators import memory_engine
 from ordmix_core.fit import acceleration, restarts, selection, settle, stopping
 from ordmix_core.io import read_ratings
-from ordmix_core.results import outputs
+from ordmix_core.results import outputs, stability
 from ordmix_core.vb import reference
 
 # default fits of TREC, several per test (minutes in all): ``python -m pytest -m slow``
@@ -323,11 +323,11 @@ def test_max_iter_caps_all_sweeps_of_a_restart(crowd) -> None:
 
 def test_stability_columns_mark_items_whose_level_or_estimate_differs() -> None:
     mu = np.array([[1.0, 2.4, 2.0, 3.0], [1.02, 2.6, 2.2, 3.0]])
-    it = outputs.item_stability(mu, np.array([1.0, 2.0, 3.0]), 1.0)
+    it = stability.item_stability(mu, np.array([1.0, 2.0, 3.0]), 1.0)
     np.testing.assert_allclose(it["estimate_spread"], [0.02, 0.2, 0.2, 0.0])
     # item 1: nearest level 2 vs 3; item 2: same level, spread 0.2 >= 0.1 step
     assert list(it["unstable"]) == [False, True, True, False]
-    ann = outputs.annotator_stability(np.array([[0.9, 0.6, 0.2], [0.8, 0.4, 0.3]]))
+    ann = stability.annotator_stability(np.array([[0.9, 0.6, 0.2], [0.8, 0.4, 0.3]]))
     assert list(ann["unstable"]) == [False, True, False]
     np.testing.assert_allclose(ann["reliability_spread"], [0.1, 0.2, 0.1])
 
@@ -364,7 +364,7 @@ def test_near_tied_restarts_that_disagree_mark_items_unstable_on_trec(
     spread = mu.max(axis=0) - mu.min(axis=0)
     levels = np.array([1.0, 2.0, 3.0])
     nearest = levels[np.abs(mu[:, :, None] - levels).argmin(axis=2)]
-    unstable = (nearest != nearest[0]).any(axis=0) | (spread >= outputs.UNSTABLE_SPREAD_STEPS)
+    unstable = (nearest != nearest[0]).any(axis=0) | (spread >= stability.UNSTABLE_SPREAD_STEPS)
     assert unstable.sum() > 0  # they disagree
     np.testing.assert_allclose(m.items_["estimate_spread"], spread)
     assert (m.items_["unstable"].to_numpy() == unstable).all()
@@ -430,7 +430,7 @@ def test_the_default_fit_of_trec_marks_what_its_still_moving_annotators_decide(
     levels = np.array([1.0, 2.0, 3.0])
     nearest = levels[np.abs(mu[:, :, None] - levels).argmin(axis=2)]
     spread = np.abs(mu[1] - mu[0])
-    unstable = (nearest[0] != nearest[1]) | (spread >= outputs.UNSTABLE_SPREAD_STEPS)
+    unstable = (nearest[0] != nearest[1]) | (spread >= stability.UNSTABLE_SPREAD_STEPS)
     assert 1 <= unstable.sum() <= 100
     assert (m.items_["unstable"].to_numpy() == unstable).all()
     eps = np.stack([np.asarray(best.state.eps), np.asarray(s.eps)])

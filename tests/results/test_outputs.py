@@ -20,7 +20,7 @@ from ordmix_core import io as oio
 from ordmix_core.cli.main import main
 from ordmix_core.data.simulate import simulate_crowd
 from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
-from ordmix_core.results import decisions, outputs, reliability
+from ordmix_core.results import decisions, outputs, reliability, stability
 
 ROOT = Path(__file__).resolve().parents[2]
 RATINGS = ROOT / "demo_data" / "simulated-ratings.csv"
@@ -695,11 +695,11 @@ def test_item_stability_against_a_loop(step, chunk, monkeypatch) -> None:
     values = [step * k for k in range(5)]
     mu = rng.uniform(0, 4 * step, size=(3, 60))
     mu[:, 0] = [1.0 * step, 1.0 * step, 1.0 * step]  # the same everywhere: stable
-    limit = outputs.UNSTABLE_SPREAD_STEPS * step
+    limit = stability.UNSTABLE_SPREAD_STEPS * step
     mu[:, 1] = [0.0, limit, 0.0]  # spread exactly at the limit (max - min is exact), no flip
     mu[:, 2] = [0.48 * step, 0.52 * step, 0.5 * step]  # flips level within a small spread
     mu[:, 3] = [1.0 * step, 1.0 * step + 0.5 * limit, 1.0 * step]  # under the limit, no flip
-    got = outputs.item_stability(mu, np.array(values), step)
+    got = stability.item_stability(mu, np.array(values), step)
     assert list(got.columns) == ["estimate_spread", "unstable"] and len(got) == 60
     for m in range(60):
         col = list(mu[:, m])
@@ -708,7 +708,7 @@ def test_item_stability_against_a_loop(step, chunk, monkeypatch) -> None:
         assert got["estimate_spread"][m] == pytest.approx(spread, abs=1e-12)
         assert bool(got["unstable"][m]) == (len(levels) > 1 or spread >= limit), m
     assert got["unstable"][:4].tolist() == [False, True, True, False]
-    one = outputs.item_stability(mu[:1], np.array(values), step)  # the winner alone
+    one = stability.item_stability(mu[:1], np.array(values), step)  # the winner alone
     assert (one["estimate_spread"] == 0).all() and not one["unstable"].any()
 
 
@@ -716,7 +716,7 @@ def test_annotator_stability_against_a_loop() -> None:
     eps = np.array(
         [[0.9, 0.6, 0.5, 0.2, 0.49], [0.8, 0.4, 0.5, 0.3, 0.5], [0.95, 0.7, 0.5, 0.1, 0.4]]
     )
-    got = outputs.annotator_stability(eps)
+    got = stability.annotator_stability(eps)
     assert list(got.columns) == ["reliability_spread", "unstable"]
     for n in range(eps.shape[1]):
         col = eps[:, n]
@@ -732,7 +732,7 @@ def test_stability_summary_of_frames_and_of_what_is_missing() -> None:
     ann = pd.DataFrame({"unstable": [True, False, True, True]})
     m = SimpleNamespace(items_=items, annotators_=ann, ensemble_=[np.int64(3), 1],
                         ensemble_gap_=np.float64(12.5), best_restart_=3)  # fmt: skip
-    s = outputs.stability_summary(m)
+    s = stability.stability_summary(m)
     assert s == {"restarts": [3, 1], "bound_gap": 12.5, "unstable_items": 2,
                  "max_estimate_spread": 0.7, "unstable_annotators": 3,
                  "alternative": None}  # fmt: skip
@@ -741,16 +741,16 @@ def test_stability_summary_of_frames_and_of_what_is_missing() -> None:
     alt = {"annotators": [np.int64(7), 12], "lower_bound": -10.0, "bound_above_winner": 2.5,
            "n_iter": 9, "near_tied": True}  # fmt: skip
     m.alternative_ = alt
-    assert outputs.stability_summary(m)["alternative"] == {**alt, "annotators": ["7", "12"]}
+    assert stability.stability_summary(m)["alternative"] == {**alt, "annotators": ["7", "12"]}
     assert alt["annotators"] == [7, 12]  # the model's own is left as it was
     bare = SimpleNamespace(items_=items.iloc[:0], annotators_=pd.DataFrame({"x": [1]}),
                            best_restart_=5)  # fmt: skip
-    assert outputs.stability_summary(bare) == {"restarts": [5], "bound_gap": 0.0,
+    assert stability.stability_summary(bare) == {"restarts": [5], "bound_gap": 0.0,
         "unstable_items": 0, "max_estimate_spread": 0.0, "unstable_annotators": None,
         "alternative": None}  # fmt: skip
     no_cols = SimpleNamespace(items_=pd.DataFrame({"estimate": [1.0]}), annotators_=ann,
                               best_restart_=0)  # fmt: skip
-    s = outputs.stability_summary(no_cols)
+    s = stability.stability_summary(no_cols)
     assert s["unstable_items"] is None and s["max_estimate_spread"] is None
     assert s["unstable_annotators"] == 3
 
@@ -809,6 +809,6 @@ def test_still_moving_count_counts_the_column_or_says_it_is_missing() -> None:
     from types import SimpleNamespace
 
     ann = pd.DataFrame({"still_moving": [True, False, True]})
-    assert outputs.still_moving_count(SimpleNamespace(annotators_=ann)) == 2
+    assert stability.still_moving_count(SimpleNamespace(annotators_=ann)) == 2
     bare = SimpleNamespace(annotators_=pd.DataFrame({"x": [1]}))
-    assert outputs.still_moving_count(bare) is None
+    assert stability.still_moving_count(bare) is None
