@@ -690,7 +690,7 @@ def _nearest(x: float, values: list[float]) -> int:
 @pytest.mark.parametrize("chunk", [7, 1 << 18])
 @pytest.mark.parametrize("step", [1.0, 2.0])
 def test_item_stability_against_a_loop(step, chunk, monkeypatch) -> None:
-    monkeypatch.setattr(outputs, "_STABILITY_CHUNK", chunk)  # items a chunk at a time, or all
+    monkeypatch.setattr(stability, "_STABILITY_CHUNK", chunk)  # items a chunk at a time, or all
     rng = np.random.default_rng(7)
     values = [step * k for k in range(5)]
     mu = rng.uniform(0, 4 * step, size=(3, 60))
