@@ -39,7 +39,6 @@ Flow of a fit (nothing gathers the ratings onto one process):
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import operator
 import os
@@ -52,26 +51,18 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..data.crowd import COLUMN_ALIASES, CrowdData, normalize_columns
 from ..data.scale import Scale, as_scale, checked_scale
 from ..errors import InputError
 from ..estimators.base import extends_params
 from ..estimators.ordinal_mixture import Learned, OrdinalMixture, _emit
-from ..fit import acceleration, restarts, schedule, selection, starts
-from ..fit.settle import settle_items
-from ..io import PARQUET_EXTENSIONS, TEXT_EXTENSIONS
+from ..fit import acceleration, restarts, selection
 from ..numerics.keyed_random import id_hash
 from ..results import outputs
-from ..vb import phases, updates
-from ..vb.problem import Problem, State
 from . import blocks
+from .client import _add_arrays, _Blocks, _Global, _Sweeps
+from .source import _short, column_mapping, read_source
 
 ProgressCallback = Callable[[int, int, float], "bool | None"]
-
-#: broadcast values bigger than this are scattered once instead of sent with every task
-_SCATTER_BYTES = 1 << 20
-#: fan-in of the tree reductions
-FAN_IN = 8
 
 
 @dataclass
@@ -85,24 +76,6 @@ class DaskData:
     n_categories: int
     granularity: str
     n_partitions: int
-
-
-@dataclass
-class _Global(State):
-    """A restart's state as the client holds it: ``State`` without its per-instance part
-    (``mu_m``, ``lam_m`` are None: they stay on the blocks, in slot ``slot``, with local
-    q(delta) at instance granularity, where ``delta_*`` here are empty) and without ``omega``
-    (per rating, on the blocks)."""
-
-    restart: int = 0
-    w_ann: np.ndarray | None = None  # sum omega per annotator, last sweep
-    slot: int = 0  # the blocks' slot of this state's q(z) (and local q(delta))
-    swept: bool = False  # made by a sweep (the in-memory State's ``omega is not None``)
-    max_dmu: float = np.inf  # the sweep's largest change of an item's mean (blocks' maximum)
-
-
-#: the SQUAREM groups the client holds (the blocks hold the per-instance ones)
-CLIENT_GROUPS = tuple(g for g in acceleration.GROUPS if g not in acceleration.INSTANCE_GROUPS)
 
 
 class DaskOrdinalMixture(OrdinalMixture):
@@ -392,291 +365,6 @@ class DaskOrdinalMixture(OrdinalMixture):
         return items, cats
 
 
-class _Blocks:
-    """The fit's blocks on the cluster: tasks pinned to each block's worker, broadcasts and
-    tree reductions of their results."""
-
-    def __init__(self, client, fit_id: str) -> None:
-        self.client = client
-        self.fit_id = fit_id
-        self.workers: list = []  # block i lives on workers[i]
-
-    def run(self, fn: Callable, *args) -> list:
-        """``fn(fit_id, i, *args)`` on every block ``i``, on its worker; the futures."""
-        return [
-            self.client.submit(
-                fn, self.fit_id, i, *args, workers=[w], allow_other_workers=False, pure=False
-            )
-            for i, w in enumerate(self.workers)
-        ]
-
-    def send(self, value):
-        """``value`` for every block: boxed (``blocks.Factors`` as is), scattered once when big."""
-        box = value if isinstance(value, blocks.Factors) else blocks.Box(value)
-        size = sum(getattr(a, "nbytes", 0) for a in _arrays(value))
-        if size > _SCATTER_BYTES:
-            return self.client.scatter(box, broadcast=True, hash=False)
-        return box
-
-    def reduce(self, futs: list, combine: Callable = blocks.add_sums):
-        """``_tree_reduce`` of the futures' results."""
-        return _tree_reduce(self.client, futs, combine)
-
-
-class _Sweeps:
-    """The Dask engine's sweeps for ``acceleration.make_step`` (see the module docstring, 3 and 5):
-    each sweep is two rounds over the blocks, the client updating the global factors between
-    and after them; a state's per-instance factors stay on the blocks in numbered slots."""
-
-    def __init__(
-        self,
-        bl: _Blocks,
-        gp: Problem,
-        local_cats: bool,
-        n_ratings: int,
-        n_restarts: int,
-        accelerate: bool,
-    ) -> None:
-        self.bl = bl
-        self.gp = gp
-        self.local_cats = local_cats
-        self.n_ratings = n_ratings
-        self.accelerate = accelerate
-        self.next_slot = {r: 1 for r in range(n_restarts)}  # slot 0: the start
-        self.pinned: tuple[int, ...] = ()  # slots every plain sweep keeps (``alternative``)
-        self.eps_pack = (
-            acceleration.EPS_PACK
-        )  # SQUAREM's clip of eps (``OrdinalMixture._eps_pack``)
-        self.exact_eps = accelerate  # the exact eps step (``OrdinalMixture._exact_eps``)
-        self.lo, self.hi = float(gp.thresholds[0]), float(gp.thresholds[-1])
-
-    def branch_fn(self, ann_hash: np.ndarray, sc) -> schedule.BranchFn:
-        """``branch`` of the shared warm-up (``schedule.race``): the blocks copy the warm-up's
-        slot with the restart's noise on q(z)'s means (``blocks.branch_block``), the client
-        its globals with the noise on q(tau) (``starts.branch_annotators``), as in memory."""
-
-        def branch(source: _Global, run: restarts.RestartRun) -> _Global:
-            slot = self.next_slot[run.restart]
-            self.next_slot[run.restart] += 1
-            from distributed import wait
-
-            wait(
-                self.bl.run(
-                    blocks.branch_block, source.restart, source.slot, run.restart, slot,
-                    run.key, sc.step,
-                )
-            )  # fmt: skip
-            g = dataclasses.replace(source, restart=run.restart, slot=slot)
-            for name, value in vars(g).items():  # no array shared with the warm-up's state
-                if isinstance(value, np.ndarray):
-                    setattr(g, name, value.copy())
-            g.tau_rate = starts.branch_annotators(source.tau_rate, ann_hash, run.key)
-            return g
-
-        return branch
-
-    def _sweep(
-        self,
-        g: _Global,
-        spam: bool,
-        keep: tuple,
-        src=None,
-        norms=None,
-        keep_after=None,
-        ref: int | None = None,
-    ) -> tuple[_Global | None, float, np.ndarray | None]:
-        """One sweep of ``g``'s restart from ``g`` (or from the proposal ``src``, whose
-        global factors ``g`` then holds) into a new slot; ``(new, F, norms)``, ``new`` None
-        when the proposal is not valid on some block. ``keep``: slots the blocks keep
-        (besides the new one); ``keep_after``: those still kept after phase 3; ``ref``: the
-        slot the items' change is measured from (default ``g``'s)."""
-        bl, p, local_cats = self.bl, self.gp.at(spam), self.local_cats
-        dst = self.next_slot[g.restart]
-        self.next_slot[g.restart] += 1
-        ann_f = phases.annotator_factors(
-            p, g.tau_shape, g.tau_rate, g.eps, g.bias_mean, g.bias_prec
-        )
-        fac = blocks.Factors(
-            ann_f,
-            None if local_cats else phases.category_factors(p, g.delta_shape, g.delta_rate),
-            phases.spam_table(p, g),
-        )
-        s1 = bl.reduce(
-            bl.run(
-                blocks.phase_xy_tau, g.restart, spam, bl.send(fac),
-                g.slot if src is None else src, dst, keep, ref, self.exact_eps and spam is True,
-            )
-        )  # fmt: skip
-        if s1["bad"] > 0:
-            return None, -np.inf, None
-        r_ann = s1["r_ann"]
-        bias_mean, bias_prec, lam_b = g.bias_mean, g.bias_prec, g.lam_b
-        if p.bias:
-            bias_mean, bias_prec, r_ann = phases.bias_step(r_ann, s1["bias_sums"], ann_f[0], lam_b)
-        tau_shape, tau_rate = phases.update_tau(s1["w_ann"], r_ann, g.alpha, g.beta)
-        after = (*(keep if keep_after is None else keep_after), dst)
-        sent = bl.send((tau_shape / tau_rate, bias_mean, bias_prec))
-        s3 = bl.reduce(bl.run(blocks.phase_delta, g.restart, sent, dst, after, norms))
-        f = s1["f"] + s3["f"]
-        delta_shape, delta_rate = g.delta_shape, g.delta_rate
-        if not local_cats:
-            delta_shape, delta_rate = phases.update_delta(p, s1["w_cat"], s3["d_cat"])
-            f += phases.category_terms(p, s1["w_cat"], s3["d_cat"], delta_shape, delta_rate)
-        eps, alpha, beta, f_ann = phases.annotator_step(p, s1["w_ann"], tau_shape, tau_rate, g.eps)
-        if p.bias:
-            lam_b, f_bias = phases.bias_prior_step(bias_mean, bias_prec)
-            f += f_bias
-        pi, dir_a, kappa = g.pi, g.dir_a, g.kappa
-        if s1["spam_cells"] is not None:
-            pi, dir_a, kappa, f_spam = phases.spam_step(p, s1["spam_cells"], g)
-            f += f_spam
-        new = _Global(
-            None, None, tau_shape, tau_rate, delta_shape, delta_rate, eps, alpha, beta,
-            None, bias_mean, bias_prec, lam_b, pi, dir_a, kappa, g.eps,
-            restart=g.restart, w_ann=s1["w_ann"], slot=dst, swept=True,
-            max_dmu=float(s1["max_dmu"]),
-        )  # fmt: skip
-        return new, float(f_ann + f), s3.get("norms")
-
-    def sweep(self, g: _Global, spam: bool, history: tuple | None) -> tuple:
-        if history is not None:  # keep s0, s1 (= g) for the proposal and take their norms
-            h0, h1 = history
-            return self._sweep(g, spam, (h0.slot, h1.slot, g.slot), norms=(h0.slot, h1.slot))
-        # the blocks keep g only while a later step may extrapolate from it
-        pin = self.pinned
-        return self._sweep(g, spam, (g.slot, *pin), keep_after=(g.slot,) * self.accelerate + pin)
-
-    def eps_block(self, g: _Global) -> _Global:
-        """``g`` with each annotator's eps at the exact optimum of its block
-        (``updates.eps_block``): each Newton step one round over the blocks
-        (``blocks.eps_sums`` on the q(y) ``g``'s slot kept, computed with ``g.omega_eps``)."""
-        bl = self.bl
-
-        def sums(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            sent = bl.send((x, g.omega_eps))
-            s = bl.reduce(bl.run(blocks.eps_sums, g.restart, g.slot, sent))
-            return s["g"], s["h"]
-
-        eps = updates.eps_block_solve(sums, np.asarray(g.eps, dtype=float), self.gp.n_per_ann > 0)
-        return dataclasses.replace(g, eps=eps)
-
-    def settle_items(self, g: _Global, annotators: np.ndarray) -> tuple[_Global, np.ndarray]:
-        """``settle.settle_items`` of ``g`` with ``annotators`` ((N,) bool), as in memory, into
-        a new slot; ``(state, [largest move of an item's mean])``.
-
-        The problem splits: an item no named annotator rated is solved alone (the annotators
-        held), on its block (``blocks.settle_block``); the named annotators and the items
-        they rated form the other part, whose ratings the blocks hand over (a few annotators'
-        items) and the client solves like the in-memory engine, then writes back
-        (``blocks.settle_write``). A settle not taken leaves its slot until the restart's
-        next sweep drops it."""
-        bl, gp, local = self.bl, self.gp.at(True), self.local_cats
-        dst = self.next_slot[g.restart]
-        self.next_slot[g.restart] += 1
-        glob = State(**{f.name: getattr(g, f.name) for f in dataclasses.fields(State)})
-        busy = np.asarray(annotators, dtype=bool)
-        got = bl.client.gather(
-            bl.run(blocks.settle_block, g.restart, g.slot, dst, blocks.Box((glob, busy)))
-        )
-        moved = max(part["max_move"] for part in got)
-        sizes = [part["linked"].size for part in got]
-        new = dataclasses.replace(g, slot=dst)
-        if sum(sizes) and busy.any():
-            start = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-            inst = np.concatenate([part["inst"] + o for part, o in zip(got, start, strict=True)])
-            cat = inst if local else np.concatenate([part["cat"] for part in got])
-            p = gp.with_ratings(
-                np.concatenate([part["ann"] for part in got]), inst, cat,
-                np.concatenate([part["level"] for part in got]), sum(sizes),
-                sum(sizes) if local else gp.n_categories,
-            )  # fmt: skip
-            s = glob.copy()
-            s.mu_m = np.concatenate([part["mu_m"] for part in got])
-            s.lam_m = np.concatenate([part["lam_m"] for part in got])
-            if local:
-                s.delta_shape = np.concatenate([part["delta"][0] for part in got])
-                s.delta_rate = np.concatenate([part["delta"][1] for part in got])
-            t, move = settle_items(p, s, busy, own_delta=local)
-            moved = max(moved, float(move.max()))
-            back = {}
-            for i, (part, o, n) in enumerate(zip(got, start, sizes, strict=True)):
-                if n:
-                    at = slice(o, o + n)
-                    delta = (t.delta_shape[at], t.delta_rate[at]) if local else None
-                    back[i] = (part["linked"], t.mu_m[at], t.lam_m[at], delta)
-            bl.client.gather(bl.run(blocks.settle_write, g.restart, dst, bl.send(back)))
-            new = dataclasses.replace(
-                new, tau_shape=t.tau_shape, tau_rate=t.tau_rate, eps=t.eps,
-                bias_mean=t.bias_mean, bias_prec=t.bias_prec,
-            )  # fmt: skip
-        return new, np.array([moved])
-
-    def alternative(self, g: _Global, window: list) -> tuple[_Global, float, int]:
-        """``acceleration.alternative`` from the winner ``g``, whose slot the blocks keep meanwhile
-        (its items' means are read after, for the ensemble's columns)."""
-        self.pinned = (g.slot,)
-        try:
-            return acceleration.alternative(self, g, window)
-        finally:
-            self.pinned = ()
-
-    def propose(self, s0: _Global, s1: _Global, s2: _Global, norms: np.ndarray):
-        """``acceleration.squarem_proposal`` split: the client's groups here, the blocks' as a
-        ``blocks.Proposal``; ``(globals, proposal)`` or None (no usable or valid step)."""
-        terms = {
-            g: acceleration.group_terms(
-                g, *(acceleration.group_value(s, g) for s in (s0, s1, s2)), self.eps_pack
-            )
-            for g in CLIENT_GROUPS
-        }
-        r2, v2 = norms[0].tolist(), norms[1].tolist()
-        for g, (_, r, v) in terms.items():
-            i = acceleration.GROUPS.index(g)
-            gr, gv = acceleration.sq_norms(r, v)
-            r2[i] += gr
-            v2[i] += gv
-        a = acceleration.step_length(r2, v2)
-        if a is None:
-            return None
-        out = {}
-        for g, t in terms.items():
-            x = acceleration.extrapolate(g, *t, a, self.lo, self.hi)
-            if x is None:
-                return None
-            out[g] = x
-        alpha, beta = out.pop("ab")
-        for name in acceleration.OPTIONAL_GROUPS:
-            if getattr(s2, name, None) is None:
-                out[name] = None
-        glob = _Global(
-            None, None, **out, alpha=float(alpha), beta=float(beta), **acceleration.carried(s2),
-            restart=s2.restart, w_ann=s2.w_ann,
-        )  # fmt: skip
-        return glob, blocks.Proposal(s0.slot, s1.slot, s2.slot, a, self.lo, self.hi)
-
-    def sweep_proposal(self, proposal: tuple, spam: bool, states: tuple) -> tuple:
-        glob, prop = proposal
-        h0, h1, new = states
-        keep = (h1.slot, new.slot)  # the candidate's s0 is not needed after it
-        cand, fc, _ = self._sweep(
-            glob, spam, (h0.slot, h1.slot, new.slot), src=prop, keep_after=keep, ref=h1.slot
-        )  # the change is measured from the step's start, h1, as in memory
-        return cand, fc
-
-    @staticmethod
-    def swept(g: _Global) -> bool:
-        return g.swept
-
-    def truth_share(self, g: _Global) -> float:
-        return float(g.w_ann.sum()) / max(self.n_ratings, 1)
-
-    @staticmethod
-    def estimate_change(before: _Global, after: _Global) -> float:
-        """The blocks' maxima of the items' change in the sweep that made ``after``, reduced
-        by maximum (measured from ``before``'s slot)."""
-        return after.max_dmu
-
-
 # --------------------------------------------------------------------------- helpers
 
 
@@ -701,113 +389,6 @@ def _cats_meta() -> pd.DataFrame:
     columns."""
     empty = np.zeros(0)
     return outputs.categories_frame(pd.Index([], dtype=object), empty, empty, np.zeros(0, "i8"))
-
-
-def _arrays(value) -> list:
-    if isinstance(value, blocks.Factors):
-        return [*value.ann, *(value.cat or ())]
-    return [value]
-
-
-def _add_arrays(*parts: np.ndarray) -> np.ndarray:
-    acc = parts[0].copy()
-    for a in parts[1:]:
-        acc += a
-    return acc
-
-
-def _tree_reduce(client, futs: list, combine: Callable = blocks.add_sums):
-    """Combine the futures' results ``FAN_IN`` at a time on the workers; the result, local."""
-    futs = list(futs)
-    if not futs:
-        raise InputError("no ratings (the input has no rows)")
-    if len(futs) <= FAN_IN:  # one level: combining on the client saves a round trip
-        return combine(*client.gather(futs))
-    while len(futs) > 1:
-        futs = [
-            client.submit(combine, *futs[i : i + FAN_IN], pure=False)
-            for i in range(0, len(futs), FAN_IN)
-        ]
-    return futs[0].result()
-
-
-def _short(e: BaseException, n: int = 160) -> str:
-    text = " ".join(str(e).split()) or type(e).__name__
-    return text if len(text) <= n else text[: n - 3] + "..."
-
-
-def column_mapping(columns: list, label: str) -> dict:
-    """Input column -> canonical name, with ``data.normalize_columns``' checks and messages."""
-    probe = pd.DataFrame([["1"] * len(columns)], columns=columns)
-    normalize_columns(probe, source=label)  # raises the same errors as the in-memory reader
-    out = {}
-    for c in columns:
-        canon = COLUMN_ALIASES.get(str(c).strip().lower())
-        if canon is not None:
-            out[c] = canon
-    return out
-
-
-def read_source(ratings, blocksize: str | int) -> tuple:
-    """``(dask DataFrame, label)`` for a path, a pandas or a Dask DataFrame.
-
-    Paths: a folder is a Parquet dataset; ``.parquet``/``.pq`` a Parquet file; ``.csv``,
-    ``.tsv``, ``.tab``, ``.txt`` delimited text read in blocks of ``blocksize`` bytes, every
-    column as text.
-    """
-    import dask.dataframe as dd
-
-    if isinstance(ratings, CrowdData):
-        raise InputError(
-            "DaskOrdinalMixture takes a ratings table (path, pandas or Dask DataFrame), "
-            "not a prepared CrowdData"
-        )
-    if isinstance(ratings, pd.DataFrame):
-        if len(ratings) == 0:
-            raise InputError("no ratings (the table has a header but no rows)", source="ratings")
-        n = max(1, min(8, len(ratings) // 50_000 + 1))
-        return dd.from_pandas(ratings, npartitions=n, sort=False), "ratings"
-    if isinstance(ratings, dd.DataFrame):
-        return ratings, "ratings"
-    if not isinstance(ratings, (str, os.PathLike)):
-        raise InputError(
-            f"expected a path, a pandas or a Dask DataFrame, got {type(ratings).__name__}"
-        )
-    label = os.fspath(ratings)
-    path = Path(ratings)
-    if not path.exists():
-        raise InputError("file not found; check the path", source=label)
-    ext = path.suffix.lower()
-    try:
-        if path.is_dir() or ext in PARQUET_EXTENSIONS:
-            ddf = dd.read_parquet(str(path))
-        elif ext in TEXT_EXTENSIONS:
-            if path.stat().st_size == 0:
-                raise InputError(
-                    "the file is empty (0 bytes); export the ratings again with a header row "
-                    "annotator,instance,rating",
-                    source=label,
-                )
-            ddf = dd.read_csv(
-                str(path),
-                sep=TEXT_EXTENSIONS[ext],
-                dtype=str,
-                keep_default_na=False,
-                na_filter=False,
-                blocksize=blocksize,
-                encoding="utf-8-sig",
-            )
-        else:
-            raise InputError(
-                f"unknown file type {ext or '(no extension)'!r}; the Dask engine reads a "
-                f"Parquet folder or file, or {', '.join(TEXT_EXTENSIONS)} text",
-                source=label,
-            )
-    except InputError:
-        raise
-    except Exception as e:  # noqa: BLE001 - a reader's error is a bad file
-        raise InputError(f"cannot be read ({_short(e)}); check the file", source=label) from e
-    return ddf, label
 
 
 # --------------------------------------------------------------------------- outputs

@@ -38,7 +38,7 @@ from distributed import Client, LocalCluster  # noqa: E402
 
 from ordmix_core.cli.main import main  # noqa: E402
 from ordmix_core.dask_engine import DaskOrdinalMixture, blocks, write_outputs  # noqa: E402
-from ordmix_core.dask_engine.estimator import _Sweeps  # noqa: E402
+from ordmix_core.dask_engine.client import _Sweeps  # noqa: E402
 from ordmix_core.data.simulate import simulate_crowd  # noqa: E402
 from ordmix_core.estimators.memory_engine import MemorySweeps  # noqa: E402
 from ordmix_core.estimators.ordinal_mixture import OrdinalMixture  # noqa: E402
