@@ -325,12 +325,16 @@ class OrdinalMixture(CrowdEstimator):
         as it was before ``fit``.
         """
         t0 = time.perf_counter()
+        # 1. the parameters, then the ratings validated and coded once (CrowdData)
         self._validate()  # before the data is read: a bad scale= is named as such
         data = prepare(ratings, self.scale, granularity=self.granularity)
         gold_m = self._gold_vector(gold, data.instances)
+        # 2. one Generator for the whole fit: every restart draws its key from it
         rng = np.random.default_rng(self.random_state)
+        # 3. the fit (_fit_data: problem, starts, the race of fit.schedule, the winner)
         self.spam_ = self.spam is not False  # None: decided below, from the spam fit
         warn = self._fit_data(data, gold_m, rng, callback, t0)
+        # 4. the spam decision: refit without the component when no spammers are there
         if self._chooses_spam() and not self.interrupted_ and self.collapsed_:
             self.model_["spam_choice"] = {
                 "spam": True,
@@ -346,6 +350,7 @@ class OrdinalMixture(CrowdEstimator):
                 self.spam_ = False
                 warn = self._fit_data(data, gold_m, rng, callback, t0)
             self.model_["spam_choice"] = spam_choice(spam_fit, self)
+        # 5. the labels: the ordinal confusion model on the same ratings (results.label_model)
         self._fit_levels(data, gold_m)
         _emit(warn)
         return self
