@@ -231,22 +231,11 @@ def item_decisions_from_frames(
     sd = items["sd"].to_numpy(dtype=float)
 
     info = rating_info(sd, lam)
-    undetermined = info < min_info
-    if level_proba is None:
-        probs = level_probabilities(mean, sd, thresholds)
-        best = probs.argmax(axis=1)
-        lower, upper = credible_interval(mean, sd, interval, thresholds[0], thresholds[-1])
-    else:
-        probs = np.asarray(level_proba, dtype=float)
-        best, tie = label_model.decide(probs, TIE)
-        if "clear_majority" in items.columns:
-            clear = items["clear_majority"].to_numpy(dtype=float)
-            has = np.isfinite(clear)
-            best = np.where(has, np.searchsorted(values, np.where(has, clear, values[0])), best)
-            tie = tie & ~has
-        undetermined = undetermined | tie
-        lo, hi = label_model.level_interval(probs, best, interval)
-        lower, upper = values[lo], values[hi]
+    clear = items["clear_majority"].to_numpy(dtype=float) if "clear_majority" in items else None
+    probs, best, tie, lower, upper = _labels(
+        mean, sd, thresholds, values, level_proba, clear, interval
+    )
+    undetermined = (info < min_info) | tie
     p_best = probs[np.arange(len(best)), best]
     difficulty = (
         categories["difficulty"].reindex(items["category"].astype(object)).to_numpy(dtype=float)
@@ -258,13 +247,8 @@ def item_decisions_from_frames(
     gain = expected_gain(mean, sd, thresholds, rho, truth_share)
 
     lo_col, hi_col = interval_columns(interval)
-    out = pd.DataFrame(
-        {
-            "label": level_labels(values)[best],
-            "p_wrong": 1.0 - p_best,
-        },
-        index=items.index,
-    )
+    label = level_labels(values)[best]
+    out = pd.DataFrame({"label": label, "p_wrong": 1.0 - p_best}, index=items.index)
     for col, p in zip(level_columns(values), probs.T, strict=True):
         out[col] = p
     out[lo_col] = lower
@@ -276,6 +260,33 @@ def item_decisions_from_frames(
         undetermined, "undetermined", np.where(p_best >= confidence, "confident", "uncertain")
     )
     return out
+
+
+def _labels(
+    mean: np.ndarray,
+    sd: np.ndarray,
+    thresholds: np.ndarray,
+    values: np.ndarray,
+    level_proba: np.ndarray | None,
+    clear: np.ndarray | None,
+    interval: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Each item's level probabilities (M, K), label (level index), tie (bool), and the
+    label's interval (lower, upper on the scale): from ``level_proba`` when given (a clear
+    majority, ``clear``'s finite values, decides the label and is no tie), else from the
+    continuous posterior N(mean, sd^2) (no ties)."""
+    if level_proba is None:
+        probs = level_probabilities(mean, sd, thresholds)
+        lower, upper = credible_interval(mean, sd, interval, thresholds[0], thresholds[-1])
+        return probs, probs.argmax(axis=1), np.zeros(len(mean), dtype=bool), lower, upper
+    probs = np.asarray(level_proba, dtype=float)
+    best, tie = label_model.decide(probs, TIE)
+    if clear is not None:
+        has = np.isfinite(clear)
+        best = np.where(has, np.searchsorted(values, np.where(has, clear, values[0])), best)
+        tie = tie & ~has
+    lo, hi = label_model.level_interval(probs, best, interval)
+    return probs, best, tie, values[lo], values[hi]
 
 
 def item_decisions(
