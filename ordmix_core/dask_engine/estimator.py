@@ -227,39 +227,7 @@ class DaskOrdinalMixture(OrdinalMixture):
         from distributed import wait
 
         client = bl.client
-        ddf, label = read_source(ratings, self.blocksize)
-        n_workers = max(len(client.scheduler_info()["workers"]), 1)
-        n_parts = self.n_partitions or max(ddf.npartitions, 2 * n_workers)
-        mapping = column_mapping(list(ddf.columns), label)
-        meta = pd.DataFrame(
-            {
-                c: pd.Series(dtype=float if c == "rating" else "string[pyarrow]")
-                for c in ("annotator", "instance", "rating", "query")
-                if c in mapping.values()
-            }
-        )
-        norm = ddf.map_partitions(blocks.normalize_block, mapping, label, meta=meta)
-        parts = norm.shuffle(on="instance", npartitions=n_parts).to_delayed()
-        import dask
-
-        loads = [
-            dask.delayed(blocks.load_block, pure=False)(bl.fit_id, i, part, label)
-            for i, part in enumerate(parts)
-        ]
-        try:
-            futs = client.compute(loads)
-            wait(futs)
-            for f in futs:  # the first error, as the user's InputError when it is one
-                if f.status == "error":
-                    f.result()
-        except InputError:
-            raise
-        except Exception as e:  # noqa: BLE001 - a reader's error is a bad file
-            raise InputError(f"cannot be read ({_short(e)}); check the file", source=label) from e
-        who = client.who_has(futs)
-        bl.workers = [who[f.key][0] for f in futs]
-        summary = bl.reduce(futs, blocks.combine_summaries)
-        del futs, loads, parts
+        summary, label = self._load_blocks(bl, ratings)
 
         # global codes, scale, problem
         if self.scale is None:  # inferred: refused with outlying values, as in memory
@@ -268,18 +236,7 @@ class DaskOrdinalMixture(OrdinalMixture):
             sc = as_scale(self.scale, summary["values"])
         annotators = np.asarray(summary["ann"].index, dtype=object)
         n_per_ann = summary["ann"].to_numpy(dtype=np.int64)
-        categories = None
-        if self.granularity == "query":
-            if summary["query_min"] is None:
-                raise InputError(
-                    "granularity 'query' needs a 'query' column in the ratings; add one, "
-                    "or choose granularity 'instance' or 'global'"
-                )
-            categories = np.asarray(summary["query_min"].sort_values().index, dtype=object)
-        elif self.granularity not in ("instance", "global"):
-            raise InputError(
-                f"granularity {self.granularity!r} is not one of instance, query, global"
-            )
+        categories = self._categories(summary)
         local_cats = self.granularity == "instance"
         n_cat = 0 if local_cats else (1 if categories is None else categories.size)
         gp, pi = self._problem(sc, n_per_ann, n_cat)
@@ -345,6 +302,64 @@ class DaskOrdinalMixture(OrdinalMixture):
             self.data_, gp, pi, annotators, runs, interrupted, t0, learned, member_mu,
             sweeps.alternative,
         )  # fmt: skip
+
+    def _load_blocks(self, bl: _Blocks, ratings) -> tuple[dict, str]:
+        """Read the ratings, normalise each partition, shuffle on ``instance`` and load one
+        block per partition on its worker; ``(summary of the blocks, the source's label)``."""
+        from distributed import wait
+
+        client = bl.client
+        ddf, label = read_source(ratings, self.blocksize)
+        n_workers = max(len(client.scheduler_info()["workers"]), 1)
+        n_parts = self.n_partitions or max(ddf.npartitions, 2 * n_workers)
+        mapping = column_mapping(list(ddf.columns), label)
+        meta = pd.DataFrame(
+            {
+                c: pd.Series(dtype=float if c == "rating" else "string[pyarrow]")
+                for c in ("annotator", "instance", "rating", "query")
+                if c in mapping.values()
+            }
+        )
+        norm = ddf.map_partitions(blocks.normalize_block, mapping, label, meta=meta)
+        parts = norm.shuffle(on="instance", npartitions=n_parts).to_delayed()
+        import dask
+
+        loads = [
+            dask.delayed(blocks.load_block, pure=False)(bl.fit_id, i, part, label)
+            for i, part in enumerate(parts)
+        ]
+        try:
+            futs = client.compute(loads)
+            wait(futs)
+            for f in futs:  # the first error, as the user's InputError when it is one
+                if f.status == "error":
+                    f.result()
+        except InputError:
+            raise
+        except Exception as e:  # noqa: BLE001 - a reader's error is a bad file
+            raise InputError(f"cannot be read ({_short(e)}); check the file", source=label) from e
+        who = client.who_has(futs)
+        bl.workers = [who[f.key][0] for f in futs]
+        summary = bl.reduce(futs, blocks.combine_summaries)
+        del futs, loads, parts
+        return summary, label
+
+    def _categories(self, summary: dict) -> np.ndarray | None:
+        """The categories' names at query granularity (queries in order of their first
+        instance), else None; a missing query column or an unknown granularity refused."""
+        categories = None
+        if self.granularity == "query":
+            if summary["query_min"] is None:
+                raise InputError(
+                    "granularity 'query' needs a 'query' column in the ratings; add one, "
+                    "or choose granularity 'instance' or 'global'"
+                )
+            categories = np.asarray(summary["query_min"].sort_values().index, dtype=object)
+        elif self.granularity not in ("instance", "global"):
+            raise InputError(
+                f"granularity {self.granularity!r} is not one of instance, query, global"
+            )
+        return categories
 
     def _dask_frames(self, bl: _Blocks, parts: list, local_cats: bool, summary: dict) -> tuple:
         """``items_`` (and local ``categories_``) as Dask DataFrames of the blocks' results,
