@@ -51,6 +51,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..data.crowd import check_granularity
 from ..data.scale import Scale, as_scale, checked_scale
 from ..errors import InputError
 from ..estimators.base import extends_params
@@ -347,19 +348,10 @@ class DaskOrdinalMixture(OrdinalMixture):
     def _categories(self, summary: dict) -> np.ndarray | None:
         """The categories' names at query granularity (queries in order of their first
         instance), else None; a missing query column or an unknown granularity refused."""
-        categories = None
-        if self.granularity == "query":
-            if summary["query_min"] is None:
-                raise InputError(
-                    "granularity 'query' needs a 'query' column in the ratings; add one, "
-                    "or choose granularity 'instance' or 'global'"
-                )
-            categories = np.asarray(summary["query_min"].sort_values().index, dtype=object)
-        elif self.granularity not in ("instance", "global"):
-            raise InputError(
-                f"granularity {self.granularity!r} is not one of instance, query, global"
-            )
-        return categories
+        check_granularity(self.granularity, has_query=summary["query_min"] is not None)
+        if self.granularity != "query":
+            return None
+        return np.asarray(summary["query_min"].sort_values().index, dtype=object)
 
     def _dask_frames(self, bl: _Blocks, parts: list, local_cats: bool, summary: dict) -> tuple:
         """``items_`` (and local ``categories_``) as Dask DataFrames of the blocks' results,

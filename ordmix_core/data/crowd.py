@@ -637,24 +637,30 @@ class CrowdData:
 
     def with_granularity(self, granularity: str) -> CrowdData:
         """The same ratings with categories at ``instance``, ``query`` or ``global`` level."""
-        if granularity not in GRANULARITIES:
-            raise InputError(
-                f"granularity {granularity!r} is not one of {', '.join(GRANULARITIES)}"
-            )
+        check_granularity(granularity, has_query=self.inst_query is not None)
         m = self.n_instances
         if granularity == "instance":
             cat, names = np.arange(m, dtype=np.int32), self.instances
         elif granularity == "global":
             cat, names = np.zeros(m, dtype=np.int32), np.array(["all"], dtype=object)
         else:
-            if self.inst_query is None:
-                raise InputError(
-                    "granularity 'query' needs a 'query' column in the ratings; add one, "
-                    "or choose granularity 'instance' or 'global'"
-                )
             codes, names = pd.factorize(self.inst_query, sort=False)
             cat, names = codes.astype(np.int32), np.asarray(names, dtype=object)
         return replace(self, cat_of_inst=cat, categories=names, granularity=granularity)
+
+
+def check_granularity(granularity: object, has_query: bool | None = None) -> str:
+    """``granularity`` if it is one of ``GRANULARITIES`` (and, ``has_query`` given, ``query``
+    only with a query column), else one InputError that says what to choose: the one check
+    of the in-memory data, the Dask engine and ``compare``."""
+    if granularity not in GRANULARITIES:
+        raise InputError(f"granularity {granularity!r} is not one of {', '.join(GRANULARITIES)}")
+    if granularity == "query" and has_query is False:
+        raise InputError(
+            "granularity 'query' needs a 'query' column in the ratings; add one, "
+            "or choose granularity 'instance' or 'global'"
+        )
+    return str(granularity)
 
 
 def prepare(

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..data.crowd import GRANULARITIES, CrowdData, id_array, prepare
+from ..data.crowd import CrowdData, check_granularity, id_array, prepare
 from ..data.scale import Scale, fmt_scale
 from ..errors import InputError
 from ..estimators import options
@@ -121,10 +121,8 @@ def select_methods(
     """
     explicit = methods is not None
     names = parse_methods(methods, default)
-    if granularity is not None and granularity not in GRANULARITIES:
-        raise InputError(
-            f"granularity must be one of {', '.join(GRANULARITIES)}, not {granularity!r}"
-        )
+    if granularity is not None:
+        check_granularity(granularity)
     keep = []
     for name in names:
         m = METHODS[name]

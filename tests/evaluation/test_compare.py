@@ -80,7 +80,7 @@ def test_granularity_chooses_the_model_rows(crowd):
         select_methods("odm-global", "instance", True)
     with pytest.raises(InputError, match="needs a 'query' column"):
         select_methods(None, "query", False)
-    with pytest.raises(InputError, match="granularity must be one of"):
+    with pytest.raises(InputError, match="is not one of instance, query, global"):
         select_methods(None, "bogus", True)
     # the ablation variants fit at the granularity asked for, global by default
     assert METHODS["odm-real-spam"].make({}, 0).granularity == "global"
