@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import functools
 import inspect
+import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -88,6 +89,7 @@ class Option:
     in_compare: bool = True  # offered by ``ordmix compare`` / ``experiment`` too
     front_default: Any = _FROM_ESTIMATOR  # the CLI's and dashboard's default, when not the API's
     widget_args: dict = field(default_factory=dict)  # min/max/step for number widgets
+    doc: str = ""  # what a developer needs beyond ``help``: the estimator's docstring shows it
 
     @property
     def default(self) -> Any:
@@ -130,6 +132,10 @@ OPTIONS: tuple[Option, ...] = (
         group="basic",
         widget="select",
         flag="--granularity",
+        doc=(
+            "The categories c(m): ``instance`` c(m) = m, ``query`` the item's query, ``global`` "
+            "c(m) = 1."
+        ),
     ),
     Option(
         "scale",
@@ -177,6 +183,10 @@ OPTIONS: tuple[Option, ...] = (
         flag="--tol",
         metavar="T",
         widget_args={"min_value": 0.0, "step": 1e-6, "format": "%.2e"},
+        doc=(
+            "The bound's half of the rule: ``|F_t - F_{t-1}| < tol |F_t|`` "
+            "(``fit.stopping.converged``)."
+        ),
     ),
     Option(
         "tol_estimate",
@@ -188,6 +198,7 @@ OPTIONS: tuple[Option, ...] = (
         flag="--tol-estimate",
         metavar="T",
         widget_args={"min_value": 0.0, "step": 1e-4, "format": "%.1e"},
+        doc=("``tol_estimate=0`` is the earlier rule (``fit.stopping``)."),
     ),
     Option(
         "random_state",
@@ -200,6 +211,10 @@ OPTIONS: tuple[Option, ...] = (
         metavar="S",
         front_default=0,
         widget_args={"min_value": 0, "step": 1},
+        doc=(
+            "A seed or a ``numpy.random.Generator``: one Generator per fit, from which every "
+            "restart draws."
+        ),
     ),
     Option(
         "ordinal",
@@ -213,6 +228,7 @@ OPTIONS: tuple[Option, ...] = (
         flag_help="the real-valued variant: the rating is the hidden value itself, no "
         "thresholds (default: off, the paper's ordinal model)",
         in_compare=False,
+        doc=("Real-valued: x = rating."),
     ),
     Option(
         "spam",
@@ -226,6 +242,10 @@ OPTIONS: tuple[Option, ...] = (
         flag="--spam",
         metavar="on|off",
         in_compare=False,
+        doc=(
+            'False: omega = eps = 1. None: ``model_["spam_choice"]`` has both candidates and why '
+            "(``spam_decision.SPAM_EVIDENCE``)."
+        ),
     ),
     Option(
         "model",
@@ -238,6 +258,10 @@ OPTIONS: tuple[Option, ...] = (
         widget="select",
         flag="--model",
         in_compare=False,
+        doc=(
+            "The bias: ``x ~ N(z_m + b_n, ...)``, ``b_n ~ N(0, 1/lambda_b)`` with lambda_b "
+            "learned; the spam distribution by type-II ML."
+        ),
     ),
     Option(
         "bias",
@@ -261,6 +285,10 @@ OPTIONS: tuple[Option, ...] = (
         flag="--spam-dist",
         metavar="uniform|global|annotator",
         in_compare=False,
+        doc=(
+            "``annotator``: Dirichlet(kappa pi) with pi and kappa learned; a learned one is "
+            "preceded by a mixture stage with the fixed ``pi`` (stage ``uniform``)."
+        ),
     ),
     Option(
         "labels",
@@ -274,6 +302,7 @@ OPTIONS: tuple[Option, ...] = (
         flag="--labels",
         metavar="confusion|continuous",
         in_compare=False,
+        doc=("``results.label_model``; the Dask engine's labels are the continuous ones."),
     ),
     Option(
         "updates",
@@ -286,6 +315,9 @@ OPTIONS: tuple[Option, ...] = (
         const="paper",
         flag_help="the paper's literal equation 4 for the item values instead of the exact "
         "update, under which the fit's score never decreases (default: off, exact)",
+        doc=(
+            "``exact``: the coordinate-ascent optimum of q(y) (docs/model.md); ``paper``: eq. (4)."
+        ),
     ),
     Option(
         "phi",
@@ -296,6 +328,7 @@ OPTIONS: tuple[Option, ...] = (
         widget="text",
         flag="--phi",
         metavar="X",
+        doc=("Fixed, for identifiability."),
     ),
     Option(
         "eta",
@@ -306,6 +339,7 @@ OPTIONS: tuple[Option, ...] = (
         widget="text",
         flag="--eta",
         metavar="X",
+        doc=("Fixed, for identifiability."),
     ),
     Option(
         "lam",
@@ -340,6 +374,7 @@ OPTIONS: tuple[Option, ...] = (
         "real data, where the best-scoring answer can call every rating spam)",
         "No-spam warm-up",
         widget="none",
+        doc=("Unused with ``init_from``."),
     ),
     Option(
         "init_from",
@@ -353,6 +388,10 @@ OPTIONS: tuple[Option, ...] = (
         flag="--warm-start",
         metavar="DIR",
         in_compare=False,
+        doc=(
+            "Also a fitted ``OrdinalMixture``; the refit races ``min(n_restarts, 4)`` starts "
+            "(``estimators.refit``)."
+        ),
     ),
     Option(
         "collapse_threshold",
@@ -379,6 +418,7 @@ OPTIONS: tuple[Option, ...] = (
         "drop the worse half of the unfinished restarts after each round (successive halving)",
         "Prune restarts",
         widget="none",
+        doc=("After ``prune_start`` mixture sweeps, then after each doubling."),
     ),
     Option(
         "prune_start",
@@ -395,6 +435,12 @@ OPTIONS: tuple[Option, ...] = (
         "raises the score",
         "Accelerate",
         widget="none",
+        doc=(
+            "The trace stays monotone. With ``schedule='shared'`` and a learned ``spam_dist`` "
+            "every mixture sweep also starts from each annotator's reliability at the exact "
+            "optimum given the rest (``updates.eps_block``; eq. (5) is one EM step towards it), "
+            "kept only when the bound does not fall (``fit.acceleration``)."
+        ),
     ),
     Option(
         "n_jobs",
@@ -402,6 +448,11 @@ OPTIONS: tuple[Option, ...] = (
         "threads running restarts side by side; results do not change",
         "Threads",
         widget="none",
+        doc=(
+            "None: the cores, when the crowd is small enough that the sweep itself runs on one "
+            "thread (a restart that sweeps alone then takes every core for its passes); 1: "
+            "everything on the calling thread."
+        ),
     ),
 )
 
@@ -492,6 +543,21 @@ def spam_distribution(pi: Sequence[float] | None, k: int) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- front ends
+def parameters_doc(indent: str = "    ") -> str:
+    """The ``Parameters`` section of the estimator's docstring (numpydoc), from this table:
+    each option's kind and default, its ``help`` and its ``doc``: the one description of each
+    parameter, which the command line, the dashboard and ``help(OrdinalMixture)`` all show."""
+    out = [f"{indent}Parameters", f"{indent}----------"]
+    for o in OPTIONS:
+        out.append(f"{indent}{o.name} : {o.kind.describe()}, default {o.default!r}")
+        text = o.help[0].upper() + o.help[1:] + "." + (f" {o.doc}" if o.doc else "")
+        out += textwrap.wrap(
+            text, 96, initial_indent=indent * 2, subsequent_indent=indent * 2,
+            break_on_hyphens=False, break_long_words=False,
+        )  # fmt: skip
+    return "\n".join(out)
+
+
 def options_for(command: str) -> list[Option]:
     """The table's options with a flag that ``command`` offers, in table order."""
     if command not in COMMANDS:

@@ -119,62 +119,7 @@ Learned = tuple[Any, Any, np.ndarray, "np.ndarray | None"]
 class OrdinalMixture(CrowdEstimator):
     """Lakshminarayanan & Teh's ordinal-discrete-mixture model fitted by variational Bayes.
 
-    Parameters (stored as given; see the paper and docs/model.md):
-        granularity: category of instance difficulty, ``instance`` (c(m)=m), ``query`` (needs a
-            ``query`` column) or ``global`` (c(m)=1).
-        scale: the ordinal scale ``v_1 < ... < v_K``; default the distinct ratings seen.
-        ordinal: ordinal (thresholded) likelihood, or the real-valued one (x = rating).
-        spam: include the spam component (False: omega = eps = 1); None (default): as
-            ``model`` says: ``paper`` always has it, ``extended`` keeps it when annotators
-            judged unreliable give at least ``SPAM_EVIDENCE`` of the ratings and else refits
-            without it (``model_["spam_choice"]`` has both candidates and why).
-        model: ``extended`` (default): annotator bias (lenient / strict raters,
-            ``x ~ N(z_m + b_n, ...)``, ``b_n ~ N(0, 1/lambda_b)``, lambda_b learned) and a
-            spam distribution learned by type-II ML after a mixture stage with it held
-            uniform; ``paper``: the published model (no bias, the fixed ``pi``).
-        bias: model the annotator bias (None: as ``model`` says).
-        spam_dist: the spam distribution: ``uniform`` (the fixed ``pi``), ``global`` (one
-            learned distribution) or ``annotator`` (each annotator's own, Dirichlet(kappa pi)
-            with pi and kappa learned); None: as ``model`` says. A learned one is preceded
-            by a mixture stage with the fixed ``pi`` (stage ``uniform``).
-        updates: ``exact`` coordinate-ascent update of q(y) (bound never decreases) or
-            ``paper`` for the literal eq. (4).
-        n_restarts: restarts. max_iter: cap on all sweeps of a restart, every stage together
-            (the no-spam warm-up, at most half of it, the extended model's uniform-spam stage
-            and the mixture; a SQUAREM step, every third, counts as one).
-        tol, tol_estimate: a restart has converged when one sweep changes the bound by less
-            than ``tol`` relative (``|dF| < tol |F|``) and the items' posterior means are
-            estimated to be within ``tol_estimate`` of their fixed point (``restarts``;
-            ``tol_estimate=0``: the bound alone decides, the earlier rule).
-        schedule: ``shared`` (one no-spam warm-up that the other restarts branch from with
-            their own noise; halving keeps two restarts to the end) or ``per-restart`` (the
-            earlier schedule: a warm-up each, halving down to one, and eps by eq.
-            (5)'s EM step alone, without the exact step of ``accelerate``).
-        phi, eta: Gamma prior (shape, rate) of the inverse difficulty, fixed (for
-            identifiability); None: as ``model`` says (paper: 10, 5; extended: 2, 1).
-        lam, mu: precision and mean of the prior of z (``mu=None``: the mean of the scale).
-        pi: spam distribution over the K levels (``None``: uniform).
-        nospam_warmup: the mixture starts from a no-spam fit (recommended on real data).
-        init_from: a fitted ``OrdinalMixture`` or the output folder of ``ordmix fit``: start
-            from its posteriors, matched by ID (a daily refit after new ratings; ``refit.py``),
-            racing ``min(n_restarts, 4)`` starts with no warm-up (``nospam_warmup`` unused).
-        collapse_threshold: a fit whose truth share is below this counts as collapsed.
-        prune_restarts: successive halving: after ``prune_start`` mixture iterations, then
-            after each doubling, drop the worse half of the unfinished restarts.
-        accelerate: SQUAREM extrapolation every third sweep, kept only when it raises the
-            bound (the trace stays monotone); fewer sweeps to the same optimum. In the stopping
-            rule's plain sweeps, annotator flips instead (``acceleration.make_step``): annotators
-            slowly leaving a saddle get their reliability mirrored, kept only when that raises
-            the bound. And (``schedule='shared'``, a learned ``spam_dist``) every mixture
-            sweep starts from each annotator's reliability at the exact optimum given the rest
-            (``updates.eps_block``; eq. (5) is one EM step towards it), kept only when the
-            bound does not fall.
-        n_jobs: threads running restarts side by side (None: the cores, when the crowd is
-            small enough that the sweep itself runs on one thread; a restart that sweeps
-            alone, as in a fit of one restart, then takes every core for its passes; 1:
-            everything on the calling thread); results do not change.
-        random_state: seed or Generator; one Generator per fit, every restart draws from it.
-
+    {parameters}
     crowd-kit's names: ``fit_predict`` (labels), ``fit_predict_proba`` (level probabilities),
     ``fit_predict_score`` (the posterior means), and after ``fit`` ``labels_``, ``probas_``
     (indexed by ``task``) and ``skills_`` (reliability, by ``worker``); see ``base``.
@@ -817,6 +762,12 @@ class OrdinalMixture(CrowdEstimator):
             it = stability.item_stability(mu, sc.values, sc.step)
             self.items_["estimate_spread"] = it["estimate_spread"].to_numpy()
             self.items_["unstable"] = it["unstable"].to_numpy()
+
+
+# the one description of each parameter is the options table's (``options.parameters_doc``)
+OrdinalMixture.__doc__ = OrdinalMixture.__doc__.replace(
+    "    {parameters}", options.parameters_doc()
+)
 
 
 def _emit(warn: list[selection.FitWarning]) -> None:

@@ -604,3 +604,18 @@ def test_flag_help_is_only_a_switchs(monkeypatch):
     assert p._actions[-2].help == f"the help (default: {SIGNATURE['tol']})"
     assert SIGNATURE["spam"] is None  # shown as the kind's words for None
     assert p._actions[-1].help == f"the switch (default: {option('spam').kind.none})"
+
+
+def test_the_estimators_docstring_describes_every_parameter_from_the_table():
+    """One description per parameter: the options table's help (and doc), shown by
+    ``help(OrdinalMixture)`` in numpydoc form."""
+    import inspect
+
+    doc = OrdinalMixture.__doc__
+    assert "{parameters}" not in doc and "    Parameters\n    ----------\n" in doc
+    for name in inspect.signature(OrdinalMixture.__init__).parameters:
+        if name != "self":
+            o = option(name)
+            assert f"\n    {name} : {o.kind.describe()}, default {o.default!r}\n" in doc
+            first = o.help.split()[1:4]  # its help, rewrapped (the first word capitalised)
+            assert " ".join(first) in " ".join(doc.split())
