@@ -220,7 +220,7 @@ def test_the_architecture_page_names_every_module_and_only_modules_that_exist() 
 OVERSIZED_MODULES = {
     "dask_engine/blocks.py": 595,
     "data/crowd.py": 734, "estimators/options.py": 628,
-    "estimators/ordinal_mixture.py": 777, "results/outputs.py": 536,
+    "estimators/ordinal_mixture.py": 777,
 }  # fmt: skip
 LONG_FUNCTIONS = {
     "dashboard/figures.py:annotator_scatter": 100,

@@ -6,7 +6,7 @@ options table's defaults (``options``); :class:`FitJob` runs
 ratings in a worker thread; its progress callback records each restart's iteration and obeys Stop,
 so a page can poll it and a Stop keeps the best restart found so far. :func:`fit_summary` and
 :func:`selection_explanation` say in plain words what a fit found, with the evidence-aware
-flags of ``decisions.py`` (through ``outputs.decide``).
+flags of ``decisions.py`` (through ``decision_columns.decide``).
 """
 
 from __future__ import annotations

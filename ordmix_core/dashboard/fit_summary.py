@@ -12,7 +12,7 @@ from typing import Any
 from ..estimators.ordinal_mixture import MODELS, OrdinalMixture
 from ..estimators.spam_decision import spam_left_out
 from ..fit import acceleration
-from ..results import decisions, outputs, stability
+from ..results import decision_columns, decisions, outputs, stability
 
 
 def _count(n: int, what: str) -> str:
@@ -207,14 +207,14 @@ def moving_line(model: OrdinalMixture) -> str | None:
     )
 
 
-def fit_summary(model: OrdinalMixture, dec: outputs.Decisions | None = None) -> list[str]:
+def fit_summary(model: OrdinalMixture, dec: decision_columns.Decisions | None = None) -> list[str]:
     """What the fit says about the data and about itself, one plain sentence each.
 
-    ``dec``: the fit's decisions (``outputs.decide(model)`` by default): the annotators
+    ``dec``: the fit's decisions (``decision_columns.decide(model)`` by default): the annotators
     flagged unreliable / ok / undetermined from the evidence of their ratings, and the items
     whose ratings are too weak to label them.
     """
-    dec = outputs.decide(model) if dec is None else dec
+    dec = decision_columns.decide(model) if dec is None else dec
     ann, items = model.annotators_, model.items_
     lines = []
     warm_up_only = model.interrupted_ and model.restarts_.loc[model.best_restart_, "n_iter"] == 0

@@ -19,7 +19,7 @@ import pandas as pd
 
 from ..errors import InputError
 from ..io import FORMULA_PREFIXES, read_table
-from .outputs import FLAG_COLUMNS
+from .decision_columns import FLAG_COLUMNS
 
 __all__ = ["FLAG_COLUMNS", "check_folder", "read_fit_table", "read_summary", "table_path"]
 

@@ -12,7 +12,7 @@ from ordmix_core.dashboard.fit_job import FitResult
 from ordmix_core.dashboard.report import Dataset, make_dataset
 from ordmix_core.data.scale import fmt_scale
 from ordmix_core.errors import InputError
-from ordmix_core.results import decisions, outputs
+from ordmix_core.results import decision_columns, decisions, outputs
 
 from .state import session
 
@@ -63,10 +63,10 @@ def fit_decisions(
     fit_id: str,
     threshold: float = decisions.THRESHOLD,
     confidence: float = decisions.CONFIDENCE,
-) -> outputs.Decisions:
-    """``outputs.decide`` for a fit: the annotators' flags and the items' decision columns,
+) -> decision_columns.Decisions:
+    """``decision_columns.decide`` for a fit: the annotators' flags and the items' decision columns,
     cached per fit (``fit_id``) and settings (the flags take about a second on TREC)."""
-    return outputs.decide(_res.model, threshold=threshold, confidence=confidence)
+    return decision_columns.decide(_res.model, threshold=threshold, confidence=confidence)
 
 
 # --------------------------------------------------------------------------- page parts
@@ -124,7 +124,9 @@ def csv_download(df: pd.DataFrame, id_columns: list[str], file_name: str, key: s
     )
 
 
-def fit_table_download(res: FitResult, name: str, dec: outputs.Decisions, key: str) -> None:
+def fit_table_download(
+    res: FitResult, name: str, dec: decision_columns.Decisions, key: str
+) -> None:
     """A download of ``{name}.csv`` with exactly the columns ``ordmix fit`` writes (the same
     ``outputs`` table functions, with the page's decision settings)."""
     frame = outputs.table(res.model, name, dec)

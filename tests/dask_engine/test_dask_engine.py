@@ -43,7 +43,7 @@ from ordmix_core.data.simulate import simulate_crowd  # noqa: E402
 from ordmix_core.estimators.memory_engine import MemorySweeps  # noqa: E402
 from ordmix_core.estimators.ordinal_mixture import OrdinalMixture  # noqa: E402
 from ordmix_core.fit import acceleration
-from ordmix_core.results import outputs  # noqa: E402
+from ordmix_core.results import decision_columns, outputs  # noqa: E402
 
 # a local Dask cluster per test (minutes in all): ``python -m pytest -m slow`` runs them
 pytestmark = pytest.mark.slow
@@ -456,7 +456,7 @@ def test_cli_engine_dask_writes_the_same_files(client, ratings, tmp_path, capsys
             assert got["truth_weight"].isna().all() and mem["truth_weight"].notna().all()
             got, mem = got.drop(columns="truth_weight"), mem.drop(columns="truth_weight")
         if name == "annotators":  # no flags without the per-rating omega (summary says why)
-            flags = list(outputs.FLAG_COLUMNS)
+            flags = list(decision_columns.FLAG_COLUMNS)
             assert not set(flags) & set(got.columns) and set(flags) <= set(mem.columns)
             mem = mem.drop(columns=flags)
         tol = (RTOL, 1e-12) if name in ("trace", "restarts") else (EST_RTOL, EST_ATOL)

@@ -362,7 +362,7 @@ def test_a_collapsed_spam_fit_is_kept_not_refitted_without_spam():
 
 
 def test_the_spam_decisions_flags_are_the_outputs_flags():
-    from ordmix_core.results import outputs, reliability
+    from ordmix_core.results import decision_columns, reliability
 
     m = OrdinalMixture(n_restarts=2, random_state=0).fit(_crowd(0.3))
     assert m.spam_ and m.annotator_flags_ is not None
@@ -371,8 +371,8 @@ def test_the_spam_decisions_flags_are_the_outputs_flags():
     pd.testing.assert_frame_equal(m.annotator_flags_, reliability.annotator_flags(fresh))
     assert reliability.annotator_flags(m) is m.annotator_flags_  # reused at the defaults
     assert reliability.annotator_flags(m, prior=(2.0, 2.0)) is not m.annotator_flags_
-    assert outputs.decide(m).annotators is m.annotator_flags_  # reused, not recomputed
-    other = outputs.decide(m, confidence=0.8).annotators  # other settings: computed
+    assert decision_columns.decide(m).annotators is m.annotator_flags_  # reused, not recomputed
+    other = decision_columns.decide(m, confidence=0.8).annotators  # other settings: computed
     assert other is not m.annotator_flags_ and (other["flag_confidence"] == 0.8).all()
     m.spam = False  # no spam component: the labels' flags, the same evidence as afresh
     m.fit(_crowd(0.3))

@@ -22,7 +22,7 @@ from test_app_main import (
 
 import ordmix_core.io as oio
 from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
-from ordmix_core.results import decisions, outputs, reliability
+from ordmix_core.results import decision_columns, decisions, outputs, reliability
 
 SPAMMERS = set(
     pd.read_csv(ROOT / "demo_data" / "simulated-spammers.csv").query("spammer == 1").annotator
@@ -120,7 +120,9 @@ def test_downloads_write_the_cli_columns_safely(csv_downloads):
     assert not any(a.startswith("=") for a in back["annotator"])
     res = at.session_state["ordmix"]["fit"]
     assert list(back.columns) == list(outputs.annotators_table(res.model).columns)
-    assert list(back.columns)[-len(outputs.FLAG_COLUMNS) :] == list(outputs.FLAG_COLUMNS)
+    assert list(back.columns)[-len(decision_columns.FLAG_COLUMNS) :] == list(
+        decision_columns.FLAG_COLUMNS
+    )
 
 
 def test_a_fit_without_spam_says_why_it_has_none():

@@ -20,7 +20,7 @@ from ordmix_core import io as oio
 from ordmix_core.cli.main import main
 from ordmix_core.data.simulate import simulate_crowd
 from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
-from ordmix_core.results import decisions, outputs, reliability, stability
+from ordmix_core.results import decision_columns, decisions, outputs, reliability, stability
 
 ROOT = Path(__file__).resolve().parents[2]
 RATINGS = ROOT / "demo_data" / "simulated-ratings.csv"
@@ -77,7 +77,7 @@ def test_items_csv_has_the_model_then_the_decision_columns(model, folder):
 
 def test_annotators_csv_has_the_flags_with_their_evidence(model, folder):
     ann = pd.read_csv(folder / "annotators.csv", dtype=IDS)
-    assert list(ann.columns) == MODEL_ANN_COLUMNS + list(outputs.FLAG_COLUMNS)
+    assert list(ann.columns) == MODEL_ANN_COLUMNS + list(decision_columns.FLAG_COLUMNS)
     flags = reliability.annotator_flags(model)
     pd.testing.assert_frame_equal(
         ann.set_index("annotator")[list(flags.columns)], flags, check_names=False
@@ -110,7 +110,7 @@ def test_the_download_tables_are_the_files(model, folder):
 
 
 def test_other_settings_change_the_flags_and_say_so(model):
-    dec = outputs.decide(model, threshold=0.9, confidence=0.6)
+    dec = decision_columns.decide(model, threshold=0.9, confidence=0.6)
     ann = outputs.annotators_table(model, dec)
     assert (ann["flag_threshold"] == 0.9).all() and (ann["flag_confidence"] == 0.6).all()
     ref = reliability.annotator_flags(model, threshold=0.9, confidence=0.6)
@@ -136,7 +136,7 @@ def test_a_fit_without_per_rating_results_has_no_flags_and_says_why(model):
         level_proba_ = model.level_proba_
         omega_ = None
 
-    dec = outputs.decide(NoOmega())
+    dec = decision_columns.decide(NoOmega())
     assert dec.annotators is None
     ann = outputs.annotators_table(NoOmega(), dec)
     assert list(ann.columns) == MODEL_ANN_COLUMNS
@@ -480,7 +480,7 @@ def test_every_file_holds_the_models_values(schema_model, tmp_path) -> None:
 
 
 def test_download_tables_use_the_decisions_they_are_given(schema_model) -> None:
-    dec = outputs.decide(schema_model, threshold=0.7, confidence=0.6)
+    dec = decision_columns.decide(schema_model, threshold=0.7, confidence=0.6)
     items = outputs.items_table(schema_model, dec).set_index("instance")
     ref = decisions.item_decisions(schema_model, confidence=0.6)
     default = decisions.item_decisions(schema_model)
@@ -491,14 +491,14 @@ def test_download_tables_use_the_decisions_they_are_given(schema_model) -> None:
 
 
 def test_decide_uses_the_settings_it_is_given(schema_model) -> None:
-    dec = outputs.decide(schema_model, threshold=0.7, confidence=0.8)
+    dec = decision_columns.decide(schema_model, threshold=0.7, confidence=0.8)
     assert (dec.threshold, dec.confidence, dec.no_flags) == (0.7, 0.8, None)
     pd.testing.assert_frame_equal(dec.items, decisions.item_decisions(schema_model, confidence=0.8))
     pd.testing.assert_frame_equal(
         dec.annotators, reliability.annotator_flags(schema_model, threshold=0.7, confidence=0.8)
     )
     with pytest.raises(Exception, match="confidence"):
-        outputs.decide(schema_model, confidence=2.0)
+        decision_columns.decide(schema_model, confidence=2.0)
 
 
 @pytest.fixture
@@ -534,13 +534,16 @@ def test_dask_items_get_the_decision_columns_per_partition(
     schema_model, tmp_path, sync_dask
 ) -> None:
     fit = _dask_like(schema_model)
-    dec = outputs.decide(fit)
-    assert dec.items is None and dec.annotators is None and dec.no_flags == outputs.NO_FLAGS
-    assert outputs.decision_counts(fit, outputs.decide(fit, threshold=0.7))["annotators"] == {
-        "flags": outputs.NO_FLAGS, "threshold": 0.7, "confidence": 0.9,
+    dec = decision_columns.decide(fit)
+    assert (
+        dec.items is None and dec.annotators is None and dec.no_flags == decision_columns.NO_FLAGS
+    )
+    counts = outputs.decision_counts(fit, decision_columns.decide(fit, threshold=0.7))
+    assert counts["annotators"] == {
+        "flags": decision_columns.NO_FLAGS, "threshold": 0.7, "confidence": 0.9,
     }  # fmt: skip
-    no_attr = outputs.decide(_Override(schema_model, omega_=_MISSING))  # no omega_ at all
-    assert no_attr.annotators is None and no_attr.no_flags == outputs.NO_FLAGS
+    no_attr = decision_columns.decide(_Override(schema_model, omega_=_MISSING))  # no omega_ at all
+    assert no_attr.annotators is None and no_attr.no_flags == decision_columns.NO_FLAGS
     got = outputs.decided(fit, "items", dec).compute()
     ann = schema_model.annotators_
     share = float((ann["n_ratings"] * (1 - ann["spam_share"])).sum() / ann["n_ratings"].sum())
@@ -587,7 +590,7 @@ def test_dask_items_at_instance_granularity_join_each_partitions_categories(
         def __getattr__(self, name):
             return getattr(model, name)
 
-    got = outputs.decided(DaskFit(), "items", outputs.decide(DaskFit())).compute()
+    got = outputs.decided(DaskFit(), "items", decision_columns.decide(DaskFit())).compute()
     pd.testing.assert_frame_equal(got.drop(columns="truth_weight"),
                                   outputs.items_table(model).set_index("instance")
                                   .drop(columns="truth_weight"), check_names=False)  # fmt: skip
@@ -597,7 +600,7 @@ def test_dask_items_use_the_given_confidence_and_the_share_of_honest_ratings(
     schema_model, sync_dask
 ) -> None:
     fit = _dask_like(schema_model)
-    dec = outputs.decide(fit, confidence=0.6)
+    dec = decision_columns.decide(fit, confidence=0.6)
     got = outputs.decided(fit, "items", dec).compute()
     ann = schema_model.annotators_
     share = float((ann["n_ratings"] * (1 - ann["spam_share"])).sum() / ann["n_ratings"].sum())
@@ -609,7 +612,7 @@ def test_dask_items_use_the_given_confidence_and_the_share_of_honest_ratings(
     # a single rating: the share is that rating's honest part, not half of it
     one = pd.DataFrame({"n_ratings": [1], "spam_share": [0.25]}, index=pd.Index(["a"]))
     fit.annotators_ = one
-    got = outputs.decided(fit, "items", outputs.decide(fit)).compute()
+    got = outputs.decided(fit, "items", decision_columns.decide(fit)).compute()
     ref = decisions.item_decisions_from_frames(
         schema_model.items_, schema_model.categories_, schema_model.hyperparams_, 0.75
     )
@@ -635,7 +638,7 @@ _MISSING = object()
 
 def test_summary_says_collapsed_interrupted_and_uses_the_given_decisions(schema_model) -> None:
     m = _Override(schema_model, collapsed_=np.True_, interrupted_=1, model_=_MISSING)
-    dec = outputs.decide(schema_model, threshold=0.9, confidence=0.6)
+    dec = decision_columns.decide(schema_model, threshold=0.9, confidence=0.6)
     s = outputs.summary(m, {}, dec)
     assert s["collapsed"] is True and s["interrupted"] is True
     assert s["model_choice"] is None  # a result from before the model choice existed
@@ -762,14 +765,14 @@ def test_decide_reuses_the_fits_own_flags_only_at_the_default_settings(schema_mo
     mine = fresh.copy()
     m = SimpleNamespace(**{k: getattr(schema_model, k) for k in vars(schema_model)})
     m.annotator_flags_ = mine
-    assert outputs.decide(m).annotators is mine  # the fit's own object, not recomputed
+    assert decision_columns.decide(m).annotators is mine  # the fit's own object, not recomputed
     for kw in ({"threshold": 0.6}, {"confidence": 0.8}):
-        other = outputs.decide(m, **kw).annotators
+        other = decision_columns.decide(m, **kw).annotators
         assert other is not mine and len(other) == len(mine)
     m.annotator_flags_ = None
-    pd.testing.assert_frame_equal(outputs.decide(m).annotators, fresh)
+    pd.testing.assert_frame_equal(decision_columns.decide(m).annotators, fresh)
     del m.annotator_flags_  # a model from before the attribute existed
-    pd.testing.assert_frame_equal(outputs.decide(m).annotators, fresh)
+    pd.testing.assert_frame_equal(decision_columns.decide(m).annotators, fresh)
 
 
 def test_items_csv_written_in_chunks_is_the_whole_table(schema_model, tmp_path, monkeypatch):
@@ -795,7 +798,10 @@ def test_items_csv_written_in_chunks_is_the_whole_table(schema_model, tmp_path, 
 def test_decide_without_items_still_gives_every_table(schema_model) -> None:
     """``decide(model, items=False)`` (what ``write_fit_outputs`` starts from) leaves the item
     columns to be computed when asked: the tables and counts are the full ones."""
-    full, lean = outputs.decide(schema_model), outputs.decide(schema_model, items=False)
+    full, lean = (
+        decision_columns.decide(schema_model),
+        decision_columns.decide(schema_model, items=False),
+    )
     assert lean.items is None and lean.annotators is not None
     pd.testing.assert_frame_equal(
         outputs.items_table(schema_model, lean), outputs.items_table(schema_model, full)

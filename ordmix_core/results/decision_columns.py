@@ -1,0 +1,88 @@
+"""The decision columns of the output files, computed once per fit (``decide``): each item's
+label, level probabilities, interval and flag (by partition for a Dask ``items_``), and each
+annotator's evidence-aware flag, or why there are none."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from . import decisions, reliability
+
+# --------------------------------------------------------------------------- learned frames
+
+#: the decision columns of items.csv, after the model's (``lower_90``/``upper_90`` at the
+#: default interval; one ``p_level_<v>`` per level, in the scale's order)
+DECISION_COLUMNS = ("label", "p_wrong", "p_level_<v>", "lower_90", "upper_90", "rating_info",
+                    "truth_weight", "expected_gain", "flag")  # fmt: skip
+
+#: the flag columns of annotators.csv (``reliability.annotator_flags``)
+FLAG_COLUMNS = ("flag", "p_unreliable", "reliability_lower", "reliability_upper",
+                "flag_threshold", "flag_confidence")  # fmt: skip
+
+#: why a fit without per-rating omega (the Dask engine) has no annotator flags
+NO_FLAGS = (
+    "not computed: the flags weigh each rating's evidence, and the Dask engine keeps the "
+    "per-rating results on its workers; annotators.csv has no flag columns. Fit with the "
+    "in-memory engine (or run ordmix next on the ratings) for them"
+)
+
+
+@dataclass(frozen=True)
+class Decisions:
+    """The decision columns of one fit, computed once for its tables and its summary.
+
+    ``items``: ``decisions.item_decisions`` indexed by instance, or None when ``items_`` is a
+    Dask DataFrame (joined per partition instead) or when not asked for (``decide(model,
+    items=False)``: ``write_fit_outputs`` computes them a chunk at a time and fills
+    ``item_counts``, the items per flag); ``annotators``: ``annotator_flags``, or None when the
+    fit kept no per-rating omega (``no_flags`` says why); ``threshold``, ``confidence``: the
+    settings used.
+    """
+
+    items: pd.DataFrame | None
+    annotators: pd.DataFrame | None
+    threshold: float
+    confidence: float
+    no_flags: str | None = None
+    item_counts: dict[str, int] | None = None
+
+
+def decide(
+    model: Any,
+    *,
+    threshold: float = decisions.THRESHOLD,
+    confidence: float = decisions.CONFIDENCE,
+    items: bool = True,
+) -> Decisions:
+    """The decision columns of a fitted model (``decisions.item_decisions`` and
+    ``reliability.annotator_flags`` at these settings); ``items=False``: the annotators' only."""
+    threshold, confidence = decisions.check_flag_settings(threshold, confidence)
+    want_items, items = items, None
+    if want_items and isinstance(model.items_, pd.DataFrame):
+        items = decisions.item_decisions(model, confidence=confidence)
+    if getattr(model, "omega_", None) is None:
+        return Decisions(items, None, threshold, confidence, NO_FLAGS)
+    flags = reliability.annotator_flags(model, threshold=threshold, confidence=confidence)
+    return Decisions(items, flags, threshold, confidence)
+
+
+def _partitioned_item_decisions(model: Any, items: Any, confidence: float) -> Any:
+    """A Dask ``items_`` with the decision columns joined in each partition (and, at instance
+    granularity, each partition's categories alongside: both come from the same blocks)."""
+    ann = model.annotators_
+    total = float(ann["n_ratings"].sum())
+    share = float((ann["n_ratings"] * (1.0 - ann["spam_share"])).sum() / max(total, 1.0))
+    hp = model.hyperparams_
+
+    def join(part: pd.DataFrame, cats: pd.DataFrame) -> pd.DataFrame:
+        dec = decisions.item_decisions_from_frames(part, cats, hp, share, confidence=confidence)
+        return part.join(dec)
+
+    cats = model.categories_
+    if isinstance(cats, pd.DataFrame):  # query or global granularity: one small table
+        return items.map_partitions(lambda part: join(part, cats), meta=join(items._meta, cats))
+    meta = join(items._meta, cats._meta)
+    return items.map_partitions(join, cats, align_dataframes=False, meta=meta)
