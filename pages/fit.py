@@ -1,8 +1,9 @@
 """Fit: the basic settings, the model's options under "Advanced", Run with live progress, Stop.
 
 Every setting is an entry of the options table (``ordmix_core.estimators.options``: label,
-help, valid values, default), shown by :func:`option_widget`; :func:`fit_params` is the one place
-where this page's widget values become the estimator's settings (``options.to_estimator_kwargs``).
+help, valid values, default), shown by :func:`option_widget`; :func:`fit_params` is the one
+place where this page's widget values become the estimator's settings
+(``option_frontends.to_estimator_kwargs``).
 """
 
 import time
@@ -14,7 +15,7 @@ from ordmix_core.dashboard.fit_job import FIT_SETTINGS, FitParams, fit_page_opti
 from ordmix_core.dashboard.fit_summary import fit_summary
 from ordmix_core.data.scale import fmt_scale
 from ordmix_core.errors import InputError
-from ordmix_core.estimators import option_kinds, options
+from ordmix_core.estimators import option_frontends, option_kinds, options
 from ordmix_core.results.outputs import spam_share
 from pages._ui import (
     fit_caption,
@@ -41,10 +42,10 @@ def fit_params(values: dict[str, Any]) -> FitParams:
         if o.widget == "text" and o.name in out:
             out[o.name] = _from_text(o, str(out[o.name]))
     fit_only = {k: bool(out.pop(k)) for k in FIT_SETTINGS if k in out}  # fit's, not the model's
-    return FitParams(**options.to_estimator_kwargs(out), **fit_only)
+    return FitParams(**option_frontends.to_estimator_kwargs(out), **fit_only)
 
 
-def _from_text(o: options.Option, text: str) -> Any:
+def _from_text(o: option_kinds.Option, text: str) -> Any:
     text = text.strip()
     if not text and o.kind.none:
         return None
@@ -60,7 +61,7 @@ def _from_text(o: options.Option, text: str) -> Any:
         raise InputError(f"{o.label} {e}") from None
 
 
-def option_widget(o: options.Option, where: Any, choices: list | None = None) -> Any:
+def option_widget(o: option_kinds.Option, where: Any, choices: list | None = None) -> Any:
     """The option's widget (kind, label, help and default from the table), keyed ``fit_<name>``
     and remembered across pages; ``choices``: the values offered, if not all the table's."""
     key, default = f"fit_{o.name}", getattr(DEFAULTS, o.name)

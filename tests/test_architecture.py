@@ -219,7 +219,7 @@ def test_the_architecture_page_names_every_module_and_only_modules_that_exist() 
 #: the stored erfcx table aside); none may grow, and no other may pass the limits
 OVERSIZED_MODULES = {
     "dask_engine/blocks.py": 595,
-    "data/crowd.py": 734, "estimators/options.py": 628,
+    "data/crowd.py": 734,
     "estimators/ordinal_mixture.py": 777,
 }  # fmt: skip
 LONG_FUNCTIONS = {

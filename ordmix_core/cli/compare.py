@@ -8,7 +8,7 @@ import sys
 
 from .._version import __version__
 from ..errors import InputError
-from ..estimators import options
+from ..estimators import option_frontends, options
 
 _GRANULARITY_HELP = (
     "run the model at this granularity only: of the model's rows (odm-global, odm-query, "
@@ -42,7 +42,7 @@ def add_subcommands(sub) -> None:
     )
     cmp.add_argument("--methods", help=_methods_help())
     cmp.add_argument("--quiet", action="store_true", help="no progress on stderr")
-    options.add_fit_options(cmp, "compare", _overrides())
+    option_frontends.add_fit_options(cmp, "compare", _overrides())
     cmp.set_defaults(func=cmd_compare)
 
     exp = sub.add_parser(
@@ -73,7 +73,7 @@ def add_subcommands(sub) -> None:
         "(default: 0,1,2,3,4,5,6,7,8,9)",
     )
     exp.add_argument("--quiet", action="store_true", help="no progress on stderr")
-    options.add_fit_options(exp, "experiment", _overrides())
+    option_frontends.add_fit_options(exp, "experiment", _overrides())
     exp.set_defaults(func=cmd_experiment)
 
 
@@ -111,8 +111,8 @@ def _prepare(args: argparse.Namespace, out_is_dir: bool):
     from ..io import read_gold, read_ratings
     from ..results.output_paths import check_input_file, check_output_dir, check_output_file
 
-    names = [o.name for o in options.options_for("compare") if o.name != "granularity"]
-    kw = options.to_estimator_kwargs(args, names=names)  # --granularity: a choice of rows
+    names = [o.name for o in option_frontends.options_for("compare") if o.name != "granularity"]
+    kw = option_frontends.to_estimator_kwargs(args, names=names)  # --granularity: a choice of rows
     options.validate_params(OrdinalMixture(**kw))
     if args.methods is not None:
         parse_methods(args.methods, [])

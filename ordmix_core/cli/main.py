@@ -19,7 +19,7 @@ from typing import NoReturn
 
 from .._version import __version__
 from ..errors import InputError
-from ..estimators import options
+from ..estimators import option_frontends, options
 from .common import Progress, collect_warnings, fit_report, n_runs, print_warnings
 
 #: how long ``--scheduler`` may take to answer before the fit gives up (seconds)
@@ -87,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="output folder: new, empty, or an earlier ordmix output (replaced as a whole, "
         "only when the fit succeeds); a folder holding other files is refused",
     )
-    options.add_fit_options(fit, "fit")
+    option_frontends.add_fit_options(fit, "fit")
     fit.add_argument(
         "--gold",
         metavar="GOLD",
@@ -119,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def model_kwargs(args: argparse.Namespace) -> dict:
     """The estimator's parameters from the parsed flags (both engines take these)."""
-    return options.to_estimator_kwargs(args)
+    return option_frontends.to_estimator_kwargs(args)
 
 
 def check_fit_args(args: argparse.Namespace):

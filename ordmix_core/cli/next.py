@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..errors import InputError
-from ..estimators import options
+from ..estimators import option_frontends, options
 from ..results import decisions, fit_folder, reliability
 
 #: the tables of a fit folder ``ordmix next`` reads (besides summary.json)
@@ -63,7 +63,7 @@ def add_subcommand(sub) -> argparse.ArgumentParser:
         default=None,
         help=f"posterior probability a flag needs (default {decisions.CONFIDENCE:g})",
     )
-    options.add_fit_options(p, "fit")
+    option_frontends.add_fit_options(p, "fit")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=cmd_next)
     return p
@@ -140,7 +140,7 @@ def _from_ratings(
     from ..io import read_ratings
     from .common import Progress, collect_warnings, n_runs, print_warnings
 
-    model = OrdinalMixture(**options.to_estimator_kwargs(args))
+    model = OrdinalMixture(**option_frontends.to_estimator_kwargs(args))
     options.validate_params(model)
     ratings = read_ratings(args.source, scale=args.scale)
     with collect_warnings() as caught:

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
-from ..estimators import options
+from ..estimators import option_frontends, option_kinds
 from ..estimators.ordinal_mixture import OrdinalMixture, difficulty_prior
 from ..fit.schedule import KEEP
 from .report import Dataset
@@ -37,9 +37,9 @@ DASHBOARD_DEFAULTS: dict[str, Any] = {"granularity": "query"}
 FIT_SETTINGS: dict[str, Any] = {"use_gold": False}
 
 
-def fit_page_options(group: str | None = None) -> list[options.Option]:
+def fit_page_options(group: str | None = None) -> list[option_kinds.Option]:
     """The options table's entries the Fit page shows (of one group: basic / advanced)."""
-    return [o for o in options.dashboard_options(group) if o.name not in NOT_ON_FIT_PAGE]
+    return [o for o in option_frontends.dashboard_options(group) if o.name not in NOT_ON_FIT_PAGE]
 
 
 class FitParams:
@@ -47,7 +47,7 @@ class FitParams:
 
     Unset ones take the table's command-line default (seed 0) or :data:`DASHBOARD_DEFAULTS`;
     the values are not checked here (the Fit page checks them with
-    ``options.to_estimator_kwargs``; a bad one given directly makes the fit fail with the
+    ``option_frontends.to_estimator_kwargs``; a bad one given directly makes the fit fail with the
     estimator's message). Read a setting as an attribute: ``params.n_restarts``.
     """
 

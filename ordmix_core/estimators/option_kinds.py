@@ -1,4 +1,5 @@
-"""The kinds of value a fit option takes: each checks a value and turns command-line text into it.
+"""A fit option (``Option``) and the kinds of value it takes, each checking a value and parsing
+command-line text; the estimator registers itself here so that the defaults are its own.
 
 ``options`` declares every fit option once with one of these kinds (a whole number in a range,
 a real number, a choice, a flag, a seed, a scale, probabilities, an earlier fit); the command
@@ -7,10 +8,13 @@ everywhere."""
 
 from __future__ import annotations
 
+import argparse
+import functools
+import inspect
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -18,6 +22,7 @@ import numpy as np
 from ..data.scale import Scale, as_scale, fmt_scale
 from ..errors import InputError
 
+# --------------------------------------------------------------------------- the table
 #: resource bounds: a run never allocates for more restarts or sweeps than these
 MAX_RESTARTS = 1000
 
@@ -315,3 +320,79 @@ class PreviousFit(_Kind):
         if hasattr(value, "get_params") or hasattr(value, "items_"):
             return value
         raise self._bad(value)
+
+
+# --------------------------------------------------------------------------- the table
+_FROM_ESTIMATOR = object()
+
+
+@dataclass(frozen=True)
+class Option:
+    """One fit option. ``default`` comes from ``OrdinalMixture``'s signature."""
+
+    name: str  # the estimator's parameter
+    kind: _Kind
+    help: str  # plain language, no markup; the default is appended where it is shown
+    label: str  # the dashboard's label
+    group: str = "advanced"  # the dashboard's group: basic or advanced
+    widget: str = "number"  # select, int, number, toggle, text or none (not in the dashboard)
+    flag: str | None = None  # the command-line flag (None: Python API only)
+    metavar: str | None = None
+    const: Any = None  # a switch flag (no value) sets the parameter to this
+    flag_help: str | None = None  # a switch flag's help (what giving the flag does)
+    in_compare: bool = True  # offered by ``ordmix compare`` / ``experiment`` too
+    front_default: Any = _FROM_ESTIMATOR  # the CLI's and dashboard's default, when not the API's
+    widget_args: dict = field(default_factory=dict)  # min/max/step for number widgets
+    doc: str = ""  # what a developer needs beyond ``help``: the estimator's docstring shows it
+
+    @property
+    def default(self) -> Any:
+        """The estimator's default."""
+        return estimator_default(self.name)
+
+    @property
+    def ui_default(self) -> Any:
+        """The default of the command line and the dashboard."""
+        return self.default if self.front_default is _FROM_ESTIMATOR else self.front_default
+
+    @property
+    def switch(self) -> bool:
+        return self.flag is not None and self.const is not None
+
+    def check(self, value: Any) -> Any:
+        """The value, normalised; InputError naming the parameter if it is not valid."""
+        try:
+            return self.kind.check(value)
+        except ValueError as e:
+            raise InputError(f"{self.name} {e}") from None
+
+    def cli_type(self, text: str) -> Any:
+        """argparse ``type=``: the flag's text parsed and checked (ArgumentTypeError if bad)."""
+        try:
+            return self.kind.parse(text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+
+#: the estimator whose signature gives the defaults; ``model.py`` registers ``OrdinalMixture``
+#: when it is imported (the package's ``__init__`` imports it), so this module, which the
+#: estimator imports for its checks, never imports the estimator back
+_ESTIMATOR: list[type] = []
+
+
+def register_estimator(cls: type) -> type:
+    """Take the defaults from ``cls.__init__``'s signature (called once, by ``model.py``)."""
+    _ESTIMATOR[:] = [cls]
+    _signature_defaults.cache_clear()
+    return cls
+
+
+@functools.cache
+def _signature_defaults() -> dict[str, Any]:
+    params = inspect.signature(_ESTIMATOR[0].__init__).parameters
+    return {k: p.default for k, p in params.items() if k != "self"}
+
+
+def estimator_default(name: str) -> Any:
+    """``OrdinalMixture``'s default for parameter ``name``."""
+    return _signature_defaults()[name]

@@ -15,12 +15,7 @@ the same :class:`~ordmix_core.errors.InputError` for the same bad value.
 
 from __future__ import annotations
 
-import argparse
-import functools
-import inspect
-import textwrap
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -35,6 +30,7 @@ from .option_kinds import (
     MAX_SCALE_SPAN,
     Choice,
     Flag,
+    Option,
     OptionalChoice,
     OptionalFlag,
     PreviousFit,
@@ -43,7 +39,6 @@ from .option_kinds import (
     ScaleKind,
     Seed,
     Whole,
-    _Kind,
     _show,
     check_scale,
 )
@@ -53,12 +48,9 @@ __all__ = [
     "MAX_ITER",
     "MAX_RESTARTS",
     "Option",
-    "add_fit_options",
     "check_kwargs",
-    "estimator_default",
     "option",
     "spam_distribution",
-    "to_estimator_kwargs",
     "validate_params",
 ]
 
@@ -66,58 +58,6 @@ __all__ = [
 GROUPS = ("basic", "advanced")
 #: commands whose flags come from this table
 COMMANDS = ("fit", "compare", "experiment")
-
-
-# --------------------------------------------------------------------------- the table
-_FROM_ESTIMATOR = object()
-
-
-@dataclass(frozen=True)
-class Option:
-    """One fit option. ``default`` comes from ``OrdinalMixture``'s signature."""
-
-    name: str  # the estimator's parameter
-    kind: _Kind
-    help: str  # plain language, no markup; the default is appended where it is shown
-    label: str  # the dashboard's label
-    group: str = "advanced"  # the dashboard's group: basic or advanced
-    widget: str = "number"  # select, int, number, toggle, text or none (not in the dashboard)
-    flag: str | None = None  # the command-line flag (None: Python API only)
-    metavar: str | None = None
-    const: Any = None  # a switch flag (no value) sets the parameter to this
-    flag_help: str | None = None  # a switch flag's help (what giving the flag does)
-    in_compare: bool = True  # offered by ``ordmix compare`` / ``experiment`` too
-    front_default: Any = _FROM_ESTIMATOR  # the CLI's and dashboard's default, when not the API's
-    widget_args: dict = field(default_factory=dict)  # min/max/step for number widgets
-    doc: str = ""  # what a developer needs beyond ``help``: the estimator's docstring shows it
-
-    @property
-    def default(self) -> Any:
-        """The estimator's default."""
-        return estimator_default(self.name)
-
-    @property
-    def ui_default(self) -> Any:
-        """The default of the command line and the dashboard."""
-        return self.default if self.front_default is _FROM_ESTIMATOR else self.front_default
-
-    @property
-    def switch(self) -> bool:
-        return self.flag is not None and self.const is not None
-
-    def check(self, value: Any) -> Any:
-        """The value, normalised; InputError naming the parameter if it is not valid."""
-        try:
-            return self.kind.check(value)
-        except ValueError as e:
-            raise InputError(f"{self.name} {e}") from None
-
-    def cli_type(self, text: str) -> Any:
-        """argparse ``type=``: the flag's text parsed and checked (ArgumentTypeError if bad)."""
-        try:
-            return self.kind.parse(text)
-        except ValueError as e:
-            raise argparse.ArgumentTypeError(str(e)) from None
 
 
 _NUMBER = {"min_value": 1e-6, "max_value": MAX_PRIOR}
@@ -464,30 +404,6 @@ def option(name: str) -> Option:
     return _BY_NAME[name]
 
 
-#: the estimator whose signature gives the defaults; ``model.py`` registers ``OrdinalMixture``
-#: when it is imported (the package's ``__init__`` imports it), so this module, which the
-#: estimator imports for its checks, never imports the estimator back
-_ESTIMATOR: list[type] = []
-
-
-def register_estimator(cls: type) -> type:
-    """Take the defaults from ``cls.__init__``'s signature (called once, by ``model.py``)."""
-    _ESTIMATOR[:] = [cls]
-    _signature_defaults.cache_clear()
-    return cls
-
-
-@functools.cache
-def _signature_defaults() -> dict[str, Any]:
-    params = inspect.signature(_ESTIMATOR[0].__init__).parameters
-    return {k: p.default for k, p in params.items() if k != "self"}
-
-
-def estimator_default(name: str) -> Any:
-    """``OrdinalMixture``'s default for parameter ``name``."""
-    return _signature_defaults()[name]
-
-
 # --------------------------------------------------------------------------- validation
 def check_kwargs(kwargs: Mapping[str, Any]) -> dict[str, Any]:
     """Check estimator keyword arguments against the table; returns them normalised.
@@ -540,89 +456,3 @@ def spam_distribution(pi: Sequence[float] | None, k: int) -> np.ndarray:
     if arr.shape != (k,):
         raise InputError(f"pi must be {k} positive numbers (one per level), not {_show(pi)}")
     return arr / arr.sum()
-
-
-# --------------------------------------------------------------------------- front ends
-def parameters_doc(indent: str = "    ") -> str:
-    """The ``Parameters`` section of the estimator's docstring (numpydoc), from this table:
-    each option's kind and default, its ``help`` and its ``doc``: the one description of each
-    parameter, which the command line, the dashboard and ``help(OrdinalMixture)`` all show."""
-    out = [f"{indent}Parameters", f"{indent}----------"]
-    for o in OPTIONS:
-        out.append(f"{indent}{o.name} : {o.kind.describe()}, default {o.default!r}")
-        text = o.help[0].upper() + o.help[1:] + "." + (f" {o.doc}" if o.doc else "")
-        out += textwrap.wrap(
-            text, 96, initial_indent=indent * 2, subsequent_indent=indent * 2,
-            break_on_hyphens=False, break_long_words=False,
-        )  # fmt: skip
-    return "\n".join(out)
-
-
-def options_for(command: str) -> list[Option]:
-    """The table's options with a flag that ``command`` offers, in table order."""
-    if command not in COMMANDS:
-        raise ValueError(f"unknown command {command!r}")
-    return [o for o in OPTIONS if o.flag and (command == "fit" or o.in_compare)]
-
-
-def _default_text(o: Option) -> str:
-    d = o.ui_default
-    if d is None:
-        return o.kind.none or "none"
-    return str(d)
-
-
-def add_fit_options(
-    parser: argparse.ArgumentParser, command: str, overrides: Mapping[str, Mapping] = {}
-) -> None:
-    """Add the table's flags for ``command`` (``fit``, ``compare``, ``experiment``).
-
-    Each flag's ``dest`` is the estimator's parameter name, so :func:`to_estimator_kwargs`
-    needs no mapping. ``overrides``: per parameter name, argparse keywords to replace (a
-    command that gives a flag another meaning, as ``compare``'s ``--granularity``).
-    """
-    basic = parser.add_argument_group("fit options")
-    advanced = parser.add_argument_group("model options (the paper's defaults)")
-    for o in options_for(command):
-        group = basic if o.group == "basic" else advanced
-        text = (o.flag_help or o.help) if o.switch else o.help
-        help_text = text if "(default:" in text else f"{text} (default: {_default_text(o)})"
-        help_text = help_text.replace("%", "%%")  # argparse formats help with %
-        kw: dict[str, Any] = dict(dest=o.name, default=o.ui_default, help=help_text)
-        if o.switch:
-            kw.update(action="store_const", const=o.const)
-        else:
-            kw.update(type=o.cli_type)
-            if isinstance(o.kind, Choice):
-                kw.update(choices=o.kind.choices)
-            elif o.metavar:
-                kw.update(metavar=o.metavar)
-        kw.update(overrides.get(o.name, {}))
-        group.add_argument(o.flag, **kw)
-
-
-def to_estimator_kwargs(
-    values: argparse.Namespace | Mapping[str, Any], *, names: Sequence[str] | None = None
-) -> dict[str, Any]:
-    """Estimator keyword arguments from parsed flags or a dashboard's settings.
-
-    ``values``: an ``argparse.Namespace`` from :func:`add_fit_options`, or a mapping keyed
-    by the estimator's parameter names (the dashboard's ``seed`` is accepted for
-    ``random_state``). Only the table's options are taken; each is checked (InputError).
-    ``names`` restricts the result to those parameters.
-    """
-    if isinstance(values, argparse.Namespace):  # the parsed flags and the command's own
-        src = {k: v for k, v in vars(values).items() if k in _BY_NAME}
-    else:  # a dashboard's settings: every key must be an option
-        src = dict(values)
-        if "seed" in src and "random_state" not in src:
-            src["random_state"] = src.pop("seed")
-    out = {k: v for k, v in src.items() if names is None or k in names}
-    return check_kwargs(out)
-
-
-def dashboard_options(group: str | None = None) -> list[Option]:
-    """The options the dashboard shows (``widget != 'none'``), optionally of one group."""
-    if group is not None and group not in GROUPS:
-        raise ValueError(f"group must be one of {GROUPS}, not {group!r}")
-    return [o for o in OPTIONS if o.widget != "none" and (group is None or o.group == group)]

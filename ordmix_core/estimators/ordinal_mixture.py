@@ -53,7 +53,7 @@ from ..results import decisions, label_model, outputs, reliability, stability
 from ..vb import kernels, phases
 from ..vb import sweep as vb
 from ..vb import updates as vb_updates
-from . import options, refit
+from . import option_frontends, option_kinds, options, refit
 from .base import CrowdEstimator
 from .memory_engine import MemorySweeps, RestartThreads
 from .spam_decision import SPAM_EVIDENCE, spam_choice, spam_evidence
@@ -115,7 +115,7 @@ ProgressCallback = Callable[[int, int, float], "bool | None"]
 Learned = tuple[Any, Any, np.ndarray, "np.ndarray | None"]
 
 
-@options.register_estimator
+@option_kinds.register_estimator
 class OrdinalMixture(CrowdEstimator):
     """Lakshminarayanan & Teh's ordinal-discrete-mixture model fitted by variational Bayes.
 
@@ -764,9 +764,9 @@ class OrdinalMixture(CrowdEstimator):
             self.items_["unstable"] = it["unstable"].to_numpy()
 
 
-# the one description of each parameter is the options table's (``options.parameters_doc``)
+# the one description of each parameter is the options table's (``option_frontends.parameters_doc``)
 OrdinalMixture.__doc__ = OrdinalMixture.__doc__.replace(
-    "    {parameters}", options.parameters_doc()
+    "    {parameters}", option_frontends.parameters_doc()
 )
 
 

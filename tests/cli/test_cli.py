@@ -15,7 +15,7 @@ from ordmix_core.cli.common import Progress
 from ordmix_core.cli.main import main
 from ordmix_core.data.simulate import simulate_crowd
 from ordmix_core.estimators.baselines import BASELINES
-from ordmix_core.estimators.options import options_for
+from ordmix_core.estimators.option_frontends import options_for
 from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
 from ordmix_core.evaluation.compare import METHODS
 from ordmix_core.results.output_paths import FIT_FILES

@@ -23,7 +23,7 @@ from ordmix_core.dashboard.fit_summary import (
     selection_explanation,
 )
 from ordmix_core.dashboard.report import make_dataset
-from ordmix_core.estimators import options
+from ordmix_core.estimators import option_frontends
 from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
 from ordmix_core.results import decisions, reliability
 
@@ -74,7 +74,7 @@ def test_params_are_the_estimators_with_its_defaults():
     assert "FitParams" not in text and "=" not in text
     assert "without the spam component" in text and "mu 2.5" in text
     # the settings are the options table's dashboard entries, but the data set's scale
-    names = {o.name for o in options.dashboard_options()} - {"scale"}
+    names = {o.name for o in option_frontends.dashboard_options()} - {"scale"}
     assert set(kwargs) == names == {o.name for o in fit_page_options()}
     with pytest.raises(TypeError, match="not a Fit page setting: nospam_warmup"):
         FitParams(nospam_warmup=False)

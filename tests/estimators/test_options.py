@@ -11,17 +11,19 @@ from ordmix_core.cli.main import build_parser
 from ordmix_core.data.crowd import GRANULARITIES
 from ordmix_core.data.scale import Scale
 from ordmix_core.data.simulate import simulate_crowd
+from ordmix_core.estimators.option_frontends import (
+    add_fit_options,
+    dashboard_options,
+    options_for,
+    to_estimator_kwargs,
+)
 from ordmix_core.estimators.options import (
     MAX_ITER,
     MAX_RESTARTS,
     OPTIONS,
-    add_fit_options,
     check_kwargs,
-    dashboard_options,
     option,
-    options_for,
     spam_distribution,
-    to_estimator_kwargs,
     validate_params,
 )
 from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
@@ -51,10 +53,10 @@ def test_one_entry_per_estimator_parameter_with_the_estimators_default():
 
 
 def test_defaults_are_read_from_the_signature_not_restated(monkeypatch):
-    import ordmix_core.estimators.options as options_mod
+    from ordmix_core.estimators import option_kinds
 
     monkeypatch.setattr(
-        options_mod, "_signature_defaults", lambda: {**SIGNATURE, "tol": 0.25, "n_restarts": 7}
+        option_kinds, "_signature_defaults", lambda: {**SIGNATURE, "tol": 0.25, "n_restarts": 7}
     )
     assert option("tol").default == 0.25
     p = argparse.ArgumentParser()
@@ -502,7 +504,7 @@ def test_previous_fit_takes_a_folder_or_a_fitted_result():
 
 
 def test_register_estimator_switches_the_source_of_the_defaults():
-    from ordmix_core.estimators.options import estimator_default, register_estimator
+    from ordmix_core.estimators.option_kinds import estimator_default, register_estimator
 
     class Other:
         def __init__(self, tol=0.125, n_restarts=9):
@@ -575,15 +577,15 @@ def test_each_flag_help_group_choices_and_metavar_come_from_its_entry():
 def test_default_text_of_an_option_without_a_default(monkeypatch):
     """No flag in today's table shows a None default (their help says it), but the rule is:
     the kind's words for None, else "none"."""
-    import ordmix_core.estimators.options as options_mod
-    from ordmix_core.estimators.option_kinds import Real
-    from ordmix_core.estimators.options import Option, _default_text
+    from ordmix_core.estimators import option_frontends
+    from ordmix_core.estimators.option_frontends import _default_text
+    from ordmix_core.estimators.option_kinds import Option, Real
 
     mu = Option("mu", Real(none="the mean of the scale"), "prior mean", "l", flag="--mu")
     assert _default_text(mu) == "the mean of the scale"
     assert _default_text(Option("mu", Real(), "h", "l")) == "none"
     assert _default_text(option("tol")) == str(SIGNATURE["tol"])
-    monkeypatch.setattr(options_mod, "options_for", lambda command: [mu])
+    monkeypatch.setattr(option_frontends, "options_for", lambda command: [mu])
     p = argparse.ArgumentParser()
     add_fit_options(p, "fit")
     assert p._actions[-1].help == "prior mean (default: the mean of the scale)"
@@ -591,14 +593,13 @@ def test_default_text_of_an_option_without_a_default(monkeypatch):
 
 def test_flag_help_is_only_a_switchs(monkeypatch):
     """``flag_help`` says what giving a switch does; a flag that takes a value shows ``help``."""
-    import ordmix_core.estimators.options as options_mod
-    from ordmix_core.estimators.option_kinds import Real
-    from ordmix_core.estimators.options import Option
+    from ordmix_core.estimators import option_frontends
+    from ordmix_core.estimators.option_kinds import Option, Real
 
     value = Option("tol", Real(0.0), "the help", "l", flag="--tol", flag_help="not shown")
     switch = Option("spam", option("spam").kind, "h", "l", flag="--x", const=False,
                     flag_help="the switch")  # fmt: skip
-    monkeypatch.setattr(options_mod, "options_for", lambda command: [value, switch])
+    monkeypatch.setattr(option_frontends, "options_for", lambda command: [value, switch])
     p = argparse.ArgumentParser()
     add_fit_options(p, "fit")
     assert p._actions[-2].help == f"the help (default: {SIGNATURE['tol']})"

@@ -14,7 +14,7 @@ from test_app_main import (
 from test_fit_job import stopping_job
 
 from ordmix_core.dashboard.fit_job import FitJob, FitParams, fit_page_options
-from ordmix_core.estimators import options
+from ordmix_core.estimators import option_frontends, options
 from ordmix_core.results import reliability
 
 
@@ -61,7 +61,7 @@ def test_hyperparameters_sit_in_the_advanced_expander():
     (advanced,) = at.expander
     assert advanced.label.startswith("Advanced")
     inside = {w.key for kind in KINDS for w in advanced.get(kind)}
-    want = {f"fit_{o.name}" for o in options.dashboard_options("advanced")}
+    want = {f"fit_{o.name}" for o in option_frontends.dashboard_options("advanced")}
     assert inside == want == {
         "fit_tol_estimate", "fit_ordinal", "fit_spam", "fit_updates", "fit_phi", "fit_eta",
         "fit_lam", "fit_mu",
