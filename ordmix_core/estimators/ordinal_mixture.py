@@ -37,7 +37,7 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -46,15 +46,13 @@ from ..data.crowd import CrowdData, id_array, prepare
 from ..data.scale import Scale
 from ..errors import CollapseWarning, ConvergenceWarning, InputError
 from ..fit import acceleration, restarts, schedule, selection
-from ..fit import starts as init
-from ..numerics import libm
-from ..numerics.keyed_random import id_hash
-from ..results import decisions, label_model, outputs, reliability, stability
+from ..results import decisions, label_model, outputs, reliability
 from ..vb import kernels, phases
 from ..vb import sweep as vb
-from ..vb import updates as vb_updates
 from . import option_frontends, option_kinds, options, refit
 from .base import CrowdEstimator
+from .engine_steps import EngineSteps
+from .learned import Learned, StoresLearned
 from .memory_engine import MemorySweeps, RestartThreads
 from .spam_decision import SPAM_EVIDENCE, spam_choice, spam_evidence
 
@@ -96,27 +94,11 @@ def difficulty_prior(model: str, phi: float | None, eta: float | None) -> tuple[
     )
 
 
-class _StartInputs(NamedTuple):
-    """What every restart's start reads of the data (``OrdinalMixture._start_inputs``):
-    ratings and their sum per instance (M,), the IDs' ``id_hash`` (M,), (N,), ratings per
-    category (C,)."""
-
-    n_m: np.ndarray
-    sum_m: np.ndarray
-    inst_hash: np.ndarray
-    ann_hash: np.ndarray
-    n_c: np.ndarray
-
-
 ProgressCallback = Callable[[int, int, float], "bool | None"]
-
-#: what an engine gives ``_store`` from the winning state: ``items_``, ``categories_``, the
-#: sum of omega per annotator (N,) and ``omega_`` (per rating, or None)
-Learned = tuple[Any, Any, np.ndarray, "np.ndarray | None"]
 
 
 @option_kinds.register_estimator
-class OrdinalMixture(CrowdEstimator):
+class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
     """Lakshminarayanan & Teh's ordinal-discrete-mixture model fitted by variational Bayes.
 
     {parameters}
@@ -427,24 +409,6 @@ class OrdinalMixture(CrowdEstimator):
             alternative,
         )  # fmt: skip
 
-    def _memory_branch(
-        self, data: CrowdData, p: vb.Problem, inst_hash: np.ndarray, ann_hash: np.ndarray
-    ) -> schedule.BranchFn:
-        """``branch`` of the shared warm-up: the warm-up's state with the restart's own noise
-        on q(z)'s means and q(tau) (``init.branch_instances``, ``init.branch_annotators``;
-        ``inst_hash``, ``ann_hash``: the IDs' ``id_hash``); gold items keep their truth."""
-
-        def branch(source: vb.State, run: restarts.RestartRun) -> vb.State:
-            s = source.copy()
-            mu = init.branch_instances(
-                s.mu_m, inst_hash, run.key, data.scale.thresholds, data.scale.step
-            )
-            s.mu_m = vb_updates.apply_gold(mu, p.gold)
-            s.tau_rate = init.branch_annotators(s.tau_rate, ann_hash, run.key)
-            return s
-
-        return branch
-
     def _race(
         self,
         p: vb.Problem,
@@ -488,48 +452,6 @@ class OrdinalMixture(CrowdEstimator):
             return 1
         return max(1, min(len(os.sched_getaffinity(0)), n_runs))
 
-    def _initial_state(
-        self, data: CrowdData, p: vb.Problem, restart: int, rng: np.random.Generator
-    ) -> tuple[str, vb.State]:
-        """``(kind, state)``: the restart's start (``_start``) over the whole data.
-
-        The noise is keyed on IDs and on a key drawn from ``rng`` (``init.py``), so it does not
-        depend on row order or on how the data is partitioned.
-        """
-        kind, key = self._start(restart, rng)
-        return kind, self._initial_from_key(data, p, restart, kind, key)
-
-    @staticmethod
-    def _start_inputs(data: CrowdData) -> _StartInputs:
-        """What every restart's start reads of the data, computed once per fit."""
-        return _StartInputs(
-            np.bincount(data.inst, minlength=data.n_instances),
-            np.bincount(data.inst, weights=data.values, minlength=data.n_instances),
-            id_hash(data.instances),
-            id_hash(data.annotators),
-            np.bincount(data.cat, minlength=data.n_categories),
-        )
-
-    def _initial_from_key(
-        self,
-        data: CrowdData,
-        p: vb.Problem,
-        restart: int,
-        kind: str,
-        key: int,
-        inputs: _StartInputs | None = None,
-    ) -> vb.State:
-        """The start of a restart of ``kind`` with random ``key`` (``_initial_state``);
-        ``inputs``: ``_start_inputs(data)`` if already computed."""
-        step = data.scale.step
-        n_m, sum_m, inst_hash, ann_hash, n_c = inputs or self._start_inputs(data)
-        mu_m, lam_m = init.init_instances(
-            sum_m, n_m, inst_hash, key, restart, p.mu, p.lam, data.scale.thresholds, step
-        )
-        mu_m = vb_updates.apply_gold(mu_m, p.gold)
-        g = self._global_start(p, ann_hash, n_c, kind, key, restart, step)
-        return vb.State(mu_m=mu_m, lam_m=lam_m, **g._asdict())
-
     # ------------------------------------------------------------------ both engines
     def _problem(
         self, scale: Scale, n_per_ann: np.ndarray, n_categories: int
@@ -559,209 +481,6 @@ class OrdinalMixture(CrowdEstimator):
             spam_dist=spam_dist,
         )
         return problem, pi
-
-    def _start(self, restart: int, rng: np.random.Generator) -> tuple[str, int]:
-        """``(kind, key)`` of a restart (``restarts.restart_kind``); called in restart order,
-        one key drawn from the fit's Generator each."""
-        key = restarts.restart_key(rng)
-        return restarts.restart_kind(restart, self.nospam_warmup, self.spam_), key
-
-    def _global_start(
-        self,
-        p: vb.Problem,
-        ann_hashes: np.ndarray,
-        n_c: np.ndarray,
-        kind: str,
-        key: int,
-        restart: int,
-        step: float,
-    ) -> init.Globals:
-        """The restart's start of q(tau), eps, q(delta) (``n_c`` ratings per category, (C,);
-        empty when categories are the Dask blocks') and the prior of tau."""
-        return init.init_globals(
-            p.n_per_ann, ann_hashes, n_c, key, restart, step, self.spam_, kind == "random",
-            p.phi, p.eta, p.bias, p.spam_dist, libm.exp(p.log_pi),
-        )  # fmt: skip
-
-    def _eps_pack(self) -> float:
-        """SQUAREM's clip of eps (``acceleration.EPS_PACK``; the earlier one with its
-        schedule, ``per-restart``, so that earlier fits are reproduced)."""
-        return (
-            acceleration.EPS_PACK
-            if self.schedule == "shared"
-            else acceleration.EPS_PACK_PER_RESTART
-        )
-
-    def _exact_eps(self) -> bool:
-        """Whether mixture sweeps start from each annotator's exact eps optimum
-        (``acceleration.make_step``): with ``accelerate``, the current schedule and a learned spam
-        distribution. The earlier schedule, ``per-restart``, keeps eq. (5)'s EM step
-        alone, so that earlier fits are reproduced; so does a fixed (uniform) spam
-        distribution, whose highest bound is the all-spam answer: there the exact step found
-        it (the paper's model on TREC RF10: Pearson 0.01 against 0.40; ``docs/benchmarks.md``)."""
-        learned = self._extensions()[1] != "uniform"
-        return bool(self.accelerate) and self.schedule == "shared" and learned
-
-    def _schedule(
-        self,
-        runs: list[restarts.RestartRun],
-        step: restarts.StepFn,
-        callback: ProgressCallback | None,
-        map_runs: restarts.MapRuns = restarts.map_sequential,
-        branch: schedule.BranchFn | None = None,
-        settle: restarts.SettleFn | None = None,
-    ) -> bool:
-        """``schedule.race`` with this estimator's settings (both engines call it);
-        ``branch``: the engine's start of a restart from the shared warm-up; ``settle``: the
-        engine's items' blocks at a stop (``acceleration.make_settle``; both engines)."""
-        return schedule.race(
-            runs,
-            step,
-            restarts.mixture_starter(runs),
-            spam=self.spam_,
-            max_iter=self.max_iter,
-            tol=self.tol,
-            tol_estimate=self.tol_estimate,
-            schedule=self.schedule,
-            branch=branch,
-            prune=self.prune_restarts,
-            prune_start=self.prune_start,
-            collapse_threshold=self.collapse_threshold,
-            callback=callback,
-            map_runs=map_runs,
-            pre_stage=self._extensions()[2],
-            settle=settle,
-        )
-
-    def _store(
-        self,
-        data: Any,
-        p: vb.Problem,
-        pi: np.ndarray,
-        annotators: np.ndarray,
-        runs: list[restarts.RestartRun],
-        interrupted: bool,
-        t0: float,
-        learned: Callable[[Any], Learned],
-        member_mu: Callable[[Any], np.ndarray] | None = None,
-        alternative: Callable[[Any, list], tuple[Any, float, int]] | None = None,
-    ) -> list[selection.FitWarning]:
-        """Choose the winning restart and set every learned attribute (both engines).
-
-        ``data``: what ``data_`` holds (``CrowdData``, or the Dask engine's sizes);
-        ``annotators`` (N,): their IDs; ``learned(state)`` gives from the winner's state what
-        only the engine can (``Learned``). The state is read by ``vb.State``'s names (q(tau),
-        eps, alpha, beta). ``member_mu(state)``: its items' posterior means (M,) in
-        ``items_``'s order, for the ensemble's item columns (None: items get none);
-        ``alternative(state, window)``: the engine's ``acceleration.alternative`` (None: no
-        alternative answer is made). Returns the warnings for ``fit`` to issue.
-        """
-        results = schedule.race_results(runs)
-        if not results:
-            raise InputError("the fit was stopped before the first restart finished an iteration")
-        best, reason, collapsed = selection.select(
-            results, self.spam_, self.collapse_threshold, interrupted
-        )
-        s = best.state
-        items, categories, w_ann, omega = learned(s)
-        warn = selection.fit_warnings(best, collapsed, interrupted, self.max_iter, self.tol)
-        sc = data.scale
-        self.data_ = data
-        self.scale_ = sc
-        self.items_ = items
-        self.estimates_ = items["estimate"]
-        self.sd_ = items["sd"]
-        self.annotators_ = outputs.annotators_frame(
-            annotators,
-            p.n_per_ann,
-            s.tau_shape,
-            s.tau_rate,
-            s.eps if self.spam_ else np.ones(p.n_annotators),
-            w_ann,
-            s.bias_mean if p.bias else None,
-            s.bias_prec if p.bias else None,
-        )
-        settled = interrupted or collapsed  # no sweeps after a Stop, nor for an all-spam answer
-        self._store_ensemble(results, best, sc, member_mu, None if settled else alternative)
-        self.spam_distributions_ = outputs.spam_distributions_frame(
-            annotators, sc.values, s.dir_a if (self.spam_ and p.spam_dist == "annotator") else None
-        )
-        self.categories_ = categories
-        self.omega_ = omega
-        self.alpha_, self.beta_ = float(s.alpha), float(s.beta)
-        self.hyperparams_ = outputs.hyperparams(s.alpha, s.beta, p, pi, sc.values, sc.thresholds, s)
-        self.model_ = outputs.model_description(
-            self.model, p, self._extensions()[2], self.hyperparams_, p.gold_mask
-        )
-        self.trace_ = selection.trace_frame(results, self.spam_)
-        self.restarts_ = selection.restarts_frame(results, self.spam_, self.collapse_threshold)
-        self.best_restart_ = best.restart
-        self.selection_reason_ = reason
-        self.lower_bound_ = best.lower_bound
-        self.converged_ = bool(best.converged)
-        self.n_iter_ = len(best.stage_trace) + len(best.trace)
-        self.collapsed_ = collapsed
-        self.interrupted_ = interrupted
-        self.warnings_ = [w.message for w in warn]
-        self.seconds_ = time.perf_counter() - t0
-        return warn
-
-    def _store_ensemble(
-        self,
-        results: list[restarts.RestartRun],
-        best: restarts.RestartRun,
-        sc: Scale,
-        member_mu: Callable[[Any], np.ndarray] | None,
-        alternative: Callable[[Any, list], tuple[Any, float, int]] | None = None,
-    ) -> None:
-        """What the data cannot decide: ``ensemble_`` (the near-tied restarts, the
-        winner first, ``selection.ensemble``), ``ensemble_gap_``, and the stability columns of
-        ``items_`` (with ``member_mu``) and ``annotators_`` (``outputs``); and what the fit
-        has not settled: ``annotators_['still_moving']``, the annotators whose reliability
-        was still leaving its end, or drifting, over the winner's last plain sweeps
-        (``acceleration.still_moving``; all False without the spam component).
-
-        With ``alternative`` and annotators still moving, ``alternative_`` is the answer with
-        them carried the way they were going (``acceleration.alternative``: mirrored if leaving
-        their end, moved on if drifting): ``annotators`` (their IDs), ``lower_bound``,
-        ``bound_above_winner`` (its bound minus the winner's), ``n_iter`` and ``near_tied``
-        (a bound no lower than the winner's by more than ``ensemble_gap_``).
-        A near-tied alternative joins the ensemble's stability columns: an answer the data
-        support as well as the winner's (or better) that differs from it. None otherwise."""
-        members = selection.ensemble(results, best, self.spam_, self.collapse_threshold)
-        self.ensemble_ = [m.restart for m in members]
-        self.ensemble_gap_ = selection.ensemble_gap(best.lower_bound)
-        n = len(self.annotators_)
-        moving = (
-            acceleration.still_moving(best.eps_window, n) if self.spam_ else np.zeros(n, dtype=bool)
-        )
-        states = [m.state for m in members]
-        self.alternative_ = None
-        if alternative is not None and moving.any():
-            idx = np.flatnonzero(moving)
-            alt, f, n_iter = alternative(best.state, best.eps_window)
-            near = bool(f >= best.lower_bound - self.ensemble_gap_)
-            self.alternative_ = {
-                "annotators": self.annotators_.index[idx].tolist(),
-                "lower_bound": f,
-                "bound_above_winner": float(f - best.lower_bound),
-                "n_iter": n_iter,
-                "near_tied": near,
-            }
-            if near:
-                states.append(alt)
-        eps = np.stack([np.asarray(s.eps, dtype=float) for s in states])
-        if not self.spam_:
-            eps = np.ones_like(eps)
-        ann = stability.annotator_stability(eps)
-        self.annotators_["reliability_spread"] = ann["reliability_spread"].to_numpy()
-        self.annotators_["unstable"] = ann["unstable"].to_numpy()
-        self.annotators_["still_moving"] = moving
-        if member_mu is not None and isinstance(self.items_, pd.DataFrame):
-            mu = np.stack([member_mu(s) for s in states])
-            it = stability.item_stability(mu, sc.values, sc.step)
-            self.items_["estimate_spread"] = it["estimate_spread"].to_numpy()
-            self.items_["unstable"] = it["unstable"].to_numpy()
 
 
 # the one description of each parameter is the options table's (``option_frontends.parameters_doc``)

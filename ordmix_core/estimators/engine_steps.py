@@ -1,0 +1,171 @@
+"""The steps of a fit that both engines take in the same way, and the in-memory engine's starts.
+
+``EngineSteps`` is a part of ``OrdinalMixture``: each restart's kind and key (``_start``), its
+global factors' start (``_global_start``), the race of ``fit.schedule`` with the model's
+stages and tolerances (``_schedule``), SQUAREM's clip and the exact eps step (``_eps_pack``,
+``_exact_eps``); and the in-memory engine's starts of the items (``_initial_state``,
+``_initial_from_key``) and its branches from the shared warm-up (``_memory_branch``).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from ..data.crowd import CrowdData
+from ..fit import acceleration, restarts, schedule
+from ..fit import starts as init
+from ..numerics import libm
+from ..numerics.keyed_random import id_hash
+from ..vb import sweep as vb
+from ..vb import updates as vb_updates
+
+
+class _StartInputs(NamedTuple):
+    """What every restart's start reads of the data (``OrdinalMixture._start_inputs``):
+    ratings and their sum per instance (M,), the IDs' ``id_hash`` (M,), (N,), ratings per
+    category (C,)."""
+
+    n_m: np.ndarray
+    sum_m: np.ndarray
+    inst_hash: np.ndarray
+    ann_hash: np.ndarray
+    n_c: np.ndarray
+
+
+class EngineSteps:
+    """What a restart starts from and how the restarts race (see the module)."""
+
+    def _memory_branch(
+        self, data: CrowdData, p: vb.Problem, inst_hash: np.ndarray, ann_hash: np.ndarray
+    ) -> schedule.BranchFn:
+        """``branch`` of the shared warm-up: the warm-up's state with the restart's own noise
+        on q(z)'s means and q(tau) (``init.branch_instances``, ``init.branch_annotators``;
+        ``inst_hash``, ``ann_hash``: the IDs' ``id_hash``); gold items keep their truth."""
+
+        def branch(source: vb.State, run: restarts.RestartRun) -> vb.State:
+            s = source.copy()
+            mu = init.branch_instances(
+                s.mu_m, inst_hash, run.key, data.scale.thresholds, data.scale.step
+            )
+            s.mu_m = vb_updates.apply_gold(mu, p.gold)
+            s.tau_rate = init.branch_annotators(s.tau_rate, ann_hash, run.key)
+            return s
+
+        return branch
+
+    def _initial_state(
+        self, data: CrowdData, p: vb.Problem, restart: int, rng: np.random.Generator
+    ) -> tuple[str, vb.State]:
+        """``(kind, state)``: the restart's start (``_start``) over the whole data.
+
+        The noise is keyed on IDs and on a key drawn from ``rng`` (``init.py``), so it does not
+        depend on row order or on how the data is partitioned.
+        """
+        kind, key = self._start(restart, rng)
+        return kind, self._initial_from_key(data, p, restart, kind, key)
+
+    @staticmethod
+    def _start_inputs(data: CrowdData) -> _StartInputs:
+        """What every restart's start reads of the data, computed once per fit."""
+        return _StartInputs(
+            np.bincount(data.inst, minlength=data.n_instances),
+            np.bincount(data.inst, weights=data.values, minlength=data.n_instances),
+            id_hash(data.instances),
+            id_hash(data.annotators),
+            np.bincount(data.cat, minlength=data.n_categories),
+        )
+
+    def _initial_from_key(
+        self,
+        data: CrowdData,
+        p: vb.Problem,
+        restart: int,
+        kind: str,
+        key: int,
+        inputs: _StartInputs | None = None,
+    ) -> vb.State:
+        """The start of a restart of ``kind`` with random ``key`` (``_initial_state``);
+        ``inputs``: ``_start_inputs(data)`` if already computed."""
+        step = data.scale.step
+        n_m, sum_m, inst_hash, ann_hash, n_c = inputs or self._start_inputs(data)
+        mu_m, lam_m = init.init_instances(
+            sum_m, n_m, inst_hash, key, restart, p.mu, p.lam, data.scale.thresholds, step
+        )
+        mu_m = vb_updates.apply_gold(mu_m, p.gold)
+        g = self._global_start(p, ann_hash, n_c, kind, key, restart, step)
+        return vb.State(mu_m=mu_m, lam_m=lam_m, **g._asdict())
+
+    def _start(self, restart: int, rng: np.random.Generator) -> tuple[str, int]:
+        """``(kind, key)`` of a restart (``restarts.restart_kind``); called in restart order,
+        one key drawn from the fit's Generator each."""
+        key = restarts.restart_key(rng)
+        return restarts.restart_kind(restart, self.nospam_warmup, self.spam_), key
+
+    def _global_start(
+        self,
+        p: vb.Problem,
+        ann_hashes: np.ndarray,
+        n_c: np.ndarray,
+        kind: str,
+        key: int,
+        restart: int,
+        step: float,
+    ) -> init.Globals:
+        """The restart's start of q(tau), eps, q(delta) (``n_c`` ratings per category, (C,);
+        empty when categories are the Dask blocks') and the prior of tau."""
+        return init.init_globals(
+            p.n_per_ann, ann_hashes, n_c, key, restart, step, self.spam_, kind == "random",
+            p.phi, p.eta, p.bias, p.spam_dist, libm.exp(p.log_pi),
+        )  # fmt: skip
+
+    def _eps_pack(self) -> float:
+        """SQUAREM's clip of eps (``acceleration.EPS_PACK``; the earlier one with its
+        schedule, ``per-restart``, so that earlier fits are reproduced)."""
+        return (
+            acceleration.EPS_PACK
+            if self.schedule == "shared"
+            else acceleration.EPS_PACK_PER_RESTART
+        )
+
+    def _exact_eps(self) -> bool:
+        """Whether mixture sweeps start from each annotator's exact eps optimum
+        (``acceleration.make_step``): with ``accelerate``, the current schedule and a learned spam
+        distribution. The earlier schedule, ``per-restart``, keeps eq. (5)'s EM step
+        alone, so that earlier fits are reproduced; so does a fixed (uniform) spam
+        distribution, whose highest bound is the all-spam answer: there the exact step found
+        it (the paper's model on TREC RF10: Pearson 0.01 against 0.40; ``docs/benchmarks.md``)."""
+        learned = self._extensions()[1] != "uniform"
+        return bool(self.accelerate) and self.schedule == "shared" and learned
+
+    def _schedule(
+        self,
+        runs: list[restarts.RestartRun],
+        step: restarts.StepFn,
+        callback: restarts.Callback | None,
+        map_runs: restarts.MapRuns = restarts.map_sequential,
+        branch: schedule.BranchFn | None = None,
+        settle: restarts.SettleFn | None = None,
+    ) -> bool:
+        """``schedule.race`` with this estimator's settings (both engines call it);
+        ``branch``: the engine's start of a restart from the shared warm-up; ``settle``: the
+        engine's items' blocks at a stop (``acceleration.make_settle``; both engines)."""
+        return schedule.race(
+            runs,
+            step,
+            restarts.mixture_starter(runs),
+            spam=self.spam_,
+            max_iter=self.max_iter,
+            tol=self.tol,
+            tol_estimate=self.tol_estimate,
+            schedule=self.schedule,
+            branch=branch,
+            prune=self.prune_restarts,
+            prune_start=self.prune_start,
+            collapse_threshold=self.collapse_threshold,
+            callback=callback,
+            map_runs=map_runs,
+            pre_stage=self._extensions()[2],
+            settle=settle,
+        )
