@@ -259,8 +259,7 @@ def measure_hash(path: str) -> dict:
     """The instance column coded both ways, warm (numba's first call excluded), CPU."""
     import numpy as np
 
-    from ordmix_core.data import crowd as data
-    from ordmix_core.data import id_hash
+    from ordmix_core.data import coding, id_hash
     from ordmix_core.io import read_arrow
 
     table, _ = read_arrow(path, large=False)
@@ -271,10 +270,10 @@ def measure_hash(path: str) -> dict:
     for warm in (True, False):
         id_hash.sorted_codes = lambda arr: None  # pyarrow's hash and sort
         c0, w0 = time.process_time(), time.perf_counter()
-        ref = data._code_arrow(col)
+        ref = coding._code_arrow(col)
         c1, w1 = time.process_time(), time.perf_counter()
         id_hash.sorted_codes = real
-        fast = data._code_arrow(col)
+        fast = coding._code_arrow(col)
         c2, w2 = time.process_time(), time.perf_counter()
         if not warm:
             res.update(

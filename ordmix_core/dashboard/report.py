@@ -16,7 +16,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..data.crowd import COLUMN_ALIASES, CrowdData, id_array, prepare
+from ..data.coding import id_array
+from ..data.columns import COLUMN_ALIASES
+from ..data.crowd import CrowdData, prepare
 from ..data.scale import Scale, fmt_scale
 from ..errors import InputError
 

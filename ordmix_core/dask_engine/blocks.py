@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from ..data.crowd import numeric_ratings
+from ..data.coding import numeric_ratings
 from ..data.queries import instance_queries, query_clash
 from ..errors import InputError
 from ..fit import acceleration, starts

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..data.crowd import COLUMN_ALIASES, CrowdData, normalize_columns
+from ..data.columns import COLUMN_ALIASES
+from ..data.crowd import CrowdData, normalize_columns
 from ..errors import InputError
 from ..io import PARQUET_EXTENSIONS, TEXT_EXTENSIONS
 

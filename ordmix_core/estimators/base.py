@@ -15,7 +15,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from ..data.crowd import CrowdData, id_array, prepare
+from ..data.coding import id_array
+from ..data.crowd import CrowdData, prepare
 from ..data.scale import Scale, level_labels
 
 

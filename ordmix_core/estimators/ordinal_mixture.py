@@ -42,7 +42,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..data.crowd import CrowdData, id_array, prepare
+from ..data.coding import id_array
+from ..data.crowd import CrowdData, prepare
 from ..data.scale import Scale
 from ..errors import CollapseWarning, ConvergenceWarning, InputError
 from ..fit import acceleration, restarts, schedule, selection

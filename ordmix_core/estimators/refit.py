@@ -50,7 +50,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..data.crowd import CrowdData, id_array
+from ..data.coding import id_array
+from ..data.crowd import CrowdData
 from ..data.scale import fmt_scale
 from ..errors import InputError
 from ..results.fit_folder import check_folder, read_fit_table, read_summary

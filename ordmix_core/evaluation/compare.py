@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..data.crowd import CrowdData, check_granularity, id_array, prepare
+from ..data.coding import id_array
+from ..data.crowd import CrowdData, check_granularity, prepare
 from ..data.scale import Scale, fmt_scale
 from ..errors import InputError
 from ..estimators import options

@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..data.crowd import CrowdData, id_array, prepare
+from ..data.coding import id_array
+from ..data.crowd import CrowdData, prepare
 from ..data.scale import Scale
 from ..errors import InputError
 from .compare import ABLATION, TABLE1, Seed, compare_methods, select_methods

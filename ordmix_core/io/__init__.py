@@ -20,7 +20,7 @@ One module per concern:
   :func:`write_csv_chunks`, :func:`to_csv_bytes`.
 """
 
-from ..data.crowd import GOLD_ALIASES
+from ..data.columns import GOLD_ALIASES
 from .readers import read_arrow, read_crowd, read_gold, read_ratings, read_table
 from .sniff import ACCEPTED, MAX_UPLOAD_MB, PARQUET_EXTENSIONS, TEXT_EXTENSIONS, Source
 from .text import DELIMITERS, MAX_CELL_CHARS

@@ -12,15 +12,9 @@ import numpy as np
 import pandas as pd
 
 from ..data import id_hash
-from ..data.crowd import (
-    GOLD_ALIASES,
-    CrowdData,
-    Scale,
-    crowd_from_coded,
-    map_aliases,
-    normalize_columns,
-    rating_levels,
-)
+from ..data.coding import rating_levels
+from ..data.columns import GOLD_ALIASES, map_aliases
+from ..data.crowd import CrowdData, Scale, crowd_from_coded, normalize_columns
 from ..errors import InputError
 from .parquet import read_parquet
 from .sniff import PARQUET_EXTENSIONS, ROW, TEXT_EXTENSIONS, Source, kind_fix, load, preview

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ..data.crowd import COLUMN_ALIASES, GOLD_ALIASES
+from ..data.columns import COLUMN_ALIASES, GOLD_ALIASES
 from ..errors import InputError
 from .sniff import ROW, check_header, short
 

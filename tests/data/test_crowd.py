@@ -15,7 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ordmix_core.cli.main import main
-from ordmix_core.data.crowd import WHITESPACE, factorize_sorted, normalize_columns, prepare
+from ordmix_core.data.coding import factorize_sorted
+from ordmix_core.data.columns import WHITESPACE
+from ordmix_core.data.crowd import normalize_columns, prepare
 from ordmix_core.data.scale import OUTLIER_GAP_RANGE, OUTLIER_GAP_STEP, infer_scale, outlying_levels
 from ordmix_core.errors import InputError
 from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
@@ -305,7 +307,8 @@ def test_many_instance_ids_are_kept_arrow_backed_and_read_back_as_the_same_strin
 ):
     """From ``COMPACT_IDS`` instances on, ``CrowdData.instances`` holds no Python string per
     ID (issue 14: 138 MB at 2M IDs, alive through every sweep); ``id_array`` gives them back."""
-    import ordmix_core.data.crowd as data_mod
+    import ordmix_core.data.coding as coding
+    import ordmix_core.data.coding as data_mod
 
     frame = _crowd_frame()
     plain = prepare(frame)
@@ -316,9 +319,9 @@ def test_many_instance_ids_are_kept_arrow_backed_and_read_back_as_the_same_strin
     assert compact.instances.dtype.storage == "pyarrow"
     assert compact.n_instances == plain.n_instances
     assert compact.categories is compact.instances  # instance granularity: the same IDs
-    back = data_mod.id_array(compact.instances)
+    back = coding.id_array(compact.instances)
     assert back.dtype == object and back.tolist() == plain.instances.tolist()
-    assert data_mod.id_array(plain.instances) is plain.instances  # no copy of an object array
+    assert coding.id_array(plain.instances) is plain.instances  # no copy of an object array
     monkeypatch.setattr(data_mod, "COMPACT_IDS", plain.n_instances + 1)
     assert isinstance(prepare(frame).instances, np.ndarray)
 
@@ -327,7 +330,7 @@ def test_many_instance_ids_are_kept_arrow_backed_and_read_back_as_the_same_strin
 def test_a_fit_from_arrow_backed_ids_equals_the_fit_from_object_ids(monkeypatch, granularity):
     """The results name the same instances and categories, with the same numbers, whichever
     way ``CrowdData`` keeps the IDs (the fit's frames are built from ``id_array``)."""
-    import ordmix_core.data.crowd as data_mod
+    import ordmix_core.data.coding as data_mod
     from ordmix_core.estimators.baselines import DawidSkene
 
     frame = _crowd_frame(seed=7)
@@ -350,7 +353,7 @@ def test_the_reader_hands_many_instance_ids_over_in_arrow_and_ordmix_fit_writes_
     """``io.read_ratings`` codes ``COMPACT_IDS`` or more instances into a Categorical whose
     categories are the Arrow array of the sorted IDs (no Python string per ID), which
     ``read_crowd`` keeps as ``CrowdData.instances``; ``ordmix fit`` writes the same bytes."""
-    import ordmix_core.data.crowd as data_mod
+    import ordmix_core.data.coding as data_mod
     from ordmix_core.io import read_crowd
     from ordmix_core.results.outputs import FILES
 

@@ -1,6 +1,6 @@
 """idhash: the partitioned hash gives pyarrow's codes and sorted dictionary, or steps aside.
 
-The reference is ``data._code_arrow`` with the fast path switched off (pyarrow's hash and sort).
+The reference is ``coding._code_arrow`` with the fast path switched off (pyarrow's hash and sort).
 ``MIN_ROWS`` and the sample's verdict are patched so that small arrays take the fast path.
 """
 
@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ordmix_core.data import coding, id_hash
 from ordmix_core.data import crowd as data
-from ordmix_core.data import id_hash
 from ordmix_core.numerics import jit
 
 pytestmark = pytest.mark.skipif(not jit.USE_JIT, reason="idhash needs numba")
@@ -29,13 +29,13 @@ def forced(monkeypatch):
 def _reference(arr, monkeypatch):
     with monkeypatch.context() as m:
         m.setattr(id_hash, "sorted_codes", lambda arr: None)
-        return data._code_arrow(arr)
+        return coding._code_arrow(arr)
 
 
 def _same(arr, monkeypatch) -> None:
     fast = id_hash.sorted_codes(arr)
     assert fast is not None
-    got, want = data._code_arrow(arr), _reference(arr, monkeypatch)
+    got, want = coding._code_arrow(arr), _reference(arr, monkeypatch)
     np.testing.assert_array_equal(got[0], want[0])
     assert list(got[1]) == list(want[1])
     np.testing.assert_array_equal(got[2], want[2])
@@ -106,7 +106,7 @@ def test_radix_order_is_lexsorts_order():
 def test_steps_aside_for_long_ids_nulls_small_columns_and_few_distinct(forced, monkeypatch):
     long = pa.array(["a" * 17, "b"])  # 17 bytes: pyarrow's path codes it
     assert id_hash.sorted_codes(long) is None
-    assert data._code_arrow(long)[1].tolist() == ["a" * 17, "b"]
+    assert coding._code_arrow(long)[1].tolist() == ["a" * 17, "b"]
     multibyte = pa.array(["é" * 9])  # 9 characters, 18 bytes
     assert id_hash.sorted_codes(multibyte) is None
     assert id_hash.sorted_codes(pa.array(["a", None])) is None

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ...data.crowd import CrowdData, id_array
+from ...data.coding import id_array
+from ...data.crowd import CrowdData
 from ...numerics import libm
 
 
