@@ -59,7 +59,7 @@ from ..estimators.ordinal_mixture import Learned, OrdinalMixture, _emit
 from ..fit import acceleration, restarts, selection
 from ..numerics.keyed_random import id_hash
 from ..results import outputs
-from . import blocks
+from . import block_loading, blocks
 from .client import _add_arrays, _Blocks, _Global, _Sweeps
 from .source import _short, column_mapping, read_source
 
@@ -241,9 +241,9 @@ class DaskOrdinalMixture(OrdinalMixture):
         local_cats = self.granularity == "instance"
         n_cat = 0 if local_cats else (1 if categories is None else categories.size)
         gp, pi = self._problem(sc, n_per_ann, n_cat)
-        setup = blocks.Setup(gp, annotators, categories, self.granularity, sc.step, label)
+        setup = block_loading.Setup(gp, annotators, categories, self.granularity, sc.step, label)
         setup_f = client.scatter(setup, broadcast=True, hash=False)
-        n_c = bl.reduce(bl.run(blocks.finalize_block, setup_f), _add_arrays)
+        n_c = bl.reduce(bl.run(block_loading.finalize_block, setup_f), _add_arrays)
         n_c = np.rint(n_c).astype(np.int64)
         del setup_f
         n_ratings = int(summary["n_ratings"])
@@ -321,12 +321,12 @@ class DaskOrdinalMixture(OrdinalMixture):
                 if c in mapping.values()
             }
         )
-        norm = ddf.map_partitions(blocks.normalize_block, mapping, label, meta=meta)
+        norm = ddf.map_partitions(block_loading.normalize_block, mapping, label, meta=meta)
         parts = norm.shuffle(on="instance", npartitions=n_parts).to_delayed()
         import dask
 
         loads = [
-            dask.delayed(blocks.load_block, pure=False)(bl.fit_id, i, part, label)
+            dask.delayed(block_loading.load_block, pure=False)(bl.fit_id, i, part, label)
             for i, part in enumerate(parts)
         ]
         try:
@@ -341,7 +341,7 @@ class DaskOrdinalMixture(OrdinalMixture):
             raise InputError(f"cannot be read ({_short(e)}); check the file", source=label) from e
         who = client.who_has(futs)
         bl.workers = [who[f.key][0] for f in futs]
-        summary = bl.reduce(futs, blocks.combine_summaries)
+        summary = bl.reduce(futs, block_loading.combine_summaries)
         del futs, loads, parts
         return summary, label
 

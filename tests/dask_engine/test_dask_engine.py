@@ -37,7 +37,7 @@ pytest.importorskip("dask.dataframe")
 from distributed import Client, LocalCluster  # noqa: E402
 
 from ordmix_core.cli.main import main  # noqa: E402
-from ordmix_core.dask_engine import DaskOrdinalMixture, blocks, write_outputs  # noqa: E402
+from ordmix_core.dask_engine import DaskOrdinalMixture, block_loading, blocks, write_outputs  # noqa: E402
 from ordmix_core.dask_engine.client import _Sweeps  # noqa: E402
 from ordmix_core.data.simulate import simulate_crowd  # noqa: E402
 from ordmix_core.estimators.memory_engine import MemorySweeps  # noqa: E402
@@ -380,7 +380,6 @@ def test_inferred_scale_with_an_outlier_is_refused_as_in_memory(client, ratings,
 def test_combined_summaries_count_each_rating_value_once():
     """``combine_summaries`` merges the blocks' distinct values and adds their counts (-0.0
     and 0.0 are one value, as in memory)."""
-    from ordmix_core.dask_engine import blocks
 
     def part(values, counts):
         return {
@@ -389,7 +388,9 @@ def test_combined_summaries_count_each_rating_value_once():
             "n_instances": 1, "worker": None,
         }  # fmt: skip
 
-    got = blocks.combine_summaries(part([-0.0, 2, 5], [1, 2, 3]), part([0.0, 5, 7], [4, 5, 6]))
+    got = block_loading.combine_summaries(
+        part([-0.0, 2, 5], [1, 2, 3]), part([0.0, 5, 7], [4, 5, 6])
+    )
     assert got["values"].tolist() == [0, 2, 5, 7]
     assert got["value_counts"].tolist() == [5, 2, 8, 6]
 
