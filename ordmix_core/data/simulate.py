@@ -28,6 +28,29 @@ class SimulatedCrowd:
     favourite: pd.Series | None = None
 
 
+def _favourite_answers(
+    rng: np.random.Generator,
+    spam: np.ndarray,
+    ann: np.ndarray,
+    noise_level: np.ndarray,
+    k: int,
+    share: float,
+    weight: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """A ``share`` of the spammers (``spam`` (N,) bool) gets a favourite level, drawn uniformly;
+    each of their ratings (``ann`` (L,)) is it with probability ``weight``, else their uniform
+    ``noise_level`` (L,). Returns the favourites (N,: NaN for none) and the spam levels (L,)."""
+    fav = np.full(spam.size, np.nan)
+    if share <= 0:
+        return fav, noise_level
+    spam_ids = np.flatnonzero(spam)
+    n_fav = int(round(share * spam_ids.size))
+    fav_ids = rng.choice(spam_ids, n_fav, replace=False) if n_fav else spam_ids[:0]
+    fav[fav_ids] = rng.integers(0, k, n_fav)
+    pick = np.isfinite(fav[ann]) & (rng.random(ann.size) < weight)
+    return fav, np.where(pick, np.nan_to_num(fav[ann]).astype(int), noise_level)
+
+
 def simulate_crowd(
     n_items: int = 500,
     n_annotators: int = 40,
@@ -75,17 +98,12 @@ def simulate_crowd(
     x = rng.normal(z[item], 1.0 / np.sqrt(tau[ann] * delta[query[item]]))
     noise_level = rng.integers(0, scale.k, ann.size)
     bias = np.zeros(n_annotators)
-    fav = np.full(n_annotators, np.nan)
     if bias_sd > 0:
         bias = np.where(spam, 0.0, rng.normal(0.0, bias_sd * scale.step, n_annotators))
         x = x + bias[ann]
-    if favourite_share > 0:
-        spam_ids = np.flatnonzero(spam)
-        n_fav = int(round(favourite_share * spam_ids.size))
-        fav_ids = rng.choice(spam_ids, n_fav, replace=False) if n_fav else spam_ids[:0]
-        fav[fav_ids] = rng.integers(0, scale.k, n_fav)
-        pick = np.isfinite(fav[ann]) & (rng.random(ann.size) < favourite_weight)
-        noise_level = np.where(pick, np.nan_to_num(fav[ann]).astype(int), noise_level)
+    fav, noise_level = _favourite_answers(
+        rng, spam, ann, noise_level, scale.k, favourite_share, favourite_weight
+    )
     level = np.clip(np.searchsorted(b, x, side="right") - 1, 0, scale.k - 1)
     level = np.where(spam[ann], noise_level, level)
     names_i = np.array([f"item{i:05d}" for i in range(n_items)], dtype=object)
