@@ -30,40 +30,8 @@ def load_trec_rf10(path: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     """
     path = Path(path)
     src = str(path)
-    fix = (
-        "expected the official tab-separated release with header "
-        "topicID, workerID, docID, gold, label"
-    )
-    try:
-        with warnings.catch_warnings():
-            # pandas only warns when the first data row is longer than the header
-            warnings.simplefilter("error", pd.errors.ParserWarning)
-            raw = pd.read_csv(
-                path,
-                sep="\t",
-                dtype=str,
-                keep_default_na=False,
-                na_filter=False,
-                header=0,
-                index_col=False,
-                skip_blank_lines=False,
-                engine="c",
-            )
-    except FileNotFoundError:
-        raise InputError(
-            "file not found; give the release file trec-rf10-data.txt", source=src
-        ) from None
-    except pd.errors.EmptyDataError:
-        raise InputError(f"the file is empty; {fix}", source=src) from None
-    except pd.errors.ParserWarning:
-        raise InputError(
-            f"row 2 (counting the header as row 1) has more fields than the header; {fix}",
-            source=src,
-        ) from None
-    except pd.errors.ParserError as err:
-        raise InputError(f"cannot parse ({err}); {fix}", source=src) from None
-    except UnicodeDecodeError as err:
-        raise InputError(f"not a text file ({err.reason}); {fix}", source=src) from None
+    raw = _read_release(path, src)
+    fix = _FIX
     cols = [str(c).strip() for c in raw.columns]
     if tuple(cols) != COLUMNS:
         raise InputError(f"header is {', '.join(cols)!r}; {fix}", source=src)
@@ -110,6 +78,47 @@ def load_trec_rf10(path: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     )
     gold["instance"] = gold["instance"].astype(str)
     return ratings, gold
+
+
+#: what the release file must look like (the fix of every message about its shape)
+_FIX = (
+    "expected the official tab-separated release with header topicID, workerID, docID, gold, label"
+)
+
+
+def _read_release(path: Path, src: str) -> pd.DataFrame:
+    """The release file as text columns, or one InputError naming what is wrong with it."""
+    fix = _FIX
+    try:
+        with warnings.catch_warnings():
+            # pandas only warns when the first data row is longer than the header
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            return pd.read_csv(
+                path,
+                sep="\t",
+                dtype=str,
+                keep_default_na=False,
+                na_filter=False,
+                header=0,
+                index_col=False,
+                skip_blank_lines=False,
+                engine="c",
+            )
+    except FileNotFoundError:
+        raise InputError(
+            "file not found; give the release file trec-rf10-data.txt", source=src
+        ) from None
+    except pd.errors.EmptyDataError:
+        raise InputError(f"the file is empty; {fix}", source=src) from None
+    except pd.errors.ParserWarning:
+        raise InputError(
+            f"row 2 (counting the header as row 1) has more fields than the header; {fix}",
+            source=src,
+        ) from None
+    except pd.errors.ParserError as err:
+        raise InputError(f"cannot parse ({err}); {fix}", source=src) from None
+    except UnicodeDecodeError as err:
+        raise InputError(f"not a text file ({err.reason}); {fix}", source=src) from None
 
 
 def _check(df: pd.DataFrame, src: str) -> None:
