@@ -91,6 +91,40 @@ def spread_overlaps(
     return nx, ny, cell, size
 
 
+def _label_crowded_spots(
+    fig: go.Figure,
+    ex: np.ndarray,
+    reliability: np.ndarray,
+    cell: np.ndarray,
+    shared: np.ndarray,
+    x_span: float,
+) -> None:
+    """Say how many annotators sit on each crowded spot of ``annotator_scatter`` (the disc
+    alone does not give the number); neighbouring crowded cells count as one spot."""
+    spots: list[list[float]] = []  # x, y (axis units), count
+    crowded = np.unique(cell[shared >= max(10, 0.05 * len(ex))])
+    for c in sorted(crowded, key=lambda c: -int((cell == c).sum())):
+        idx = np.flatnonzero(cell == c)
+        sx, sy = float(ex[idx].mean()), float(reliability[idx].mean())
+        near = [p for p in spots if abs(p[0] - sx) < 0.15 * x_span and abs(p[1] - sy) < 0.1]
+        if near:
+            near[0][2] += idx.size
+        else:
+            spots.append([sx, sy, idx.size])
+    for sx, sy, count in spots:
+        fig.add_annotation(
+            x=sx,
+            y=sy,
+            text=f"{int(count):,} annotators here",
+            showarrow=True,
+            arrowcolor="#333",
+            ax=0,
+            ay=-45 if sy < 0.5 else 45,
+            font={"color": "#333"},
+            bgcolor="rgba(255,255,255,0.8)",
+        )
+
+
 def annotator_scatter(
     annotators: pd.DataFrame, threshold: float | None = None, log_x: bool = True
 ) -> go.Figure:
@@ -158,30 +192,7 @@ def annotator_scatter(
                 ),
             )
         )
-    # say how many sit on each crowded spot (the disc alone does not give the number);
-    # neighbouring crowded cells count as one spot
-    spots: list[list[float]] = []  # x, y (axis units), count
-    crowded = np.unique(cell[shared >= max(10, 0.05 * len(a))])
-    for c in sorted(crowded, key=lambda c: -int((cell == c).sum())):
-        idx = np.flatnonzero(cell == c)
-        sx, sy = float(ex[idx].mean()), float(reliability[idx].mean())
-        near = [p for p in spots if abs(p[0] - sx) < 0.15 * x_span and abs(p[1] - sy) < 0.1]
-        if near:
-            near[0][2] += idx.size
-        else:
-            spots.append([sx, sy, idx.size])
-    for sx, sy, count in spots:
-        fig.add_annotation(
-            x=sx,
-            y=sy,
-            text=f"{int(count):,} annotators here",
-            showarrow=True,
-            arrowcolor="#333",
-            ax=0,
-            ay=-45 if sy < 0.5 else 45,
-            font={"color": "#333"},
-            bgcolor="rgba(255,255,255,0.8)",
-        )
+    _label_crowded_spots(fig, ex, reliability, cell, shared, x_span)
     fig.update_xaxes(title="expertise E[tau] (precision of honest ratings)")
     if log_x:
         fig.update_xaxes(type="log")
