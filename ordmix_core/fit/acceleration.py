@@ -358,6 +358,29 @@ def make_settle(engine: Sweeps, enabled: bool) -> SettleFn | None:
     return settle
 
 
+def _flip(
+    engine: Sweeps, run: RestartRun, spam: bool, new: Any, f: float, accelerate: bool
+) -> tuple[Any, float]:
+    """A plain sweep's state ``new`` (bound ``f``) of the stopping rule: its reliabilities join
+    ``run.eps_window``; every ``FLIP_WINDOW`` plain sweeps (``accelerate``) the annotators
+    ``escaping`` a saddle are mirrored, and a sweep from there replaces ``new`` if its bound
+    is finite and higher (the window then starts again)."""
+    window = run.eps_window  # the last FLIP_WINDOW plain sweeps since an accepted flip
+    window.append(np.array(new.eps, dtype=float, copy=True))
+    del window[:-FLIP_WINDOW]
+    plain = len(run.trace) + 1 - run.polish_from  # plain sweeps so far, this one too
+    if not accelerate or plain % FLIP_WINDOW:
+        return new, f
+    idx = escaping(window)
+    if idx.size == 0:
+        return new, f
+    cand, fc, _ = engine.sweep(flipped(new, idx), spam, None)
+    if cand is not None and np.isfinite(fc) and fc > f:
+        window.clear()
+        return cand, fc
+    return new, f
+
+
 def make_step(engine: Sweeps, accelerate: bool, exact_eps: bool = True) -> StepFn:
     """The ``step(run, spam)`` of ``schedule.race`` for both engines.
 
@@ -398,22 +421,6 @@ def make_step(engine: Sweeps, accelerate: bool, exact_eps: bool = True) -> StepF
             return s
         return s if getattr(s, "omega_eps", None) is None else block(s)
 
-    def flip(run: RestartRun, spam: bool, new: Any, f: float) -> tuple[Any, float]:
-        window = run.eps_window  # the last FLIP_WINDOW plain sweeps since an accepted flip
-        window.append(np.array(new.eps, dtype=float, copy=True))
-        del window[:-FLIP_WINDOW]
-        plain = len(run.trace) + 1 - run.polish_from  # plain sweeps so far, this one too
-        if not accelerate or plain % FLIP_WINDOW:
-            return new, f
-        idx = escaping(window)
-        if idx.size == 0:
-            return new, f
-        cand, fc, _ = engine.sweep(flipped(new, idx), spam, None)
-        if cand is not None and np.isfinite(fc) and fc > f:
-            window.clear()
-            return cand, fc
-        return new, f
-
     def step(run: RestartRun, spam: bool) -> float:
         s = run.state
         due = accelerate and run.history is not None and len(run.trace) % 3 == 2
@@ -437,7 +444,7 @@ def make_step(engine: Sweeps, accelerate: bool, exact_eps: bool = True) -> StepF
                 if cand is not None and np.isfinite(fc) and fc > f:
                     new, f = cand, fc
         if spam is True and run.polish_from is not None:
-            new, f = flip(run, spam, new, f)
+            new, f = _flip(engine, run, spam, new, f, accelerate)
         run.history = (s, new) if swept else None
         run.state = new
         run.truth_share = engine.truth_share(new)
