@@ -86,12 +86,6 @@ def settle_items(
     start = s.mu_m.copy()
     prev_m, prev_n = np.zeros(p.n_instances), np.zeros(n)
 
-    def leaving(change: np.ndarray, before: np.ndarray, drop: float = drop) -> np.ndarray:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = np.where(before > 0, change / before, np.inf)
-            remaining = np.where(ratio < 1.0, change * ratio / (1.0 - ratio), np.inf)
-        return (change < floor) | (remaining < drop)
-
     rows_n = np.flatnonzero(busy[p.ann])  # the busy annotators' ratings
     rows_m = np.arange(p.n_ratings)  # the ratings of the items in the rounds (only shrinks)
     for r in range(max_rounds):
@@ -115,38 +109,53 @@ def settle_items(
                 q.cat, omega, q.e_tau, s_l, p.phi, p.eta, p.n_categories
             )
             s.delta_shape[idx], s.delta_rate[idx] = shape[idx], rate[idx]
-        moving[idx[leaving(change_m, prev_m[idx] if r else change_m / MAX_RATE)]] = False
+        before_m = prev_m[idx] if r else change_m / MAX_RATE
+        moving[idx[_leaving(change_m, before_m, drop, floor)]] = False
         prev_m[idx] = change_m
         # the annotators' blocks
         who = np.flatnonzero(busy)
         if who.size:
-            q = q_xy(p, s, rows_n)
-            ann, inst, ex, var, omega = q.ann, q.inst, q.ex, q.var, q.omega
-            b, inv_bp = q.b, q.inv_bp  # with the bias, replaced by the new q(b) below
-            before = _annotator_view(p, s)[:, who]
-            if p.bias:
-                w_l, mu_l = omega * q.rho, s.mu_m[inst]
-                mean, prec = updates.update_bias(
-                    np.bincount(ann, weights=w_l, minlength=n),
-                    np.bincount(ann, weights=w_l * (ex - mu_l), minlength=n),
-                    s.lam_b,
-                )
-                s.bias_mean[who], s.bias_prec[who] = mean[who], prec[who]
-                b, inv_bp = s.bias_mean[ann], 1.0 / s.bias_prec[ann]
-            s_l = updates.expected_sq_inv(ex, var, s.mu_m[inst] + b, q.inv_lam + inv_bp)
-            shape, rate = updates.update_gamma_factor(
-                ann, omega, q.e_delta, s_l, s.alpha, s.beta, n
-            )
-            s.tau_shape[who], s.tau_rate[who] = shape[who], rate[who]
-            if p.spam:
-                mean_omega = updates.update_eps(ann, omega, p.n_per_ann)
-                eps = updates.eps_block(ann, omega, s.eps, mean_omega)
-                s.eps[who] = eps[who]
-            change_n = np.max(np.abs(_annotator_view(p, s)[:, who] - before), axis=0)
+            change_n = _settle_annotators(p, s, rows_n, who)
             before_n = prev_n[who] if r else change_n / MAX_RATE
-            busy[who[leaving(change_n, before_n, drop_annotators)]] = False
+            busy[who[_leaving(change_n, before_n, drop_annotators, floor)]] = False
             prev_n[who] = change_n
     return s, np.abs(s.mu_m - start)
+
+
+def _leaving(change: np.ndarray, before: np.ndarray, drop: float, floor: float) -> np.ndarray:
+    """Which blocks leave the rounds: a change below ``floor``, or a remaining change (the
+    change extrapolated with its ratio to the round before) below ``drop``."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(before > 0, change / before, np.inf)
+        remaining = np.where(ratio < 1.0, change * ratio / (1.0 - ratio), np.inf)
+    return (change < floor) | (remaining < drop)
+
+
+def _settle_annotators(p: Problem, s: State, rows_n: np.ndarray, who: np.ndarray) -> np.ndarray:
+    """One round of the annotators ``who``'s blocks, in ``s`` (their bias, q(tau) and exact
+    eps from their ratings ``rows_n``); returns how far each of them moved (``_annotator_view``)."""
+    n = p.n_annotators
+    q = q_xy(p, s, rows_n)
+    ann, inst, ex, var, omega = q.ann, q.inst, q.ex, q.var, q.omega
+    b, inv_bp = q.b, q.inv_bp  # with the bias, replaced by the new q(b) below
+    before = _annotator_view(p, s)[:, who]
+    if p.bias:
+        w_l, mu_l = omega * q.rho, s.mu_m[inst]
+        mean, prec = updates.update_bias(
+            np.bincount(ann, weights=w_l, minlength=n),
+            np.bincount(ann, weights=w_l * (ex - mu_l), minlength=n),
+            s.lam_b,
+        )
+        s.bias_mean[who], s.bias_prec[who] = mean[who], prec[who]
+        b, inv_bp = s.bias_mean[ann], 1.0 / s.bias_prec[ann]
+    s_l = updates.expected_sq_inv(ex, var, s.mu_m[inst] + b, q.inv_lam + inv_bp)
+    shape, rate = updates.update_gamma_factor(ann, omega, q.e_delta, s_l, s.alpha, s.beta, n)
+    s.tau_shape[who], s.tau_rate[who] = shape[who], rate[who]
+    if p.spam:
+        mean_omega = updates.update_eps(ann, omega, p.n_per_ann)
+        eps = updates.eps_block(ann, omega, s.eps, mean_omega)
+        s.eps[who] = eps[who]
+    return np.max(np.abs(_annotator_view(p, s)[:, who] - before), axis=0)
 
 
 def _annotator_view(p: Problem, s: State) -> np.ndarray:
