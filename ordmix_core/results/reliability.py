@@ -125,6 +125,89 @@ def rating_evidence(
     return np.clip(log_r, -LOG_R_CLIP, LOG_R_CLIP)
 
 
+def _eps_of(u: np.ndarray) -> np.ndarray:
+    """eps = expit(u), through libm."""
+    return libm.exp(log_expit(u))
+
+
+def _per_annotator(
+    ann: np.ndarray, log_r: np.ndarray, n: int, term: Callable[[np.ndarray, np.ndarray], np.ndarray]
+) -> np.ndarray:
+    """(N,) sums of ``term(ann, log_r)`` over each annotator's ratings, a chunk at a time
+    (``log_r`` clipped to ``LOG_R_CLIP`` per chunk: no per-rating copy)."""
+    out = np.zeros(n)
+    for lo in range(0, len(ann), _CHUNK):
+        a = ann[lo : lo + _CHUNK]
+        lr = np.clip(log_r[lo : lo + _CHUNK], -LOG_R_CLIP, LOG_R_CLIP)
+        out += np.bincount(a, weights=term(a, lr), minlength=n)
+    return out
+
+
+def _posterior_mode(
+    ann: np.ndarray, log_r: np.ndarray, n: int, a0: float, b0: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each annotator's posterior mode in u = logit(eps) (bisection) and the width of its
+    curvature there, (N,) each."""
+    # mode of g(u): a0 (1 - eps) - b0 eps + eps (1 - eps) sum (r - 1) / (1 - eps + eps r) = 0
+    lo = np.full(n, -60.0)
+    hi = np.full(n, 60.0)
+    for _ in range(_BISECT_STEPS):
+        mid = 0.5 * (lo + hi)
+        e = _eps_of(mid)
+        s = _per_annotator(ann, log_r, n, lambda a, lr, e=e: _pull(e[a], libm.exp(lr)))
+        up = a0 * (1.0 - e) - b0 * e + e * (1.0 - e) * s > 0
+        lo = np.where(up, mid, lo)
+        hi = np.where(up, hi, mid)
+    mode = 0.5 * (lo + hi)
+    e = _eps_of(mode)
+    s2 = _per_annotator(ann, log_r, n, lambda a, lr: _pull(e[a], libm.exp(lr)) ** 2)
+    curv = a0 * (1.0 - e) ** 2 + b0 * e**2 + (e * (1.0 - e)) ** 2 * s2
+    return mode, 1.0 / np.sqrt(curv)
+
+
+def _log_density(
+    ann: np.ndarray, log_r: np.ndarray, n: int, a0: float, b0: float, u: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The posterior's log density (up to a constant) at the nodes ``u`` (G, N), and eps
+    there; both (N, G)."""
+    log_e, log_1me = log_expit(u), log_expit(-u)
+    if kernels.USE_JIT:  # compiled: one pass per node, the nodes over the cores
+        lik = kernels.grid_loglik(ann, log_r, LOG_R_CLIP, log_e, log_1me)
+    else:
+        lik = np.stack(
+            [
+                _per_annotator(
+                    ann, log_r, n, lambda a, lr, le=le, l1=l1: np.logaddexp(l1[a], le[a] + lr)
+                )
+                for le, l1 in zip(log_e, log_1me, strict=True)
+            ]
+        )
+    log_g = np.ascontiguousarray((a0 * log_e + b0 * log_1me + lik).T)  # (N, G)
+    return log_g, np.ascontiguousarray(libm.exp(log_e).T)
+
+
+def _cumulative(
+    g: np.ndarray, log_g: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Of the density ``g`` (N, G) on a uniform grid: its first and second differences, its
+    cumulative integral at the nodes (units of the node spacing) and its total, the tails
+    beyond the grid extrapolated as exponentials."""
+    n = g.shape[0]
+    # cumulative trapezoid in units of the node spacing, with the Euler-Maclaurin end
+    # correction -(g'(z_j) - g'(z_0)) / 12 so that partial sums are accurate to O(h^4)
+    gp = np.gradient(g, axis=1, edge_order=2)
+    gpp = np.zeros_like(g)
+    gpp[:, 1:-1] = g[:, 2:] - 2.0 * g[:, 1:-1] + g[:, :-2]
+    cell = 0.5 * (g[:, 1:] + g[:, :-1])
+    cum = np.concatenate([np.zeros((n, 1)), np.cumsum(cell, axis=1)], axis=1)
+    cum -= (gp - gp[:, :1]) / 12.0
+    # the tails beyond the grid, extrapolated as exponentials (the prior's tails in logit space)
+    slope_left = np.maximum(log_g[:, 1] - log_g[:, 0], 1e-3)
+    slope_right = np.maximum(log_g[:, -2] - log_g[:, -1], 1e-3)
+    cum += (g[:, 0] / slope_left)[:, None]
+    return gp, gpp, cum, cum[:, -1] + g[:, -1] / slope_right
+
+
 def reliability_posterior(
     ann: np.ndarray,
     log_r: np.ndarray,
@@ -160,65 +243,14 @@ def reliability_posterior(
         ann = ann.astype(np.int64)
     log_r = np.asarray(log_r, dtype=float)
     n = n_annotators
-
-    def per_annotator(term: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
-        """(N,) sums of ``term(ann, log_r)`` over each annotator's ratings, a chunk at a time."""
-        out = np.zeros(n)
-        for lo in range(0, len(ann), _CHUNK):
-            a = ann[lo : lo + _CHUNK]
-            lr = np.clip(log_r[lo : lo + _CHUNK], -LOG_R_CLIP, LOG_R_CLIP)
-            out += np.bincount(a, weights=term(a, lr), minlength=n)
-        return out
-
-    def eps_of(u: np.ndarray) -> np.ndarray:
-        return libm.exp(log_expit(u))
-
-    # mode of g(u): a0 (1 - eps) - b0 eps + eps (1 - eps) sum (r - 1) / (1 - eps + eps r) = 0
-    lo = np.full(n, -60.0)
-    hi = np.full(n, 60.0)
-    for _ in range(_BISECT_STEPS):
-        mid = 0.5 * (lo + hi)
-        e = eps_of(mid)
-        s = per_annotator(lambda a, lr, e=e: _pull(e[a], libm.exp(lr)))
-        up = a0 * (1.0 - e) - b0 * e + e * (1.0 - e) * s > 0
-        lo = np.where(up, mid, lo)
-        hi = np.where(up, hi, mid)
-    mode = 0.5 * (lo + hi)
-    e = eps_of(mode)
-    s2 = per_annotator(lambda a, lr: _pull(e[a], libm.exp(lr)) ** 2)
-    curv = a0 * (1.0 - e) ** 2 + b0 * e**2 + (e * (1.0 - e)) ** 2 * s2
-    width = 1.0 / np.sqrt(curv)
-
+    mode, width = _posterior_mode(ann, log_r, n, a0, b0)
     grid_n = nodes or (_GRID_N if len(ann) <= _BIG_L else _GRID_N_BIG)
     z = np.linspace(-_GRID_HALF_WIDTH, _GRID_HALF_WIDTH, grid_n)
-    u = mode[None, :] + width[None, :] * z[:, None]  # (G, N)
-    log_e, log_1me = log_expit(u), log_expit(-u)
-    if kernels.USE_JIT:  # compiled: one pass per node, the nodes over the cores
-        lik = kernels.grid_loglik(ann, log_r, LOG_R_CLIP, log_e, log_1me)
-    else:
-        lik = np.stack(
-            [
-                per_annotator(lambda a, lr, le=le, l1=l1: np.logaddexp(l1[a], le[a] + lr))
-                for le, l1 in zip(log_e, log_1me, strict=True)
-            ]
-        )
-    log_g = np.ascontiguousarray((a0 * log_e + b0 * log_1me + lik).T)  # (N, G)
-    eps_grid = np.ascontiguousarray(libm.exp(log_e).T)
-    del u, log_e, log_1me, lik  # (G, N) each: 26 MB at 20,000 annotators and 161 nodes
+    log_g, eps_grid = _log_density(
+        ann, log_r, n, a0, b0, mode[None, :] + width[None, :] * z[:, None]
+    )
     g = libm.exp(log_g - log_g.max(axis=1, keepdims=True))
-    # cumulative trapezoid in units of the node spacing, with the Euler-Maclaurin end
-    # correction -(g'(z_j) - g'(z_0)) / 12 so that partial sums are accurate to O(h^4)
-    gp = np.gradient(g, axis=1, edge_order=2)
-    gpp = np.zeros_like(g)
-    gpp[:, 1:-1] = g[:, 2:] - 2.0 * g[:, 1:-1] + g[:, :-2]
-    cell = 0.5 * (g[:, 1:] + g[:, :-1])
-    cum = np.concatenate([np.zeros((n, 1)), np.cumsum(cell, axis=1)], axis=1)
-    cum -= (gp - gp[:, :1]) / 12.0
-    # the tails beyond the grid, extrapolated as exponentials (the prior's tails in logit space)
-    slope_left = np.maximum(log_g[:, 1] - log_g[:, 0], 1e-3)
-    slope_right = np.maximum(log_g[:, -2] - log_g[:, -1], 1e-3)
-    cum += (g[:, 0] / slope_left)[:, None]
-    total = cum[:, -1] + g[:, -1] / slope_right
+    gp, gpp, cum, total = _cumulative(g, log_g)
     dz = z[1] - z[0]
     rows = np.arange(n)
 
@@ -242,7 +274,7 @@ def reliability_posterior(
             f = 0.5 * (f_lo + f_hi)
             below = partial(j, f) < rest
             f_lo, f_hi = np.where(below, f, f_lo), np.where(below, f_hi, f)
-        return eps_of(mode + width * (z[j] + 0.5 * (f_lo + f_hi) * dz))
+        return _eps_of(mode + width * (z[j] + 0.5 * (f_lo + f_hi) * dz))
 
     u_t = libm.log(threshold) - libm.log1p(-threshold)
     p_below = np.clip(cdf_at(np.full(n, u_t)), 0.0, 1.0)
