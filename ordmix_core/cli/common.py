@@ -1,7 +1,7 @@
 """What the ``ordmix`` commands share: progress on stderr, warnings printed only after a
 command succeeds, and how a folder is named in the closing line.
 
-``cli.py`` (fit), ``cli_compare.py`` (compare, experiment) and ``cli_next.py`` (next) import
+``cli.py`` (fit), ``cli/compare.py`` (compare, experiment) and ``cli/next.py`` (next) import
 this module; it imports none of them.
 """
 
@@ -143,7 +143,7 @@ def folder_name(path: str) -> str:
 
 def n_runs(model: object) -> int:
     """The restarts a fit runs, for the progress line: a refit from an earlier result
-    (``init_from`` / ``--warm-start``) races ``warm.n_refit_starts``, else ``n_restarts``."""
+    (``init_from`` / ``--warm-start``) races ``refit.n_refit_starts``, else ``n_restarts``."""
     if getattr(model, "init_from", None) is not None:
         from ..estimators.refit import n_refit_starts
 

@@ -389,7 +389,7 @@ def rating_levels(
 
 #: from this many distinct instance IDs on, ``crowd_from_coded`` keeps them Arrow-backed
 #: (``compact_ids``): 2M IDs of 11 characters are 138 MB as Python strings, alive through every
-#: sweep of a fit that needs them only to start (``rand.id_hash``) and to name its results
+#: sweep of a fit that needs them only to start (``keyed_random.id_hash``) and to name its results
 COMPACT_IDS = 1_000_000
 
 

@@ -14,8 +14,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..data.crowd import CrowdData
-from ..fit import acceleration, restarts, schedule
-from ..fit import starts as init
+from ..fit import acceleration, restarts, schedule, starts
 from ..numerics import libm
 from ..numerics.keyed_random import id_hash
 from ..vb import sweep as vb
@@ -41,16 +40,16 @@ class EngineSteps:
         self, data: CrowdData, p: vb.Problem, inst_hash: np.ndarray, ann_hash: np.ndarray
     ) -> schedule.BranchFn:
         """``branch`` of the shared warm-up: the warm-up's state with the restart's own noise
-        on q(z)'s means and q(tau) (``init.branch_instances``, ``init.branch_annotators``;
+        on q(z)'s means and q(tau) (``starts.branch_instances``, ``starts.branch_annotators``;
         ``inst_hash``, ``ann_hash``: the IDs' ``id_hash``); gold items keep their truth."""
 
         def branch(source: vb.State, run: restarts.RestartRun) -> vb.State:
             s = source.copy()
-            mu = init.branch_instances(
+            mu = starts.branch_instances(
                 s.mu_m, inst_hash, run.key, data.scale.thresholds, data.scale.step
             )
             s.mu_m = vb_updates.apply_gold(mu, p.gold)
-            s.tau_rate = init.branch_annotators(s.tau_rate, ann_hash, run.key)
+            s.tau_rate = starts.branch_annotators(s.tau_rate, ann_hash, run.key)
             return s
 
         return branch
@@ -60,7 +59,7 @@ class EngineSteps:
     ) -> tuple[str, vb.State]:
         """``(kind, state)``: the restart's start (``_start``) over the whole data.
 
-        The noise is keyed on IDs and on a key drawn from ``rng`` (``init.py``), so it does not
+        The noise is keyed on IDs and on a key drawn from ``rng`` (``starts.py``), so it does not
         depend on row order or on how the data is partitioned.
         """
         kind, key = self._start(restart, rng)
@@ -90,7 +89,7 @@ class EngineSteps:
         ``inputs``: ``_start_inputs(data)`` if already computed."""
         step = data.scale.step
         n_m, sum_m, inst_hash, ann_hash, n_c = inputs or self._start_inputs(data)
-        mu_m, lam_m = init.init_instances(
+        mu_m, lam_m = starts.init_instances(
             sum_m, n_m, inst_hash, key, restart, p.mu, p.lam, data.scale.thresholds, step
         )
         mu_m = vb_updates.apply_gold(mu_m, p.gold)
@@ -112,10 +111,10 @@ class EngineSteps:
         key: int,
         restart: int,
         step: float,
-    ) -> init.Globals:
+    ) -> starts.Globals:
         """The restart's start of q(tau), eps, q(delta) (``n_c`` ratings per category, (C,);
         empty when categories are the Dask blocks') and the prior of tau."""
-        return init.init_globals(
+        return starts.init_globals(
             p.n_per_ann, ann_hashes, n_c, key, restart, step, self.spam_, kind == "random",
             p.phi, p.eta, p.bias, p.spam_dist, libm.exp(p.log_pi),
         )  # fmt: skip

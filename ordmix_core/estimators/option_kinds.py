@@ -302,7 +302,7 @@ class Probabilities(_Kind):
 class PreviousFit(_Kind):
     """An earlier result to start from: an ``ordmix fit`` folder, or a fitted estimator.
 
-    Only the form is checked here; ``warm.load_previous`` reads and checks the content.
+    Only the form is checked here; ``refit.load_previous`` reads and checks the content.
     """
 
     none: str | None = "a fit from scratch"
@@ -374,14 +374,15 @@ class Option:
             raise argparse.ArgumentTypeError(str(e)) from None
 
 
-#: the estimator whose signature gives the defaults; ``model.py`` registers ``OrdinalMixture``
-#: when it is imported (the package's ``__init__`` imports it), so this module, which the
-#: estimator imports for its checks, never imports the estimator back
+#: the estimator whose signature gives the defaults; ``estimators/ordinal_mixture.py``
+#: registers ``OrdinalMixture`` when it is imported (the package's ``__init__`` imports it), so
+#: this module, which the estimator imports for its checks, never imports the estimator back
 _ESTIMATOR: list[type] = []
 
 
 def register_estimator(cls: type) -> type:
-    """Take the defaults from ``cls.__init__``'s signature (called once, by ``model.py``)."""
+    """Take the defaults from ``cls.__init__``'s signature (called once, by
+    ``estimators/ordinal_mixture.py``)."""
     _ESTIMATOR[:] = [cls]
     _signature_defaults.cache_clear()
     return cls

@@ -6,7 +6,7 @@ declares the model's parameters (``__init__``: the one declaration; ``DaskOrdina
 adds only its cluster's), and does for both engines what does not depend on where the
 ratings live: the fit's ``vb.Problem`` from the parameters (``_problem``), every restart's
 kind and key from one ``numpy.random.Generator`` (``_start``) and its start of the global
-factors (``init.init_globals``), one sweep with the SQUAREM rule (``acceleration.make_step``), the
+factors (``starts.init_globals``), one sweep with the SQUAREM rule (``acceleration.make_step``), the
 schedule (``_schedule``) and the learned attributes (``_store``, through ``outputs``). The
 in-memory engine adds only its sweep over all ratings (``MemorySweeps``) and running
 restarts side by side in threads.
@@ -16,10 +16,10 @@ the useless all-spam one. So with ``nospam_warmup`` (and the spam component) the
 the model without the spam component (stage ``nospam``) and starts the mixture from that fit
 with ``eps = 0.99``. With ``schedule='shared'`` (the default) restart 0 runs that
 warm-up from the per-item means and every restart r > 0 branches from its result, with noise
-on the means and the expertise keyed on the IDs and the restart's key (``init.branch_*``);
+on the means and the expertise keyed on the IDs and the restart's key (``starts.branch_*``);
 with ``'per-restart'`` each restart warms up on its own, restart r > 0 from the means and
-expertise plus that noise (``init.py``). Without ``nospam_warmup`` restarts r > 0 also draw eps
-at random. A restart whose share of ratings attributed to the truth component falls below
+expertise plus that noise (``fit/starts.py``). Without ``nospam_warmup`` restarts r > 0 also draw
+eps at random. A restart whose share of ratings attributed to the truth component falls below
 ``collapse_threshold`` is *collapsed* and is chosen only if every restart collapsed (then
 with a ``CollapseWarning``). Among the rest the highest bound wins, as in the paper; the
 restarts near-tied with it form the ensemble (``selection.ensemble``) whose disagreement marks

@@ -22,15 +22,15 @@ class RestartRun:
     ``truth_share``: mean omega of the last sweep (the share of ratings the truth explains);
     ``estimate_change``: the largest change of an item's posterior mean in the last sweep
     (set by the engine's step) and ``changes`` those of the current stage's sweeps;
-    ``history``: the last two states, kept by ``accel.make_step`` for SQUAREM;
+    ``history``: the last two states, kept by ``acceleration.make_step`` for SQUAREM;
     ``shared_iter``: sweeps of the shared warm-up it branched from (counted in ``max_iter``);
     ``key``: its random key (``restart_key``), for the noise of a branch; ``polish_from``:
     the sweep of the stage from which it runs without SQUAREM (``converged``);
     ``pruned_at``: the mixture sweep after which successive halving dropped it; ``stopped``:
     it was still running when the fit was stopped; ``eps_window``: the reliabilities of its
-    last plain sweeps (at most ``accel.FLIP_WINDOW``, since the last accepted flip), for
-    ``accel.make_step``'s annotator flips and ``accel.still_moving``; ``settles``: how often
-    ``accel.make_settle`` was asked at its stop.
+    last plain sweeps (at most ``acceleration.FLIP_WINDOW``, since the last accepted flip), for
+    ``acceleration.make_step``'s annotator flips and ``acceleration.still_moving``; ``settles``: how
+    often ``acceleration.make_settle`` was asked at its stop.
     """
 
     restart: int
@@ -52,7 +52,7 @@ class RestartRun:
     pruned_at: int | None = None
     stopped: bool = False
     eps_window: list = field(default_factory=list)  # flips and ``still_moving`` (``accel``)
-    settles: int = 0  # times the items' blocks were solved at a stop (``accel.make_settle``)
+    settles: int = 0  # times the items' blocks were solved at a stop (``acceleration.make_settle``)
 
     @property
     def lower_bound(self) -> float:
@@ -90,7 +90,7 @@ class Stop(Exception):
 #: ``run.state`` and ``run.truth_share`` and returns the new bound
 StepFn = Callable[[RestartRun, bool], float]
 #: ``settle(run, tol_estimate)`` at a mixture restart's stop: True when it moved the run's
-#: state on and the run must go on sweeping (``accel.make_settle``)
+#: state on and the run must go on sweeping (``acceleration.make_settle``)
 SettleFn = Callable[[RestartRun, float], bool]
 Callback = Callable[[int, int, float], "bool | None"]
 MapRuns = Callable[[Callable[[RestartRun], None], list[RestartRun]], None]

@@ -1,8 +1,8 @@
 """Random starts of a restart, per block of entities, so any partition of the data agrees.
 
 Restart 0 starts from the per-item means; restart r > 0 adds noise keyed on the instance
-and annotator IDs (``rand.py``) and on the restart's key, drawn from the fit's Generator. With
-the shared warm-up a restart adds the same noise to the warm-up's fit instead
+and annotator IDs (``numerics/keyed_random.py``) and on the restart's key, drawn from the fit's
+Generator. With the shared warm-up a restart adds the same noise to the warm-up's fit instead
 (``branch_instances``, ``branch_annotators``).
 The Dask engine calls the same functions on each partition's instances.
 """

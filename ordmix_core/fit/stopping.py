@@ -163,7 +163,7 @@ def run_to_convergence(
 
     One restart alone, without the schedule (no warm-up, pruning or SQUAREM), for tests,
     benchmarks and exploring one start; the stopping rule is the fit's own
-    (``restarts.advance``). Returns the final state, the bound after each sweep and whether
+    (``stopping.advance``). Returns the final state, the bound after each sweep and whether
     it converged. ``callback(iteration, F)`` returning ``False`` raises :class:`Stop` with the
     state and trace so far attached (``err.state``, ``err.trace``).
     """

@@ -1,8 +1,9 @@
 """Reading an ``ordmix fit`` output folder back: its tables, columns checked, IDs as written.
 
-``ordmix next`` (a batch from yesterday's fit) and the warm start of a refit (``warm.py``)
-read a fit folder through here: each file through ``io.read_table`` (every column as text),
-the columns the caller needs present, numbers parsed, and the formula protection that
+``ordmix next`` (a batch from yesterday's fit) and the warm start of a refit
+(``estimators/refit.py``) read a fit folder through here: each file through ``io.read_table``
+(every column as text), the columns the caller needs present, numbers parsed, and the formula
+protection that
 ``io.write_csv`` put on ID cells (a leading ``'`` before ``= + - @``) taken off again, so IDs
 match the ratings'. A table the Dask engine wrote per partition (``items/part-*.csv``) is read
 as one. Any problem is one :class:`InputError` naming the file, the row or column and the fix.

@@ -302,7 +302,7 @@ def items_table(model: Any, dec: Decisions | None = None) -> pd.DataFrame:
 def annotators_table(model: Any, dec: Decisions | None = None) -> pd.DataFrame:
     """``annotators.csv``: annotator, n_ratings, expertise, reliability, expertise_sd,
     spam_share, bias, bias_sd, reliability_spread, unstable (``annotator_stability``),
-    still_moving (``accel.still_moving``), then
+    still_moving (``acceleration.still_moving``), then
     the flag columns (``FLAG_COLUMNS``) when the fit kept
     per-rating omega."""
     return table(model, "annotators", dec)

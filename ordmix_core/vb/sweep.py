@@ -11,8 +11,8 @@ picks the fused one when numba is available (``kernels.USE_JIT``; ``ORDMIX_NO_JI
 switches it off).
 
 The restart schedule (warm-up, successive halving, the choice of the winner) is
-``restarts.py``'s, SQUAREM ``accel.py``'s; the Dask engine runs ``phases.py``'s functions per
-partition.
+``restarts.py``'s, SQUAREM ``fit/acceleration.py``'s; the Dask engine runs ``phases.py``'s functions
+per partition.
 """
 
 from __future__ import annotations
