@@ -174,7 +174,7 @@ def compare_methods(
     label_error, calibration_error, log_loss, seconds, n_gold`` (NDCG per query when the
     ratings have a query column; label error: share of gold items whose label is not the gold
     level, the label being the most probable level of a method with level probabilities
-    (``level_proba``), else its estimate rounded to the nearest level; calibration error and
+    (``shipped``), else its estimate rounded to the nearest level; calibration error and
     log loss of those probabilities, NaN for a method without them; ``n_gold`` the gold items
     scored), and the estimates as an instance x method frame.
     ``callback(method, index, total)`` is called before each fit. Gold items without ratings
@@ -198,10 +198,8 @@ def compare_methods(
         t0 = time.perf_counter()
         e = model.fit_predict_score(data)
         seconds = time.perf_counter() - t0
-        scores = evaluate(
-            e, truth, queries, levels=data.scale.values, proba=level_proba(model),
-            labels=model.labels_,
-        )  # fmt: skip
+        labels, proba = shipped(model)
+        scores = evaluate(e, truth, queries, levels=data.scale.values, proba=proba, labels=labels)
         rows.append(
             {
                 "method": name,
@@ -219,14 +217,15 @@ def compare_methods(
 SCORES = ("mse", "correlation", "ndcg", "label_error", "calibration_error", "log_loss")
 
 
-def level_proba(model: CrowdEstimator) -> pd.DataFrame | None:
-    """A fitted method's level probabilities (index instance, one column per level), or None
-    for a method without them (mean, median, continuous ML): the model's are its decisions'
-    ``p_level_*`` (the labels it ships), a baseline's its ``posterior_``."""
+def shipped(model: CrowdEstimator) -> tuple[pd.Series, pd.DataFrame | None]:
+    """A fitted method's labels (``labels_``: what it ships) and level probabilities (index
+    instance, one column per level; None for a method without them: mean, median, continuous
+    ML). The model's come from one ``item_decisions`` (its ``p_level_*``, and its labels with
+    the clear majority), a baseline's from its ``posterior_``."""
     if isinstance(model, OrdinalMixture):
         dec = decisions.item_decisions(model)
-        return dec[decisions.level_columns(model.scale_.values)]
-    return getattr(model, "posterior_", None)
+        return dec["label"], dec[decisions.level_columns(model.scale_.values)]
+    return model.labels_, getattr(model, "posterior_", None)
 
 
 def _model_params(params: Mapping[str, Any] | None, n_restarts: int | None) -> dict[str, Any]:
