@@ -16,7 +16,7 @@ from ordmix_core.dashboard.fit_summary import fit_summary
 from ordmix_core.data.scale import fmt_scale
 from ordmix_core.errors import InputError
 from ordmix_core.estimators import option_frontends, option_kinds, options
-from ordmix_core.results.outputs import spam_share
+from ordmix_core.results.decisions import truth_share
 from pages._ui import (
     fit_caption,
     fit_decisions,
@@ -181,7 +181,7 @@ if res is not None:
     k[3].metric("Seconds", f"{m.seconds_:.1f}")
     k[4].metric(
         "Ratings taken as spam",
-        f"{spam_share(m):.1%}" if m.spam_ else "none (no spam component)",
+        f"{1.0 - truth_share(m):.1%}" if m.spam_ else "none (no spam component)",
         help="The mean over all ratings of the probability that a rating is spam (1 - omega).",
     )
     for w in m.warnings_:

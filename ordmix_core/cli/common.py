@@ -115,9 +115,9 @@ def fit_report(
         f"confidently, {items.get('uncertain', 0):,} uncertain, "
         f"{items.get('undetermined', 0):,} undetermined (a tie, or too few ratings)"
     ]
-    from ..results.outputs import spam_share
+    from ..results.decisions import truth_share
 
-    spam = f"; {100 * spam_share(model):.0f}% of the ratings treated as spam"
+    spam = f"; {100 * (1.0 - truth_share(model)):.0f}% of the ratings treated as spam"
     if "flags" in ann:
         flags = f"not flagged here ({ann['flags']})"
     else:

@@ -8,7 +8,6 @@ before any compute. Ctrl-C exits 130 and leaves earlier output intact.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import socket
@@ -191,9 +190,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
         finally:
             progress.close()
         with safe_output_dir(args.out, _inputs(args)) as tmp:
-            write_fit_outputs(model, tmp, settings=vars(args))
+            summary = write_fit_outputs(model, tmp, settings=vars(args))
             files = listing(tmp)
-            summary = json.loads((tmp / "summary.json").read_text(encoding="utf-8"))
     print_warnings(caught)
     if not args.quiet:
         # the refit's restarts are not in the progress lines: say why it ran twice
@@ -228,9 +226,8 @@ def cmd_fit_dask(args: argparse.Namespace, model) -> int:
             finally:
                 progress.close()
             with safe_output_dir(args.out, {"ratings": args.ratings}) as tmp:
-                write_outputs(model, tmp, settings=vars(args))
+                summary = write_outputs(model, tmp, settings=vars(args))
                 files = listing(tmp)
-                summary = json.loads((tmp / "summary.json").read_text(encoding="utf-8"))
     finally:
         model.close()
     print_warnings(caught)

@@ -197,8 +197,7 @@ def _from_fitfolder_name(
     )
     hint = {c: no_flags for c in fit_folder.FLAG_COLUMNS}
     ann = fit_folder.read_fit_table(folder, "annotators", text, num, hint).set_index("annotator")
-    total = float(ann["n_ratings"].sum())
-    truth_share = float((ann["n_ratings"] * (1.0 - ann["spam_share"])).sum() / max(total, 1.0))
+    truth_share = decisions.annotators_truth_share(ann)
     conf = {"confidence": args.confidence} if args.confidence is not None else {}
     dec = decisions.item_decisions_from_frames(
         items, cats, hp, truth_share, level_proba=level_proba, **conf

@@ -12,7 +12,7 @@ from typing import Any
 from ..estimators.ordinal_mixture import MODELS, OrdinalMixture
 from ..estimators.spam_decision import spam_left_out
 from ..fit import acceleration
-from ..results import decision_columns, decisions, outputs, stability
+from ..results import decision_columns, decisions, stability
 
 
 def _count(n: int, what: str) -> str:
@@ -251,9 +251,10 @@ def fit_summary(model: OrdinalMixture, dec: decision_columns.Decisions | None = 
             "weighs more), so their labels are guesses; they are marked in the Items table."
         )
     if model.spam_ and not warm_up_only:
+        spam = 1.0 - decisions.truth_share(model)
         lines.append(
-            f"Ratings taken as spam: {outputs.spam_share(model):.1%} (the mean over all ratings "
-            "of the probability that a rating is spam rather than drawn from the item's truth)."
+            f"Ratings taken as spam: {spam:.1%} (the mean over all ratings of the probability "
+            "that a rating is spam rather than drawn from the item's truth)."
         )
     lines.append(model_line(model) + ".")
     lines.append(f"Chosen: {restarts_from_one(selection_explanation(model))}.")

@@ -401,10 +401,11 @@ def _cats_meta() -> pd.DataFrame:
 # --------------------------------------------------------------------------- outputs
 
 
-def write_outputs(model: DaskOrdinalMixture, folder: Path, settings: dict) -> None:
+def write_outputs(model: DaskOrdinalMixture, folder: Path, settings: dict) -> dict:
     """The files ``ordmix fit`` writes (``outputs.write_fit_outputs``); when ``items_`` is a
     Dask DataFrame, ``items/part-*.csv`` (and ``categories/part-*.csv``) instead of one file
-    each, written by the workers (the output folder must be on a filesystem they share)."""
+    each, written by the workers (the output folder must be on a filesystem they share).
+    Returns the summary written."""
 
     def write_parts(table: outputs.Table, frame, where: Path) -> None:
         import dask
@@ -415,7 +416,7 @@ def write_outputs(model: DaskOrdinalMixture, folder: Path, settings: dict) -> No
         ]
         model._client.compute(tasks, sync=True)
 
-    outputs.write_fit_outputs(model, folder, settings, write_parts=write_parts)
+    return outputs.write_fit_outputs(model, folder, settings, write_parts=write_parts)
 
 
 def _write_part(df: pd.DataFrame, path: str, table: outputs.Table) -> None:

@@ -72,9 +72,7 @@ def decide(
 def _partitioned_item_decisions(model: Any, items: Any, confidence: float) -> Any:
     """A Dask ``items_`` with the decision columns joined in each partition (and, at instance
     granularity, each partition's categories alongside: both come from the same blocks)."""
-    ann = model.annotators_
-    total = float(ann["n_ratings"].sum())
-    share = float((ann["n_ratings"] * (1.0 - ann["spam_share"])).sum() / max(total, 1.0))
+    share = decisions.annotators_truth_share(model.annotators_)
     hp = model.hyperparams_
 
     def join(part: pd.DataFrame, cats: pd.DataFrame) -> pd.DataFrame:

@@ -314,6 +314,24 @@ def item_decisions(
 ITEM_CHUNK = 1 << 18
 
 
+def truth_share(model) -> float:
+    """The share of the ratings a fit attributes to the truth rather than spam: the mean of
+    its per-rating omega, or (the Dask engine keeps omega on its workers) the annotators'
+    ``spam_share`` weighted by their ratings (``annotators_truth_share``)."""
+    omega = getattr(model, "omega_", None)
+    if omega is not None:
+        return float(np.mean(omega)) if omega.size else 1.0
+    return annotators_truth_share(model.annotators_)
+
+
+def annotators_truth_share(annotators: pd.DataFrame) -> float:
+    """``truth_share`` from an annotators table (``n_ratings``, ``spam_share``): a fit folder's
+    ``annotators.csv`` or a fit without per-rating omega."""
+    total = float(annotators["n_ratings"].sum())
+    honest = (annotators["n_ratings"] * (1.0 - annotators["spam_share"])).sum()
+    return float(honest / max(total, 1.0))
+
+
 def iter_item_decisions(
     model,
     *,
@@ -327,15 +345,11 @@ def iter_item_decisions(
     writes ``items.csv`` from without holding every item's decision columns at once."""
     chunk = max(int(ITEM_CHUNK if chunk is None else chunk), 1)
     omega = getattr(model, "omega_", None)
+    truth_weight = None
     if omega is not None:
         data = model.data_
         truth_weight = np.bincount(data.inst, weights=omega, minlength=data.n_instances)
-        truth_share = float(np.mean(omega)) if omega.size else 1.0
-    else:
-        truth_weight = None
-        ann = model.annotators_
-        total = float(ann["n_ratings"].sum())
-        truth_share = float((ann["n_ratings"] * (1.0 - ann["spam_share"])).sum() / total)
+    share = truth_share(model)
     items = model.items_
     proba = getattr(model, "level_proba_", None)
     for lo in range(0, max(len(items), 1), chunk):
@@ -344,7 +358,7 @@ def iter_item_decisions(
             items.iloc[rows],
             model.categories_,
             model.hyperparams_,
-            truth_share,
+            share,
             None if truth_weight is None else truth_weight[rows],
             None if proba is None else proba[rows],
             interval=interval,

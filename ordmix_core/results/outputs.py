@@ -350,8 +350,9 @@ PartsWriter = Callable[[Table, Any, Path], None]
 
 def write_fit_outputs(
     model: Any, folder: Path, settings: dict, write_parts: PartsWriter | None = None
-) -> None:
-    """items.csv, annotators.csv, categories.csv, trace.csv, restarts.csv, summary.json.
+) -> dict:
+    """items.csv, annotators.csv, categories.csv, trace.csv, restarts.csv, summary.json;
+    returns the summary written (``summary``).
 
     A table that is not a pandas DataFrame is written by ``write_parts`` into a folder of the
     table's name (``items/part-*.csv``) instead of one file; an in-memory ``items_`` a chunk
@@ -375,8 +376,9 @@ def write_fit_outputs(
             write_parts(t, frame, folder / t.name)
         else:
             raise TypeError(f"{t.attr} is a {type(frame).__name__}; pass write_parts")
-    text = json.dumps(summary(model, settings, dec), indent=2, default=_json_default)
-    (folder / "summary.json").write_text(text)
+    content = summary(model, settings, dec)
+    (folder / "summary.json").write_text(json.dumps(content, indent=2, default=_json_default))
+    return content
 
 
 def write_items_csv(
@@ -451,15 +453,3 @@ def decision_counts(model: Any, dec: Decisions) -> dict:
     items: dict[str, Any] = {f: int(counts.get(f, 0)) for f in decisions.ITEM_FLAGS}
     items.update(confidence=dec.confidence, min_info=decisions.MIN_INFO)
     return {"annotators": ann, "items": items}
-
-
-def spam_share(model: Any) -> float:
-    """The share of the ratings the fit takes as spam: the mean of each rating's spam
-    probability, 1 - omega (from the annotators' spam shares, weighted by their ratings, when
-    the fit kept no omega: the Dask engine)."""
-    omega = getattr(model, "omega_", None)
-    if omega is not None and np.size(omega):
-        return float(1.0 - np.mean(omega))
-    ann = model.annotators_
-    n = ann["n_ratings"].to_numpy(float)
-    return float((ann["spam_share"].to_numpy(float) * n).sum() / max(n.sum(), 1.0))
