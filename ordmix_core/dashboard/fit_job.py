@@ -26,7 +26,7 @@ from ..fit.schedule import KEEP
 from .report import Dataset
 
 #: sweeps of the first halving round (``OrdinalMixture``'s ``prune_start``)
-PRUNE_START = OrdinalMixture().prune_start
+PRUNE_START = option_kinds.estimator_default("prune_start")
 #: options the Fit page does not show: the scale is the data set's (set on the Data page)
 NOT_ON_FIT_PAGE = ("scale",)
 #: the dashboard's defaults where they are not the command line's: query granularity, the
