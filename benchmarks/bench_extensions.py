@@ -95,7 +95,7 @@ def fits(path: str) -> None:
 
 OURS = """
 import sys, pandas as pd
-from ordmix_core.model import OrdinalMixture
+from ordmix_core import OrdinalMixture
 df = pd.read_csv(sys.argv[1], dtype={"annotator": str, "instance": str, "query": str})
 OrdinalMixture(random_state=0).fit(df)
 """

@@ -36,7 +36,7 @@ TREC = os.path.join(HERE, "..", "..", "shared", "data", "trec-rf10", "ratings.cs
 
 OURS = """
 import sys, pandas as pd
-from ordmix_core.model import OrdinalMixture
+from ordmix_core import OrdinalMixture
 df = pd.read_csv(sys.argv[1], dtype={{"annotator": str, "instance": str, "query": str}})
 m = OrdinalMixture({kwargs}).fit(df)
 r = m.restarts_
