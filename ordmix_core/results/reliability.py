@@ -39,7 +39,7 @@ from scipy.special import log_expit
 
 from ..errors import InputError
 from ..numerics import libm
-from ..numerics.truncnorm import tn_stats
+from ..numerics.truncnorm import tn_log_z, tn_stats
 from ..vb import kernels
 from ..vb.updates import update_z, z_from_sums
 from .decisions import (
@@ -117,10 +117,10 @@ def rating_evidence(
     """
     t = np.asarray(thresholds, dtype=float)
     s2 = 1.0 / (1.0 / prec + 1.0 / rho)
-    log_in_level = tn_stats(t[level], t[level + 1], mean, s2).log_z
+    log_in_level = tn_log_z(t[level], t[level + 1], mean, s2)
     full_lo = np.full_like(mean, t[0])
     full_hi = np.full_like(mean, t[-1])
-    log_on_scale = tn_stats(full_lo, full_hi, mean, s2).log_z
+    log_on_scale = tn_log_z(full_lo, full_hi, mean, s2)
     log_r = log_in_level - log_on_scale - libm.log(np.asarray(pi, dtype=float))[level]
     return np.clip(log_r, -LOG_R_CLIP, LOG_R_CLIP)
 
