@@ -50,12 +50,9 @@ def log_diff_ndtr(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return lb + libm.log(-libm.expm1(la - lb))
 
 
-def tn_stats(lo: np.ndarray, hi: np.ndarray, mean: np.ndarray, prec: np.ndarray) -> TNStats:
-    """Moments, log-normaliser and entropy of a truncated normal; all inputs ``(L,)``.
-
-    Works on the standardised interval ``[a, b] = sqrt(prec) * ([lo, hi] - mean)``, mirrored
-    to the lower tail when its centre is above zero (the statistics are mirror-symmetric).
-    """
+def _standardised(lo: np.ndarray, hi: np.ndarray, mean: np.ndarray, prec: np.ndarray) -> tuple:
+    """``tn_stats``' first step: ``sd``, ``flip``, the mirrored ends ``a``, ``b``, ``width``,
+    ``mid``, ``narrow`` and ``log_z``; each ``(L,)``."""
     sd = 1.0 / np.sqrt(prec)
     a0 = (lo - mean) / sd
     b0 = (hi - mean) / sd
@@ -70,6 +67,21 @@ def tn_stats(lo: np.ndarray, hi: np.ndarray, mean: np.ndarray, prec: np.ndarray)
         libm.log(np.maximum(width, 1e-300)) - 0.5 * mid * mid - _HALF_LOG_2PI,
         log_diff_ndtr(a, np.where(narrow, a + 1.0, b)),
     )
+    return sd, flip, a, b, width, mid, narrow, log_z
+
+
+def tn_log_z(lo: np.ndarray, hi: np.ndarray, mean: np.ndarray, prec: np.ndarray) -> np.ndarray:
+    """``tn_stats(lo, hi, mean, prec).log_z`` (the same bits) without the other statistics."""
+    return _standardised(lo, hi, mean, prec)[-1]
+
+
+def tn_stats(lo: np.ndarray, hi: np.ndarray, mean: np.ndarray, prec: np.ndarray) -> TNStats:
+    """Moments, log-normaliser and entropy of a truncated normal; all inputs ``(L,)``.
+
+    Works on the standardised interval ``[a, b] = sqrt(prec) * ([lo, hi] - mean)``, mirrored
+    to the lower tail when its centre is above zero (the statistics are mirror-symmetric).
+    """
+    sd, flip, a, b, width, mid, narrow, log_z = _standardised(lo, hi, mean, prec)
     # standard normal density over Z at the two ends, in log space
     pa = libm.exp(-0.5 * a * a - _HALF_LOG_2PI - log_z)
     pb = libm.exp(-0.5 * b * b - _HALF_LOG_2PI - log_z)

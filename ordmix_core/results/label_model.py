@@ -32,6 +32,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..numerics import libm
+from ..vb import kernels
+from . import passes
 
 #: floor of the learned prior precisions: an annotator's parameters never go unanchored
 MIN_PRECISION = 0.3
@@ -257,6 +259,16 @@ def start(instance: np.ndarray, rating: np.ndarray, m: int, k: int) -> np.ndarra
     return counts / _last_sum(counts)[:, None]
 
 
+def _e_step(logp, rho, annotator, instance, rating, gold, q, fast: bool) -> tuple:
+    """The new level posteriors (M, K), the log evidence and ``max |q_new - q|``, by the
+    compiled pass (``fast``) or the numpy formulas (the same bits)."""
+    if fast:
+        return passes.e_step(logp, libm.log(rho), annotator, instance, rating, gold, q)
+    ll = item_log_lik(logp, annotator, instance, rating, q.shape[0])
+    q_new, evidence = posterior(ll, rho, gold)
+    return q_new, evidence, float(np.abs(q_new - q).max())
+
+
 def fit_levels(
     annotator: np.ndarray,
     instance: np.ndarray,
@@ -297,18 +309,19 @@ def fit_levels(
     evidence = -np.inf
     converged = False
     n_iter = 0
+    fast = kernels.USE_JIT  # the compiled passes (``passes``), else the numpy formulas
     while n_iter < max_iter:
         n_iter += 1
-        t = soft_tables(q, annotator, instance, rating, n_annotators)
+        if fast:
+            t = passes.soft_tables(q, annotator, instance, rating, n_annotators)
+        else:
+            t = soft_tables(q, annotator, instance, rating, n_annotators)
         a, var = newton_step(a, t, d, a_bar, lam)
         a_bar, lam = prior_update(a, var)
         rho = q.sum(axis=0) + PRIOR_COUNT
         rho /= rho.sum()
         logp = libm.log(confusion(a, d))
-        ll = item_log_lik(logp, annotator, instance, rating, n_instances)
-        q_new, evidence = posterior(ll, rho, gold)
-        moved = float(np.abs(q_new - q).max())
-        q = q_new
+        q, evidence, moved = _e_step(logp, rho, annotator, instance, rating, gold, q, fast)
         if moved < tol:
             converged = True
             break

@@ -39,9 +39,10 @@ from scipy.special import log_expit
 
 from ..errors import InputError
 from ..numerics import libm
-from ..numerics.truncnorm import tn_stats
+from ..numerics.truncnorm import tn_log_z, tn_stats
 from ..vb import kernels
 from ..vb.updates import update_z, z_from_sums
+from . import passes
 from .decisions import (
     CONFIDENCE,
     THRESHOLD,
@@ -117,10 +118,10 @@ def rating_evidence(
     """
     t = np.asarray(thresholds, dtype=float)
     s2 = 1.0 / (1.0 / prec + 1.0 / rho)
-    log_in_level = tn_stats(t[level], t[level + 1], mean, s2).log_z
+    log_in_level = tn_log_z(t[level], t[level + 1], mean, s2)
     full_lo = np.full_like(mean, t[0])
     full_hi = np.full_like(mean, t[-1])
-    log_on_scale = tn_stats(full_lo, full_hi, mean, s2).log_z
+    log_on_scale = tn_log_z(full_lo, full_hi, mean, s2)
     log_r = log_in_level - log_on_scale - libm.log(np.asarray(pi, dtype=float))[level]
     return np.clip(log_r, -LOG_R_CLIP, LOG_R_CLIP)
 
@@ -143,6 +144,26 @@ def _per_annotator(
     return out
 
 
+def _pull_sums(
+    ann: np.ndarray, log_r: np.ndarray, n: int
+) -> Callable[[np.ndarray, bool], np.ndarray]:
+    """``pulls(e, square)``: (N,) sums over each annotator's ratings of ``_pull(e[ann], r)``
+    (squared if ``square``), ``r = exp(clip(log_r))``; ``ann``, ``log_r`` (L,), ``e`` (N,).
+
+    Compiled (``kernels.USE_JIT``) and the ratings in one chunk: ``r`` is computed once and
+    each call is one pass (``passes.pull_sums``, the same bits); else ``_per_annotator``."""
+    if kernels.USE_JIT and len(ann) <= _CHUNK:
+        r = libm.exp(np.clip(log_r, -LOG_R_CLIP, LOG_R_CLIP))
+        return lambda e, square: passes.pull_sums(ann, r, e, square)
+
+    def pulls(e: np.ndarray, square: bool) -> np.ndarray:
+        if square:
+            return _per_annotator(ann, log_r, n, lambda a, lr: _pull(e[a], libm.exp(lr)) ** 2)
+        return _per_annotator(ann, log_r, n, lambda a, lr: _pull(e[a], libm.exp(lr)))
+
+    return pulls
+
+
 def _posterior_mode(
     ann: np.ndarray, log_r: np.ndarray, n: int, a0: float, b0: float
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -151,16 +172,17 @@ def _posterior_mode(
     # mode of g(u): a0 (1 - eps) - b0 eps + eps (1 - eps) sum (r - 1) / (1 - eps + eps r) = 0
     lo = np.full(n, -60.0)
     hi = np.full(n, 60.0)
+    pulls = _pull_sums(ann, log_r, n)
     for _ in range(_BISECT_STEPS):
         mid = 0.5 * (lo + hi)
         e = _eps_of(mid)
-        s = _per_annotator(ann, log_r, n, lambda a, lr, e=e: _pull(e[a], libm.exp(lr)))
+        s = pulls(e, False)
         up = a0 * (1.0 - e) - b0 * e + e * (1.0 - e) * s > 0
         lo = np.where(up, mid, lo)
         hi = np.where(up, hi, mid)
     mode = 0.5 * (lo + hi)
     e = _eps_of(mode)
-    s2 = _per_annotator(ann, log_r, n, lambda a, lr: _pull(e[a], libm.exp(lr)) ** 2)
+    s2 = pulls(e, True)
     curv = a0 * (1.0 - e) ** 2 + b0 * e**2 + (e * (1.0 - e)) ** 2 * s2
     return mode, 1.0 / np.sqrt(curv)
 

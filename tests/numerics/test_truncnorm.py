@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from scipy.integrate import quad
 from scipy.stats import norm, truncnorm
 
-from ordmix_core.numerics.truncnorm import log_diff_ndtr, tn_stats
+from ordmix_core.numerics.truncnorm import log_diff_ndtr, tn_log_z, tn_stats
 
 
 def _reference(lo, hi, mean, prec):
@@ -267,3 +267,12 @@ def test_cancelling_variance_is_clipped_at_zero():
     """91.5 sds out on a 0.001-sd interval e2 - m^2 cancels to below zero in doubles."""
     s = tn_stats(np.array([91.5]), np.array([91.501]), np.array([0.0]), np.array([1.0]))
     assert 0.0 <= s.var[0] <= 1e-6 / 12
+
+
+def test_tn_log_z_is_tn_stats_log_z_bit_for_bit():
+    rng = np.random.default_rng(11)
+    lo = rng.normal(0, 5.0, 2000)
+    hi = lo + np.where(rng.random(2000) < 0.1, 1e-9, rng.exponential(2.0, 2000))  # some narrow
+    mean, prec = rng.normal(0, 50.0, 2000), rng.exponential(3.0, 2000)  # some far in a tail
+    want = tn_stats(lo, hi, mean, prec).log_z
+    assert tn_log_z(lo, hi, mean, prec).tobytes() == want.tobytes()
