@@ -13,7 +13,7 @@ shared), and the ratio of each run of ours to the crowd-kit run after it, with t
    the true default with the command line's seed (instance granularity, the default model,
    restarts, schedule, max_iter, tol, tol_estimate: whatever model.py has at the time) vs
    crowd-kit ``DawidSkene(n_iter=100)``.
-   Targets: issue 11's budget <= 1.5, issue 14's <= 0.6. The sweeps of every restart and
+   Target ratio <= 1.0 (earlier budgets: 1.5, then 0.6). The sweeps of every restart and
    stage are printed (stable across machines, unlike the times).
 2. A simulated crowd of 1,000,000 ratings written to a CSV (``synth.py``): 50 iterations of one
    restart (``n_restarts=1, nospam_warmup=False, max_iter=50, tol=0, accelerate=False,
@@ -21,6 +21,9 @@ shared), and the ratio of each run of ours to the crowd-kit run after it, with t
    about 4 s more at this size) vs crowd-kit
    ``DawidSkene(n_iter=50, tol=-1)`` (with tol=0 it stops after ~12 iterations when the loss
    stops changing; tol=-1 makes it run all 50). Target ratio <= 0.25.
+3. The same 1M crowd: the default fit at query granularity (``OrdinalMixture('query',
+   random_state=0)``, every restart and stage) vs crowd-kit ``DawidSkene(n_iter=100)`` (which
+   stops by its own tol after about a dozen iterations). Target ratio <= 1.0.
 """
 
 from __future__ import annotations
@@ -101,13 +104,14 @@ def main() -> None:
     ap.add_argument("--sim-csv", default="/tmp/ordmix_sim_1m.csv")
     ap.add_argument("--skip-trec", action="store_true")
     ap.add_argument("--skip-sim", action="store_true")
+    ap.add_argument("--skip-sim-default", action="store_true", help="skip the 1M default fit")
     args = ap.parse_args()
     with open("/proc/loadavg") as f:
         print(f"# load average before the run: {' '.join(f.read().split()[:3])} (2 cores)")
     compile_ordmix()
     if not args.skip_trec:
         pair("TREC RF10, default fit vs DS 100 iterations", args.trec, "random_state=0",
-             "n_iter=100", args.repeats, 1.5)  # fmt: skip
+             "n_iter=100", args.repeats, 1.0)  # fmt: skip
     if args.skip_sim:
         return
     if not os.path.exists(args.sim_csv):
@@ -115,6 +119,9 @@ def main() -> None:
         from synth import synth_frame
 
         synth_frame(1_000_000, seed=0).to_csv(args.sim_csv, index=False)
+    if not args.skip_sim_default:
+        pair("simulated 1M ratings, default fit (query granularity) vs DS 100 iterations",
+             args.sim_csv, "'query', random_state=0", "n_iter=100", args.repeats, 1.0)  # fmt: skip
     pair("simulated 1M ratings, 50 iterations of one restart vs DS 50 iterations", args.sim_csv,
          "'query', n_restarts=1, nospam_warmup=False, max_iter=50, tol=0.0, accelerate=False, "
          "spam=True",
