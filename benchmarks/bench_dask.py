@@ -1,19 +1,30 @@
-"""The Dask engine out of core: 10M simulated ratings as Parquet partitions, a memory-limited
-LocalCluster, seconds per iteration and peak memory per worker, next to the in-memory engine.
+"""The Dask engine out of core: simulated ratings as Parquet partitions, a memory-limited
+LocalCluster, seconds per sweep and peak memory per worker, next to the in-memory engine.
 
     python benchmarks/bench_dask.py [--ratings 10000000] [--memory-limit 1.5GiB] [--json out.json]
 
 1. ``synth.synth_arrays`` (memory O(L)) written as ``--files`` Parquet files with string IDs
-   (``annotator, instance, rating, query``), in a temporary folder.
+   (``annotator, instance, rating, query``), in a temporary folder, or in ``--folder`` if it
+   is missing or empty (kept for the next run, which reads it as it is).
 2. Dask: a ``LocalCluster`` of 2 worker processes, 1 thread each, ``--memory-limit`` each;
-   ``DaskOrdinalMixture(granularity='query', n_restarts=1, max_iter=N, tol=0)`` on the folder
-   (so ``N`` no-spam warm-up sweeps then ``N`` mixture sweeps). Time per iteration = median
-   gap between progress callbacks; load = fit start to the first callback minus one
-   iteration; peak memory per worker = ``ru_maxrss`` of each worker process.
+   ``DaskOrdinalMixture(granularity='query', n_restarts=1, max_iter=N, tol=0,
+   accelerate=False, spam=True, nospam_warmup=False)`` on the folder: the default model
+   (``model='extended'``: bias, learned spam distribution), ``N = --iters`` plain sweeps of it
+   (no SQUAREM, so one progress callback per sweep; ``tol=0`` never stops early). With
+   ``--warmup`` the fit first runs the default no-spam warm-up (``nospam_warmup=True``); it
+   stops at its own tolerance or at ``N // 2`` sweeps, and ``max_iter`` caps both stages
+   together, so the sweeps are then of two models. Time per sweep = median gap between
+   progress callbacks (and min); load (read, shuffle, codes, start) = fit start to the first
+   callback minus one sweep; after = last callback to the fit's return (the learned
+   attributes, the labels); peak memory per worker = ``ru_maxrss`` of each worker process.
+   CPU seconds per sweep of each worker and of the client (``getrusage``, read at the first
+   and the last sweep) do not depend on what else the machine runs, as wall times do.
 3. In memory, each in its own subprocess (peak RSS is that process's alone): the same fit with
    ``OrdinalMixture`` from the same Parquet folder (``pandas.read_parquet``, string IDs: what
    the whole data needs in one process), and the engine alone on integer codes (``synth_crowd``,
-   no strings, as ``bench_iteration.py``).
+   no strings, as ``bench_iteration.py``). ``--skip-memory`` leaves both out.
+
+The load average (``/proc/loadavg``) before each measurement goes into the report.
 """
 
 from __future__ import annotations
@@ -68,31 +79,74 @@ def write_parquet(folder: str, n_ratings: int, n_files: int, seed: int = 0) -> d
     }
 
 
+def _loadavg() -> str:
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+def model_params(iters: int, warmup: bool) -> dict:
+    """The fit of both engines: the default model, ``iters`` plain sweeps (see the docstring)."""
+    return {
+        "granularity": "query",
+        "n_restarts": 1,
+        "max_iter": iters,
+        "tol": 0.0,
+        "accelerate": False,
+        "spam": True,
+        "nospam_warmup": warmup,
+        "random_state": 0,
+    }
+
+
 def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _timed_fit(model, data) -> dict:
-    """Fit with a callback that stamps every sweep; per-iteration and load times."""
+def _cpu_s() -> float:
+    """CPU seconds (user + system) of this process so far, all its threads."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def _timed_fit(model, data, cpu) -> dict:
+    """Fit with a callback that stamps every sweep; per-sweep and load times, wall and CPU.
+
+    ``cpu()``: CPU seconds per process (a dict), read at the start, at the first and at the
+    last sweep, so that CPU seconds per sweep do not depend on what else the machine runs."""
     stamps: list[float] = []
+    cpus = [cpu()]
+
+    def callback(r, i, f):
+        stamps.append(time.perf_counter())
+        if len(stamps) in (1, model.max_iter):
+            cpus.append(cpu())
+
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model.fit(data, callback=lambda r, i, f: stamps.append(time.perf_counter()))
+        model.fit(data, callback=callback)
     total = time.perf_counter() - t0
     gaps = [b - a for a, b in zip(stamps, stamps[1:], strict=False)]
     per_iter = statistics.median(gaps)
+    start, first, last = cpus
+    procs = sorted(start)
     return {
+        "model": model.model,
         "sweeps": len(stamps),
         "s_per_iter": per_iter,
         "s_per_iter_min": min(gaps),
+        "s_per_iter_max": max(gaps),
+        "gaps_s": gaps,
         "load_s": stamps[0] - t0 - per_iter,
+        "after_s": t0 + total - stamps[-1],
         "total_s": total,
+        "cpu_s_per_iter": {k: (last[k] - first[k]) / len(gaps) for k in procs},
+        "cpu_s_to_first_sweep": {k: first[k] - start[k] for k in procs},
         "lower_bound": float(model.lower_bound_),
     }
 
 
-def run_dask(folder: str, iters: int, memory_limit: str, n_partitions: int) -> dict:
+def run_dask(folder: str, iters: int, warmup: bool, memory_limit: str, n_partitions: int) -> dict:
     from distributed import Client, LocalCluster
 
     from ordmix_core.dask_engine import DaskOrdinalMixture
@@ -105,15 +159,17 @@ def run_dask(folder: str, iters: int, memory_limit: str, n_partitions: int) -> d
         dashboard_address=None,
     ) as cluster, Client(cluster) as client:  # fmt: skip
         model = DaskOrdinalMixture(
-            granularity="query",
-            n_restarts=1,
-            max_iter=iters,
-            tol=0.0,
-            random_state=0,
-            scheduler=client,
-            n_partitions=n_partitions,
+            **model_params(iters, warmup), scheduler=client, n_partitions=n_partitions
         )
-        out = _timed_fit(model, folder)
+
+        def cpu() -> dict:
+            per_worker = client.run(_cpu_s)
+            names = {w: f"worker{i}" for i, w in enumerate(sorted(per_worker))}
+            out = {names[w]: v for w, v in per_worker.items()}
+            out["client"] = _cpu_s()
+            return out
+
+        out = _timed_fit(model, folder, cpu)
         rss = client.run(_peak_rss_mb)
         out["peak_rss_mb_per_worker"] = sorted(rss.values())
         out["n_partitions"] = model.data_.n_partitions
@@ -121,17 +177,11 @@ def run_dask(folder: str, iters: int, memory_limit: str, n_partitions: int) -> d
     return out
 
 
-def run_memory(folder: str, iters: int, codes: bool, n_ratings: int) -> dict:
+def run_memory(folder: str, iters: int, warmup: bool, codes: bool, n_ratings: int) -> dict:
     """The in-memory engine (one process) from the Parquet folder, or on integer codes."""
-    import inspect
+    from ordmix_core import OrdinalMixture
 
-    from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
-
-    params = inspect.signature(OrdinalMixture).parameters
-    extra = {k: v for k, v in {"accelerate": False, "n_jobs": 1}.items() if k in params}
-    model = OrdinalMixture(
-        granularity="query", n_restarts=1, max_iter=iters, tol=0.0, random_state=0, **extra
-    )
+    model = OrdinalMixture(**model_params(iters, warmup), n_jobs=1)
     if codes:
         from synth import synth_crowd
 
@@ -140,7 +190,7 @@ def run_memory(folder: str, iters: int, codes: bool, n_ratings: int) -> dict:
         import pandas as pd
 
         data = pd.read_parquet(folder)
-    out = _timed_fit(model, data)
+    out = _timed_fit(model, data, lambda: {"process": _cpu_s()})
     out["peak_rss_mb"] = _peak_rss_mb()
     return out
 
@@ -149,41 +199,53 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ratings", type=int, default=10_000_000)
     ap.add_argument("--files", type=int, default=20)
-    ap.add_argument("--iters", type=int, default=8, help="sweeps per stage (warm-up, mixture)")
+    ap.add_argument("--iters", type=int, default=8, help="sweeps (max_iter)")
+    ap.add_argument("--warmup", action="store_true", help="run the no-spam warm-up first")
     ap.add_argument("--memory-limit", default="1.5GiB", help="per Dask worker")
     ap.add_argument("--partitions", type=int, default=8)
-    ap.add_argument("--folder", help="existing Parquet folder (else a temporary one)")
+    ap.add_argument("--folder", help="Parquet folder: read, or written if missing or empty")
     ap.add_argument("--skip-memory", action="store_true")
     ap.add_argument("--json")
     ap.add_argument("--child", choices=["memory-parquet", "memory-codes"], help=argparse.SUPPRESS)
     args = ap.parse_args()
 
     if args.child:
-        res = run_memory(args.folder, args.iters, args.child == "memory-codes", args.ratings)
+        codes = args.child == "memory-codes"
+        res = run_memory(args.folder, args.iters, args.warmup, codes, args.ratings)
         print(json.dumps(res))
         return
 
     tmp = None
     folder = args.folder
-    report: dict = {"ratings": args.ratings, "memory_limit": args.memory_limit}
+    report: dict = {"argv": sys.argv[1:], "ratings": args.ratings}
+    report["params"] = model_params(args.iters, args.warmup)
     if folder is None:
         tmp = tempfile.TemporaryDirectory(prefix="ordmix-bench-dask-")
         folder = tmp.name
+    if not os.path.isdir(folder) or not os.listdir(folder):
+        os.makedirs(folder, exist_ok=True)
         t = time.perf_counter()
         report["data"] = write_parquet(folder, args.ratings, args.files)
         report["data"]["write_s"] = time.perf_counter() - t
         print("data", report["data"], flush=True)
-    report["dask"] = run_dask(folder, args.iters, args.memory_limit, args.partitions)
+    load = _loadavg()
+    report["dask"] = run_dask(folder, args.iters, args.warmup, args.memory_limit, args.partitions)
+    report["dask"]["memory_limit"] = args.memory_limit
+    report["dask"]["loadavg_before"] = load
+    report["dask"]["loadavg_after"] = _loadavg()
     print("dask", report["dask"], flush=True)
     if not args.skip_memory:
         for kind in ("memory-codes", "memory-parquet"):
             cmd = [sys.executable, __file__, "--child", kind, "--folder", folder]
             cmd += ["--iters", str(args.iters), "--ratings", str(args.ratings)]
+            cmd += ["--warmup"] if args.warmup else []
+            load = _loadavg()
             proc = subprocess.run(cmd, capture_output=True, text=True)
             if proc.returncode != 0:
                 report[kind] = {"error": proc.stderr.strip().splitlines()[-1:]}
             else:
                 report[kind] = json.loads(proc.stdout.strip().splitlines()[-1])
+            report[kind]["loadavg_before"] = load
             print(kind, report[kind], flush=True)
     if args.json:
         with open(args.json, "w") as f:
