@@ -135,7 +135,7 @@ def factorize_sorted(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
 
 def _code_columns(cols: dict[str, pd.Series], source: str) -> dict[str, Callable[[], Any]]:
     """:func:`_code_ids` of each ID column and :func:`numeric_ratings` of the ratings,
-    concurrently for big tables (pyarrow's hash and sort and ``idhash``'s kernels release the
+    concurrently for big tables (pyarrow's hash and sort and ``id_hash``'s kernels release the
     GIL, so the columns share the cores). Each column's result comes as a call that returns it
     or raises its InputError, so that the caller meets the errors in column order."""
     todo: dict[str, tuple] = {
@@ -203,7 +203,7 @@ def _encode_arrow(arr) -> tuple[np.ndarray, object]:
 def _code_arrow(arr) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Codes, sorted uniques and blanks of a pyarrow text (chunked) array; nulls get -1.
 
-    A big column of many distinct short IDs goes through ``idhash`` (a partitioned hash, the
+    A big column of many distinct short IDs goes through ``id_hash`` (a partitioned hash, the
     same result in about a third of the time); anything else through pyarrow's hash and sort."""
     from . import id_hash
 

@@ -2,7 +2,7 @@
 (``USE_JIT``) and the on-disk cache of compiled code (``CACHE``, ``jit``).
 
 One home for how ordmix compiles: the sweep's kernels (``kernels``) and the coding of big ID
-columns (``idhash``) both decorate with ``jit``. Without numba the decorated functions run as
+columns (``id_hash``) both decorate with ``jit``. Without numba the decorated functions run as
 plain Python.
 """
 
@@ -33,7 +33,7 @@ except ImportError:  # pragma: no cover
         return lambda f: f
 
 
-#: use compiled code (switch off with ORDMIX_NO_JIT=1): ``idhash`` reads it here; the sweep
+#: use compiled code (switch off with ORDMIX_NO_JIT=1): ``id_hash`` reads it here; the sweep
 #: reads ``kernels.USE_JIT``, this value at import, which tests may assign
 USE_JIT: bool = HAVE_NUMBA and os.environ.get("ORDMIX_NO_JIT", "") in ("", "0")
 
