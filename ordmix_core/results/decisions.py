@@ -273,8 +273,9 @@ def _labels(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Each item's level probabilities (M, K), label (level index), tie (bool), and the
     label's interval (lower, upper on the scale): from ``level_proba`` when given (a clear
-    majority, ``clear``'s finite values, decides the label and is no tie), else from the
-    continuous posterior N(mean, sd^2) (no ties)."""
+    majority, ``clear``'s finite values, decides the label and is no tie; the interval's ends
+    are levels, as ``level_labels`` gives them), else from the continuous posterior
+    N(mean, sd^2) (no ties; the interval's ends are values on the scale)."""
     if level_proba is None:
         probs = level_probabilities(mean, sd, thresholds)
         lower, upper = credible_interval(mean, sd, interval, thresholds[0], thresholds[-1])
@@ -286,7 +287,8 @@ def _labels(
         best = np.where(has, np.searchsorted(values, np.where(has, clear, values[0])), best)
         tie = tie & ~has
     lo, hi = label_model.level_interval(probs, best, interval)
-    return probs, best, tie, values[lo], values[hi]
+    levels = level_labels(values)  # levels, written as the labels are (``3``, not ``3.0``)
+    return probs, best, tie, levels[lo], levels[hi]
 
 
 def item_decisions(

@@ -504,6 +504,9 @@ def test_level_probabilities_decide_label_interval_ties_and_clear_majorities():
     np.testing.assert_allclose(out[["p_level_1", "p_level_2", "p_level_3"]], proba)
     assert out["lower_90"].tolist() == [1.0, 1.0, 1.0, 1.0]
     assert out["upper_90"].tolist() == [1.0, 3.0, 3.0, 3.0]
+    # the interval's ends are levels of a whole-number scale, as the label is (3, not 3.0)
+    for col in ("label", "lower_90", "upper_90"):
+        assert out[col].dtype == np.int64, col
 
 
 def test_level_probabilities_of_a_known_value_are_its_level():

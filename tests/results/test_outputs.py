@@ -185,6 +185,10 @@ def test_trec_cli_flags_need_enough_ratings_and_undetermined_items_are_marked(tm
     assert np.all(items.loc[thin, "sd"] > prior_sd / np.sqrt(2))
     # the label's interval: adjacent levels around it holding 90% of its level probabilities
     assert ((items["lower_90"] <= items["label"]) & (items["label"] <= items["upper_90"])).all()
+    # ... and its ends are levels, written as the label is (3, not 3.0)
+    raw = pd.read_csv(out / "items.csv", dtype=str)
+    for col in ("label", "lower_90", "upper_90"):
+        assert raw[col].isin(["1", "2", "3"]).all(), col
     summary = json.loads((out / "summary.json").read_text())["decisions"]
     assert summary["items"]["undetermined"] == int(und.sum())
     assert summary["annotators"]["unreliable"] == int(unrel.sum())
