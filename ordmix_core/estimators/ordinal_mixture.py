@@ -289,7 +289,7 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
         level, or the level of a clear majority of trusted raters; an undetermined item keeps
         its most probable level: see ``decisions``), Series indexed by ``task``, named
         ``agg_label``, in the scale's own values."""
-        dec = decisions.item_decisions(self)
+        dec = self._item_decisions()
         return pd.Series(
             dec["label"].to_numpy(), index=pd.Index(dec.index.to_numpy(), name="task"),
             name="agg_label",
@@ -306,8 +306,18 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
         )
 
     def _level_proba(self) -> np.ndarray:
-        dec = decisions.item_decisions(self)
+        dec = self._item_decisions()
         return dec[decisions.level_columns(self.scale_.values)].to_numpy()
+
+    def _item_decisions(self) -> pd.DataFrame:
+        """``decisions.item_decisions`` of this fit at its defaults, computed once per fit:
+        ``labels_`` and ``probas_`` share it (kept with the ``items_`` it was made from, so
+        a refit, which makes a new ``items_``, computes it again)."""
+        cached = getattr(self, "_decisions_of", None)
+        if cached is None or cached[0] is not self.items_:
+            cached = (self.items_, decisions.item_decisions(self))
+            self._decisions_of = cached
+        return cached[1]
 
     def _label_model(self) -> str:
         """How labels are decided: ``labels``, else as ``model`` says (``MODELS``)."""

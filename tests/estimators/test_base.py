@@ -113,3 +113,22 @@ def test_ordinal_mixture_skills_are_worker_reliabilities(crowdkit_frame) -> None
     dec = decisions.item_decisions(m)
     assert list(m.labels_) == list(dec["label"])
     assert (m.probas_.to_numpy() == dec.filter(like="p_level_").to_numpy()).all()
+
+
+def test_labels_and_probas_share_one_computation_of_the_decisions(
+    crowdkit_frame, monkeypatch
+) -> None:
+    """``labels_`` then ``probas_`` (and again) compute the items' decisions once per fit; a
+    refit computes them again, from the new fit."""
+    from ordmix_core.results import decisions
+
+    calls = []
+    real = decisions.item_decisions
+    monkeypatch.setattr(decisions, "item_decisions", lambda m: calls.append(1) or real(m))
+    m = OrdinalMixture(n_restarts=2, random_state=0).fit(crowdkit_frame)
+    first = (m.labels_, m.probas_, m.labels_, m.probas_)
+    assert len(calls) == 1
+    m.fit(crowdkit_frame.iloc[:8])  # t3 gone: the decisions must be the new fit's
+    assert len(calls) == 1 and sorted(m.labels_.index) == ["t1", "t2"]
+    assert len(calls) == 2 and list(m.probas_.index) == ["t1", "t2"]
+    assert len(calls) == 2 and first[0].index.tolist() == ["t1", "t2", "t3"]
