@@ -259,11 +259,12 @@ def start(instance: np.ndarray, rating: np.ndarray, m: int, k: int) -> np.ndarra
     return counts / _last_sum(counts)[:, None]
 
 
-def _e_step(logp, rho, annotator, instance, rating, gold, q, fast: bool) -> tuple:
+def _e_step(logp, rho, annotator, instance, rating, gold, q, by_item) -> tuple:
     """The new level posteriors (M, K), the log evidence and ``max |q_new - q|``, by the
-    compiled pass (``fast``) or the numpy formulas (the same bits)."""
-    if fast:
-        return passes.e_step(logp, libm.log(rho), annotator, instance, rating, gold, q)
+    compiled pass over the ratings grouped by item (``by_item``, a ``passes.Grouped``) or,
+    when it is None, the numpy formulas (the same bits)."""
+    if by_item is not None:
+        return passes.e_step(logp, libm.log(rho), by_item, gold, q)
     ll = item_log_lik(logp, annotator, instance, rating, q.shape[0])
     q_new, evidence = posterior(ll, rho, gold)
     return q_new, evidence, float(np.abs(q_new - q).max())
@@ -309,11 +310,16 @@ def fit_levels(
     evidence = -np.inf
     converged = False
     n_iter = 0
-    fast = kernels.USE_JIT  # the compiled passes (``passes``), else the numpy formulas
+    # the compiled passes (``passes``) over the ratings grouped once by annotator and by item,
+    # else the numpy formulas
+    by_ann = by_item = None
+    if kernels.USE_JIT:
+        by_ann = passes.group(annotator, n_annotators, instance, rating)
+        by_item = passes.group(instance, n_instances, annotator, rating)
     while n_iter < max_iter:
         n_iter += 1
-        if fast:
-            t = passes.soft_tables(q, annotator, instance, rating, n_annotators)
+        if by_ann is not None:
+            t = passes.soft_tables(q, by_ann)
         else:
             t = soft_tables(q, annotator, instance, rating, n_annotators)
         a, var = newton_step(a, t, d, a_bar, lam)
@@ -321,7 +327,7 @@ def fit_levels(
         rho = q.sum(axis=0) + PRIOR_COUNT
         rho /= rho.sum()
         logp = libm.log(confusion(a, d))
-        q, evidence, moved = _e_step(logp, rho, annotator, instance, rating, gold, q, fast)
+        q, evidence, moved = _e_step(logp, rho, annotator, instance, rating, gold, q, by_item)
         if moved < tol:
             converged = True
             break
