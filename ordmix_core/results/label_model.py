@@ -179,7 +179,12 @@ def posterior(log_lik: np.ndarray, rho: np.ndarray, gold: np.ndarray | None) -> 
 
 
 def newton_step(
-    a: np.ndarray, t: np.ndarray, d: np.ndarray, a_bar: np.ndarray, lam: np.ndarray
+    a: np.ndarray,
+    t: np.ndarray,
+    d: np.ndarray,
+    a_bar: np.ndarray,
+    lam: np.ndarray,
+    p: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """One Newton step per annotator on its penalised log likelihood.
 
@@ -187,9 +192,12 @@ def newton_step(
     ``a_bar`` (J,) and precision matrix ``lam`` (J, J). The objective, sum_{c,k} t log P(k|c)
     minus (a - a_bar)' lam (a - a_bar) / 2, is concave, so the step is an ascent direction; it
     is capped at ``MAX_STEP``. Returns the new parameters and the posterior covariance (the
-    negative inverse Hessian, Laplace) at the old ones, shape (N, J, J).
+    negative inverse Hessian, Laplace) at the old ones, shape (N, J, J). ``p`` (N, K, K) is
+    ``confusion(a, d)`` when the caller has it already (the EM's E-step computed it).
     """
-    p = confusion(a, d)
+    p = confusion(a, d) if p is None else p
+    if kernels.USE_JIT:  # the same operations annotator by annotator, over the cores
+        return passes.newton_step(a, t, d, a_bar, lam, p, MAX_STEP)
     k, j = d.shape[1], d.shape[2]
     rows = _last_sum(t)  # (N, K)
     dev = a - a_bar
@@ -310,23 +318,25 @@ def fit_levels(
     evidence = -np.inf
     converged = False
     n_iter = 0
-    # the compiled passes (``passes``) over the ratings grouped once by annotator and by item,
-    # else the numpy formulas
-    by_ann = by_item = None
-    if kernels.USE_JIT:
-        by_ann = passes.group(annotator, n_annotators, instance, rating)
-        by_item = passes.group(instance, n_instances, annotator, rating)
+    # the compiled passes (``passes``) over the ratings parted once by annotator and grouped
+    # once by item, else the numpy formulas
+    by_part = by_item = p = None  # p: confusion(a, d), from the E-step to the Newton step
+    if kernels.USE_JIT:  # the soft tables' parts: one a thread (the bits do not depend on it)
+        threads = kernels.numba.get_num_threads()
+        by_part = passes.partition(annotator, n_annotators, threads, instance, rating)
+        by_item = passes.group(instance, n_instances, instance, annotator, rating)
     while n_iter < max_iter:
         n_iter += 1
-        if by_ann is not None:
-            t = passes.soft_tables(q, by_ann)
+        if by_part is not None:
+            t = passes.soft_tables(q, by_part, n_annotators)
         else:
             t = soft_tables(q, annotator, instance, rating, n_annotators)
-        a, var = newton_step(a, t, d, a_bar, lam)
+        a, var = newton_step(a, t, d, a_bar, lam, p)
         a_bar, lam = prior_update(a, var)
         rho = q.sum(axis=0) + PRIOR_COUNT
         rho /= rho.sum()
-        logp = libm.log(confusion(a, d))
+        p = confusion(a, d)
+        logp = libm.log(p)
         q, evidence, moved = _e_step(logp, rho, annotator, instance, rating, gold, q, by_item)
         if moved < tol:
             converged = True

@@ -39,72 +39,96 @@ class Grouped(NamedTuple):
     cols: tuple
 
 
+def group_offsets(key: np.ndarray, n: int) -> np.ndarray:
+    """(n + 1,) where each group's ratings start in a stable grouping by ``key`` (R,)."""
+    offsets = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(key, minlength=n), out=offsets[1:])
+    return offsets
+
+
 def group(key: np.ndarray, n: int, *cols: np.ndarray) -> Grouped:
     """``Grouped`` of the ratings by ``key`` (R,) codes 0..n-1, carrying ``cols`` (R,) each:
     a stable sort (``argsort(kind="stable")``), or none when ``key`` is sorted."""
-    counts = np.bincount(key, minlength=n)
-    offsets = np.zeros(n + 1, np.int64)
-    np.cumsum(counts, out=offsets[1:])
+    offsets = group_offsets(key, n)
     cols = tuple(np.asarray(c, np.int64) for c in cols)
     if key.size > 1 and not bool((key[1:] >= key[:-1]).all()):
         order = np.argsort(key, kind="stable")
         cols = tuple(c[order] for c in cols)
-    targets = np.arange(1, N_CHUNKS, dtype=np.int64) * key.size // N_CHUNKS
-    inner = np.searchsorted(offsets, targets, side="left").astype(np.int64)
-    bounds = np.concatenate([[0], np.minimum(inner, n), [n]]).astype(np.int64)
-    return Grouped(offsets, bounds, cols)
+    return Grouped(offsets, owners(offsets, N_CHUNKS), cols)
 
 
 @jit()
-def _tables_chunk(lo, hi, offsets, inst, rating, q, t):  # pragma: no cover - compiled
+def _tables_part(lo, hi, ann, inst, rating, q, t):  # pragma: no cover - compiled
     k = q.shape[1]
-    for a in range(lo, hi):  # annotator by annotator, each one's ratings in their order
-        for i in range(offsets[a], offsets[a + 1]):
-            m, r = inst[i], rating[i]
-            for c in range(k):
-                t[a, c, r] += q[m, c]
+    for i in range(lo, hi):  # the part's ratings in their order
+        a, m, r = ann[i], inst[i], rating[i]
+        for c in range(k):
+            t[a, c, r] += q[m, c]
 
 
 @jit(parallel=True)
-def _soft_tables(bounds, offsets, inst, rating, q, t):  # pragma: no cover - compiled
-    for ch in prange(bounds.size - 1):
-        _tables_chunk(bounds[ch], bounds[ch + 1], offsets, inst, rating, q, t)
+def _soft_tables(offsets, ann, inst, rating, q, t):  # pragma: no cover - compiled
+    for part in prange(offsets.size - 1):
+        _tables_part(offsets[part], offsets[part + 1], ann, inst, rating, q, t)
 
 
-def soft_tables(q: np.ndarray, by_ann: Grouped) -> np.ndarray:
+def owners(offsets: np.ndarray, n_chunks: int) -> np.ndarray:
+    """(n_chunks + 1,) bounds of ``n_chunks`` runs of groups with about equal numbers of
+    ratings, from a grouping's ``offsets`` (G + 1,)."""
+    n, total = offsets.size - 1, int(offsets[-1])
+    targets = np.arange(1, n_chunks, dtype=np.int64) * total // n_chunks
+    inner = np.minimum(np.searchsorted(offsets, targets, side="left"), n)
+    return np.concatenate([[0], inner, [n]]).astype(np.int64)
+
+
+def partition(annotator: np.ndarray, n: int, n_parts: int, *cols: np.ndarray) -> Grouped:
+    """The ratings in ``n_parts`` parts, each the ratings of a run of annotators with about
+    equal numbers of ratings, in their order (a stable partition; none for one part): a
+    ``Grouped`` of the parts carrying ``annotator`` (R,) and ``cols`` (R,) each."""
+    n_parts = max(int(n_parts), 1)
+    runs = owners(group_offsets(annotator, n), n_parts)
+    cols = tuple(np.asarray(c, np.int64) for c in (annotator, *cols))
+    if n_parts == 1:
+        return Grouped(np.array([0, annotator.size], np.int64), np.array([0, 1], np.int64), cols)
+    dtype = np.uint8 if n_parts <= 256 else np.int64  # small parts: numpy's radix sort
+    part = np.repeat(np.arange(n_parts, dtype=dtype), np.diff(runs))[annotator]
+    order = np.argsort(part, kind="stable")
+    offsets = group_offsets(part, n_parts)
+    return Grouped(offsets, owners(offsets, n_parts), tuple(c[order] for c in cols))
+
+
+def soft_tables(q: np.ndarray, by_part: Grouped, n: int) -> np.ndarray:
     """``label_model.soft_tables``: each annotator's table of soft truth against rating
-    (N, K, K) from ``q`` (M, K) and the ratings grouped by annotator (``group(annotator, N,
-    instance, rating)``), the annotators over the cores: each cell summed in rating order."""
+    (N, K, K) from ``q`` (M, K) and the ratings in parts by annotator (``partition(annotator,
+    N, parts, instance, rating)``), one part a core: each cell is summed in rating order, and
+    ``q`` read in the ratings' order, not gathered per annotator."""
     k = q.shape[1]
-    n = by_ann.offsets.size - 1
     t = np.zeros((n, k, k))
-    inst, rating = by_ann.cols
-    _soft_tables(by_ann.bounds, by_ann.offsets, inst, rating, np.ascontiguousarray(q), t)
+    ann, inst, rating = by_part.cols
+    _soft_tables(by_part.offsets, ann, inst, rating, np.ascontiguousarray(q), t)
     return t
 
 
 @jit()
-def _e_chunk(lo, hi, offsets, ann, rating, logp, log_rho, gold, q_old, q, lse):  # pragma: no cover
+def _e_chunk(lo, hi, offsets, codes, logp, log_rho, gold, q_old, ll, q, lse):  # pragma: no cover
+    inst, ann, rating = codes
     k = q.shape[1]
-    ll = np.empty(k)
     w = np.empty(k)
     moved = 0.0
     nan = False
+    for i in range(offsets[lo], offsets[hi]):  # item_log_lik: the chunk's ratings in order
+        a, j, r = ann[i], inst[i], rating[i]
+        for c in range(k):
+            ll[j, c] += logp[a, c, r]
     for j in range(lo, hi):
-        for c in range(k):  # item_log_lik: the item's ratings in their order
-            ll[c] = 0.0
-        for i in range(offsets[j], offsets[j + 1]):
-            a, r = ann[i], rating[i]
-            for c in range(k):
-                ll[c] += logp[a, c, r]
         # posterior: numpy's operations in numpy's order
-        top = ll[0] + log_rho[0]
+        top = ll[j, 0] + log_rho[0]
         for c in range(1, k):
-            s = ll[c] + log_rho[c]
+            s = ll[j, c] + log_rho[c]
             if s > top or s != s or top != top:
                 top = s if top == top else top
         for c in range(k):
-            w[c] = math.exp((ll[c] + log_rho[c]) - top)
+            w[c] = math.exp((ll[j, c] + log_rho[c]) - top)
         tot = w[0]
         for c in range(1, k):
             tot += w[c]
@@ -126,11 +150,11 @@ def _e_chunk(lo, hi, offsets, ann, rating, logp, log_rho, gold, q_old, q, lse): 
 
 @jit(parallel=True)
 def _e_step(
-    bounds, offsets, ann, rating, logp, log_rho, gold, q_old, q, lse, moved
+    bounds, offsets, codes, logp, log_rho, gold, q_old, ll, q, lse, moved
 ):  # pragma: no cover
     for ch in prange(bounds.size - 1):
         lo, hi = bounds[ch], bounds[ch + 1]
-        moved[ch] = _e_chunk(lo, hi, offsets, ann, rating, logp, log_rho, gold, q_old, q, lse)
+        moved[ch] = _e_chunk(lo, hi, offsets, codes, logp, log_rho, gold, q_old, ll, q, lse)
 
 
 def e_step(
@@ -144,8 +168,9 @@ def e_step(
     and how far it moved the level posteriors, the items over the cores.
 
     ``logp`` (N, K, K) log confusion matrices, ``log_rho`` (K,) ``libm.log`` of the class prior,
-    ``by_item`` the ratings grouped by item (``group(instance, M, annotator, rating)``; each
-    item's log likelihood summed in rating order), ``gold`` (M,) level index or -1 (or None),
+    ``by_item`` the ratings grouped by item (``group(instance, M, instance, annotator,
+    rating)``; each item's log likelihood summed in rating order), ``gold`` (M,) level index
+    or -1 (or None),
     ``q_old`` (M, K) the posteriors before. Returns the new posteriors (M, K), the log evidence
     and ``max |q - q_old|`` (NaN if any difference is NaN: each chunk's, then theirs).
     """
@@ -154,10 +179,10 @@ def e_step(
     lse = np.empty(m)
     moved = np.empty(by_item.bounds.size - 1)
     gold = np.zeros(0, np.int64) if gold is None else np.asarray(gold, np.int64)
-    ann, rating = by_item.cols
+    ll = np.zeros((m, k))
     _e_step(
-        by_item.bounds, by_item.offsets, ann, rating, np.ascontiguousarray(logp),
-        np.ascontiguousarray(log_rho), gold, np.ascontiguousarray(q_old), q, lse, moved,
+        by_item.bounds, by_item.offsets, by_item.cols, np.ascontiguousarray(logp),
+        np.ascontiguousarray(log_rho), gold, np.ascontiguousarray(q_old), ll, q, lse, moved,
     )  # fmt: skip
     return q, float(lse.sum()), float(np.nan if np.isnan(moved).any() else moved.max())
 
@@ -203,3 +228,116 @@ def pull_sums(
     chunk = int(chunk) if chunk > 0 else max(x.size, 1)
     _pull_sums(ann, x, e, bool(square), float(log_clip), chunk, out)
     return out
+
+
+@jit()
+def _newton_system(n, a, t, d, a_bar, lam, p, rows, grad, prec, mean, second):  # pragma: no cover
+    """Annotator ``n``'s gradient and precision, ``label_model.newton_step``'s operations."""
+    k, jn = d.shape[1], d.shape[2]
+    for c in range(k):  # rows = _last_sum(t)
+        rows[c] = t[n, c, 0]
+        for r in range(1, k):
+            rows[c] += t[n, c, r]
+    for jj in range(jn):  # grad = _contract(t - rows p, d) - (a - a_bar) @ lam
+        pull = 0.0
+        for i in range(jn):
+            pull += (a[n, i] - a_bar[i]) * lam[i, jj]
+        g = 0.0
+        for c in range(k):
+            for r in range(k):
+                g += (t[n, c, r] - rows[c] * p[n, c, r]) * d[c, r, jj]
+        grad[jj] = g - pull
+        for ll in range(jn):
+            prec[jj, ll] = lam[jj, ll]
+    for c in range(k):
+        mean[:] = 0.0
+        second[:, :] = 0.0
+        for r in range(k):
+            w = p[n, c, r]
+            for jj in range(jn):
+                mean[jj] += w * d[c, r, jj]
+                for ll in range(jn):
+                    second[jj, ll] += w * (d[c, r, jj] * d[c, r, ll])
+        for jj in range(jn):
+            for ll in range(jn):
+                prec[jj, ll] += rows[c] * (second[jj, ll] - mean[jj] * mean[ll])
+
+
+@jit()
+def _newton_solve(m, b, low, y, x):  # pragma: no cover - compiled
+    """``_cholesky(m)`` into ``low`` once ``b`` is None-like (b.shape[1] == 0), else
+    ``_cho_solve(low, b)`` into ``x`` (J, R), numpy's operations in numpy's order."""
+    jn = low.shape[0]
+    if b.shape[1] == 0:
+        low[:, :] = 0.0
+        for c in range(jn):
+            s = m[c, c]
+            for i in range(c):
+                s -= low[c, i] * low[c, i]
+            low[c, c] = math.sqrt(s if (s != s or s >= 1e-300) else 1e-300)
+            for r in range(c + 1, jn):
+                s = m[r, c]
+                for i in range(c):
+                    s -= low[r, i] * low[c, i]
+                low[r, c] = s / low[c, c]
+        return
+    for col in range(b.shape[1]):
+        for r in range(jn):
+            s = b[r, col]
+            for i in range(r):
+                s -= low[r, i] * y[i, col]
+            y[r, col] = s / low[r, r]
+        for r in range(jn - 1, -1, -1):
+            s = y[r, col]
+            for i in range(r + 1, jn):
+                s -= low[i, r] * x[i, col]
+            x[r, col] = s / low[r, r]
+
+
+@jit()
+def _newton_chunk(lo, hi, a, t, d, a_bar, lam, p, max_step, a_new, var):  # pragma: no cover
+    k, jn = d.shape[1], d.shape[2]
+    rows, grad, mean = np.empty(k), np.empty((jn, 1)), np.empty(jn)
+    prec, second, low = np.empty((jn, jn)), np.empty((jn, jn)), np.empty((jn, jn))
+    y, step, eye = np.empty((jn, jn)), np.empty((jn, 1)), np.eye(jn)
+    none = np.empty((jn, 0))
+    for n in range(lo, hi):
+        _newton_system(n, a, t, d, a_bar, lam, p, rows, grad[:, 0], prec, mean, second)
+        _newton_solve(prec, none, low, y, step)
+        _newton_solve(prec, grad, low, y, step)
+        for jj in range(jn):
+            s = step[jj, 0]
+            if s < -max_step:
+                s = -max_step
+            elif s > max_step:
+                s = max_step
+            a_new[n, jj] = a[n, jj] + s
+        _newton_solve(prec, eye, low, y, var[n])
+
+
+@jit(parallel=True)
+def _newton(bounds, a, t, d, a_bar, lam, p, max_step, a_new, var):  # pragma: no cover
+    for ch in prange(bounds.size - 1):
+        _newton_chunk(bounds[ch], bounds[ch + 1], a, t, d, a_bar, lam, p, max_step, a_new, var)
+
+
+def newton_step(
+    a: np.ndarray,
+    t: np.ndarray,
+    d: np.ndarray,
+    a_bar: np.ndarray,
+    lam: np.ndarray,
+    p: np.ndarray,
+    max_step: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``label_model.newton_step`` annotator by annotator, the annotators over the cores: the
+    same scalar operations in the same order, so the same bits. ``a`` (N, J), ``t`` (N, K, K),
+    ``d`` (K, K, J), ``a_bar`` (J,), ``lam`` (J, J), ``p`` (N, K, K) ``confusion(a, d)``.
+    Returns the new parameters (N, J) and the covariances (N, J, J)."""
+    n, jn = a.shape
+    a_new = np.empty((n, jn))
+    var = np.empty((n, jn, jn))
+    bounds = (np.arange(N_CHUNKS + 1, dtype=np.int64) * n) // N_CHUNKS
+    c = np.ascontiguousarray
+    _newton(bounds, c(a), c(t), c(d), c(a_bar), c(lam), c(p), float(max_step), a_new, var)
+    return a_new, var

@@ -51,8 +51,9 @@ def test_soft_tables_are_the_bincount_sums_bit_for_bit(threads, how):
     ann, inst, rating = ann[o], inst[o], rating[o]
     q = rng.dirichlet(np.ones(4), size=40)
     want = lm.soft_tables(q, ann, inst, rating, 9)
-    got = passes.soft_tables(q, passes.group(ann, 9, inst, rating))
-    assert got.tobytes() == want.tobytes()
+    for parts in (1, 2, 5):
+        got = passes.soft_tables(q, passes.partition(ann, 9, parts, inst, rating), 9)
+        assert got.tobytes() == want.tobytes()
 
 
 def test_group_is_a_stable_grouping_in_chunks():
@@ -81,7 +82,7 @@ def test_e_step_is_item_log_lik_then_posterior_bit_for_bit(threads, how, with_go
     q_old = rng.dirichlet(np.ones(4), size=310)  # items 300..309 have no ratings
     gold = np.where(rng.random(310) < 0.3, rng.integers(0, 4, 310), -1) if with_gold else None
     q_want, ev_want = lm.posterior(lm.item_log_lik(logp, ann, inst, rating, 310), rho, gold)
-    by_item = passes.group(inst, 310, ann, rating)
+    by_item = passes.group(inst, 310, inst, ann, rating)
     q, ev, moved = passes.e_step(logp, libm.log(rho), by_item, gold, q_old)
     assert q.tobytes() == q_want.tobytes()
     assert ev == ev_want
@@ -97,7 +98,7 @@ def test_e_step_propagates_nan_as_numpy_does():
     rho = np.full(4, 0.25)
     q_old = rng.dirichlet(np.ones(4), size=40)
     q_want, ev_want = lm.posterior(lm.item_log_lik(logp, ann, inst, rating, 40), rho, None)
-    by_item = passes.group(inst, 40, ann, rating)
+    by_item = passes.group(inst, 40, inst, ann, rating)
     q, ev, moved = passes.e_step(logp, libm.log(rho), by_item, None, q_old)
     np.testing.assert_array_equal(q, q_want)  # NaN where numpy has NaN
     assert np.isnan(ev) and np.isnan(ev_want) and np.isnan(moved)
@@ -161,3 +162,21 @@ def test_posterior_mode_compiled_equals_numpy(monkeypatch, chunk):
         modes.append(reliability._posterior_mode(ann, log_r, 8, 1.0, 1.0))
     for fast, slow in zip(*modes, strict=True):
         assert fast.tobytes() == slow.tobytes()
+
+
+def test_newton_step_compiled_is_numpys_bit_for_bit(monkeypatch, threads):
+    """The per-annotator compiled Newton step: the numpy step's bits (steps beyond the cap too)."""
+    rng = np.random.default_rng(8)
+    k, n = 5, 70
+    d = lm.design(k)
+    a = rng.normal(0, 2.0, (n, d.shape[2]))
+    t = rng.gamma(0.5, 3.0, (n, k, k))
+    t[:3] = 0.0  # annotators without ratings
+    a_bar = rng.normal(size=d.shape[2])
+    lam = np.eye(d.shape[2]) * 0.5 + 0.05
+    p = lm.confusion(a, d)
+    monkeypatch.setattr(kernels, "USE_JIT", False)
+    want = lm.newton_step(a, t, d, a_bar, lam)
+    got = passes.newton_step(a, t, d, a_bar, lam, p, lm.MAX_STEP)
+    for w, g in zip(want, got, strict=True):
+        assert g.tobytes() == w.tobytes()
