@@ -193,7 +193,9 @@ def newton_step(
     minus (a - a_bar)' lam (a - a_bar) / 2, is concave, so the step is an ascent direction; it
     is capped at ``MAX_STEP``. Returns the new parameters and the posterior covariance (the
     negative inverse Hessian, Laplace) at the old ones, shape (N, J, J). ``p`` (N, K, K) is
-    ``confusion(a, d)`` when the caller has it already (the EM's E-step computed it).
+    ``confusion(a, d)`` when the caller has it already (the EM's E-step computed it). With
+    compiled code on (``kernels.USE_JIT``) the step is ``passes.newton_step``: these operations
+    annotator by annotator, the same bits.
     """
     p = confusion(a, d) if p is None else p
     if kernels.USE_JIT:  # the same operations annotator by annotator, over the cores
