@@ -46,6 +46,9 @@ TOL = 1e-3
 MAX_ITER = 500
 #: a Newton step never moves a parameter further than this (log-odds)
 MAX_STEP = 4.0
+#: the compiled Newton step runs over the cores from this many annotators (a parallel launch
+#: costs more below)
+NEWTON_PARALLEL_MIN = 2048
 
 
 def design(k: int) -> np.ndarray:
@@ -199,7 +202,8 @@ def newton_step(
     """
     p = confusion(a, d) if p is None else p
     if kernels.USE_JIT:  # the same operations annotator by annotator, over the cores
-        return passes.newton_step(a, t, d, a_bar, lam, p, MAX_STEP)
+        parallel = a.shape[0] >= NEWTON_PARALLEL_MIN
+        return passes.newton_step(a, t, d, a_bar, lam, p, MAX_STEP, parallel)
     k, j = d.shape[1], d.shape[2]
     rows = _last_sum(t)  # (N, K)
     dev = a - a_bar
@@ -323,10 +327,12 @@ def fit_levels(
     # the compiled passes (``passes``) over the ratings parted once by annotator and grouped
     # once by item, else the numpy formulas
     by_part = by_item = p = None  # p: confusion(a, d), from the E-step to the Newton step
-    if kernels.USE_JIT:  # the soft tables' parts: one a thread (the bits do not depend on it)
-        threads = kernels.numba.get_num_threads()
+    if kernels.USE_JIT:  # parts and chunks over the threads (the bits do not depend on them)
+        big = len(rating) >= kernels.PARALLEL_MIN_RATINGS  # else one: no parallel launches
+        threads = kernels.numba.get_num_threads() if big else 1
         by_part = passes.partition(annotator, n_annotators, threads, instance, rating)
-        by_item = passes.group(instance, n_instances, instance, annotator, rating)
+        chunks = passes.N_CHUNKS if big else 1
+        by_item = passes.group(instance, n_instances, instance, annotator, rating, n_chunks=chunks)
     while n_iter < max_iter:
         n_iter += 1
         if by_part is not None:

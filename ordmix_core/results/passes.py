@@ -46,15 +46,16 @@ def group_offsets(key: np.ndarray, n: int) -> np.ndarray:
     return offsets
 
 
-def group(key: np.ndarray, n: int, *cols: np.ndarray) -> Grouped:
+def group(key: np.ndarray, n: int, *cols: np.ndarray, n_chunks: int = N_CHUNKS) -> Grouped:
     """``Grouped`` of the ratings by ``key`` (R,) codes 0..n-1, carrying ``cols`` (R,) each:
-    a stable sort (``argsort(kind="stable")``), or none when ``key`` is sorted."""
+    a stable sort (``argsort(kind="stable")``), or none when ``key`` is sorted; in
+    ``n_chunks`` chunks (one: the passes run on the calling thread, no parallel launch)."""
     offsets = group_offsets(key, n)
     cols = tuple(np.asarray(c, np.int64) for c in cols)
     if key.size > 1 and not bool((key[1:] >= key[:-1]).all()):
         order = np.argsort(key, kind="stable")
         cols = tuple(c[order] for c in cols)
-    return Grouped(offsets, owners(offsets, N_CHUNKS), cols)
+    return Grouped(offsets, owners(offsets, n_chunks), cols)
 
 
 @jit()
@@ -105,7 +106,11 @@ def soft_tables(q: np.ndarray, by_part: Grouped, n: int) -> np.ndarray:
     k = q.shape[1]
     t = np.zeros((n, k, k))
     ann, inst, rating = by_part.cols
-    _soft_tables(by_part.offsets, ann, inst, rating, np.ascontiguousarray(q), t)
+    q = np.ascontiguousarray(q)
+    if by_part.offsets.size == 2:  # one part: on this thread, no parallel launch
+        _tables_part(0, ann.size, ann, inst, rating, q, t)
+    else:
+        _soft_tables(by_part.offsets, ann, inst, rating, q, t)
     return t
 
 
@@ -180,10 +185,12 @@ def e_step(
     moved = np.empty(by_item.bounds.size - 1)
     gold = np.zeros(0, np.int64) if gold is None else np.asarray(gold, np.int64)
     ll = np.zeros((m, k))
-    _e_step(
-        by_item.bounds, by_item.offsets, by_item.cols, np.ascontiguousarray(logp),
-        np.ascontiguousarray(log_rho), gold, np.ascontiguousarray(q_old), ll, q, lse, moved,
-    )  # fmt: skip
+    args = (np.ascontiguousarray(logp), np.ascontiguousarray(log_rho), gold)
+    args += (np.ascontiguousarray(q_old), ll, q, lse)
+    if moved.size == 1:  # one chunk: on this thread, no parallel launch
+        moved[0] = _e_chunk(0, m, by_item.offsets, by_item.cols, *args)
+    else:
+        _e_step(by_item.bounds, by_item.offsets, by_item.cols, *args, moved)
     return q, float(lse.sum()), float(np.nan if np.isnan(moved).any() else moved.max())
 
 
@@ -329,15 +336,21 @@ def newton_step(
     lam: np.ndarray,
     p: np.ndarray,
     max_step: float,
+    parallel: bool = True,
 ) -> tuple[np.ndarray, np.ndarray]:
     """``label_model.newton_step`` annotator by annotator, the annotators over the cores: the
     same scalar operations in the same order, so the same bits. ``a`` (N, J), ``t`` (N, K, K),
     ``d`` (K, K, J), ``a_bar`` (J,), ``lam`` (J, J), ``p`` (N, K, K) ``confusion(a, d)``.
-    Returns the new parameters (N, J) and the covariances (N, J, J)."""
+    ``parallel``: over the cores, else on the calling thread (no parallel launch). Returns the
+    new parameters (N, J) and the covariances (N, J, J)."""
     n, jn = a.shape
     a_new = np.empty((n, jn))
     var = np.empty((n, jn, jn))
     bounds = (np.arange(N_CHUNKS + 1, dtype=np.int64) * n) // N_CHUNKS
     c = np.ascontiguousarray
-    _newton(bounds, c(a), c(t), c(d), c(a_bar), c(lam), c(p), float(max_step), a_new, var)
+    args = (c(a), c(t), c(d), c(a_bar), c(lam), c(p), float(max_step), a_new, var)
+    if parallel:
+        _newton(bounds, *args)
+    else:  # on this thread, no parallel launch
+        _newton_chunk(0, n, *args)
     return a_new, var

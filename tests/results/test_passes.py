@@ -82,11 +82,12 @@ def test_e_step_is_item_log_lik_then_posterior_bit_for_bit(threads, how, with_go
     q_old = rng.dirichlet(np.ones(4), size=310)  # items 300..309 have no ratings
     gold = np.where(rng.random(310) < 0.3, rng.integers(0, 4, 310), -1) if with_gold else None
     q_want, ev_want = lm.posterior(lm.item_log_lik(logp, ann, inst, rating, 310), rho, gold)
-    by_item = passes.group(inst, 310, inst, ann, rating)
-    q, ev, moved = passes.e_step(logp, libm.log(rho), by_item, gold, q_old)
-    assert q.tobytes() == q_want.tobytes()
-    assert ev == ev_want
-    assert moved == float(np.abs(q_want - q_old).max())
+    for chunks in (passes.N_CHUNKS, 1):
+        by_item = passes.group(inst, 310, inst, ann, rating, n_chunks=chunks)
+        q, ev, moved = passes.e_step(logp, libm.log(rho), by_item, gold, q_old)
+        assert q.tobytes() == q_want.tobytes()
+        assert ev == ev_want
+        assert moved == float(np.abs(q_want - q_old).max())
 
 
 @compiled_libm
@@ -105,10 +106,14 @@ def test_e_step_propagates_nan_as_numpy_does():
 
 
 @compiled_libm
+@pytest.mark.parametrize("parallel_min", [0, 10**9], ids=["parallel", "serial"])
 @pytest.mark.parametrize("how", ["as-drawn", "sorted"])
 @pytest.mark.parametrize("with_gold", [False, True])
-def test_fit_levels_compiled_equals_numpy(monkeypatch, threads, how, with_gold):
-    """The whole EM, compiled passes or numpy formulas: the same bits (``kernels.USE_JIT``)."""
+def test_fit_levels_compiled_equals_numpy(monkeypatch, threads, how, with_gold, parallel_min):
+    """The whole EM, compiled passes or numpy formulas: the same bits (``kernels.USE_JIT``),
+    the passes over the cores or on the calling thread."""
+    monkeypatch.setattr(kernels, "PARALLEL_MIN_RATINGS", parallel_min)
+    monkeypatch.setattr(lm, "NEWTON_PARALLEL_MIN", parallel_min)
     rng = np.random.default_rng(3)
     ann, inst, rating = _ratings(rng, n=12, m=60, k=5, r=900)
     o = _order(rng, inst, how)
@@ -177,6 +182,7 @@ def test_newton_step_compiled_is_numpys_bit_for_bit(monkeypatch, threads):
     p = lm.confusion(a, d)
     monkeypatch.setattr(kernels, "USE_JIT", False)
     want = lm.newton_step(a, t, d, a_bar, lam)
-    got = passes.newton_step(a, t, d, a_bar, lam, p, lm.MAX_STEP)
-    for w, g in zip(want, got, strict=True):
-        assert g.tobytes() == w.tobytes()
+    for parallel in (True, False):
+        got = passes.newton_step(a, t, d, a_bar, lam, p, lm.MAX_STEP, parallel)
+        for w, g in zip(want, got, strict=True):
+            assert g.tobytes() == w.tobytes()
