@@ -31,12 +31,20 @@ class Grouped(NamedTuple):
     """The ratings grouped by a key (items or annotators), stably: each group's ratings in
     their original order. ``offsets`` (G + 1,) the group's ratings are ``offsets[g]`` to
     ``offsets[g + 1]`` of ``cols``; ``bounds`` (N_CHUNKS + 1,) the groups of each chunk,
-    chunks of about equal numbers of ratings; ``cols`` the other codes (R,) (int64) in that
+    chunks of about equal numbers of ratings; ``cols`` the other codes (R,) in that
     order (the given arrays themselves when the key is sorted already)."""
 
     offsets: np.ndarray
     bounds: np.ndarray
     cols: tuple
+
+
+def _reordered(c: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """``c[order]`` for codes (R,): int32 when every code fits (a copy in a new order at half
+    the memory), else int64; an index's width changes no sum."""
+    c = np.asarray(c)
+    small = c.size == 0 or (int(c.min()) >= 0 and int(c.max()) < 2**31)
+    return c[order].astype(np.int32 if small else np.int64, copy=False)
 
 
 def group_offsets(key: np.ndarray, n: int) -> np.ndarray:
@@ -51,10 +59,10 @@ def group(key: np.ndarray, n: int, *cols: np.ndarray, n_chunks: int = N_CHUNKS) 
     a stable sort (``argsort(kind="stable")``), or none when ``key`` is sorted; in
     ``n_chunks`` chunks (one: the passes run on the calling thread, no parallel launch)."""
     offsets = group_offsets(key, n)
-    cols = tuple(np.asarray(c, np.int64) for c in cols)
+    cols = tuple(np.asarray(c) for c in cols)
     if key.size > 1 and not bool((key[1:] >= key[:-1]).all()):
         order = np.argsort(key, kind="stable")
-        cols = tuple(c[order] for c in cols)
+        cols = tuple(_reordered(c, order) for c in cols)
     return Grouped(offsets, owners(offsets, n_chunks), cols)
 
 
@@ -88,14 +96,14 @@ def partition(annotator: np.ndarray, n: int, n_parts: int, *cols: np.ndarray) ->
     ``Grouped`` of the parts carrying ``annotator`` (R,) and ``cols`` (R,) each."""
     n_parts = max(int(n_parts), 1)
     runs = owners(group_offsets(annotator, n), n_parts)
-    cols = tuple(np.asarray(c, np.int64) for c in (annotator, *cols))
+    cols = tuple(np.asarray(c) for c in (annotator, *cols))
     if n_parts == 1:
         return Grouped(np.array([0, annotator.size], np.int64), np.array([0, 1], np.int64), cols)
     dtype = np.uint8 if n_parts <= 256 else np.int64  # small parts: numpy's radix sort
     part = np.repeat(np.arange(n_parts, dtype=dtype), np.diff(runs))[annotator]
     order = np.argsort(part, kind="stable")
     offsets = group_offsets(part, n_parts)
-    return Grouped(offsets, owners(offsets, n_parts), tuple(c[order] for c in cols))
+    return Grouped(offsets, owners(offsets, n_parts), tuple(_reordered(c, order) for c in cols))
 
 
 def soft_tables(q: np.ndarray, by_part: Grouped, n: int) -> np.ndarray:
