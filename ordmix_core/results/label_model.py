@@ -46,6 +46,9 @@ TOL = 1e-3
 MAX_ITER = 500
 #: a Newton step never moves a parameter further than this (log-odds)
 MAX_STEP = 4.0
+#: the compiled Newton step runs over the cores from this many annotators (a parallel launch
+#: costs more below)
+NEWTON_PARALLEL_MIN = 2048
 
 
 def design(k: int) -> np.ndarray:
@@ -179,7 +182,12 @@ def posterior(log_lik: np.ndarray, rho: np.ndarray, gold: np.ndarray | None) -> 
 
 
 def newton_step(
-    a: np.ndarray, t: np.ndarray, d: np.ndarray, a_bar: np.ndarray, lam: np.ndarray
+    a: np.ndarray,
+    t: np.ndarray,
+    d: np.ndarray,
+    a_bar: np.ndarray,
+    lam: np.ndarray,
+    p: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """One Newton step per annotator on its penalised log likelihood.
 
@@ -187,9 +195,15 @@ def newton_step(
     ``a_bar`` (J,) and precision matrix ``lam`` (J, J). The objective, sum_{c,k} t log P(k|c)
     minus (a - a_bar)' lam (a - a_bar) / 2, is concave, so the step is an ascent direction; it
     is capped at ``MAX_STEP``. Returns the new parameters and the posterior covariance (the
-    negative inverse Hessian, Laplace) at the old ones, shape (N, J, J).
+    negative inverse Hessian, Laplace) at the old ones, shape (N, J, J). ``p`` (N, K, K) is
+    ``confusion(a, d)`` when the caller has it already (the EM's E-step computed it). With
+    compiled code on (``kernels.USE_JIT``) the step is ``passes.newton_step``: these operations
+    annotator by annotator, the same bits.
     """
-    p = confusion(a, d)
+    p = confusion(a, d) if p is None else p
+    if kernels.USE_JIT:  # the same operations annotator by annotator, over the cores
+        parallel = a.shape[0] >= NEWTON_PARALLEL_MIN
+        return passes.newton_step(a, t, d, a_bar, lam, p, MAX_STEP, parallel)
     k, j = d.shape[1], d.shape[2]
     rows = _last_sum(t)  # (N, K)
     dev = a - a_bar
@@ -259,11 +273,12 @@ def start(instance: np.ndarray, rating: np.ndarray, m: int, k: int) -> np.ndarra
     return counts / _last_sum(counts)[:, None]
 
 
-def _e_step(logp, rho, annotator, instance, rating, gold, q, fast: bool) -> tuple:
+def _e_step(logp, rho, annotator, instance, rating, gold, q, by_item) -> tuple:
     """The new level posteriors (M, K), the log evidence and ``max |q_new - q|``, by the
-    compiled pass (``fast``) or the numpy formulas (the same bits)."""
-    if fast:
-        return passes.e_step(logp, libm.log(rho), annotator, instance, rating, gold, q)
+    compiled pass over the ratings grouped by item (``by_item``, a ``passes.Grouped``) or,
+    when it is None, the numpy formulas (the same bits)."""
+    if by_item is not None:
+        return passes.e_step(logp, libm.log(rho), by_item, gold, q)
     ll = item_log_lik(logp, annotator, instance, rating, q.shape[0])
     q_new, evidence = posterior(ll, rho, gold)
     return q_new, evidence, float(np.abs(q_new - q).max())
@@ -309,19 +324,28 @@ def fit_levels(
     evidence = -np.inf
     converged = False
     n_iter = 0
-    fast = kernels.USE_JIT  # the compiled passes (``passes``), else the numpy formulas
+    # the compiled passes (``passes``) over the ratings parted once by annotator and grouped
+    # once by item, else the numpy formulas
+    by_part = by_item = p = None  # p: confusion(a, d), from the E-step to the Newton step
+    if kernels.USE_JIT:  # parts and chunks over the threads (the bits do not depend on them)
+        big = len(rating) >= kernels.PARALLEL_MIN_RATINGS  # else one: no parallel launches
+        threads = kernels.numba.get_num_threads() if big else 1
+        by_part = passes.partition(annotator, n_annotators, threads, instance, rating)
+        chunks = passes.N_CHUNKS if big else 1
+        by_item = passes.group(instance, n_instances, instance, annotator, rating, n_chunks=chunks)
     while n_iter < max_iter:
         n_iter += 1
-        if fast:
-            t = passes.soft_tables(q, annotator, instance, rating, n_annotators)
+        if by_part is not None:
+            t = passes.soft_tables(q, by_part, n_annotators)
         else:
             t = soft_tables(q, annotator, instance, rating, n_annotators)
-        a, var = newton_step(a, t, d, a_bar, lam)
+        a, var = newton_step(a, t, d, a_bar, lam, p)
         a_bar, lam = prior_update(a, var)
         rho = q.sum(axis=0) + PRIOR_COUNT
         rho /= rho.sum()
-        logp = libm.log(confusion(a, d))
-        q, evidence, moved = _e_step(logp, rho, annotator, instance, rating, gold, q, fast)
+        p = confusion(a, d)
+        logp = libm.log(p)
+        q, evidence, moved = _e_step(logp, rho, annotator, instance, rating, gold, q, by_item)
         if moved < tol:
             converged = True
             break

@@ -1,55 +1,140 @@
 """Compiled passes over the ratings for the results: the label model's EM and the reliability
 posterior's mode.
 
-Each pass is one loop over the ratings in their order, adding into per-annotator or per-item
-sums exactly as ``np.bincount(..., weights=...)`` adds (left to right from 0.0), with the
-numpy code's elementwise operations in the numpy code's order, and ``math.exp`` / ``math.log``
-(libm, as ``numerics.libm`` computes them): the results are the numpy formulas' bits
-(``label_model.soft_tables``, ``item_log_lik`` and ``posterior``; ``reliability._pull``
-summed per annotator), without their (R, K) gathers and K reductions. The callers use them
-when compiled code is on (``kernels.USE_JIT``) and the numpy formulas otherwise.
+Each pass adds into per-annotator or per-item sums exactly as ``np.bincount(..., weights=...)``
+adds (left to right from 0.0, in rating order), with the numpy code's elementwise operations
+in the numpy code's order, and ``math.exp`` / ``math.log`` (libm, as ``numerics.libm``
+computes them): the results are the numpy formulas' bits (``label_model.soft_tables``,
+``item_log_lik`` and ``posterior``; ``reliability._pull`` summed per annotator), without their
+(R, K) gathers and K reductions. The label model's two passes run over the ratings grouped
+once per fit by annotator or by item (``group``, a stable sort: each group's ratings in their
+order), the groups over the cores in ``N_CHUNKS`` chunks: each sum is one group's, in the
+same order on any number of threads. The callers use them when compiled code is on
+(``kernels.USE_JIT``) and the numpy formulas otherwise.
 """
 
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
-from ..numerics.jit import jit
+from ..numerics.jit import jit, prange
+
+#: chunks of a grouped pass (``prange`` over them): a fixed number, so the chunks, and with them
+#: every sum, are the same whatever the number of threads
+N_CHUNKS = 64
 
 
-@jit(nogil=True)
-def _soft_tables(ann, inst, rating, q, t):  # pragma: no cover - compiled
+class Grouped(NamedTuple):
+    """The ratings grouped by a key (items or annotators), stably: each group's ratings in
+    their original order. ``offsets`` (G + 1,) the group's ratings are ``offsets[g]`` to
+    ``offsets[g + 1]`` of ``cols``; ``bounds`` (N_CHUNKS + 1,) the groups of each chunk,
+    chunks of about equal numbers of ratings; ``cols`` the other codes (R,) in that
+    order (the given arrays themselves when the key is sorted already)."""
+
+    offsets: np.ndarray
+    bounds: np.ndarray
+    cols: tuple
+
+
+def _reordered(c: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """``c[order]`` for codes (R,): int32 when every code fits (a copy in a new order at half
+    the memory), else int64; an index's width changes no sum."""
+    c = np.asarray(c)
+    small = c.size == 0 or (int(c.min()) >= 0 and int(c.max()) < 2**31)
+    return c[order].astype(np.int32 if small else np.int64, copy=False)
+
+
+def group_offsets(key: np.ndarray, n: int) -> np.ndarray:
+    """(n + 1,) where each group's ratings start in a stable grouping by ``key`` (R,)."""
+    offsets = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(key, minlength=n), out=offsets[1:])
+    return offsets
+
+
+def group(key: np.ndarray, n: int, *cols: np.ndarray, n_chunks: int = N_CHUNKS) -> Grouped:
+    """``Grouped`` of the ratings by ``key`` (R,) codes 0..n-1, carrying ``cols`` (R,) each:
+    a stable sort (``argsort(kind="stable")``), or none when ``key`` is sorted; in
+    ``n_chunks`` chunks (one: the passes run on the calling thread, no parallel launch)."""
+    offsets = group_offsets(key, n)
+    cols = tuple(np.asarray(c) for c in cols)
+    if key.size > 1 and not bool((key[1:] >= key[:-1]).all()):
+        order = np.argsort(key, kind="stable")
+        cols = tuple(_reordered(c, order) for c in cols)
+    return Grouped(offsets, owners(offsets, n_chunks), cols)
+
+
+@jit()
+def _tables_part(lo, hi, ann, inst, rating, q, t):  # pragma: no cover - compiled
     k = q.shape[1]
-    for i in range(ann.size):
+    for i in range(lo, hi):  # the part's ratings in their order
         a, m, r = ann[i], inst[i], rating[i]
         for c in range(k):
             t[a, c, r] += q[m, c]
 
 
-def soft_tables(
-    q: np.ndarray, annotator: np.ndarray, instance: np.ndarray, rating: np.ndarray, n: int
-) -> np.ndarray:
+@jit(parallel=True)
+def _soft_tables(offsets, ann, inst, rating, q, t):  # pragma: no cover - compiled
+    for part in prange(offsets.size - 1):
+        _tables_part(offsets[part], offsets[part + 1], ann, inst, rating, q, t)
+
+
+def owners(offsets: np.ndarray, n_chunks: int) -> np.ndarray:
+    """(n_chunks + 1,) bounds of ``n_chunks`` runs of groups with about equal numbers of
+    ratings, from a grouping's ``offsets`` (G + 1,)."""
+    n, total = offsets.size - 1, int(offsets[-1])
+    targets = np.arange(1, n_chunks, dtype=np.int64) * total // n_chunks
+    inner = np.minimum(np.searchsorted(offsets, targets, side="left"), n)
+    return np.concatenate([[0], inner, [n]]).astype(np.int64)
+
+
+def partition(annotator: np.ndarray, n: int, n_parts: int, *cols: np.ndarray) -> Grouped:
+    """The ratings in ``n_parts`` parts, each the ratings of a run of annotators with about
+    equal numbers of ratings, in their order (a stable partition; none for one part): a
+    ``Grouped`` of the parts carrying ``annotator`` (R,) and ``cols`` (R,) each."""
+    n_parts = max(int(n_parts), 1)
+    runs = owners(group_offsets(annotator, n), n_parts)
+    cols = tuple(np.asarray(c) for c in (annotator, *cols))
+    if n_parts == 1:
+        return Grouped(np.array([0, annotator.size], np.int64), np.array([0, 1], np.int64), cols)
+    dtype = np.uint8 if n_parts <= 256 else np.int64  # small parts: numpy's radix sort
+    part = np.repeat(np.arange(n_parts, dtype=dtype), np.diff(runs))[annotator]
+    order = np.argsort(part, kind="stable")
+    offsets = group_offsets(part, n_parts)
+    return Grouped(offsets, owners(offsets, n_parts), tuple(_reordered(c, order) for c in cols))
+
+
+def soft_tables(q: np.ndarray, by_part: Grouped, n: int) -> np.ndarray:
     """``label_model.soft_tables``: each annotator's table of soft truth against rating
-    (N, K, K) from ``q`` (M, K) and the codes (R,) (int64), in one pass over the ratings."""
+    (N, K, K) from ``q`` (M, K) and the ratings in parts by annotator (``partition(annotator,
+    N, parts, instance, rating)``), one part a core: each cell is summed in rating order, and
+    ``q`` read in the ratings' order, not gathered per annotator."""
     k = q.shape[1]
     t = np.zeros((n, k, k))
-    _soft_tables(annotator, instance, rating, np.ascontiguousarray(q), t)
+    ann, inst, rating = by_part.cols
+    q = np.ascontiguousarray(q)
+    if by_part.offsets.size == 2:  # one part: on this thread, no parallel launch
+        _tables_part(0, ann.size, ann, inst, rating, q, t)
+    else:
+        _soft_tables(by_part.offsets, ann, inst, rating, q, t)
     return t
 
 
-@jit(nogil=True)
-def _e_step(ann, inst, rating, logp, log_rho, gold, q_old, ll, q, lse):  # pragma: no cover
-    m, k = q.shape
-    for i in range(ann.size):  # item_log_lik: per item, in rating order
+@jit()
+def _e_chunk(lo, hi, offsets, codes, logp, log_rho, gold, q_old, ll, q, lse):  # pragma: no cover
+    inst, ann, rating = codes
+    k = q.shape[1]
+    w = np.empty(k)
+    moved = 0.0
+    nan = False
+    for i in range(offsets[lo], offsets[hi]):  # item_log_lik: the chunk's ratings in order
         a, j, r = ann[i], inst[i], rating[i]
         for c in range(k):
             ll[j, c] += logp[a, c, r]
-    moved = 0.0
-    nan = False
-    w = np.empty(k)
-    for j in range(m):  # posterior, item by item, numpy's operations in numpy's order
+    for j in range(lo, hi):
+        # posterior: numpy's operations in numpy's order
         top = ll[j, 0] + log_rho[0]
         for c in range(1, k):
             s = ll[j, c] + log_rho[c]
@@ -76,46 +161,204 @@ def _e_step(ann, inst, rating, logp, log_rho, gold, q_old, ll, q, lse):  # pragm
     return np.nan if nan else moved
 
 
+@jit(parallel=True)
+def _e_step(
+    bounds, offsets, codes, logp, log_rho, gold, q_old, ll, q, lse, moved
+):  # pragma: no cover
+    for ch in prange(bounds.size - 1):
+        lo, hi = bounds[ch], bounds[ch + 1]
+        moved[ch] = _e_chunk(lo, hi, offsets, codes, logp, log_rho, gold, q_old, ll, q, lse)
+
+
 def e_step(
     logp: np.ndarray,
     log_rho: np.ndarray,
-    annotator: np.ndarray,
-    instance: np.ndarray,
-    rating: np.ndarray,
+    by_item: Grouped,
     gold: np.ndarray | None,
     q_old: np.ndarray,
 ) -> tuple[np.ndarray, float, float]:
     """The label model's E-step: ``label_model.posterior(item_log_lik(logp, ...), rho, gold)``
-    and how far it moved the level posteriors.
+    and how far it moved the level posteriors, the items over the cores.
 
     ``logp`` (N, K, K) log confusion matrices, ``log_rho`` (K,) ``libm.log`` of the class prior,
-    the codes (R,) (int64), ``gold`` (M,) level index or -1 (or None), ``q_old`` (M, K) the
-    posteriors before. Returns the new posteriors (M, K), the log evidence and
-    ``max |q - q_old|``.
+    ``by_item`` the ratings grouped by item (``group(instance, M, instance, annotator,
+    rating)``; each item's log likelihood summed in rating order), ``gold`` (M,) level index
+    or -1 (or None),
+    ``q_old`` (M, K) the posteriors before. Returns the new posteriors (M, K), the log evidence
+    and ``max |q - q_old|`` (NaN if any difference is NaN: each chunk's, then theirs).
     """
     m, k = q_old.shape
-    ll = np.zeros((m, k))
     q = np.empty((m, k))
     lse = np.empty(m)
+    moved = np.empty(by_item.bounds.size - 1)
     gold = np.zeros(0, np.int64) if gold is None else np.asarray(gold, np.int64)
-    moved = _e_step(
-        annotator, instance, rating, np.ascontiguousarray(logp), np.ascontiguousarray(log_rho),
-        gold, np.ascontiguousarray(q_old), ll, q, lse,
-    )  # fmt: skip
-    return q, float(lse.sum()), float(moved)
+    ll = np.zeros((m, k))
+    args = (np.ascontiguousarray(logp), np.ascontiguousarray(log_rho), gold)
+    args += (np.ascontiguousarray(q_old), ll, q, lse)
+    if moved.size == 1:  # one chunk: on this thread, no parallel launch
+        moved[0] = _e_chunk(0, m, by_item.offsets, by_item.cols, *args)
+    else:
+        _e_step(by_item.bounds, by_item.offsets, by_item.cols, *args, moved)
+    return q, float(lse.sum()), float(np.nan if np.isnan(moved).any() else moved.max())
 
 
 @jit(nogil=True)
-def _pull_sums(ann, r, e, square, out):  # pragma: no cover - compiled
-    for i in range(ann.size):
-        el = e[ann[i]]
-        p = (r[i] - 1.0) / (1.0 - el + el * r[i])
-        out[ann[i]] += p * p if square else p
+def _pull_sums(ann, x, e, square, log_clip, chunk, out):  # pragma: no cover - compiled
+    acc = np.zeros(out.size)
+    for lo in range(0, ann.size, chunk):
+        for i in range(lo, min(lo + chunk, ann.size)):
+            el = e[ann[i]]
+            r = x[i]
+            if log_clip > 0.0:  # x is log r: np.clip (NaN stays NaN), then libm's exp
+                if r < -log_clip:
+                    r = -log_clip
+                elif r > log_clip:
+                    r = log_clip
+                r = math.exp(r)
+            p = (r - 1.0) / (1.0 - el + el * r)
+            acc[ann[i]] += p * p if square else p
+        for a in range(out.size):  # out += the chunk's sums, as numpy's chunks add
+            out[a] += acc[a]
+            acc[a] = 0.0
 
 
-def pull_sums(ann: np.ndarray, r: np.ndarray, e: np.ndarray, square: bool) -> np.ndarray:
+def pull_sums(
+    ann: np.ndarray,
+    r: np.ndarray,
+    e: np.ndarray,
+    square: bool,
+    log_clip: float = 0.0,
+    chunk: int = 0,
+) -> np.ndarray:
     """Per annotator (N,) the sum over their ratings of ``reliability._pull(e[ann], r)``, or of
-    its square: ``ann`` (L,) codes, ``r`` (L,) evidence ratios, ``e`` (N,) reliabilities."""
+    its square: ``ann`` (L,) codes, ``r`` (L,) evidence ratios, ``e`` (N,) reliabilities.
+
+    With ``log_clip`` > 0, ``r`` holds the log ratios instead and each ratio is
+    ``libm.exp(np.clip(r, -log_clip, log_clip))``, computed in the pass (no (L,) array of
+    ratios; the same bits). With ``chunk`` > 0 each run of ``chunk`` ratings is summed apart
+    (from 0.0) and added to the total, as ``reliability._per_annotator`` adds its chunks."""
     out = np.zeros(e.shape[0])
-    _pull_sums(ann, r, np.ascontiguousarray(e, dtype=np.float64), bool(square), out)
+    x = np.asarray(r, dtype=np.float64)
+    e = np.ascontiguousarray(e, dtype=np.float64)
+    chunk = int(chunk) if chunk > 0 else max(x.size, 1)
+    _pull_sums(ann, x, e, bool(square), float(log_clip), chunk, out)
     return out
+
+
+@jit()
+def _newton_system(n, a, t, d, a_bar, lam, p, rows, grad, prec, mean, second):  # pragma: no cover
+    """Annotator ``n``'s gradient and precision, ``label_model.newton_step``'s operations."""
+    k, jn = d.shape[1], d.shape[2]
+    for c in range(k):  # rows = _last_sum(t)
+        rows[c] = t[n, c, 0]
+        for r in range(1, k):
+            rows[c] += t[n, c, r]
+    for jj in range(jn):  # grad = _contract(t - rows p, d) - (a - a_bar) @ lam
+        pull = 0.0
+        for i in range(jn):
+            pull += (a[n, i] - a_bar[i]) * lam[i, jj]
+        g = 0.0
+        for c in range(k):
+            for r in range(k):
+                g += (t[n, c, r] - rows[c] * p[n, c, r]) * d[c, r, jj]
+        grad[jj] = g - pull
+        for ll in range(jn):
+            prec[jj, ll] = lam[jj, ll]
+    for c in range(k):
+        mean[:] = 0.0
+        second[:, :] = 0.0
+        for r in range(k):
+            w = p[n, c, r]
+            for jj in range(jn):
+                mean[jj] += w * d[c, r, jj]
+                for ll in range(jn):
+                    second[jj, ll] += w * (d[c, r, jj] * d[c, r, ll])
+        for jj in range(jn):
+            for ll in range(jn):
+                prec[jj, ll] += rows[c] * (second[jj, ll] - mean[jj] * mean[ll])
+
+
+@jit()
+def _newton_solve(m, b, low, y, x):  # pragma: no cover - compiled
+    """``_cholesky(m)`` into ``low`` once ``b`` is None-like (b.shape[1] == 0), else
+    ``_cho_solve(low, b)`` into ``x`` (J, R), numpy's operations in numpy's order."""
+    jn = low.shape[0]
+    if b.shape[1] == 0:
+        low[:, :] = 0.0
+        for c in range(jn):
+            s = m[c, c]
+            for i in range(c):
+                s -= low[c, i] * low[c, i]
+            low[c, c] = math.sqrt(s if (s != s or s >= 1e-300) else 1e-300)
+            for r in range(c + 1, jn):
+                s = m[r, c]
+                for i in range(c):
+                    s -= low[r, i] * low[c, i]
+                low[r, c] = s / low[c, c]
+        return
+    for col in range(b.shape[1]):
+        for r in range(jn):
+            s = b[r, col]
+            for i in range(r):
+                s -= low[r, i] * y[i, col]
+            y[r, col] = s / low[r, r]
+        for r in range(jn - 1, -1, -1):
+            s = y[r, col]
+            for i in range(r + 1, jn):
+                s -= low[i, r] * x[i, col]
+            x[r, col] = s / low[r, r]
+
+
+@jit()
+def _newton_chunk(lo, hi, a, t, d, a_bar, lam, p, max_step, a_new, var):  # pragma: no cover
+    k, jn = d.shape[1], d.shape[2]
+    rows, grad, mean = np.empty(k), np.empty((jn, 1)), np.empty(jn)
+    prec, second, low = np.empty((jn, jn)), np.empty((jn, jn)), np.empty((jn, jn))
+    y, step, eye = np.empty((jn, jn)), np.empty((jn, 1)), np.eye(jn)
+    none = np.empty((jn, 0))
+    for n in range(lo, hi):
+        _newton_system(n, a, t, d, a_bar, lam, p, rows, grad[:, 0], prec, mean, second)
+        _newton_solve(prec, none, low, y, step)
+        _newton_solve(prec, grad, low, y, step)
+        for jj in range(jn):
+            s = step[jj, 0]
+            if s < -max_step:
+                s = -max_step
+            elif s > max_step:
+                s = max_step
+            a_new[n, jj] = a[n, jj] + s
+        _newton_solve(prec, eye, low, y, var[n])
+
+
+@jit(parallel=True)
+def _newton(bounds, a, t, d, a_bar, lam, p, max_step, a_new, var):  # pragma: no cover
+    for ch in prange(bounds.size - 1):
+        _newton_chunk(bounds[ch], bounds[ch + 1], a, t, d, a_bar, lam, p, max_step, a_new, var)
+
+
+def newton_step(
+    a: np.ndarray,
+    t: np.ndarray,
+    d: np.ndarray,
+    a_bar: np.ndarray,
+    lam: np.ndarray,
+    p: np.ndarray,
+    max_step: float,
+    parallel: bool = True,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``label_model.newton_step`` annotator by annotator, the annotators over the cores: the
+    same scalar operations in the same order, so the same bits. ``a`` (N, J), ``t`` (N, K, K),
+    ``d`` (K, K, J), ``a_bar`` (J,), ``lam`` (J, J), ``p`` (N, K, K) ``confusion(a, d)``.
+    ``parallel``: over the cores, else on the calling thread (no parallel launch). Returns the
+    new parameters (N, J) and the covariances (N, J, J)."""
+    n, jn = a.shape
+    a_new = np.empty((n, jn))
+    var = np.empty((n, jn, jn))
+    bounds = (np.arange(N_CHUNKS + 1, dtype=np.int64) * n) // N_CHUNKS
+    c = np.ascontiguousarray
+    args = (c(a), c(t), c(d), c(a_bar), c(lam), c(p), float(max_step), a_new, var)
+    if parallel:
+        _newton(bounds, *args)
+    else:  # on this thread, no parallel launch
+        _newton_chunk(0, n, *args)
+    return a_new, var

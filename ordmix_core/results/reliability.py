@@ -150,11 +150,15 @@ def _pull_sums(
     """``pulls(e, square)``: (N,) sums over each annotator's ratings of ``_pull(e[ann], r)``
     (squared if ``square``), ``r = exp(clip(log_r))``; ``ann``, ``log_r`` (L,), ``e`` (N,).
 
-    Compiled (``kernels.USE_JIT``) and the ratings in one chunk: ``r`` is computed once and
-    each call is one pass (``passes.pull_sums``, the same bits); else ``_per_annotator``."""
+    Compiled (``kernels.USE_JIT``): each call is one pass (``passes.pull_sums``, the same
+    bits), with ``r`` computed once when the ratings fit in one chunk, else in every pass, summed
+    a chunk at a time as ``_per_annotator`` sums (no (L,) array of ratios beyond a chunk); else
+    ``_per_annotator``."""
     if kernels.USE_JIT and len(ann) <= _CHUNK:
         r = libm.exp(np.clip(log_r, -LOG_R_CLIP, LOG_R_CLIP))
         return lambda e, square: passes.pull_sums(ann, r, e, square)
+    if kernels.USE_JIT:
+        return lambda e, square: passes.pull_sums(ann, log_r, e, square, LOG_R_CLIP, _CHUNK)
 
     def pulls(e: np.ndarray, square: bool) -> np.ndarray:
         if square:

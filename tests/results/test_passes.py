@@ -22,29 +22,72 @@ def _ratings(rng, n=9, m=40, k=4, r=600):
     return ann, inst, rating
 
 
-def test_soft_tables_are_the_bincount_sums_bit_for_bit():
+def _order(rng, inst, how):
+    """The ratings in their order, sorted by item (stably), or shuffled."""
+    if how == "sorted":
+        return np.argsort(inst, kind="stable")
+    if how == "shuffled":
+        return rng.permutation(inst.size)
+    return np.arange(inst.size)
+
+
+@pytest.fixture(params=[1, 2], ids=["1-thread", "2-threads"])
+def threads(request):
+    """Run the parallel passes on 1 and on 2 numba threads."""
+    if not jit.USE_JIT:
+        yield request.param
+        return
+    before = kernels.numba.get_num_threads()
+    kernels.numba.set_num_threads(min(request.param, kernels.numba.config.NUMBA_NUM_THREADS))
+    yield request.param
+    kernels.numba.set_num_threads(before)
+
+
+@pytest.mark.parametrize("how", ["as-drawn", "sorted", "shuffled"])
+def test_soft_tables_are_the_bincount_sums_bit_for_bit(threads, how):
     rng = np.random.default_rng(0)
-    ann, inst, rating = _ratings(rng)
+    ann, inst, rating = _ratings(rng, r=3000)
+    o = _order(rng, inst, how)
+    ann, inst, rating = ann[o], inst[o], rating[o]
     q = rng.dirichlet(np.ones(4), size=40)
     want = lm.soft_tables(q, ann, inst, rating, 9)
-    got = passes.soft_tables(q, ann, inst, rating, 9)
-    assert got.tobytes() == want.tobytes()
+    for parts in (1, 2, 5):
+        got = passes.soft_tables(q, passes.partition(ann, 9, parts, inst, rating), 9)
+        assert got.tobytes() == want.tobytes()
+
+
+def test_group_is_a_stable_grouping_in_chunks():
+    rng = np.random.default_rng(6)
+    ann, inst, rating = _ratings(rng, r=1000)
+    g = passes.group(inst, 45, ann, rating)  # items 40..44 have no ratings
+    o = np.argsort(inst, kind="stable")
+    assert np.array_equal(g.cols[0], ann[o]) and np.array_equal(g.cols[1], rating[o])
+    assert np.array_equal(np.diff(g.offsets), np.bincount(inst, minlength=45))
+    assert g.bounds[0] == 0 and g.bounds[-1] == 45 and (np.diff(g.bounds) >= 0).all()
+    assert g.bounds.size == passes.N_CHUNKS + 1
+    s = np.sort(inst)
+    assert passes.group(s, 40, ann).cols[0] is ann  # sorted: no sort, the codes as given
 
 
 @compiled_libm
+@pytest.mark.parametrize("how", ["as-drawn", "sorted", "shuffled"])
 @pytest.mark.parametrize("with_gold", [False, True])
-def test_e_step_is_item_log_lik_then_posterior_bit_for_bit(with_gold):
+def test_e_step_is_item_log_lik_then_posterior_bit_for_bit(threads, how, with_gold):
     rng = np.random.default_rng(1)
-    ann, inst, rating = _ratings(rng)
+    ann, inst, rating = _ratings(rng, m=300, r=3000)
+    o = _order(rng, inst, how)
+    ann, inst, rating = ann[o], inst[o], rating[o]
     logp = libm.log(lm.confusion(rng.normal(0, 2.0, (9, 6)), lm.design(4)))
     rho = rng.dirichlet(np.ones(4))
-    q_old = rng.dirichlet(np.ones(4), size=40)
-    gold = np.where(rng.random(40) < 0.3, rng.integers(0, 4, 40), -1) if with_gold else None
-    q_want, ev_want = lm.posterior(lm.item_log_lik(logp, ann, inst, rating, 40), rho, gold)
-    q, ev, moved = passes.e_step(logp, libm.log(rho), ann, inst, rating, gold, q_old)
-    assert q.tobytes() == q_want.tobytes()
-    assert ev == ev_want
-    assert moved == float(np.abs(q_want - q_old).max())
+    q_old = rng.dirichlet(np.ones(4), size=310)  # items 300..309 have no ratings
+    gold = np.where(rng.random(310) < 0.3, rng.integers(0, 4, 310), -1) if with_gold else None
+    q_want, ev_want = lm.posterior(lm.item_log_lik(logp, ann, inst, rating, 310), rho, gold)
+    for chunks in (passes.N_CHUNKS, 1):
+        by_item = passes.group(inst, 310, inst, ann, rating, n_chunks=chunks)
+        q, ev, moved = passes.e_step(logp, libm.log(rho), by_item, gold, q_old)
+        assert q.tobytes() == q_want.tobytes()
+        assert ev == ev_want
+        assert moved == float(np.abs(q_want - q_old).max())
 
 
 @compiled_libm
@@ -56,17 +99,25 @@ def test_e_step_propagates_nan_as_numpy_does():
     rho = np.full(4, 0.25)
     q_old = rng.dirichlet(np.ones(4), size=40)
     q_want, ev_want = lm.posterior(lm.item_log_lik(logp, ann, inst, rating, 40), rho, None)
-    q, ev, moved = passes.e_step(logp, libm.log(rho), ann, inst, rating, None, q_old)
+    by_item = passes.group(inst, 40, inst, ann, rating)
+    q, ev, moved = passes.e_step(logp, libm.log(rho), by_item, None, q_old)
     np.testing.assert_array_equal(q, q_want)  # NaN where numpy has NaN
     assert np.isnan(ev) and np.isnan(ev_want) and np.isnan(moved)
 
 
 @compiled_libm
+@pytest.mark.parametrize("parallel_min", [0, 10**9], ids=["parallel", "serial"])
+@pytest.mark.parametrize("how", ["as-drawn", "sorted"])
 @pytest.mark.parametrize("with_gold", [False, True])
-def test_fit_levels_compiled_equals_numpy(monkeypatch, with_gold):
-    """The whole EM, compiled passes or numpy formulas: the same bits (``kernels.USE_JIT``)."""
+def test_fit_levels_compiled_equals_numpy(monkeypatch, threads, how, with_gold, parallel_min):
+    """The whole EM, compiled passes or numpy formulas: the same bits (``kernels.USE_JIT``),
+    the passes over the cores or on the calling thread."""
+    monkeypatch.setattr(kernels, "PARALLEL_MIN_RATINGS", parallel_min)
+    monkeypatch.setattr(lm, "NEWTON_PARALLEL_MIN", parallel_min)
     rng = np.random.default_rng(3)
     ann, inst, rating = _ratings(rng, n=12, m=60, k=5, r=900)
+    o = _order(rng, inst, how)
+    ann, inst, rating = ann[o], inst[o], rating[o]
     gold = np.where(rng.random(60) < 0.2, rng.integers(0, 5, 60), -1) if with_gold else None
     fits = []
     for use_jit in (True, False):
@@ -89,13 +140,49 @@ def test_pull_sums_are_the_per_annotator_bincount(square):
     assert passes.pull_sums(ann, r, e, square).tobytes() == want.tobytes()
 
 
-def test_posterior_mode_compiled_equals_numpy(monkeypatch):
+@compiled_libm
+@pytest.mark.parametrize("square", [False, True])
+def test_pull_sums_of_log_ratios_exponentiate_in_the_pass(square):
+    """``log_clip``: the ratios from their logs in the pass, ``libm.exp(np.clip(...))``'s bits."""
+    rng = np.random.default_rng(7)
+    ann = rng.integers(0, 7, 5000).astype(np.int32)
+    log_r = rng.normal(0, 30.0, 5000)  # some beyond the clip
+    log_r[[3, 40]] = [50.0, -50.0]
+    r = libm.exp(np.clip(log_r, -50.0, 50.0))
+    e = rng.random(7)
+    want = passes.pull_sums(ann, r, e, square)
+    assert passes.pull_sums(ann, log_r, e, square, 50.0).tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("chunk", [1 << 20, 256], ids=["one-chunk", "chunks"])
+def test_posterior_mode_compiled_equals_numpy(monkeypatch, chunk):
+    """Within one chunk (ratios stored) and beyond it (ratios in the pass): numpy's bits."""
     rng = np.random.default_rng(5)
     ann = rng.integers(0, 8, 700).astype(np.int32)
     log_r = rng.normal(0, 20.0, 700)  # some beyond the clip
+    monkeypatch.setattr(reliability, "_CHUNK", chunk)
     modes = []
     for use_jit in (True, False):
         monkeypatch.setattr(kernels, "USE_JIT", use_jit)
         modes.append(reliability._posterior_mode(ann, log_r, 8, 1.0, 1.0))
     for fast, slow in zip(*modes, strict=True):
         assert fast.tobytes() == slow.tobytes()
+
+
+def test_newton_step_compiled_is_numpys_bit_for_bit(monkeypatch, threads):
+    """The per-annotator compiled Newton step: the numpy step's bits (steps beyond the cap too)."""
+    rng = np.random.default_rng(8)
+    k, n = 5, 70
+    d = lm.design(k)
+    a = rng.normal(0, 2.0, (n, d.shape[2]))
+    t = rng.gamma(0.5, 3.0, (n, k, k))
+    t[:3] = 0.0  # annotators without ratings
+    a_bar = rng.normal(size=d.shape[2])
+    lam = np.eye(d.shape[2]) * 0.5 + 0.05
+    p = lm.confusion(a, d)
+    monkeypatch.setattr(kernels, "USE_JIT", False)
+    want = lm.newton_step(a, t, d, a_bar, lam)
+    for parallel in (True, False):
+        got = passes.newton_step(a, t, d, a_bar, lam, p, lm.MAX_STEP, parallel)
+        for w, g in zip(want, got, strict=True):
+            assert g.tobytes() == w.tobytes()
