@@ -17,7 +17,7 @@ import pandas as pd
 from ..data.scale import Scale
 from ..errors import InputError
 from ..fit import acceleration, restarts, schedule, selection
-from ..results import outputs, stability
+from ..results import decisions, outputs, stability
 from ..vb import sweep as vb
 
 #: what an engine gives ``_store`` from the winning state: ``items_``, ``categories_``, the
@@ -26,7 +26,18 @@ Learned = tuple[Any, Any, np.ndarray, "np.ndarray | None"]
 
 
 class StoresLearned:
-    """``_store`` and ``_store_ensemble``: the learned attributes of a fit, from its restarts."""
+    """``_store`` and ``_store_ensemble``: the learned attributes of a fit, from its restarts;
+    ``_item_decisions``: the items' decisions behind ``labels_`` and ``probas_``."""
+
+    def _item_decisions(self) -> pd.DataFrame:
+        """``decisions.item_decisions`` of this fit at its defaults, computed once per fit:
+        ``labels_`` and ``probas_`` share it (kept with the ``items_`` it was made from, so
+        a refit, which makes a new ``items_``, computes it again)."""
+        cached = getattr(self, "_decisions_of", None)
+        if cached is None or cached[0] is not self.items_:
+            cached = (self.items_, decisions.item_decisions(self))
+            self._decisions_of = cached
+        return cached[1]
 
     def _store(
         self,

@@ -309,16 +309,6 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
         dec = self._item_decisions()
         return dec[decisions.level_columns(self.scale_.values)].to_numpy()
 
-    def _item_decisions(self) -> pd.DataFrame:
-        """``decisions.item_decisions`` of this fit at its defaults, computed once per fit:
-        ``labels_`` and ``probas_`` share it (kept with the ``items_`` it was made from, so
-        a refit, which makes a new ``items_``, computes it again)."""
-        cached = getattr(self, "_decisions_of", None)
-        if cached is None or cached[0] is not self.items_:
-            cached = (self.items_, decisions.item_decisions(self))
-            self._decisions_of = cached
-        return cached[1]
-
     def _label_model(self) -> str:
         """How labels are decided: ``labels``, else as ``model`` says (``MODELS``)."""
         return MODELS[self.model]["labels"] if self.labels is None else self.labels
