@@ -84,8 +84,12 @@ def _loadavg() -> str:
         return " ".join(f.read().split()[:3])
 
 
-def model_params(iters: int, warmup: bool) -> dict:
-    """The fit of both engines: the default model, ``iters`` plain sweeps (see the docstring)."""
+def model_params(iters: int, warmup: bool, default: bool = False) -> dict:
+    """The fit of both engines: the default model, ``iters`` plain sweeps (see the docstring);
+    ``default``: the whole default fit instead (query granularity, seed 0, every restart,
+    stage and stopping rule as the estimator's defaults have them)."""
+    if default:
+        return {"granularity": "query", "random_state": 0}
     return {
         "granularity": "query",
         "n_restarts": 1,
@@ -126,6 +130,8 @@ def _timed_fit(model, data, cpu) -> dict:
         warnings.simplefilter("ignore")
         model.fit(data, callback=callback)
     total = time.perf_counter() - t0
+    if len(cpus) < 3:  # a fit that stopped before max_iter: CPU to its end, after-fit work too
+        cpus.append(cpu())
     gaps = [b - a for a, b in zip(stamps, stamps[1:], strict=False)]
     per_iter = statistics.median(gaps)
     start, first, last = cpus
@@ -146,7 +152,10 @@ def _timed_fit(model, data, cpu) -> dict:
     }
 
 
-def run_dask(folder: str, iters: int, warmup: bool, memory_limit: str, n_partitions: int) -> dict:
+def run_dask(
+    folder: str, iters: int, warmup: bool, memory_limit: str, n_partitions: int,
+    default: bool = False,
+) -> dict:  # fmt: skip
     from distributed import Client, LocalCluster
 
     from ordmix_core.dask_engine import DaskOrdinalMixture
@@ -159,7 +168,7 @@ def run_dask(folder: str, iters: int, warmup: bool, memory_limit: str, n_partiti
         dashboard_address=None,
     ) as cluster, Client(cluster) as client:  # fmt: skip
         model = DaskOrdinalMixture(
-            **model_params(iters, warmup), scheduler=client, n_partitions=n_partitions
+            **model_params(iters, warmup, default), scheduler=client, n_partitions=n_partitions
         )
 
         def cpu() -> dict:
@@ -174,6 +183,10 @@ def run_dask(folder: str, iters: int, warmup: bool, memory_limit: str, n_partiti
         out["peak_rss_mb_per_worker"] = sorted(rss.values())
         out["n_partitions"] = model.data_.n_partitions
         out["items_type"] = type(model.items_).__name__
+        r = model.restarts_
+        stages = [c for c in ("warmup_iter", "uniform_iter", "n_iter") if c in r]
+        out["sweeps_all_restarts"] = int(r[stages].to_numpy().sum())
+        out["winner_sweeps"] = int(model.n_iter_)
     return out
 
 
@@ -205,6 +218,8 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=8)
     ap.add_argument("--folder", help="Parquet folder: read, or written if missing or empty")
     ap.add_argument("--skip-memory", action="store_true")
+    ap.add_argument("--default", action="store_true",
+                    help="the whole default fit (Dask only; --iters is ignored)")  # fmt: skip
     ap.add_argument("--json")
     ap.add_argument("--child", choices=["memory-parquet", "memory-codes"], help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -218,7 +233,7 @@ def main() -> None:
     tmp = None
     folder = args.folder
     report: dict = {"argv": sys.argv[1:], "ratings": args.ratings}
-    report["params"] = model_params(args.iters, args.warmup)
+    report["params"] = model_params(args.iters, args.warmup, args.default)
     if folder is None:
         tmp = tempfile.TemporaryDirectory(prefix="ordmix-bench-dask-")
         folder = tmp.name
@@ -229,12 +244,14 @@ def main() -> None:
         report["data"]["write_s"] = time.perf_counter() - t
         print("data", report["data"], flush=True)
     load = _loadavg()
-    report["dask"] = run_dask(folder, args.iters, args.warmup, args.memory_limit, args.partitions)
+    report["dask"] = run_dask(
+        folder, args.iters, args.warmup, args.memory_limit, args.partitions, args.default
+    )
     report["dask"]["memory_limit"] = args.memory_limit
     report["dask"]["loadavg_before"] = load
     report["dask"]["loadavg_after"] = _loadavg()
     print("dask", report["dask"], flush=True)
-    if not args.skip_memory:
+    if not args.skip_memory and not args.default:
         for kind in ("memory-codes", "memory-parquet"):
             cmd = [sys.executable, __file__, "--child", kind, "--folder", folder]
             cmd += ["--iters", str(args.iters), "--ratings", str(args.ratings)]
