@@ -19,6 +19,9 @@ LocalCluster, seconds per sweep and peak memory per worker, next to the in-memor
    attributes, the labels); peak memory per worker = ``ru_maxrss`` of each worker process.
    CPU seconds per sweep of each worker and of the client (``getrusage``, read at the first
    and the last sweep) do not depend on what else the machine runs, as wall times do.
+   ``--default`` fits ``DaskOrdinalMixture(granularity='query', random_state=0)`` instead:
+   the whole default fit (every restart, stage and stopping rule), its sweeps counted in all
+   restarts and in the winner; CPU is then read at the first sweep and after the fit.
 3. In memory, each in its own subprocess (peak RSS is that process's alone): the same fit with
    ``OrdinalMixture`` from the same Parquet folder (``pandas.read_parquet``, string IDs: what
    the whole data needs in one process), and the engine alone on integer codes (``synth_crowd``,
