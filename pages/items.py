@@ -83,6 +83,8 @@ if "unstable" in view.columns and st.toggle(
 view = view.sort_values(sort_by, ascending=not descending, kind="stable")
 st.write(f"{len(view):,} of {len(table):,} items")
 number = {c: st.column_config.NumberColumn(format="%.3f") for c in levels}
+# the interval's ends are levels with the confusion labels (written as the label is), else values
+ends = "%g" if table[lo_col].dtype.kind in "iu" else "%.3f"
 st.dataframe(
     view,
     key="items_table",
@@ -93,8 +95,8 @@ st.dataframe(
         "p_wrong": st.column_config.NumberColumn("P(label wrong)", format="%.3f"),
         "estimate": st.column_config.NumberColumn("estimate", format="%.3f"),
         "sd": st.column_config.NumberColumn("sd", format="%.3f"),
-        lo_col: st.column_config.NumberColumn(lo_col.replace("_", " ") + "%", format="%.3f"),
-        hi_col: st.column_config.NumberColumn(hi_col.replace("_", " ") + "%", format="%.3f"),
+        lo_col: st.column_config.NumberColumn(lo_col.replace("_", " ") + "%", format=ends),
+        hi_col: st.column_config.NumberColumn(hi_col.replace("_", " ") + "%", format=ends),
         "rating_info": st.column_config.NumberColumn("rating info", format="%.2f"),
         "expected_gain": st.column_config.NumberColumn("expected gain", format="%.4f"),
     },

@@ -4,6 +4,7 @@ search and sort, distribution, per-query view, what to rate next, safe CSVs."""
 from __future__ import annotations
 
 import io
+import json
 
 import numpy as np
 import pandas as pd
@@ -49,6 +50,11 @@ def test_items_table_labels_intervals_plots_and_per_query_view():
     # the credible interval is kept inside the scale's outer thresholds
     assert (table["lower_90"] >= 0.5).all() and (table["upper_90"] <= 5.5).all()
     assert (table["lower_90"] <= table["upper_90"]).all()
+    # ... its ends are levels, shown as the label is (5, not 5.000)
+    shown = json.loads(at.dataframe[0].proto.columns)
+    assert shown["label"]["type_config"]["format"] == "%g"
+    assert shown["lower_90"]["type_config"]["format"] == "%g"
+    assert shown["upper_90"]["type_config"]["format"] == "%g"
     assert table["estimate"].is_monotonic_decreasing  # default sort: estimate, descending
     figs = charts(at)
     assert {"items_distribution", "items_query_plot", "items_levels_plot"} <= set(figs)
