@@ -62,6 +62,7 @@ def test_group_is_a_stable_grouping_in_chunks():
     g = passes.group(inst, 45, ann, rating)  # items 40..44 have no ratings
     o = np.argsort(inst, kind="stable")
     assert np.array_equal(g.cols[0], ann[o]) and np.array_equal(g.cols[1], rating[o])
+    assert all(c.dtype == np.int32 for c in g.cols)  # copied in a new order: half the bytes
     assert np.array_equal(np.diff(g.offsets), np.bincount(inst, minlength=45))
     assert g.bounds[0] == 0 and g.bounds[-1] == 45 and (np.diff(g.bounds) >= 0).all()
     assert g.bounds.size == passes.N_CHUNKS + 1
