@@ -26,7 +26,8 @@ class RestartRun:
     ``shared_iter``: sweeps of the shared warm-up it branched from (counted in ``max_iter``);
     ``key``: its random key (``restart_key``), for the noise of a branch; ``polish_from``:
     the sweep of the stage from which it runs without SQUAREM (``converged``);
-    ``pruned_at``: the mixture sweep after which successive halving dropped it; ``stopped``:
+    ``pruned_at``: the sweep of its stage after which successive halving dropped it, or after
+    which it was stopped out of reach of the leader (``outrun``: ``schedule.race``); ``stopped``:
     it was still running when the fit was stopped; ``eps_window``: the reliabilities of its
     last plain sweeps (at most ``acceleration.FLIP_WINDOW``, since the last accepted flip), for
     ``acceleration.make_step``'s annotator flips and ``acceleration.still_moving``; ``settles``: how
@@ -50,6 +51,7 @@ class RestartRun:
     key: int = 0
     polish_from: int | None = None
     pruned_at: int | None = None
+    outrun: bool = False
     stopped: bool = False
     eps_window: list = field(default_factory=list)  # flips and ``still_moving`` (``accel``)
     settles: int = 0  # times the items' blocks were solved at a stop (``acceleration.make_settle``)

@@ -6,21 +6,25 @@ every other one branches from its result (``branch``: the engine adds the restar
 noise), so ten restarts pay for one warm-up; with ``per-restart`` (the schedule before issue
 15) each runs its own. Then mixture sweeps in rounds of doubling length; with pruning the worse
 half of the unfinished restarts is dropped after each round (successive halving), down to
-``KEEP`` restarts that run to the end (the ``shared`` schedule; ``per-restart``: down to one);
-then the winner is selected. The engine supplies ``step(run, spam)``, one sweep of a restart,
-which also sets ``run.truth_share`` and ``run.estimate_change``; the schedule never looks
-inside ``run.state``. Restarts of one round may run side by side through ``map_runs``.
+``KEEP`` restarts that run to the end (the ``shared`` schedule; ``per-restart``: down to one),
+in rounds of ``FINAL_ROUND`` sweeps after which one out of reach of the leader stops (its bound
+plus the gain projected for it more than ``selection.OUTRUN_GAPS`` near-tie gaps below: it
+could neither win nor join the ensemble); then the winner is selected. The engine supplies
+``step(run, spam)``, one sweep of a restart, which also sets ``run.truth_share`` and
+``run.estimate_change``; the schedule never looks inside ``run.state``. Restarts of one round
+may run side by side through ``map_runs``.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .restarts import Callback, MapRuns, RestartRun, SettleFn, StepFn, Stop, map_sequential
+from .selection import out_of_reach
 from .stopping import advance
 
 #: the restart schedules (``OrdinalMixture(schedule=...)``): ``shared``, one no-spam warm-up
@@ -36,6 +40,28 @@ WARMUP_TOL_ESTIMATE = 0.0  # the bound alone: a start need not be polished
 #: successive halving stops dropping restarts when this many are left (``shared``): they run
 #: to the end, so the fit sees whether near-tied optima disagree (``ensemble``)
 KEEP = 2
+#: once halving is down to ``KEEP``, the last stage runs in rounds of this many sweeps, after
+#: each of which a kept restart out of reach of the leader stops (``selection.out_of_reach``)
+FINAL_ROUND = 5
+#: sweeps per window of the projected gain (``projected_gain``)
+GAIN_WINDOW = 20
+
+
+def projected_gain(trace: Sequence[float], window: int = GAIN_WINDOW) -> float:
+    """The gain of the bound still to come, projected from the last two windows of ``window``
+    sweeps of ``trace`` as a geometric series (each window gaining the last one's ratio to the
+    one before); inf before two windows or while the gain is not shrinking."""
+    if len(trace) < 2 * window + 1:
+        return np.inf
+    gain = trace[-1] - trace[-1 - window]
+    before = trace[-1 - window] - trace[-1 - 2 * window]
+    if gain <= 0.0:
+        return 0.0
+    if before <= gain:
+        return np.inf
+    ratio = gain / before
+    return gain * ratio / (1.0 - ratio)
+
 
 #: ``branch(source, run)``: the state ``run`` starts its mixture from, made from the shared
 #: warm-up's final state ``source`` (the engine adds ``run``'s own keyed noise)
@@ -74,7 +100,9 @@ def race(
     with the mixture rounds (the extended model: the mixture with the spam distribution held
     uniform, then learned); its trace goes to ``stage_trace``. With ``prune``, after each
     round the worse half of the unfinished restarts (collapsed first, then by bound) is
-    dropped (successive halving), never below ``KEEP`` with the shared schedule; there, if
+    dropped (successive halving), never below ``KEEP`` with the shared schedule, whose last
+    stage then runs in rounds of ``FINAL_ROUND`` sweeps after which a restart out of reach of
+    the leader stops (``stop_outrun``: marked ``dropped`` and ``outrun``); there, if
     every restart that finished then collapsed, the dropped ones are resumed where they
     stopped and run to the end too (so halving never returns a collapsed fit where running
     every restart would not). ``max_iter`` caps each restart's sweeps of all stages together.
@@ -172,8 +200,10 @@ class _Race:
             active = [run for run in todo if not run.done]
             if not active:
                 return
+            kept = [run for run in todo if not run.dropped]
+            final = halve and key != self.pre_stage and 1 < len(kept) <= self.keep
             self.map_runs(
-                lambda run, n=budget: advance(
+                lambda run, n=FINAL_ROUND if final else budget: advance(
                     run, self.step, key, n, self.max_iter, tol, self.callback,
                     self.offset(run), self.stop, tol_estimate, self.settle,
                 ),
@@ -185,7 +215,26 @@ class _Race:
                 alive.sort(key=healthy_first, reverse=True)
                 for run in alive[max((len(alive) + 1) // 2, self.keep) :]:
                     run.done, run.dropped, run.pruned_at = True, True, len(run.trace)
+            if final:
+                self.stop_outrun(kept)
             budget *= 2
+
+    def stop_outrun(self, kept: list[RestartRun]) -> None:
+        """Stop each kept restart still running whose bound, with its projected gain, is out
+        of reach of the leader's (the healthy restart with the highest bound): it could
+        neither win nor be near-tied. The rounds are the same sweeps for every kept restart,
+        so both bounds are at the same sweep (or the leader's final one) whatever the
+        threads."""
+        healthy = [run for run in kept if run.trace and run.truth_share >= self.collapse]
+        if not healthy:
+            return
+        leader = max(healthy, key=lambda run: (run.trace[-1], -run.restart))
+        for run in kept:
+            if run is leader or run.done or not run.trace:
+                continue
+            if out_of_reach(run.trace[-1], projected_gain(run.trace), leader.trace[-1]):
+                run.done = run.dropped = run.outrun = True
+                run.pruned_at = len(run.trace)
 
     def stages(self, todo: list[RestartRun], budget: int, halve: bool) -> None:
         """The pre-stage (if any) in rounds, then the mixture in rounds for its survivors."""
@@ -207,7 +256,7 @@ class _Race:
         """The dropped restarts resume where they stopped and run to the end."""
         revived = [run for run in runs if run.dropped]
         for run in revived:  # those pruned in a pre-stage resume in the mixture
-            run.done, run.dropped, run.pruned_at = False, False, None
+            run.done, run.dropped, run.pruned_at, run.outrun = False, False, None, False
             if not run.trace:
                 run.history = None
         self.rounds(self.spam, revived, self.max_iter, False)

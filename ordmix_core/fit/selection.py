@@ -65,12 +65,19 @@ def select(
             f"every finished restart collapsed to the all-spam solution; restart "
             f"{best.restart} has the highest bound ({best.lower_bound:,.1f})"
         )
-    if dropped:
-        at = ", ".join(str(n) for n in sorted({r.pruned_at for r in dropped if r.pruned_at}))
+    halved = [res for res in dropped if not res.outrun]
+    if halved:
+        at = ", ".join(str(n) for n in sorted({r.pruned_at for r in halved if r.pruned_at}))
         verb = "had been pruned before the stop" if interrupted else "were pruned"
         reason += (
-            f"; {len(dropped)} restart(s) {verb} by successive halving (the worse half by "
+            f"; {len(halved)} restart(s) {verb} by successive halving (the worse half by "
             f"bound, collapsed ones first, after sweep {at} of their stage)"
+        )
+    for res in (res for res in dropped if res.outrun):
+        reason += (
+            f"; restart {res.restart} was stopped after mixture sweep {res.pruned_at}, out of "
+            f"reach: its bound ({res.lower_bound:,.1f}) with its projected gain was more than "
+            f"{OUTRUN_GAPS:g} near-tie gaps below the leader's"
         )
     if collapsed and ok:
         top = max(collapsed, key=lambda res: res.lower_bound)
@@ -93,6 +100,18 @@ def ensemble_gap(best_bound: float) -> float:
     """How far below the best bound a restart still counts as near-tied: ``ENSEMBLE_RTOL`` of
     the bound, at least ``ENSEMBLE_MIN_NATS``."""
     return max(ENSEMBLE_MIN_NATS, ENSEMBLE_RTOL * abs(best_bound))
+
+
+#: a restart still running is out of reach when its bound plus the gain still projected for it
+#: is below the leader's by more than this many ensemble gaps: it can neither win nor be
+#: near-tied, so running it on changes nothing the fit returns (``schedule.race`` stops it)
+OUTRUN_GAPS = 4.0
+
+
+def out_of_reach(bound: float, projected_gain: float, leader_bound: float) -> bool:
+    """Whether a restart at ``bound`` with ``projected_gain`` still to come is more than
+    ``OUTRUN_GAPS`` ensemble gaps below ``leader_bound``."""
+    return leader_bound - (bound + projected_gain) > OUTRUN_GAPS * ensemble_gap(leader_bound)
 
 
 def ensemble(

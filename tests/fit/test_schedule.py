@@ -289,3 +289,79 @@ def test_pruning_does_not_turn_a_healthy_fit_into_a_collapsed_one(guarded) -> No
     assert pruned.lower_bound_ == pytest.approx(full.lower_bound_, rel=1e-12)
     old = OrdinalMixture("global", **{**kw, "prune_restarts": True, "schedule": "per-restart"})
     assert old.fit(df).collapsed_
+
+
+# ------------------------------------------------------------------ out of reach of the leader
+
+
+def test_projected_gain_is_the_remaining_gain_of_a_geometric_climb() -> None:
+    """On ``F_t = F - c r^t`` the projection from two windows is exactly ``c r^t``, the gain
+    still to come; before two windows, or while the gain grows, it is unbounded; flat, 0."""
+    w, c, r = schedule.GAIN_WINDOW, 50.0, 0.9
+    trace = [-100.0 - c * r**t for t in range(3 * w)]
+    for t in range(2 * w, 3 * w):
+        assert schedule.projected_gain(trace[: t + 1]) == pytest.approx(c * r**t, rel=1e-9)
+    assert schedule.projected_gain(trace[: 2 * w]) == np.inf
+    assert schedule.projected_gain([float(t) ** 2 for t in range(3 * w)]) == np.inf
+    assert schedule.projected_gain([-7.0] * (3 * w)) == 0.0
+
+
+def _scripted_race(limits: dict[int, float], rate: float, map_runs=None) -> list:
+    """Restarts whose bound climbs geometrically (``rate`` per sweep) from ``limit - 1000``
+    to ``limits[restart]``; the race of the shared schedule's last stage, no warm-up."""
+    runs = [schedule.RestartRun(i, "data", None) for i in limits]
+
+    def step(run, spam):
+        t = len(run.trace)
+        run.truth_share, run.estimate_change = 0.8, 0.0
+        return limits[run.restart] - 1000.0 * rate ** (t + 1)
+
+    schedule.race(
+        runs, step, lambda run: None, spam=True, max_iter=2000, tol=1e-9, prune=True,
+        prune_start=5, collapse_threshold=0.05, schedule="shared",
+        **({"map_runs": map_runs} if map_runs else {}),
+    )  # fmt: skip
+    return runs
+
+
+def test_a_restart_out_of_reach_of_the_leader_stops() -> None:
+    """Once halving is down to ``KEEP``, rounds of ``FINAL_ROUND`` sweeps; after each, a
+    restart whose bound plus its projected gain is more than ``OUTRUN_GAPS`` near-tie gaps
+    below the leader's stops (its projection needs two windows of sweeps first)."""
+    from ordmix_core.fit import selection
+
+    rate = 0.95
+    runs = _scripted_race({0: -10_000.0, 1: -10_500.0}, rate)
+    leader, loser = runs
+    assert leader.converged and not leader.dropped
+    assert loser.dropped and loser.outrun and not loser.converged
+    w, k = schedule.GAIN_WINDOW, schedule.FINAL_ROUND
+    first = -(-(2 * w + 1) // k) * k  # the first round's end with two windows behind it
+    assert loser.pruned_at == len(loser.trace) == first
+    # what the rule saw there: 500 nats apart, far more than 4 gaps of 3 nats, projected exactly
+    gap = selection.OUTRUN_GAPS * selection.ensemble_gap(leader.trace[first - 1])
+    assert leader.trace[first - 1] - loser.trace[-1] - 1000 * rate**first > gap
+    best, reason, _ = selection.select(runs, True, 0.05)
+    assert best is leader
+    assert f"restart 1 was stopped after mixture sweep {first}, out of reach" in reason
+    assert "successive halving" not in reason
+
+
+def test_a_restart_within_reach_runs_to_the_end() -> None:
+    """Near-tied (10 nats apart, within 4 gaps of 3): both run to convergence, as without
+    the rule; the same with the restarts in threads."""
+
+    def threads(fn, runs):
+        import threading
+
+        ts = [threading.Thread(target=fn, args=(run,)) for run in runs]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+
+    for map_runs in (None, threads):
+        runs = _scripted_race({0: -10_000.0, 1: -10_010.0}, 0.95, map_runs)
+        assert all(run.converged and not run.dropped for run in runs)
+    far = [_scripted_race({0: -1e4, 1: -1.1e4}, 0.95, m)[1].pruned_at for m in (None, threads)]
+    assert far[0] == far[1] is not None
