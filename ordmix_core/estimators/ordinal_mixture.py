@@ -318,7 +318,7 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
         confusion model (``label_model``), fitted to the same ratings (and gold), and
         ``items_["clear_majority"]`` (the level of an item that no flagged annotator rated and
         whose ratings give one level at least ``label_model.CLEAR_MAJORITY`` of the time,
-        else NaN: its label whatever the model says); None and no column when labels come
+        as the labels give levels, else missing: its label whatever the model says); None and no column when labels come
         from the continuous posterior (``labels="continuous"``) or the fit was stopped.
         ``model_["labels"]`` says which."""
         self.level_proba_ = None
@@ -339,9 +339,7 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
         clear = label_model.clear_majority(
             data.inst, data.level, flagged, data.n_instances, data.scale.k
         )
-        self.items_["clear_majority"] = np.where(
-            clear >= 0, data.scale.values[np.maximum(clear, 0)], np.nan
-        )
+        self.items_["clear_majority"] = decisions.clear_majority_column(clear, data.scale.values)
         self.level_proba_, _ = label_model.level_posterior(
             data.ann, data.inst, data.level, data.n_annotators, data.n_instances, data.scale.k,
             gold=gold,

@@ -231,7 +231,11 @@ def item_decisions_from_frames(
     sd = items["sd"].to_numpy(dtype=float)
 
     info = rating_info(sd, lam)
-    clear = items["clear_majority"].to_numpy(dtype=float) if "clear_majority" in items else None
+    clear = (
+        items["clear_majority"].to_numpy(dtype=float, na_value=np.nan)
+        if "clear_majority" in items
+        else None
+    )
     probs, best, tie, lower, upper = _labels(
         mean, sd, thresholds, values, level_proba, clear, interval
     )
@@ -289,6 +293,17 @@ def _labels(
     lo, hi = label_model.level_interval(probs, best, interval)
     levels = level_labels(values)  # levels, written as the labels are (``3``, not ``3.0``)
     return probs, best, tie, levels[lo], levels[hi]
+
+
+def clear_majority_column(clear: np.ndarray, values: np.ndarray) -> pd.array:
+    """``items_["clear_majority"]`` from ``label_model.clear_majority``'s level indices (M,),
+    -1 for none: the level as the labels give it (``3``, not ``3.0``; nullable ``Int64``
+    when the scale's values are whole numbers), missing where there is none."""
+    levels = level_labels(values)[np.maximum(clear, 0)]
+    none = np.asarray(clear) < 0
+    if levels.dtype.kind == "i":
+        return pd.arrays.IntegerArray(levels, none)
+    return np.where(none, np.nan, levels)
 
 
 def item_decisions(

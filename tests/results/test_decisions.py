@@ -311,7 +311,7 @@ def test_decisions_for_any_fit(crowd, spam):
     # every item has a label: the most probable level (or the level of a clear majority of
     # trusted raters), undetermined items included
     assert np.all(np.isin(items["label"], m.scale_.values))
-    clear = m.items_["clear_majority"].to_numpy()
+    clear = m.items_["clear_majority"].to_numpy(dtype=float, na_value=np.nan)
     expected = np.where(np.isfinite(clear), clear, m.scale_.values[p.argmax(axis=1)])
     np.testing.assert_array_equal(items["label"], expected)
     np.testing.assert_allclose(
@@ -478,7 +478,8 @@ def test_trusted_raters_clear_majority_is_the_label():
     dec = D.item_decisions(m)
     flags = reliability.annotator_flags(m)
     assert not (flags.loc[[f"probe{i}" for i in range(10)], "flag"] == "unreliable").any()
-    assert m.items_.loc["probe", "clear_majority"] == 1.0
+    assert m.items_.loc["probe", "clear_majority"] == 1
+    assert m.items_["clear_majority"].dtype == "Int64"  # a level, as the labels are (1, not 1.0)
     assert dec.loc["probe", "label"] == 1.0
     clear = m.items_["clear_majority"].dropna()
     assert len(clear) > 10
@@ -518,3 +519,14 @@ def test_level_probabilities_of_a_known_value_are_its_level():
         gain = D.expected_gain(np.array([1.0]), np.zeros(1), t, np.array([1.0]), 0.9)
     np.testing.assert_array_equal(p, [[1, 0, 0], [0, 0, 1], [0, 0, 1]])
     assert gain[0] == 0.0
+
+
+def test_clear_majority_column_is_a_level_or_missing():
+    """Level indices (-1: none) become the scale's levels as the labels are written: whole
+    numbers as nullable integers (``3``, not ``3.0``), else floats; none is missing."""
+    clear = np.array([2, -1, 0])
+    whole = pd.Series(D.clear_majority_column(clear, np.array([1.0, 2.0, 3.0])))
+    assert whole.dtype == "Int64"
+    assert whole.tolist()[0] == 3 and whole.isna().tolist() == [False, True, False]
+    half = D.clear_majority_column(clear, np.array([0.5, 1.0, 1.5]))
+    np.testing.assert_array_equal(half, [1.5, np.nan, 0.5])

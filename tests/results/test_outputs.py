@@ -189,6 +189,9 @@ def test_trec_cli_flags_need_enough_ratings_and_undetermined_items_are_marked(tm
     raw = pd.read_csv(out / "items.csv", dtype=str)
     for col in ("label", "lower_90", "upper_90"):
         assert raw[col].isin(["1", "2", "3"]).all(), col
+    # so is a clear majority's level; an empty cell where there is none
+    assert raw.loc[clear, "clear_majority"].isin(["1", "2", "3"]).all()
+    assert raw.loc[~clear, "clear_majority"].isna().all()
     summary = json.loads((out / "summary.json").read_text())["decisions"]
     assert summary["items"]["undetermined"] == int(und.sum())
     assert summary["annotators"]["unreliable"] == int(unrel.sum())
