@@ -9,7 +9,7 @@ the download writes the columns of ``ordmix fit``'s items.csv, the batch those o
 import streamlit as st
 
 from ordmix_core.dashboard import figures, figures_decisions
-from ordmix_core.results import decisions, explanations, label_model
+from ordmix_core.results import decisions, explanations, label_rules
 from pages._ui import (
     csv_download,
     fit_caption,
@@ -40,7 +40,7 @@ table = items[front + [c for c in items.columns if c not in front]].reset_index(
 n_und = int((items["flag"] == "undetermined").sum())
 st.markdown(
     f"Each item's **label** is its most probable level (where annotators no one flagged gave "
-    f"one level at least {label_model.CLEAR_MAJORITY:.0%} of its ratings, that level); "
+    f"one level at least {label_rules.CLEAR_MAJORITY:.0%} of its ratings, that level); "
     f"**flag** says how far to trust it: *confident* (the label is at least "
     f"{dec.confidence:.0%} probable), *uncertain*, or *undetermined* ({n_und:,} items here): "
     f"the ratings carry less than {decisions.MIN_INFO:.0%} of what is known about the item, "

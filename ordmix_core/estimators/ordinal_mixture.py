@@ -47,7 +47,7 @@ from ..data.crowd import CrowdData, prepare
 from ..data.scale import Scale
 from ..errors import CollapseWarning, ConvergenceWarning, InputError
 from ..fit import acceleration, restarts, schedule, selection
-from ..results import decisions, label_model, outputs, reliability
+from ..results import decisions, label_model, label_rules, outputs, reliability
 from ..vb import kernels, phases
 from ..vb import sweep as vb
 from . import option_frontends, option_kinds, options, refit
@@ -315,11 +315,13 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
 
     def _fit_levels(self, data: CrowdData, gold_m: np.ndarray | None) -> None:
         """Set ``level_proba_`` (M, K): each item's level probabilities from the ordinal
-        confusion model (``label_model``), fitted to the same ratings (and gold), and
-        ``items_["clear_majority"]`` (the level of an item that no flagged annotator rated and
-        whose ratings give one level at least ``label_model.CLEAR_MAJORITY`` of the time,
-        as the labels give levels, else missing: its label whatever the model says); None and no column when labels come
-        from the continuous posterior (``labels="continuous"``) or the fit was stopped.
+        confusion model (``label_model``), fitted to the same ratings (and gold), each rating
+        counting for its ``omega_`` (the chance that it came from the truth, not spam; 1
+        without the spam component), and ``items_["clear_majority"]`` (the level of an item
+        that no flagged annotator rated and whose ratings give one level at least
+        ``label_rules.CLEAR_MAJORITY`` of the time, as the labels give levels, else missing:
+        its label whatever the model says); None and no column when labels come from the
+        continuous posterior (``labels="continuous"``) or the fit was stopped.
         ``model_["labels"]`` says which."""
         self.level_proba_ = None
         self.model_["labels"] = self._label_model()
@@ -336,13 +338,13 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
         flags = reliability.annotator_flags(self)
         self.annotator_flags_ = flags  # the fit's own flags: the outputs reuse them
         flagged = (flags["flag"] == "unreliable").to_numpy()[data.ann]
-        clear = label_model.clear_majority(
+        clear = label_rules.clear_majority(
             data.inst, data.level, flagged, data.n_instances, data.scale.k
         )
         self.items_["clear_majority"] = decisions.clear_majority_column(clear, data.scale.values)
         self.level_proba_, _ = label_model.level_posterior(
             data.ann, data.inst, data.level, data.n_annotators, data.n_instances, data.scale.k,
-            gold=gold,
+            gold=gold, weight=self.omega_ if self.spam_ else None,
         )  # fmt: skip
 
     def _chooses_spam(self) -> bool:

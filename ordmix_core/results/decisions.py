@@ -33,7 +33,7 @@ from scipy.special import ndtr, ndtri
 
 from ..data.scale import level_labels
 from ..errors import InputError
-from . import label_model
+from . import label_rules
 
 #: an annotator is judged against this reliability (share of ratings from the truth)
 THRESHOLD = 0.5
@@ -231,11 +231,7 @@ def item_decisions_from_frames(
     sd = items["sd"].to_numpy(dtype=float)
 
     info = rating_info(sd, lam)
-    clear = (
-        items["clear_majority"].to_numpy(dtype=float, na_value=np.nan)
-        if "clear_majority" in items
-        else None
-    )
+    clear = items.get("clear_majority")
     probs, best, tie, lower, upper = _labels(
         mean, sd, thresholds, values, level_proba, clear, interval
     )
@@ -272,12 +268,12 @@ def _labels(
     thresholds: np.ndarray,
     values: np.ndarray,
     level_proba: np.ndarray | None,
-    clear: np.ndarray | None,
+    clear: pd.Series | None,
     interval: float,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Each item's level probabilities (M, K), label (level index), tie (bool), and the
     label's interval (lower, upper on the scale): from ``level_proba`` when given (a clear
-    majority, ``clear``'s finite values, decides the label and is no tie; the interval's ends
+    majority, ``clear``'s levels where given, decides the label and is no tie; the interval's ends
     are levels, as ``level_labels`` gives them), else from the continuous posterior
     N(mean, sd^2) (no ties; the interval's ends are values on the scale)."""
     if level_proba is None:
@@ -285,18 +281,19 @@ def _labels(
         lower, upper = credible_interval(mean, sd, interval, thresholds[0], thresholds[-1])
         return probs, probs.argmax(axis=1), np.zeros(len(mean), dtype=bool), lower, upper
     probs = np.asarray(level_proba, dtype=float)
-    best, tie = label_model.decide(probs, TIE)
+    best, tie = label_rules.decide(probs, TIE)
     if clear is not None:
+        clear = clear.to_numpy(dtype=float, na_value=np.nan)
         has = np.isfinite(clear)
         best = np.where(has, np.searchsorted(values, np.where(has, clear, values[0])), best)
         tie = tie & ~has
-    lo, hi = label_model.level_interval(probs, best, interval)
+    lo, hi = label_rules.level_interval(probs, best, interval)
     levels = level_labels(values)  # levels, written as the labels are (``3``, not ``3.0``)
     return probs, best, tie, levels[lo], levels[hi]
 
 
 def clear_majority_column(clear: np.ndarray, values: np.ndarray) -> pd.array:
-    """``items_["clear_majority"]`` from ``label_model.clear_majority``'s level indices (M,),
+    """``items_["clear_majority"]`` from ``label_rules.clear_majority``'s level indices (M,),
     -1 for none: the level as the labels give it (``3``, not ``3.0``; nullable ``Int64``
     when the scale's values are whole numbers), missing where there is none."""
     levels = level_labels(values)[np.maximum(clear, 0)]

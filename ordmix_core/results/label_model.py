@@ -135,27 +135,42 @@ def confusion(a: np.ndarray, d: np.ndarray) -> np.ndarray:
 
 
 def soft_tables(
-    q: np.ndarray, annotator: np.ndarray, instance: np.ndarray, rating: np.ndarray, n: int
+    q: np.ndarray,
+    annotator: np.ndarray,
+    instance: np.ndarray,
+    rating: np.ndarray,
+    n: int,
+    weight: np.ndarray | None = None,
 ) -> np.ndarray:
     """Each annotator's K x K table of soft truth (rows) against rating (columns), shape (N, K, K).
 
     ``q`` (M, K) is each item's level posterior; ``annotator``, ``instance``, ``rating`` (R,)
-    are integer codes, ratings as level indices 0..K-1.
+    are integer codes, ratings as level indices 0..K-1; ``weight`` (R,) what each rating
+    counts for (None: 1).
     """
     k = q.shape[1]
     cell = annotator * k + rating
     t = np.empty((n, k, k))
     for c in range(k):  # K reductions over the ratings
-        t[:, c, :] = np.bincount(cell, weights=q[instance, c], minlength=n * k).reshape(n, k)
+        w = q[instance, c] if weight is None else q[instance, c] * weight
+        t[:, c, :] = np.bincount(cell, weights=w, minlength=n * k).reshape(n, k)
     return t
 
 
 def item_log_lik(
-    logp: np.ndarray, annotator: np.ndarray, instance: np.ndarray, rating: np.ndarray, m: int
+    logp: np.ndarray,
+    annotator: np.ndarray,
+    instance: np.ndarray,
+    rating: np.ndarray,
+    m: int,
+    weight: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Log likelihood of each item's ratings at each level, shape (M, K), from log P (N, K, K)."""
+    """Log likelihood of each item's ratings at each level, shape (M, K), from log P (N, K, K);
+    each rating's term times its ``weight`` (R,) when given."""
     k = logp.shape[1]
     contrib = logp[annotator, :, rating]  # (R, K)
+    if weight is not None:
+        contrib = contrib * weight[:, None]
     out = np.zeros((m, k))
     for c in range(k):
         out[:, c] = np.bincount(instance, weights=contrib[:, c], minlength=m)
@@ -267,21 +282,43 @@ class LevelFit:
     converged: bool
 
 
-def start(instance: np.ndarray, rating: np.ndarray, m: int, k: int) -> np.ndarray:
-    """Start: each item's share of ratings at each level, smoothed by one rating spread evenly."""
-    counts = np.bincount(instance * k + rating, minlength=m * k).reshape(m, k) + 1.0 / k
+def start(
+    instance: np.ndarray, rating: np.ndarray, m: int, k: int, weight: np.ndarray | None = None
+) -> np.ndarray:
+    """Start: each item's share of ratings at each level (each counting for its ``weight``),
+    smoothed by one rating spread evenly."""
+    cell = instance * k + rating
+    counts = np.bincount(cell, weights=weight, minlength=m * k).reshape(m, k) + 1.0 / k
     return counts / _last_sum(counts)[:, None]
 
 
-def _e_step(logp, rho, annotator, instance, rating, gold, q, by_item) -> tuple:
+def _e_step(logp, rho, annotator, instance, rating, weight, gold, q, by_item) -> tuple:
     """The new level posteriors (M, K), the log evidence and ``max |q_new - q|``, by the
     compiled pass over the ratings grouped by item (``by_item``, a ``passes.Grouped``) or,
     when it is None, the numpy formulas (the same bits)."""
     if by_item is not None:
         return passes.e_step(logp, libm.log(rho), by_item, gold, q)
-    ll = item_log_lik(logp, annotator, instance, rating, q.shape[0])
+    ll = item_log_lik(logp, annotator, instance, rating, q.shape[0], weight)
     q_new, evidence = posterior(ll, rho, gold)
     return q_new, evidence, float(np.abs(q_new - q).max())
+
+
+def _groupings(annotator, instance, rating, weight, n_annotators: int, n_instances: int) -> tuple:
+    """For the compiled passes (``passes``): the ratings parted once by annotator and grouped
+    once by item, each carrying the weights (if any); ``(None, None)`` without compiled code
+    (the numpy formulas then run). Parts and chunks over the threads when the ratings are
+    many (the bits do not depend on them), else one: no parallel launches."""
+    if not kernels.USE_JIT:
+        return None, None
+    extra = () if weight is None else (weight,)
+    big = len(rating) >= kernels.PARALLEL_MIN_RATINGS
+    threads = kernels.numba.get_num_threads() if big else 1
+    by_part = passes.partition(annotator, n_annotators, threads, instance, rating, *extra)
+    chunks = passes.N_CHUNKS if big else 1
+    by_item = passes.group(
+        instance, n_instances, instance, annotator, rating, *extra, n_chunks=chunks
+    )
+    return by_part, by_item
 
 
 def fit_levels(
@@ -294,6 +331,7 @@ def fit_levels(
     gold: np.ndarray | None = None,
     max_iter: int = MAX_ITER,
     tol: float = TOL,
+    weight: np.ndarray | None = None,
 ) -> LevelFit:
     """Fit the ordinal confusion model by EM.
 
@@ -302,6 +340,8 @@ def fit_levels(
     annotator, instance, rating : (R,) integer codes; ratings as level indices 0..K-1.
     n_annotators, n_instances, n_levels : N, M, K.
     gold : (M,) level index of each gold item, -1 elsewhere; None when there is no gold.
+    weight : (R,) what each rating counts for in the soft tables and the items' likelihoods
+        (``level_posterior``: the continuous fit's omega); None: every rating 1.
 
     Returns
     -------
@@ -313,7 +353,8 @@ def fit_levels(
     annotator = np.asarray(annotator, np.int64)
     instance = np.asarray(instance, np.int64)
     rating = np.asarray(rating, np.int64)
-    q = start(instance, rating, n_instances, k)
+    weight = None if weight is None else np.asarray(weight, np.float64)
+    q = start(instance, rating, n_instances, k, weight)
     if gold is not None:
         known = gold >= 0
         q[known] = np.eye(k)[gold[known]]
@@ -324,28 +365,23 @@ def fit_levels(
     evidence = -np.inf
     converged = False
     n_iter = 0
-    # the compiled passes (``passes``) over the ratings parted once by annotator and grouped
-    # once by item, else the numpy formulas
-    by_part = by_item = p = None  # p: confusion(a, d), from the E-step to the Newton step
-    if kernels.USE_JIT:  # parts and chunks over the threads (the bits do not depend on them)
-        big = len(rating) >= kernels.PARALLEL_MIN_RATINGS  # else one: no parallel launches
-        threads = kernels.numba.get_num_threads() if big else 1
-        by_part = passes.partition(annotator, n_annotators, threads, instance, rating)
-        chunks = passes.N_CHUNKS if big else 1
-        by_item = passes.group(instance, n_instances, instance, annotator, rating, n_chunks=chunks)
+    by_part, by_item = _groupings(annotator, instance, rating, weight, n_annotators, n_instances)
+    p = None  # confusion(a, d), from the E-step to the Newton step
     while n_iter < max_iter:
         n_iter += 1
         if by_part is not None:
             t = passes.soft_tables(q, by_part, n_annotators)
         else:
-            t = soft_tables(q, annotator, instance, rating, n_annotators)
+            t = soft_tables(q, annotator, instance, rating, n_annotators, weight)
         a, var = newton_step(a, t, d, a_bar, lam, p)
         a_bar, lam = prior_update(a, var)
         rho = q.sum(axis=0) + PRIOR_COUNT
         rho /= rho.sum()
         p = confusion(a, d)
         logp = libm.log(p)
-        q, evidence, moved = _e_step(logp, rho, annotator, instance, rating, gold, q, by_item)
+        q, evidence, moved = _e_step(
+            logp, rho, annotator, instance, rating, weight, gold, q, by_item
+        )
         if moved < tol:
             converged = True
             break
@@ -362,9 +398,12 @@ def fit_levels(
     )
 
 
-def unclamped(fit: LevelFit, annotator, instance, rating, n_instances: int) -> np.ndarray:
-    """Each item's level posterior from its ratings alone (gold not imposed), shape (M, K)."""
-    ll = item_log_lik(libm.log(fit.confusion), annotator, instance, rating, n_instances)
+def unclamped(
+    fit: LevelFit, annotator, instance, rating, n_instances: int, weight=None
+) -> np.ndarray:
+    """Each item's level posterior from its ratings alone (gold not imposed), shape (M, K);
+    ``weight`` as ``fit_levels``'s."""
+    ll = item_log_lik(libm.log(fit.confusion), annotator, instance, rating, n_instances, weight)
     return posterior(ll, fit.rho, None)[0]
 
 
@@ -409,85 +448,25 @@ def level_posterior(
     n_instances: int,
     n_levels: int,
     gold: np.ndarray | None = None,
+    weight: np.ndarray | None = None,
 ) -> tuple[np.ndarray, LevelFit]:
     """Each item's level probabilities (M, K), and the fit they come from.
 
     Without gold, the ordinal confusion model's posterior. With gold (``gold`` (M,) level index
     or -1), the fit has the gold items' levels imposed, a crowd-wide calibration is learned from
     how the gold items' own ratings point (``fit_calibration``) and applied to every other item;
-    gold items get their level.
+    gold items get their level. ``weight`` (R,): what each rating counts for (the continuous
+    fit's omega, the chance it came from the truth rather than spam; None: 1), in the fit and
+    in the gold items' own posteriors alike.
     """
-    fit = fit_levels(annotator, instance, rating, n_annotators, n_instances, n_levels, gold=gold)
+    fit = fit_levels(
+        annotator, instance, rating, n_annotators, n_instances, n_levels, gold=gold, weight=weight
+    )
     if gold is None or not (gold >= 0).any():
         return fit.q, fit
     known = gold >= 0
-    own = unclamped(fit, annotator, instance, rating, n_instances)
+    own = unclamped(fit, annotator, instance, rating, n_instances, weight)
     theta = fit_calibration(own[known], gold[known])
     p = libm.exp(calibrated_log(libm.log(np.clip(own, 1e-300, 1.0)), theta))
     p[known] = fit.q[known]
     return p, fit
-
-
-def decide(p: np.ndarray, tie: float) -> tuple[np.ndarray, np.ndarray]:
-    """Label (M,) = most probable level (the decision that minimises expected label error), and
-    whether it is a tie (M,): the runner-up is within ``tie`` of it, so the label is not decided
-    by the ratings and must be reported as undetermined."""
-    order = np.argsort(-p, axis=1, kind="stable")
-    rows = np.arange(len(p))
-    best = order[:, 0]
-    if p.shape[1] < 2:
-        return best, np.zeros(len(p), bool)
-    return best, p[rows, best] - p[rows, order[:, 1]] < tie
-
-
-def level_interval(p: np.ndarray, best: np.ndarray, mass: float) -> tuple[np.ndarray, np.ndarray]:
-    """Lowest and highest level index (M,) of the narrowest run of adjacent levels that holds the
-    label and at least ``mass`` of the probability: the label's credible interval on the scale.
-
-    Grown one level at a time from the label towards the more probable neighbour.
-    """
-    m, k = p.shape
-    lo = best.copy()
-    hi = best.copy()
-    rows = np.arange(m)
-    held = p[rows, best].copy()
-    for _ in range(k - 1):
-        short = held < mass - 1e-12
-        if not short.any():
-            break
-        left = np.where(lo > 0, p[rows, np.maximum(lo - 1, 0)], -1.0)
-        right = np.where(hi < k - 1, p[rows, np.minimum(hi + 1, k - 1)], -1.0)
-        go_left = short & (left >= right) & (left >= 0)
-        go_right = short & ~go_left & (right >= 0)
-        lo = np.where(go_left, lo - 1, lo)
-        hi = np.where(go_right, hi + 1, hi)
-        held = held + np.where(go_left, left, 0.0) + np.where(go_right, right, 0.0)
-    return lo, hi
-
-
-#: share of an item's ratings that makes its most common level a clear majority
-CLEAR_MAJORITY = 0.8
-
-
-def clear_majority(
-    instance: np.ndarray,
-    rating: np.ndarray,
-    flagged: np.ndarray,
-    n_instances: int,
-    n_levels: int,
-    share: float = CLEAR_MAJORITY,
-) -> np.ndarray:
-    """Each item's clear majority: the level index (M,) that at least ``share`` of its ratings
-    give, where none of its ratings is ``flagged`` (R,) (from an annotator judged unreliable);
-    -1 elsewhere.
-
-    A manager's rule over the model: trusted raters who agree this clearly are not overruled
-    (the model may still give the level a low probability, and says so).
-    """
-    k = n_levels
-    counts = np.bincount(instance * k + rating, minlength=n_instances * k).reshape(-1, k)
-    n = counts.sum(axis=1)
-    top = counts.argmax(axis=1)
-    tainted = np.bincount(instance, weights=flagged.astype(float), minlength=n_instances) > 0
-    clear = (n > 0) & (counts[np.arange(n_instances), top] >= share * n) & ~tainted
-    return np.where(clear, top, -1)

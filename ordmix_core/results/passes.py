@@ -41,8 +41,11 @@ class Grouped(NamedTuple):
 
 def _reordered(c: np.ndarray, order: np.ndarray) -> np.ndarray:
     """``c[order]`` for codes (R,): int32 when every code fits (a copy in a new order at half
-    the memory), else int64; an index's width changes no sum."""
+    the memory), else int64; an index's width changes no sum. Weights (floats) keep their
+    type."""
     c = np.asarray(c)
+    if c.dtype.kind == "f":
+        return c[order]
     small = c.size == 0 or (int(c.min()) >= 0 and int(c.max()) < 2**31)
     return c[order].astype(np.int32 if small else np.int64, copy=False)
 
@@ -67,18 +70,24 @@ def group(key: np.ndarray, n: int, *cols: np.ndarray, n_chunks: int = N_CHUNKS) 
 
 
 @jit()
-def _tables_part(lo, hi, ann, inst, rating, q, t):  # pragma: no cover - compiled
+def _tables_part(lo, hi, ann, inst, rating, weight, q, t):  # pragma: no cover - compiled
     k = q.shape[1]
+    weighted = weight.size > 0
     for i in range(lo, hi):  # the part's ratings in their order
         a, m, r = ann[i], inst[i], rating[i]
-        for c in range(k):
-            t[a, c, r] += q[m, c]
+        if weighted:
+            w = weight[i]
+            for c in range(k):
+                t[a, c, r] += q[m, c] * w
+        else:
+            for c in range(k):
+                t[a, c, r] += q[m, c]
 
 
 @jit(parallel=True)
-def _soft_tables(offsets, ann, inst, rating, q, t):  # pragma: no cover - compiled
+def _soft_tables(offsets, ann, inst, rating, weight, q, t):  # pragma: no cover - compiled
     for part in prange(offsets.size - 1):
-        _tables_part(offsets[part], offsets[part + 1], ann, inst, rating, q, t)
+        _tables_part(offsets[part], offsets[part + 1], ann, inst, rating, weight, q, t)
 
 
 def owners(offsets: np.ndarray, n_chunks: int) -> np.ndarray:
@@ -106,33 +115,49 @@ def partition(annotator: np.ndarray, n: int, n_parts: int, *cols: np.ndarray) ->
     return Grouped(offsets, owners(offsets, n_parts), tuple(_reordered(c, order) for c in cols))
 
 
+def _weights(cols: tuple, n_codes: int) -> np.ndarray:
+    """The ratings' weights carried after ``n_codes`` code columns, or an empty array (none)."""
+    return np.ascontiguousarray(cols[n_codes], np.float64) if len(cols) > n_codes else _NONE
+
+
+_NONE = np.zeros(0)
+
+
 def soft_tables(q: np.ndarray, by_part: Grouped, n: int) -> np.ndarray:
     """``label_model.soft_tables``: each annotator's table of soft truth against rating
     (N, K, K) from ``q`` (M, K) and the ratings in parts by annotator (``partition(annotator,
-    N, parts, instance, rating)``), one part a core: each cell is summed in rating order, and
-    ``q`` read in the ratings' order, not gathered per annotator."""
+    N, parts, instance, rating[, weight])``), one part a core: each cell is summed in rating
+    order, and ``q`` read in the ratings' order, not gathered per annotator."""
     k = q.shape[1]
     t = np.zeros((n, k, k))
-    ann, inst, rating = by_part.cols
+    ann, inst, rating = by_part.cols[:3]
+    weight = _weights(by_part.cols, 3)
     q = np.ascontiguousarray(q)
     if by_part.offsets.size == 2:  # one part: on this thread, no parallel launch
-        _tables_part(0, ann.size, ann, inst, rating, q, t)
+        _tables_part(0, ann.size, ann, inst, rating, weight, q, t)
     else:
-        _soft_tables(by_part.offsets, ann, inst, rating, q, t)
+        _soft_tables(by_part.offsets, ann, inst, rating, weight, q, t)
     return t
 
 
 @jit()
-def _e_chunk(lo, hi, offsets, codes, logp, log_rho, gold, q_old, ll, q, lse):  # pragma: no cover
+def _e_chunk(
+    lo, hi, offsets, codes, weight, logp, log_rho, gold, q_old, ll, q, lse
+):  # pragma: no cover - compiled
     inst, ann, rating = codes
     k = q.shape[1]
     w = np.empty(k)
     moved = 0.0
     nan = False
+    weighted = weight.size > 0
     for i in range(offsets[lo], offsets[hi]):  # item_log_lik: the chunk's ratings in order
         a, j, r = ann[i], inst[i], rating[i]
-        for c in range(k):
-            ll[j, c] += logp[a, c, r]
+        if weighted:
+            for c in range(k):
+                ll[j, c] += logp[a, c, r] * weight[i]
+        else:
+            for c in range(k):
+                ll[j, c] += logp[a, c, r]
     for j in range(lo, hi):
         # posterior: numpy's operations in numpy's order
         top = ll[j, 0] + log_rho[0]
@@ -163,11 +188,11 @@ def _e_chunk(lo, hi, offsets, codes, logp, log_rho, gold, q_old, ll, q, lse):  #
 
 @jit(parallel=True)
 def _e_step(
-    bounds, offsets, codes, logp, log_rho, gold, q_old, ll, q, lse, moved
+    bounds, offsets, codes, weight, logp, log_rho, gold, q_old, ll, q, lse, moved
 ):  # pragma: no cover
     for ch in prange(bounds.size - 1):
         lo, hi = bounds[ch], bounds[ch + 1]
-        moved[ch] = _e_chunk(lo, hi, offsets, codes, logp, log_rho, gold, q_old, ll, q, lse)
+        moved[ch] = _e_chunk(lo, hi, offsets, codes, weight, logp, log_rho, gold, q_old, ll, q, lse)
 
 
 def e_step(
@@ -182,8 +207,8 @@ def e_step(
 
     ``logp`` (N, K, K) log confusion matrices, ``log_rho`` (K,) ``libm.log`` of the class prior,
     ``by_item`` the ratings grouped by item (``group(instance, M, instance, annotator,
-    rating)``; each item's log likelihood summed in rating order), ``gold`` (M,) level index
-    or -1 (or None),
+    rating[, weight])``; each item's log likelihood summed in rating order, each rating's
+    term times its weight when there are weights), ``gold`` (M,) level index or -1 (or None),
     ``q_old`` (M, K) the posteriors before. Returns the new posteriors (M, K), the log evidence
     and ``max |q - q_old|`` (NaN if any difference is NaN: each chunk's, then theirs).
     """
@@ -195,10 +220,11 @@ def e_step(
     ll = np.zeros((m, k))
     args = (np.ascontiguousarray(logp), np.ascontiguousarray(log_rho), gold)
     args += (np.ascontiguousarray(q_old), ll, q, lse)
+    codes, weight = by_item.cols[:3], _weights(by_item.cols, 3)
     if moved.size == 1:  # one chunk: on this thread, no parallel launch
-        moved[0] = _e_chunk(0, m, by_item.offsets, by_item.cols, *args)
+        moved[0] = _e_chunk(0, m, by_item.offsets, codes, weight, *args)
     else:
-        _e_step(by_item.bounds, by_item.offsets, by_item.cols, *args, moved)
+        _e_step(by_item.bounds, by_item.offsets, codes, weight, *args, moved)
     return q, float(lse.sum()), float(np.nan if np.isnan(moved).any() else moved.max())
 
 

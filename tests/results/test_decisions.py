@@ -18,7 +18,7 @@ from ordmix_core.data.simulate import simulate_crowd
 from ordmix_core.errors import InputError
 from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
 from ordmix_core.results import decisions as D
-from ordmix_core.results import reliability
+from ordmix_core.results import label_model, reliability
 
 ROOT = Path(__file__).resolve().parents[2]
 THRESHOLDS = np.array([0.5, 1.5, 2.5, 3.5])
@@ -530,3 +530,23 @@ def test_clear_majority_column_is_a_level_or_missing():
     assert whole.tolist()[0] == 3 and whole.isna().tolist() == [False, True, False]
     half = D.clear_majority_column(clear, np.array([0.5, 1.0, 1.5]))
     np.testing.assert_array_equal(half, [1.5, np.nan, 0.5])
+
+
+def test_level_probabilities_count_each_rating_by_its_omega():
+    """The default's level probabilities are the confusion model fitted with each rating
+    counting for its omega (the chance it came from the truth, not spam); without the spam
+    component every rating counts 1."""
+    crowd = simulate_crowd(n_items=120, n_annotators=12, spammer_share=0.4, random_state=6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = OrdinalMixture("query", n_restarts=2, random_state=0).fit(crowd.ratings)
+        plain = OrdinalMixture("query", n_restarts=2, spam=False, random_state=0)
+        plain.fit(crowd.ratings)
+    d = m.data_
+    args = (d.ann, d.inst, d.level, d.n_annotators, d.n_instances, d.scale.k)
+    assert m.spam_ and m.omega_.min() < 0.5  # some ratings taken as spam
+    want, _ = label_model.level_posterior(*args, weight=m.omega_)
+    assert m.level_proba_.tobytes() == want.tobytes()
+    unweighted, _ = label_model.level_posterior(*args)
+    assert np.abs(m.level_proba_ - unweighted).max() > 0.01
+    assert plain.level_proba_.tobytes() == unweighted.tobytes()

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 from scipy.optimize import minimize
 
 from ordmix_core.results import label_model as lm
@@ -64,6 +62,30 @@ def test_item_log_lik_matches_a_loop():
     for n, m, r in zip(ann, inst, rating, strict=True):
         loop[m] += logp[n, :, r]
     np.testing.assert_allclose(ll, loop)
+
+
+def test_weights_scale_each_rating_and_zero_removes_it():
+    """A rating's weight multiplies its share of the soft tables and of its item's log
+    likelihood; a fit in which some ratings weigh 0 is the fit without them (same bits)."""
+    rng = np.random.default_rng(3)
+    ann, inst, rating, _ = _crowd(rng, n_ann=6, n_items=20, k=3, per_item=3)
+    w = rng.random(ann.size)
+    q = rng.dirichlet(np.ones(3), size=20)
+    logp = np.log(lm.confusion(rng.normal(size=(6, 4)), lm.design(3)))
+    t_loop, ll_loop = np.zeros((6, 3, 3)), np.zeros((20, 3))
+    for n, m, r, x in zip(ann, inst, rating, w, strict=True):
+        t_loop[n, :, r] += q[m] * x
+        ll_loop[m] += logp[n, :, r] * x
+    np.testing.assert_allclose(lm.soft_tables(q, ann, inst, rating, 6, w), t_loop)
+    np.testing.assert_allclose(lm.item_log_lik(logp, ann, inst, rating, 20, w), ll_loop)
+    ann, inst, rating, _ = _crowd(rng, n_ann=20, n_items=120, k=4, per_item=5)
+    keep = rng.random(ann.size) < 0.7
+    without = lm.fit_levels(ann[keep], inst[keep], rating[keep], 20, 120, 4)
+    zeroed = lm.fit_levels(ann, inst, rating, 20, 120, 4, weight=keep.astype(float))
+    assert zeroed.n_iter == without.n_iter
+    assert zeroed.q.tobytes() == without.q.tobytes()
+    ones = lm.fit_levels(ann, inst, rating, 20, 120, 4, weight=np.ones(ann.size))
+    assert ones.q.tobytes() == lm.fit_levels(ann, inst, rating, 20, 120, 4).q.tobytes()
 
 
 def test_newton_iterations_reach_the_penalised_optimum():
@@ -170,34 +192,3 @@ def test_calibration_learns_a_temperature_from_gold():
     q = true_p**2 / (true_p**2).sum(axis=1, keepdims=True)
     theta = lm.fit_calibration(q, gold)
     assert np.exp(theta[0]) == pytest.approx(0.5, abs=0.1)
-
-
-def test_decide_marks_ties():
-    p = np.array([[0.5, 0.3, 0.2], [0.4, 0.2, 0.395], [0.1, 0.1, 0.8]])
-    best, tie = lm.decide(p, 0.01)
-    np.testing.assert_array_equal(best, [0, 0, 2])
-    np.testing.assert_array_equal(tie, [False, True, False])
-
-
-@settings(max_examples=200, deadline=None)
-@given(
-    st.lists(st.floats(0.001, 1.0), min_size=2, max_size=6),
-    st.floats(0.05, 0.99),
-)
-def test_level_interval_holds_the_label_and_the_mass(weights, mass):
-    p = np.asarray(weights)[None, :] / np.sum(weights)
-    best, _ = lm.decide(p, 0.0)
-    lo, hi = lm.level_interval(p, best, mass)
-    assert lo[0] <= best[0] <= hi[0]
-    assert p[0, lo[0] : hi[0] + 1].sum() >= mass - 1e-9
-
-
-def test_clear_majority_needs_the_share_and_no_flagged_rater():
-    # item 0: 4 of 5 at level 2 (80%); item 1: 3 of 5 (60%); item 2: 4 of 5, one flagged rater;
-    # item 3: one rating; item 4: no ratings
-    inst = np.array([0] * 5 + [1] * 5 + [2] * 5 + [3])
-    rating = np.array([2, 2, 2, 2, 1, 0, 0, 0, 1, 1, 3, 3, 3, 3, 0, 1])
-    flagged = np.zeros(16, bool)
-    flagged[14] = True
-    got = lm.clear_majority(inst, rating, flagged, 5, 4)
-    np.testing.assert_array_equal(got, [2, -1, -1, 1, -1])

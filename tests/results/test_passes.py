@@ -44,16 +44,21 @@ def threads(request):
 
 
 @pytest.mark.parametrize("how", ["as-drawn", "sorted", "shuffled"])
-def test_soft_tables_are_the_bincount_sums_bit_for_bit(threads, how):
+@pytest.mark.parametrize("weighted", [False, True])
+def test_soft_tables_are_the_bincount_sums_bit_for_bit(threads, how, weighted):
     rng = np.random.default_rng(0)
     ann, inst, rating = _ratings(rng, r=3000)
     o = _order(rng, inst, how)
     ann, inst, rating = ann[o], inst[o], rating[o]
+    weight = rng.random(3000) if weighted else None
+    extra = (weight,) if weighted else ()
     q = rng.dirichlet(np.ones(4), size=40)
-    want = lm.soft_tables(q, ann, inst, rating, 9)
+    want = lm.soft_tables(q, ann, inst, rating, 9, weight)
     for parts in (1, 2, 5):
-        got = passes.soft_tables(q, passes.partition(ann, 9, parts, inst, rating), 9)
+        got = passes.soft_tables(q, passes.partition(ann, 9, parts, inst, rating, *extra), 9)
         assert got.tobytes() == want.tobytes()
+    if weighted:  # each rating counts for its weight: not the unweighted tables
+        assert not np.allclose(want, lm.soft_tables(q, ann, inst, rating, 9))
 
 
 def test_group_is_a_stable_grouping_in_chunks():
@@ -68,23 +73,29 @@ def test_group_is_a_stable_grouping_in_chunks():
     assert g.bounds.size == passes.N_CHUNKS + 1
     s = np.sort(inst)
     assert passes.group(s, 40, ann).cols[0] is ann  # sorted: no sort, the codes as given
+    w = rng.random(1000)  # weights carried along keep their values and type
+    assert np.array_equal(passes.group(inst, 45, ann, w).cols[1], w[o])
 
 
 @compiled_libm
 @pytest.mark.parametrize("how", ["as-drawn", "sorted", "shuffled"])
 @pytest.mark.parametrize("with_gold", [False, True])
-def test_e_step_is_item_log_lik_then_posterior_bit_for_bit(threads, how, with_gold):
+@pytest.mark.parametrize("weighted", [False, True])
+def test_e_step_is_item_log_lik_then_posterior_bit_for_bit(threads, how, with_gold, weighted):
     rng = np.random.default_rng(1)
     ann, inst, rating = _ratings(rng, m=300, r=3000)
     o = _order(rng, inst, how)
     ann, inst, rating = ann[o], inst[o], rating[o]
+    weight = rng.random(3000) if weighted else None
+    extra = (weight,) if weighted else ()
     logp = libm.log(lm.confusion(rng.normal(0, 2.0, (9, 6)), lm.design(4)))
     rho = rng.dirichlet(np.ones(4))
     q_old = rng.dirichlet(np.ones(4), size=310)  # items 300..309 have no ratings
     gold = np.where(rng.random(310) < 0.3, rng.integers(0, 4, 310), -1) if with_gold else None
-    q_want, ev_want = lm.posterior(lm.item_log_lik(logp, ann, inst, rating, 310), rho, gold)
+    ll = lm.item_log_lik(logp, ann, inst, rating, 310, weight)
+    q_want, ev_want = lm.posterior(ll, rho, gold)
     for chunks in (passes.N_CHUNKS, 1):
-        by_item = passes.group(inst, 310, inst, ann, rating, n_chunks=chunks)
+        by_item = passes.group(inst, 310, inst, ann, rating, *extra, n_chunks=chunks)
         q, ev, moved = passes.e_step(logp, libm.log(rho), by_item, gold, q_old)
         assert q.tobytes() == q_want.tobytes()
         assert ev == ev_want
