@@ -18,6 +18,13 @@ the truth. Fitted by EM: the E-step is the item's posterior over levels, the M-s
 step per annotator on its K x K table of soft truth against rating (Dawid-Skene's statistic), so
 a sweep costs one pass over the ratings plus O(annotators * K^2 * (2K)^2).
 
+Each rating counts for a weight (``weight``): the default passes the continuous fit's omega,
+the posterior probability that the rating came from the truth rather than the spam component,
+so a rating the continuous model reads as spam (one far from its item's consensus, from an
+annotator it judges unreliable) adds less to its annotator's table and to its item's
+likelihood: a tempered likelihood, not a new generative model. A weight of 0 is the rating
+absent, of 1 the unweighted model.
+
 Gold items, where given, have their level fixed in the E-step, so their evidence reaches every
 annotator's matrix and, through it, every item.
 
