@@ -235,7 +235,8 @@ OPTIONS: tuple[Option, ...] = (
         OptionalChoice(("confusion", "continuous")),
         "how each item's label and level probabilities are decided: confusion (a second "
         "model of the same ratings whose truth is one of the levels, with an ordinal confusion "
-        "matrix per annotator: the labels a manager ships) or continuous (the level intervals "
+        "matrix per annotator, each rating counting for the chance that it is not spam: the "
+        "labels a manager ships) or continuous (the level intervals "
         "of the item's posterior value, as the paper) (default: as --model says)",
         "Labels from",
         widget="none",
