@@ -137,7 +137,9 @@ elif len(view):
     )
     row = items.loc[items.index.astype(str) == pick].iloc[0]
     flags = None if dec.annotators is None else dec.annotators["flag"]
-    its = explanations.item_ratings(ds.ratings, pick, flags)
+    # what each rating counted for in the label: its omega, when the labels' model weighed it
+    weighed = m.level_proba_ is not None and m.spam_ and len(m.omega_) == len(ds.ratings)
+    its = explanations.item_ratings(ds.ratings, pick, flags, m.omega_ if weighed else None)
     st.markdown(
         f"**{pick}**: label **{row['label']:g}** ({row['flag']}, P(label wrong) "
         f"{row['p_wrong']:.3f}), estimate {row['estimate']:.2f} from {len(its):,} ratings."
@@ -149,10 +151,21 @@ elif len(view):
         ),
         key="items_detail_plot",
     )
-    c2.dataframe(its, key="items_detail_ratings", hide_index=True)
+    c2.dataframe(
+        its,
+        key="items_detail_ratings",
+        hide_index=True,
+        column_config={"counted": st.column_config.NumberColumn(format="%.2f")},
+    )
     c2.caption(
-        "Its ratings: the annotator, the rating, and the annotator's flag (Annotators page); "
-        "ratings of annotators flagged unreliable weigh little in the label."
+        "Its ratings: the annotator, the rating, and the annotator's flag (Annotators page)"
+        + (
+            "; **counted**: how much the rating counted toward the label, the chance the fit "
+            "gives that it came from the truth rather than spam (a rating far from the others, "
+            "or from an annotator judged unreliable, counts little)."
+            if weighed
+            else "; ratings of annotators flagged unreliable weigh little in the label."
+        )
     )
 
 st.plotly_chart(

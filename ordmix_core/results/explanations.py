@@ -13,21 +13,30 @@ def _ids(values: pd.Series | pd.Index) -> np.ndarray:
 
 
 def item_ratings(
-    ratings: pd.DataFrame, instance: str, flags: pd.Series | None = None
+    ratings: pd.DataFrame,
+    instance: str,
+    flags: pd.Series | None = None,
+    counted: np.ndarray | None = None,
 ) -> pd.DataFrame:
-    """One item's ratings: ``annotator``, ``rating`` and the annotator's ``flag``
-    (``annotator_flags``' flag by annotator; "" without flags), most trusted raters first
-    (ok, undetermined, unreliable), then by rating and annotator.
+    """One item's ratings: ``annotator``, ``rating``, the annotator's ``flag``
+    (``annotator_flags``' flag by annotator; "" without flags) and, given ``counted``, what
+    the rating counted for in the label (``counted``: the fit's ``omega_``, the chance that
+    it came from the truth rather than spam, with which the labels' model weighs it); most
+    trusted raters first (ok, undetermined, unreliable), then by rating and annotator.
 
-    ``ratings``: the long table (annotator, instance, rating).
+    ``ratings``: the long table (annotator, instance, rating) the model was fitted to;
+    ``counted`` (R,): one value per row of ``ratings``, in its order.
     """
-    t = ratings.loc[_ids(ratings["instance"]) == str(instance), ["annotator", "rating"]]
+    rows = np.flatnonzero(_ids(ratings["instance"]) == str(instance))
+    t = ratings.iloc[rows]
     t = pd.DataFrame({"annotator": _ids(t["annotator"]), "rating": t["rating"].to_numpy(float)})
     if flags is not None:
         by = pd.Series(flags.to_numpy(), index=_ids(flags.index))
         t["flag"] = by.reindex(t["annotator"]).fillna("").to_numpy()
     else:
         t["flag"] = ""
+    if counted is not None:
+        t["counted"] = np.asarray(counted, dtype=float)[rows]
     order = {"ok": 0, "undetermined": 1, "": 1, "unreliable": 2}
     t["_o"] = t["flag"].map(order).fillna(3)
     return (

@@ -107,6 +107,15 @@ def test_item_ratings_show_each_annotator_with_their_flag():
     assert explanations.item_ratings(RATINGS, "nothing").empty
 
 
+def test_item_ratings_say_what_each_rating_counted_for():
+    """``counted``: one value per row of the ratings, in their order, carried to the item's
+    rows whatever the sort."""
+    counted = np.array([0.1, 0.2, 0.3, 0.9, 0.8, 0.7, 0.6])
+    t = explanations.item_ratings(RATINGS, "x", None, counted)
+    assert t.set_index("annotator")["counted"].to_dict() == {"s": 0.1, "h": 0.9, "g": 0.7}
+    assert "counted" not in explanations.item_ratings(RATINGS, "x")
+
+
 def test_annotator_items_and_agreement_with_the_labels():
     items = pd.DataFrame(
         {"label": [2.0, 3.0, 1.0], "estimate": [2.1, 3.2, 1.1]},

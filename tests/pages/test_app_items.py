@@ -183,6 +183,11 @@ def test_one_items_ratings_and_why_it_got_its_label():
     assert shown.set_index("annotator")["flag"].to_dict() == {
         a: flags.loc[a] for a in own["annotator"]
     }
+    # what each rating counted for in the label: its omega in the fit
+    omega = pd.Series(res.model.omega_, index=ratings.index)[own.index]
+    counted = dict(zip(own["annotator"], omega, strict=True))
+    assert shown.set_index("annotator")["counted"].to_dict() == pytest.approx(counted)
+    assert any("**counted**" in t for t in texts(at.caption))
     fig = charts(at)["items_detail_plot"]
     hist, levels = fig["data"]
     counts = own["rating"].astype(float).value_counts()
