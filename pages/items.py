@@ -138,7 +138,8 @@ elif len(view):
     row = items.loc[items.index.astype(str) == pick].iloc[0]
     flags = None if dec.annotators is None else dec.annotators["flag"]
     # what each rating counted for in the label: its omega, when the labels' model weighed it
-    weighed = m.level_proba_ is not None and m.spam_ and len(m.omega_) == len(ds.ratings)
+    weighed = m.level_proba_ is not None and m.spam_ and m.omega_ is not None
+    weighed = weighed and len(m.omega_) == len(ds.ratings)
     its = explanations.item_ratings(ds.ratings, pick, flags, m.omega_ if weighed else None)
     st.markdown(
         f"**{pick}**: label **{row['label']:g}** ({row['flag']}, P(label wrong) "

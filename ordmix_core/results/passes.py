@@ -115,12 +115,13 @@ def partition(annotator: np.ndarray, n: int, n_parts: int, *cols: np.ndarray) ->
     return Grouped(offsets, owners(offsets, n_parts), tuple(_reordered(c, order) for c in cols))
 
 
-def _weights(cols: tuple, n_codes: int) -> np.ndarray:
-    """The ratings' weights carried after ``n_codes`` code columns, or an empty array (none)."""
-    return np.ascontiguousarray(cols[n_codes], np.float64) if len(cols) > n_codes else _NONE
-
-
+#: the compiled passes' "no weights": an empty array (every rating counts 1)
 _NONE = np.zeros(0)
+
+
+def _weights(cols: tuple, n_codes: int) -> np.ndarray:
+    """The ratings' weights carried after ``n_codes`` code columns, or ``_NONE``."""
+    return np.ascontiguousarray(cols[n_codes], np.float64) if len(cols) > n_codes else _NONE
 
 
 def soft_tables(q: np.ndarray, by_part: Grouped, n: int) -> np.ndarray:
