@@ -170,15 +170,23 @@ def test_favourite_answer_spammers_do_not_take_the_majority_level():
     assert (fit.confusion[honest:, :, 0] > 0.8).all()
 
 
-def test_gold_items_keep_their_level_and_move_the_rest():
+@pytest.mark.parametrize("weighted", [False, True])
+def test_gold_items_keep_their_level_and_move_the_rest(weighted):
     rng = np.random.default_rng(6)
     ann, inst, rating, truth = _crowd(rng, noise=0.35)
+    weight = rng.uniform(0.2, 1.0, ann.size) if weighted else None
     gold = np.full(200, -1)
     gold[:20] = truth[:20]
-    p, fit = lm.level_posterior(ann, inst, rating, 30, 200, 4, gold=gold)
+    with np.errstate(divide="raise", invalid="raise", over="raise"):  # no numpy warning
+        p, fit = lm.level_posterior(ann, inst, rating, 30, 200, 4, gold=gold, weight=weight)
     np.testing.assert_array_equal(p[:20].argmax(axis=1), truth[:20])
     np.testing.assert_allclose(fit.q[:20].max(axis=1), 1.0)
     np.testing.assert_allclose(p.sum(axis=1), 1.0)
+    # the calibration is learned from the gold items' own posteriors, weighed the same way
+    own = lm.unclamped(fit, ann, inst, rating, 200, weight)
+    theta = lm.fit_calibration(own[:20], gold[:20])
+    want = np.exp(lm.calibrated_log(np.log(np.clip(own, 1e-300, 1.0)), theta))
+    np.testing.assert_allclose(p[20:], want[20:], rtol=1e-12)
 
 
 def test_calibration_learns_a_temperature_from_gold():
