@@ -124,7 +124,7 @@ def test_e_step_propagates_nan_as_numpy_does():
 def test_fit_levels_compiled_equals_numpy(monkeypatch, threads, how, with_gold, parallel_min):
     """The whole EM, compiled passes or numpy formulas: the same bits (``kernels.USE_JIT``),
     the passes over the cores or on the calling thread."""
-    monkeypatch.setattr(kernels, "PARALLEL_MIN_RATINGS", parallel_min)
+    monkeypatch.setattr(lm, "PARALLEL_MIN_RATINGS", parallel_min)
     monkeypatch.setattr(lm, "NEWTON_PARALLEL_MIN", parallel_min)
     rng = np.random.default_rng(3)
     ann, inst, rating = _ratings(rng, n=12, m=60, k=5, r=900)
