@@ -1,6 +1,7 @@
 """Blocks solved at a stop: each item's own (q(z_m), q(delta) at instance granularity, its
 ratings' q(x), q(y)) with the annotators held, and that of a few named annotators (their
-bias, q(tau), eps) together with the items they rated.
+bias, q(tau), eps) together with the items they rated. After a fit with gold, the gold items'
+blocks solved as if they were not gold (``own_ratings``): what their ratings alone say.
 
 Why (``docs/benchmarks.md``): a fit can stop at a slow point of one item or one
 annotator. On the Web set at seed 2 an item rated 4, 3, 4, 1, 5, 5 stopped at 3.75 with the
@@ -32,7 +33,7 @@ from ..vb.problem import Problem, State
 from ..vb.reference import q_xy
 from .stopping import MAX_RATE
 
-__all__ = ["DROP", "DROP_ANNOTATORS", "FLOOR", "MAX_ROUNDS", "settle_items"]
+__all__ = ["DROP", "DROP_ANNOTATORS", "FLOOR", "MAX_ROUNDS", "own_ratings", "settle_items"]
 
 #: rounds at most (Web seed 2's item took 421)
 MAX_ROUNDS = 2000
@@ -162,3 +163,22 @@ def _annotator_view(p: Problem, s: State) -> np.ndarray:
     """(3, N): each annotator's eps, bias mean (0 without the bias) and log E[tau]."""
     bias = s.bias_mean if p.bias else np.zeros_like(s.eps)
     return np.stack([s.eps, bias, libm.log(s.tau_shape / s.tau_rate)])
+
+
+def own_ratings(p: Problem, s: State) -> tuple[np.ndarray, np.ndarray | None]:
+    """What the gold items' own ratings say of them, everything else held: the items' means
+    (M,), each gold item's from its block solved with its gold not imposed, and q(y) (L,),
+    with the gold items' ratings' from there (``s.omega`` without the spam component). The
+    evidence from which ``results.gold_map`` learns what gold teaches must not contain the
+    gold. Without gold items: ``s``'s own."""
+    if p.gold_mask is None:
+        return s.mu_m, s.omega
+    free = p.with_gold(None)
+    with np.errstate(over="ignore", under="ignore"):  # as in the sweeps
+        solved, _ = settle_items(free, s, hold=~p.gold_mask)
+        omega = s.omega
+        if p.spam and omega is not None:
+            rows = np.flatnonzero(p.gold_mask[p.inst])
+            omega = np.array(omega, dtype=float, copy=True)
+            omega[rows] = q_xy(free, solved, rows).omega
+    return solved.mu_m, omega
