@@ -46,7 +46,7 @@ from ..data.coding import id_array
 from ..data.crowd import CrowdData, prepare
 from ..data.scale import Scale
 from ..errors import CollapseWarning, ConvergenceWarning, InputError
-from ..fit import acceleration, restarts, schedule, selection
+from ..fit import acceleration, restarts, schedule, selection, settle
 from ..results import decisions, label_model, label_rules, outputs, reliability
 from ..vb import kernels, phases
 from ..vb import sweep as vb
@@ -317,24 +317,20 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
         """Set ``level_proba_`` (M, K): each item's level probabilities from the ordinal
         confusion model (``label_model``), fitted to the same ratings (and gold), each rating
         counting for its ``omega_`` (the chance that it came from the truth, not spam; 1
-        without the spam component), and ``items_["clear_majority"]`` (the level of an item
-        that no flagged annotator rated and whose ratings give one level at least
-        ``label_rules.CLEAR_MAJORITY`` of the time, as the labels give levels, else missing:
-        its label whatever the model says); None and no column when labels come from the
-        continuous posterior (``labels="continuous"``) or the fit was stopped.
-        ``model_["labels"]`` says which."""
+        without the spam component), with gold moved by what it teaches (``gold_map``, read
+        from the gold items' own ratings: ``settle.own_ratings``), and
+        ``items_["clear_majority"]`` (the level of an item no flagged annotator rated whose
+        ratings give one level at least ``label_rules.CLEAR_MAJORITY`` of the time, as labels
+        give levels, else missing: its label whatever the model says); None and no column
+        when labels come from the continuous posterior (``labels="continuous"``) or the fit
+        was stopped. ``model_["labels"]`` says which."""
         self.level_proba_ = None
+        own, self._gold_own = getattr(self, "_gold_own", None), None  # used once, not kept
         self.model_["labels"] = self._label_model()
         if self._label_model() != "confusion" or self.interrupted_:
             self.model_["labels"] = "continuous"
             return
-        gold = None
-        if gold_m is not None:
-            known = np.isfinite(gold_m)
-            gold = np.full(data.n_instances, -1, dtype=np.int64)
-            # a gold value off the scale counts as its nearest level
-            nearest = np.abs(gold_m[known][:, None] - data.scale.values[None, :]).argmin(axis=1)
-            gold[known] = nearest
+        gold = None if gold_m is None else label_model.gold_levels(gold_m, data.scale.values)
         flags = reliability.annotator_flags(self)
         self.annotator_flags_ = flags  # the fit's own flags: the outputs reuse them
         flagged = (flags["flag"] == "unreliable").to_numpy()[data.ann]
@@ -342,9 +338,11 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
             data.inst, data.level, flagged, data.n_instances, data.scale.k
         )
         self.items_["clear_majority"] = decisions.clear_majority_column(clear, data.scale.values)
+        estimate, own_omega = own if gold is not None and own is not None else (None, None)
         self.level_proba_, _ = label_model.level_posterior(
             data.ann, data.inst, data.level, data.n_annotators, data.n_instances, data.scale.k,
-            gold=gold, weight=self.omega_ if self.spam_ else None,
+            gold=gold, weight=self.omega_ if self.spam_ else None, estimate=estimate,
+            own_weight=own_omega if self.spam_ else None,
         )  # fmt: skip
 
     def _chooses_spam(self) -> bool:
@@ -405,10 +403,15 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
             w_ann = np.bincount(data.ann, weights=s.omega, minlength=data.n_annotators)
             return items, cats, w_ann, s.omega
 
-        return self._store(
+        warn = self._store(
             data, p, pi, data.annotators, runs, interrupted, t0, learned, lambda s: s.mu_m,
             alternative,
         )  # fmt: skip
+        self._gold_own = None  # the gold items as their own ratings have them: _fit_levels
+        if p.gold_mask is not None and not interrupted:
+            winner = next(run for run in runs if run.restart == self.best_restart_)
+            self._gold_own = settle.own_ratings(p, winner.state)
+        return warn
 
     def _race(
         self,

@@ -26,7 +26,8 @@ likelihood: a tempered likelihood, not a new generative model. A weight of 0 is 
 absent, of 1 the unweighted model.
 
 Gold items, where given, have their level fixed in the E-step, so their evidence reaches every
-annotator's matrix and, through it, every item.
+annotator's matrix and, through it, every item; and the map from an item's evidence to its level
+that they teach (``gold_map``) moves every other item's probabilities.
 
 All functions are pure array functions; ``fit_levels`` orchestrates. Derivation and measured
 results: ``docs/results.md``.
@@ -40,7 +41,7 @@ import numpy as np
 
 from ..numerics import libm
 from ..vb import kernels
-from . import passes
+from . import gold_map, passes
 
 #: floor of the learned prior precisions: an annotator's parameters never go unanchored
 MIN_PRECISION = 0.3
@@ -420,37 +421,13 @@ def unclamped(
     return posterior(ll, fit.rho, None)[0]
 
 
-#: ridge on the gold calibration's log-temperature and offsets (pulls them to 0: no change)
-CALIBRATION_RIDGE = 1.0
-
-
-def fit_calibration(q: np.ndarray, gold: np.ndarray) -> np.ndarray:
-    """Crowd-wide calibration learned from gold items, parameters (K,).
-
-    ``q`` (G, K) the gold items' level posteriors from their ratings, ``gold`` (G,) their level
-    indices. The calibrated posterior is softmax(exp(theta[0]) * log q + [0, theta[1:]]): a
-    temperature (how far the crowd's agreement is to be trusted) and an offset per level (where
-    the crowd's levels sit against the gold's), fitted by ridge-penalised maximum likelihood.
-    """
-    from scipy.optimize import minimize
-
-    k = q.shape[1]
-    logq = libm.log(np.clip(q, 1e-300, 1.0))
-    rows = np.arange(len(gold))
-
-    def loss(theta: np.ndarray) -> float:
-        z = calibrated_log(logq, theta)
-        return float(-z[rows, gold].sum() + 0.5 * CALIBRATION_RIDGE * theta @ theta)
-
-    return minimize(loss, np.zeros(k), method="L-BFGS-B").x
-
-
-def calibrated_log(logq: np.ndarray, theta: np.ndarray) -> np.ndarray:
-    """Log of the calibrated posterior (M, K) from log q (M, K) and ``fit_calibration``'s theta."""
-    z = logq * libm.exp(theta[0])
-    z[:, 1:] += theta[1:]
-    z -= z.max(axis=1, keepdims=True)
-    return z - libm.log(_last_sum(libm.exp(z)))[:, None]
+def gold_levels(gold: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """(M,) the level index of each item's gold value (M,; NaN: none), -1 where there is none;
+    a gold value off the scale counts as its nearest level (``values`` (K,))."""
+    known = np.isfinite(gold)
+    out = np.full(gold.shape[0], -1, dtype=np.int64)
+    out[known] = np.abs(gold[known][:, None] - values[None, :]).argmin(axis=1)
+    return out
 
 
 def level_posterior(
@@ -462,15 +439,20 @@ def level_posterior(
     n_levels: int,
     gold: np.ndarray | None = None,
     weight: np.ndarray | None = None,
+    estimate: np.ndarray | None = None,
+    own_weight: np.ndarray | None = None,
 ) -> tuple[np.ndarray, LevelFit]:
     """Each item's level probabilities (M, K), and the fit they come from.
 
-    Without gold, the ordinal confusion model's posterior. With gold (``gold`` (M,) level index
-    or -1), the fit has the gold items' levels imposed, a crowd-wide calibration is learned from
-    how the gold items' own ratings point (``fit_calibration``) and applied to every other item;
-    gold items get their level. ``weight`` (R,): what each rating counts for (the continuous
-    fit's omega, the chance it came from the truth rather than spam; None: 1), in the fit and
-    in the gold items' own posteriors alike.
+    Without gold, the ordinal confusion model's posterior. ``weight`` (R,): what each rating
+    counts for (the continuous fit's omega, the chance it came from the truth rather than
+    spam; None: 1). With gold (``gold`` (M,) level index or -1), the fit has the gold items'
+    levels imposed, and a map from each item's evidence to its level (``gold_map``) is learned
+    from the gold items and applied to every other item; gold items get their level. The
+    evidence: the posterior from the item's own ratings, weighted and (with ``weight``) not,
+    and ``estimate`` (M,; None: left out), the continuous fit's estimate. For the gold items
+    both must come from their ratings alone: ``estimate`` as if they were not gold, and
+    ``own_weight`` (R,; None: ``weight``) the weights of their ratings so too.
     """
     fit = fit_levels(
         annotator, instance, rating, n_annotators, n_instances, n_levels, gold=gold, weight=weight
@@ -478,8 +460,20 @@ def level_posterior(
     if gold is None or not (gold >= 0).any():
         return fit.q, fit
     known = gold >= 0
-    own = unclamped(fit, annotator, instance, rating, n_instances, weight)
-    theta = fit_calibration(own[known], gold[known])
-    p = libm.exp(calibrated_log(libm.log(np.clip(own, 1e-300, 1.0)), theta))
+    own = weight if own_weight is None else own_weight
+    base = _log(unclamped(fit, annotator, instance, rating, n_instances, own))
+    unweighted = None
+    if weight is not None:
+        plain = fit_levels(
+            annotator, instance, rating, n_annotators, n_instances, n_levels, gold=gold
+        )
+        unweighted = _log(unclamped(plain, annotator, instance, rating, n_instances))
+    x = gold_map.evidence(base, unweighted, estimate)
+    learned = gold_map.fit(base[known], x[known], gold[known])
+    p = libm.exp(learned.log_proba(base, x))
     p[known] = fit.q[known]
     return p, fit
+
+
+def _log(q: np.ndarray) -> np.ndarray:
+    return libm.log(np.clip(q, 1e-300, 1.0))

@@ -249,6 +249,33 @@ def test_gold_items_are_known_and_marked(crowd):
     assert m.model_["n_gold"] == len(gold)
 
 
+def test_what_gold_teaches_is_read_from_the_gold_items_own_ratings(crowd, monkeypatch):
+    """``gold_map`` learns from the gold items' evidence as their ratings alone give it: the
+    estimates and the ratings' weights it gets for them are not those of the imposed gold;
+    every other item's and rating's are the fit's."""
+    from ordmix_core.results import label_model
+
+    seen, real = {}, label_model.level_posterior
+
+    def spy(*args, **kw):
+        seen.update(kw)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(label_model, "level_posterior", spy)
+    gold = crowd.gold.iloc[::5]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = OrdinalMixture(n_restarts=2, random_state=0).fit(crowd.ratings, gold=gold)
+    is_gold = m.items_.index.isin(gold.index)
+    fitted = m.estimates_.to_numpy()
+    np.testing.assert_array_equal(seen["estimate"][~is_gold], fitted[~is_gold])
+    assert np.abs(seen["estimate"][is_gold] - fitted[is_gold]).max() > 0.05
+    rows = is_gold[m.data_.inst]
+    np.testing.assert_array_equal(seen["own_weight"][~rows], m.omega_[~rows])
+    np.testing.assert_array_equal(seen["weight"], m.omega_)
+    assert np.abs(seen["own_weight"][rows] - m.omega_[rows]).max() > 1e-3
+
+
 def test_gold_that_matches_no_item_is_refused(crowd):
     from ordmix_core.errors import InputError
 
