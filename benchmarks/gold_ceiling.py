@@ -8,8 +8,9 @@ family with every gold item given and scored in-sample (an upper bound on what a
 gold can do, since a held-out score can only be worse):
 
 - ``no gold``: ``fit_levels`` on the ratings, label = most probable level;
-- ``calibration``: the crowd-wide map the fit learns from gold (``fit_calibration``: a
-  temperature and an offset per level), fitted on all gold, applied to all items;
+- ``gold map``: ``results/gold_map.py``'s map on the posterior alone (the fit's own uses the
+  unweighted posterior and the continuous estimate too, which this script does not fit),
+  with its ridge, fitted on all gold, applied to all items;
 - ``K x K map``: a full linear map of the log level probabilities plus offsets (multinomial
   logistic regression, no ridge), fitted on all gold;
 - ``matrices from gold``: the annotators' confusion matrices learned with every gold level
@@ -27,6 +28,7 @@ from scipy.optimize import minimize
 
 from ordmix_core.data.crowd import prepare
 from ordmix_core.io import read_gold, read_ratings
+from ordmix_core.results import gold_map
 from ordmix_core.results import label_model as lm
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -69,7 +71,7 @@ def main() -> None:
     ap.add_argument("sets", nargs="+")
     ap.add_argument("--data", default=os.path.join(HERE, "..", "..", "shared", "data"))
     args = ap.parse_args()
-    print("| data | no gold | calibration | K x K map | matrices from gold | both |")
+    print("| data | no gold | gold map | K x K map | matrices from gold | both |")
     print("|---|---|---|---|---|---|")
     for name in args.sets:
         folder = os.path.join(args.data, name)
@@ -77,8 +79,9 @@ def main() -> None:
         lev = gold_levels(d, read_gold(os.path.join(folder, "gold.csv")))
         fit = lm.fit_levels(d.ann, d.inst, d.level, d.n_annotators, d.n_instances, d.scale.k)
         ok = lev >= 0
-        theta = lm.fit_calibration(fit.q[ok], lev[ok])
-        calibrated = np.exp(lm.calibrated_log(np.log(np.clip(fit.q, 1e-300, 1.0)), theta))
+        base = np.log(np.clip(fit.q, 1e-300, 1.0))
+        x = gold_map.evidence(base)
+        calibrated = np.exp(gold_map.fit(base[ok], x[ok], lev[ok]).log_proba(base, x))
         taught = lm.fit_levels(
             d.ann, d.inst, d.level, d.n_annotators, d.n_instances, d.scale.k, gold=lev
         )
