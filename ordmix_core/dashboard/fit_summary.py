@@ -125,6 +125,8 @@ def model_line(model: OrdinalMixture) -> str:
         learned.append(f"spam answers {dist}")
     if d.get("n_gold"):
         learned.append(f"{d['n_gold']:,} gold items anchored the fit")
+    if d.get("gold_labels"):
+        learned.append(d["gold_labels"])
     choice = d.get("spam_choice")
     text += f" (learned: {'; '.join(learned)})" if learned else ""
     return text + (f". Spam component: {choice['why']}" if choice else "")

@@ -339,11 +339,12 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
         )
         self.items_["clear_majority"] = decisions.clear_majority_column(clear, data.scale.values)
         estimate, own_omega = own if gold is not None and own is not None else (None, None)
-        self.level_proba_, _ = label_model.level_posterior(
+        self.level_proba_, fit = label_model.level_posterior(
             data.ann, data.inst, data.level, data.n_annotators, data.n_instances, data.scale.k,
             gold=gold, weight=self.omega_ if self.spam_ else None, estimate=estimate,
             own_weight=own_omega if self.spam_ else None,
         )  # fmt: skip
+        self.model_["gold_labels"] = fit.taught and fit.taught.describe()  # None: no gold
 
     def _chooses_spam(self) -> bool:
         """Whether this fit decides the spam component from the evidence (``spam=None`` and a
@@ -407,10 +408,9 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
             data, p, pi, data.annotators, runs, interrupted, t0, learned, lambda s: s.mu_m,
             alternative,
         )  # fmt: skip
-        self._gold_own = None  # the gold items as their own ratings have them: _fit_levels
-        if p.gold_mask is not None and not interrupted:
-            winner = next(run for run in runs if run.restart == self.best_restart_)
-            self._gold_own = settle.own_ratings(p, winner.state)
+        winner = next(run for run in runs if run.restart == self.best_restart_)
+        known = p.gold_mask is not None and not interrupted  # gold items: what ratings say
+        self._gold_own = settle.own_ratings(p, winner.state) if known else None  # _fit_levels
         return warn
 
     def _race(

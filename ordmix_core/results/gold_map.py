@@ -41,10 +41,26 @@ MIN_PER_LEVEL = 10
 @dataclass(frozen=True)
 class GoldMap:
     """A learned map: ``weights`` (F, K), or None for a temperature only
-    (``log_temperature``)."""
+    (``log_temperature``); ``n_gold`` gold items taught it, the full map has ``n_weights``."""
 
     weights: np.ndarray | None
     log_temperature: float = 0.0
+    n_gold: int = 0
+    n_weights: int = 0
+
+    def describe(self) -> str:
+        """What the gold did to the labels, in a sentence (``model_["gold_labels"]``)."""
+        if self.weights is not None:
+            return (
+                f"{self.n_gold:,} gold items taught every other item's label and level "
+                f"probabilities (a map of {self.n_weights} weights)"
+            )
+        need = int(np.ceil(GOLD_PER_WEIGHT * self.n_weights))
+        return (
+            f"{self.n_gold:,} gold items calibrated the level probabilities but move no label: "
+            f"the map of {self.n_weights} weights needs {need:,} gold items, "
+            f"{MIN_PER_LEVEL} of them at each level"
+        )
 
     def log_proba(self, base: np.ndarray, x: np.ndarray) -> np.ndarray:
         """Log level probabilities (M, K) from ``base`` (M, K) and ``evidence`` ``x`` (M, F)."""
@@ -75,8 +91,9 @@ def fit(base: np.ndarray, x: np.ndarray, gold: np.ndarray, ridge: float = RIDGE)
     ratings, ``x`` (G, F) their ``evidence``, ``gold`` (G,) their level indices. The full map
     with enough gold (``uses_map``), else a temperature."""
     k = base.shape[1]
+    size = {"n_gold": len(gold), "n_weights": x.shape[1] * k}
     if not uses_map(np.bincount(gold, minlength=k), x.shape[1]):
-        return GoldMap(None, _fit_temperature(base, gold))
+        return GoldMap(None, _fit_temperature(base, gold), **size)
     onehot = np.eye(k)[gold]
 
     def loss(w: np.ndarray) -> tuple[float, np.ndarray]:
@@ -87,7 +104,7 @@ def fit(base: np.ndarray, x: np.ndarray, gold: np.ndarray, ridge: float = RIDGE)
 
     w0 = np.zeros(x.shape[1] * k)
     w = minimize(loss, w0, jac=True, method="L-BFGS-B").x
-    return GoldMap(w.reshape(x.shape[1], k))
+    return GoldMap(w.reshape(x.shape[1], k), **size)
 
 
 def uses_map(per_level: np.ndarray, n_features: int) -> bool:

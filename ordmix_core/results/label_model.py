@@ -35,7 +35,7 @@ results: ``docs/results.md``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -281,7 +281,8 @@ class LevelFit:
     ``q`` (M, K) each item's level posterior; ``confusion`` (N, K, K) each annotator's P(k | c);
     ``rho`` (K,) the class prior; ``params`` (N, J), ``a_bar`` (J,), ``lam`` (J, J) the annotator
     parameters and their learned prior; ``evidence`` the log likelihood of the ratings at the
-    end; ``n_iter`` EM iterations; ``converged`` whether the level posteriors settled.
+    end; ``n_iter`` EM iterations; ``converged`` whether the level posteriors settled;
+    ``taught`` what gold taught the other items (``level_posterior`` with gold), else None.
     """
 
     q: np.ndarray
@@ -293,6 +294,7 @@ class LevelFit:
     evidence: float
     n_iter: int
     converged: bool
+    taught: gold_map.GoldMap | None = None
 
 
 def start(
@@ -472,7 +474,7 @@ def level_posterior(
     learned = gold_map.fit(base[known], x[known], gold[known])
     p = libm.exp(learned.log_proba(base, x))
     p[known] = fit.q[known]
-    return p, fit
+    return p, replace(fit, taught=learned)
 
 
 def _log(q: np.ndarray) -> np.ndarray:

@@ -306,6 +306,22 @@ def test_summary_says_which_model_was_fitted_and_what_it_learned(demo, model):
         assert f"{v:g}: {p:.0%}" in line
 
 
+@pytest.mark.parametrize("share", [1, 5])
+def test_summary_says_what_the_gold_did_to_the_labels(demo, share):
+    """All 300 gold items are enough for gold_map's map of 60 weights (5 levels), every 5th
+    (60 items) only calibrates; the summary line says which, as ``model_["gold_labels"]``."""
+    gold = demo.gold.iloc[::share]
+    m = OrdinalMixture(n_restarts=1, random_state=0).fit(demo.ratings, gold=gold)
+    line = model_line(m)
+    assert f"{len(gold)} gold items anchored the fit" in line
+    assert m.model_["gold_labels"] in line
+    taught = "taught every other item's label" in line
+    assert taught == (share == 1) and ("move no label" in line) == (share == 5)
+    assert (
+        OrdinalMixture(n_restarts=1, random_state=0).fit(demo.ratings).model_["gold_labels"] is None
+    )
+
+
 def test_in_words_joins_like_a_sentence():
     from ordmix_core.dashboard.fit_summary import _in_words
 

@@ -274,6 +274,7 @@ def test_what_gold_teaches_is_read_from_the_gold_items_own_ratings(crowd, monkey
     np.testing.assert_array_equal(seen["own_weight"][~rows], m.omega_[~rows])
     np.testing.assert_array_equal(seen["weight"], m.omega_)
     assert np.abs(seen["own_weight"][rows] - m.omega_[rows]).max() > 1e-3
+    assert m.model_["gold_labels"].startswith(f"{len(gold)} gold items ")
 
 
 def test_gold_that_matches_no_item_is_refused(crowd):

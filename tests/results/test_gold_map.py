@@ -46,6 +46,10 @@ def test_the_map_learns_where_the_crowd_sits_against_the_gold() -> None:
     gold = slice(0, 300)
     learned = gold_map.fit(base[gold], x[gold], truth[gold])
     assert learned.weights is not None
+    assert learned.describe() == (
+        "300 gold items taught every other item's label and level probabilities "
+        "(a map of 12 weights)"
+    )
     p = np.exp(learned.log_proba(base, x))
     np.testing.assert_allclose(p.sum(axis=1), 1.0)
     rest = slice(300, None)
@@ -103,6 +107,11 @@ def test_too_little_gold_learns_a_temperature_and_keeps_every_label(n, missing) 
     x = gold_map.evidence(base)
     learned = gold_map.fit(base, x, gold)
     assert learned.weights is None
+    assert learned.describe() == (
+        f"{n} gold items calibrated the level probabilities but move no label: the map of 12 "
+        f"weights needs {int(gold_map.GOLD_PER_WEIGHT * 12)} gold items, "
+        f"{gold_map.MIN_PER_LEVEL} of them at each level"
+    )
     p = np.exp(learned.log_proba(base, x))
     np.testing.assert_array_equal(p.argmax(axis=1), q.argmax(axis=1))
     if missing is None:
