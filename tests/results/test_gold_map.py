@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ordmix_core.results import gold_map
 
@@ -117,3 +119,28 @@ def test_too_little_gold_learns_a_temperature_and_keeps_every_label(n, missing) 
     if missing is None:
         assert np.exp(learned.log_temperature) == pytest.approx(0.5, abs=0.2)
         assert p.max(axis=1).mean() < q.max(axis=1).mean()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    k=st.integers(2, 5),
+    n=st.integers(1, 300),
+    seed=st.integers(0, 2**16),
+    spread=st.floats(0.0, 50.0),
+    with_estimate=st.booleans(),
+)
+def test_any_gold_gives_probabilities_without_a_numpy_warning(k, n, seed, spread, with_estimate):
+    """Whatever the posteriors (up to a point mass: log 1e-300) and the gold levels (some
+    levels absent), the learned map gives finite probabilities summing to 1, and no numpy
+    warning reaches the user."""
+    rng = np.random.default_rng(seed)
+    base = np.maximum(-spread * rng.random((n, k)), np.log(1e-300))
+    base -= np.log(np.exp(base).sum(axis=1, keepdims=True))
+    gold = rng.integers(0, rng.integers(1, k + 1), n)
+    est = rng.normal(size=n) if with_estimate else None
+    with np.errstate(all="raise"):
+        x = gold_map.evidence(base, base[::-1].copy(), est)
+        learned = gold_map.fit(base, x, gold)
+        logp = learned.log_proba(base, x)
+    assert np.isfinite(logp).all()
+    np.testing.assert_allclose(np.exp(logp).sum(axis=1), 1.0)
