@@ -105,9 +105,10 @@ OUTPUTS_DOC = "docs/outputs.md"
 def fit_report(
     model: object, summary: dict, out: str, files: list[str], engine: str = ""
 ) -> list[str]:
-    """The three closing lines of ``ordmix fit``: the items' labels, the annotators' flags and
-    the share of ratings treated as spam, and what was written where, in how long (``engine``
-    named after the time when it is not the in-memory one)."""
+    """The closing lines of ``ordmix fit``: the items' labels, what the gold did to them (with
+    ``--gold``), the annotators' flags and the share of ratings treated as spam, and what was
+    written where, in how long (``engine`` named after the time when it is not the in-memory
+    one)."""
     dec = summary.get("decisions", {})
     items, ann = dec.get("items", {}), dec.get("annotators", {})
     lines = [
@@ -115,6 +116,9 @@ def fit_report(
         f"confidently, {items.get('uncertain', 0):,} uncertain, "
         f"{items.get('undetermined', 0):,} undetermined (a tie, or too few ratings)"
     ]
+    taught = (summary.get("model_choice") or {}).get("gold_labels")
+    if taught:
+        lines.append(f"ordmix: gold: {taught}")
     from ..results.decisions import truth_share
 
     spam = f"; {100 * (1.0 - truth_share(model)):.0f}% of the ratings treated as spam"

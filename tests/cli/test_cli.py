@@ -69,6 +69,21 @@ def test_fit_writes_every_output(files, capsys):
     assert "restart" in capsys.readouterr().err  # progress on stderr
 
 
+def test_fit_with_gold_says_what_the_gold_did_to_the_labels(files, capsys):
+    out = files / "out-gold"
+    argv = ["fit", str(files / "r.csv"), "--out", str(out), "--restarts", "1"]
+    assert main([*argv, "--gold", str(files / "gold.csv")]) == 0
+    said = json.loads((out / "summary.json").read_text())["model_choice"]["gold_labels"]
+    err = capsys.readouterr().err.splitlines()
+    assert f"ordmix: gold: {said}" in err
+    assert said.startswith("150 gold items calibrated the level probabilities")  # 5 levels
+    assert main(argv) == 0  # without gold: no such line, nothing in the summary
+    err = capsys.readouterr().err.splitlines()
+    assert any(line.startswith("ordmix: wrote") for line in err)
+    assert not any(line.startswith("ordmix: gold:") for line in err)
+    assert json.loads((out / "summary.json").read_text())["model_choice"]["gold_labels"] is None
+
+
 def test_parquet_and_flags(files):
     out = files / "out2"
     args = [
