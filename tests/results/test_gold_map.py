@@ -36,6 +36,8 @@ def test_evidence_columns() -> None:
     np.testing.assert_array_equal(x[:, 3:6], base + 1.0)
     assert x[:, 6].mean() == pytest.approx(0.0) and x[:, 6].std() == pytest.approx(1.0)
     np.testing.assert_array_equal(x[:, 7], 1.0)
+    small = gold_map.evidence(base, None, est / 100.0)[:, 3]  # a spread below 1 is one too
+    np.testing.assert_allclose(small, x[:, 6])
     # left out when not given; a constant estimate says nothing
     assert gold_map.evidence(base).shape == (4, 4)
     np.testing.assert_array_equal(gold_map.evidence(base, None, np.full(4, 2.0))[:, 3], 0.0)
@@ -144,3 +146,31 @@ def test_any_gold_gives_probabilities_without_a_numpy_warning(k, n, seed, spread
         logp = learned.log_proba(base, x)
     assert np.isfinite(logp).all()
     np.testing.assert_allclose(np.exp(logp).sum(axis=1), 1.0)
+
+
+def test_the_temperature_is_the_penalised_likelihood_s_minimum() -> None:
+    rng = np.random.default_rng(4)
+    truth, base = _lenient_crowd(rng, 40)  # sure of a level that is mostly wrong; too few
+    learned = gold_map.fit(base, gold_map.evidence(base), truth)
+    assert learned.weights is None  # 40 gold items: a temperature only
+    t = learned.log_temperature
+
+    def objective(u):
+        z = base * np.exp(u)
+        z = z - z.max(axis=1, keepdims=True)
+        logp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+        return -logp[np.arange(len(truth)), truth].sum() + 0.5 * gold_map.TEMPERATURE_RIDGE * u * u
+
+    assert t < -0.2  # over-confident posteriors: flattened
+    for h in (1e-3, -1e-3):
+        assert objective(t + h) >= objective(t) - 1e-7
+
+
+def test_far_apart_logits_give_finite_probabilities() -> None:
+    """Each item's logits are shifted by its own largest before the exponential: items whose
+    logits sit a thousand apart, or at a thousand, still get probabilities summing to 1."""
+    base = np.log(np.full((3, 2), 0.5))
+    x = np.array([[1000.0], [-1000.0], [0.0]])
+    learned = gold_map.GoldMap(np.array([[1.0, 0.0]]))
+    p = np.exp(learned.log_proba(base, x))
+    np.testing.assert_allclose(p, [[1.0, 0.0], [0.0, 1.0], [0.5, 0.5]], atol=1e-12)
