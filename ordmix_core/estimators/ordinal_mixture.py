@@ -396,22 +396,22 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
             ids = id_array(data.instances)  # made here, after the sweeps (compact_ids)
             cat_ids = ids if data.categories is data.instances else id_array(data.categories)
             cat_names = cat_ids[data.cat_of_inst]
+            # the gold items as their own ratings have them: a column, and _fit_levels' map
+            known = p.gold_mask is not None and not interrupted
+            self._gold_own = settle.own_ratings(p, s) if known else None
+            crowd = None if self._gold_own is None else self._gold_own[0]
             items = outputs.items_frame(
-                ids, s.mu_m, s.lam_m, n_m, data.inst_query, cat_names, p.gold_mask
+                ids, s.mu_m, s.lam_m, n_m, data.inst_query, cat_names, p.gold_mask, crowd
             )
             n_c = np.bincount(data.cat, minlength=data.n_categories)
             cats = outputs.categories_frame(cat_ids, s.delta_shape, s.delta_rate, n_c)
             w_ann = np.bincount(data.ann, weights=s.omega, minlength=data.n_annotators)
             return items, cats, w_ann, s.omega
 
-        warn = self._store(
+        return self._store(
             data, p, pi, data.annotators, runs, interrupted, t0, learned, lambda s: s.mu_m,
             alternative,
         )  # fmt: skip
-        winner = next(run for run in runs if run.restart == self.best_restart_)
-        known = p.gold_mask is not None and not interrupted  # gold items: what ratings say
-        self._gold_own = settle.own_ratings(p, winner.state) if known else None  # _fit_levels
-        return warn
 
     def _race(
         self,

@@ -61,13 +61,16 @@ def items_frame(
     query: np.ndarray | None,
     category: np.ndarray,
     gold: np.ndarray | None = None,
+    crowd: np.ndarray | None = None,
 ) -> pd.DataFrame:
     """``items_``: per instance the posterior mean and sd of z, ratings, query, category.
 
     Inputs (M,): instance IDs (an array, or an Index whose dtype is kept), q(z)'s mean and
     precision, ratings per instance, the query of each instance (None without a query column)
     and its category's name; ``gold`` (M,) bool: items whose truth was given (a ``gold``
-    column; their sd is 0), None when the fit had no gold.
+    column; their sd is 0), None when the fit had no gold; ``crowd`` (M,): each item's mean
+    from its own ratings with its gold not imposed (``settle.own_ratings``), written for the
+    gold items only (``crowd_estimate``: the crowd's reading of a honeypot).
     """
     idx = pd.Index(instances, name="instance")
     sd = 1.0 / np.sqrt(lam_m)
@@ -79,6 +82,8 @@ def items_frame(
     items["category"] = category
     if gold is not None:
         items["gold"] = np.asarray(gold, dtype=bool)
+        if crowd is not None:
+            items["crowd_estimate"] = np.where(items["gold"], crowd, np.nan)
     return items
 
 

@@ -275,6 +275,10 @@ def test_what_gold_teaches_is_read_from_the_gold_items_own_ratings(crowd, monkey
     np.testing.assert_array_equal(seen["weight"], m.omega_)
     assert np.abs(seen["own_weight"][rows] - m.omega_[rows]).max() > 1e-3
     assert m.model_["gold_labels"].startswith(f"{len(gold)} gold items ")
+    # the crowd's reading of each honeypot is written for the gold items only
+    crowd = m.items_["crowd_estimate"].to_numpy()
+    np.testing.assert_array_equal(crowd[is_gold], seen["estimate"][is_gold])
+    assert np.isnan(crowd[~is_gold]).all()
 
 
 def test_gold_that_matches_no_item_is_refused(crowd):
