@@ -1,5 +1,6 @@
 """Items: labels with their level probabilities and credible intervals, undetermined and
-unstable items marked, and what to rate next.
+unstable items marked, the honeypots the crowd disputes (a fit with gold), and what to rate
+next.
 
 The decision columns are ``decisions.item_decisions`` (through the cached ``fit_decisions``);
 the download writes the columns of ``ordmix fit``'s items.csv, the batch those of
@@ -80,6 +81,15 @@ if "unstable" in view.columns and st.toggle(
     key="items_unstable",
 ):
     view = view[view["unstable"]]
+if "crowd_estimate" in view.columns:
+    disputed = decisions.disputed_gold(m.items_, m.scale_.step)
+    if st.toggle(
+        f"Disputed honeypots only ({int(disputed.sum()):,}: gold items whose own ratings put "
+        "them more than a level from their gold, see crowd_estimate)",
+        value=False,
+        key="items_disputed",
+    ):
+        view = view[view["instance"].isin(disputed.index[disputed])]
 view = view.sort_values(sort_by, ascending=not descending, kind="stable")
 st.write(f"{len(view):,} of {len(table):,} items")
 number = {c: st.column_config.NumberColumn(format="%.3f") for c in levels}

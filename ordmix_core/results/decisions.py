@@ -416,6 +416,16 @@ def next_batch(items: pd.DataFrame, n: int = 50, by: str = "expected_gain") -> p
     return out
 
 
+def disputed_gold(items: pd.DataFrame, step: float) -> pd.Series:
+    """(M,) bool, by item: the gold items whose own ratings put them more than ``step`` (a
+    level) from their gold (``crowd_estimate`` against ``estimate``, which is the gold); all
+    False in a fit without gold. A honeypot the crowd disputes is one to check: its gold may
+    be wrong, or the crowd may share a misreading the gold corrects."""
+    if "crowd_estimate" not in items:
+        return pd.Series(False, index=items.index)
+    return (items["crowd_estimate"] - items["estimate"]).abs() > step
+
+
 def annotators_to_review(annotators: pd.DataFrame) -> pd.DataFrame:
     """Annotators flagged ``unreliable``, most certain first, with the evidence.
 

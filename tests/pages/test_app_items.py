@@ -99,6 +99,25 @@ def test_unstable_only_shows_what_the_near_tied_restarts_disagree_on():
     assert f"{n:,} of 300 items" in texts(at.markdown)
 
 
+def test_disputed_honeypots_only_shows_the_gold_items_the_crowd_reads_otherwise():
+    """With gold in the fit, the toggle keeps the gold items more than a level from their own
+    ratings' reading (``decisions.disputed_gold``); without gold there is no toggle."""
+    at = demo_and_fit()
+    at.switch_page("pages/items.py").run()
+    assert not [t for t in at.toggle if t.key == "items_disputed"]
+    at = fit_current(at, fit_use_gold=True)
+    at.switch_page("pages/items.py").run()
+    table = items_table(at)
+    gold = table["crowd_estimate"].notna()
+    disputed = gold & ((table["crowd_estimate"] - table["estimate"]).abs() > 1.0)
+    toggle = at.toggle(key="items_disputed")
+    assert toggle.label.startswith(f"Disputed honeypots only ({int(disputed.sum()):,}:")
+    toggle.set_value(True).run()
+    assert_clean(at)
+    shown = items_table(at)
+    assert set(shown["instance"]) == set(table.loc[disputed, "instance"])
+
+
 def test_what_to_rate_next_and_annotators_to_review(csv_downloads):
     written = csv_downloads
     at = demo_and_fit()

@@ -550,3 +550,13 @@ def test_level_probabilities_count_each_rating_by_its_omega():
     unweighted, _ = label_model.level_posterior(*args)
     assert np.abs(m.level_proba_ - unweighted).max() > 0.01
     assert plain.level_proba_.tobytes() == unweighted.tobytes()
+
+
+def test_disputed_gold_items_are_more_than_a_level_from_their_gold():
+    items = pd.DataFrame(
+        {"estimate": [3.0, 3.0, 1.0, 2.4], "crowd_estimate": [1.9, 2.1, np.nan, np.nan]},
+        index=pd.Index(["a", "b", "c", "d"], name="instance"),
+    )
+    got = D.disputed_gold(items, 1.0)
+    assert got.to_dict() == {"a": True, "b": False, "c": False, "d": False}
+    assert not D.disputed_gold(items.drop(columns="crowd_estimate"), 1.0).any()
