@@ -25,7 +25,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import minimize
 
 from ..numerics import libm
 
@@ -104,7 +103,7 @@ def fit(base: np.ndarray, x: np.ndarray, gold: np.ndarray, ridge: float = RIDGE)
         return float(-(logp * onehot).sum() + 0.5 * ridge * (w * w).sum()), grad.ravel()
 
     w0 = np.zeros(x.shape[1] * k)
-    w = minimize(loss, w0, jac=True, method="L-BFGS-B").x
+    w = _lbfgs(loss, w0, jac=True)
     return GoldMap(w.reshape(x.shape[1], k), **size)
 
 
@@ -122,6 +121,15 @@ def uses_map(per_level: np.ndarray, n_features: int) -> bool:
 TEMPERATURE_RIDGE = 1.0
 
 
+def _lbfgs(loss, start: np.ndarray, jac: bool = False) -> np.ndarray:
+    """The minimiser of ``loss`` from ``start`` by L-BFGS. scipy.optimize is imported here, not
+    at the top: it is a tenth of a second of every process's import, and only fits with gold
+    use it."""
+    from scipy.optimize import minimize
+
+    return minimize(loss, start, jac=jac, method="L-BFGS-B").x
+
+
 def _fit_temperature(base: np.ndarray, gold: np.ndarray) -> float:
     """The log-temperature that makes ``softmax(base * t)`` fit the gold levels best."""
     rows = np.arange(len(gold))
@@ -130,7 +138,7 @@ def _fit_temperature(base: np.ndarray, gold: np.ndarray) -> float:
         logp = _log_softmax(base * libm.exp(float(t[0])))
         return float(-logp[rows, gold].sum() + 0.5 * TEMPERATURE_RIDGE * t[0] * t[0])
 
-    return float(minimize(loss, np.zeros(1), method="L-BFGS-B").x[0])
+    return float(_lbfgs(loss, np.zeros(1))[0])
 
 
 # No BLAS, as in ``label_model``: its summation order depends on the CPU and the library build.

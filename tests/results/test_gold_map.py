@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -174,3 +177,12 @@ def test_far_apart_logits_give_finite_probabilities() -> None:
     learned = gold_map.GoldMap(np.array([[1.0, 0.0]]))
     p = np.exp(learned.log_proba(base, x))
     np.testing.assert_allclose(p, [[1.0, 0.0], [0.0, 1.0], [0.5, 0.5]], atol=1e-12)
+
+
+def test_scipy_optimize_only_loaded_by_a_fit_with_gold() -> None:
+    """A tenth of a second of every process's import: neither the estimator nor the CLI loads it."""
+    code = (
+        "import sys, ordmix_core.cli.main, ordmix_core.estimators.ordinal_mixture;"
+        "sys.exit('scipy.optimize' in sys.modules)"
+    )
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
