@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..numerics import libm
+from ..numerics.fixed_order import log_softmax
 
 #: the ridge on the map's weights (in log-likelihood units): chosen on TREC RF10 and Web with
 #: 5% and 10% of their gold (1, 3 and 10 tried: 1 and 3 alike, 3 better than 10 on TREC by
@@ -65,8 +66,8 @@ class GoldMap:
     def log_proba(self, base: np.ndarray, x: np.ndarray) -> np.ndarray:
         """Log level probabilities (M, K) from ``base`` (M, K) and ``evidence`` ``x`` (M, F)."""
         if self.weights is None:
-            return _log_softmax(base * libm.exp(self.log_temperature))
-        return _log_softmax(base + _times(x, self.weights))
+            return log_softmax(base * libm.exp(self.log_temperature))
+        return log_softmax(base + _times(x, self.weights))
 
 
 def evidence(
@@ -98,7 +99,7 @@ def fit(base: np.ndarray, x: np.ndarray, gold: np.ndarray, ridge: float = RIDGE)
 
     def loss(w: np.ndarray) -> tuple[float, np.ndarray]:
         w = w.reshape(x.shape[1], k)
-        logp = _log_softmax(base + _times(x, w))
+        logp = log_softmax(base + _times(x, w))
         grad = _times_t(x, libm.exp(logp) - onehot) + ridge * w
         return float(-(logp * onehot).sum() + 0.5 * ridge * (w * w).sum()), grad.ravel()
 
@@ -135,7 +136,7 @@ def _fit_temperature(base: np.ndarray, gold: np.ndarray) -> float:
     rows = np.arange(len(gold))
 
     def loss(t: np.ndarray) -> float:
-        logp = _log_softmax(base * libm.exp(float(t[0])))
+        logp = log_softmax(base * libm.exp(float(t[0])))
         return float(-logp[rows, gold].sum() + 0.5 * TEMPERATURE_RIDGE * t[0] * t[0])
 
     return float(_lbfgs(loss, np.zeros(1))[0])
@@ -158,12 +159,3 @@ def _times_t(x: np.ndarray, r: np.ndarray) -> np.ndarray:
     for f in range(x.shape[1]):
         out[f] = (x[:, f, None] * r).sum(axis=0)
     return out
-
-
-def _log_softmax(z: np.ndarray) -> np.ndarray:
-    z = z - z.max(axis=1, keepdims=True)
-    e = libm.exp(z)
-    total = e[:, 0].copy()
-    for k in range(1, e.shape[1]):
-        total += e[:, k]
-    return z - libm.log(total)[:, None]

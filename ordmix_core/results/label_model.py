@@ -40,6 +40,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..numerics import libm
+from ..numerics.fixed_order import last_sum
 from ..vb import kernels
 from . import gold_map, passes
 
@@ -81,14 +82,6 @@ def design(k: int) -> np.ndarray:
 # Every sum below runs in a fixed order of elementwise operations (no BLAS, LAPACK or einsum,
 # whose summation order depends on the CPU and the library build): the labels, like the
 # estimates, are the same bits on any machine.
-
-
-def _last_sum(x: np.ndarray) -> np.ndarray:
-    """Sum over the last axis, left to right."""
-    out = x[..., 0].copy()
-    for i in range(1, x.shape[-1]):
-        out += x[..., i]
-    return out
 
 
 def _contract(x: np.ndarray, d: np.ndarray) -> np.ndarray:
@@ -144,7 +137,7 @@ def confusion(a: np.ndarray, d: np.ndarray) -> np.ndarray:
         logits += d[None, :, :, j] * a[:, j, None, None]
     logits -= logits.max(axis=2, keepdims=True)
     p = libm.exp(logits)
-    return p / _last_sum(p)[:, :, None]
+    return p / last_sum(p)[:, :, None]
 
 
 def soft_tables(
@@ -199,7 +192,7 @@ def posterior(log_lik: np.ndarray, rho: np.ndarray, gold: np.ndarray | None) -> 
     s = log_lik + libm.log(rho)[None, :]
     top = s.max(axis=1, keepdims=True)
     w = libm.exp(s - top)
-    tot = _last_sum(w)[:, None]
+    tot = last_sum(w)[:, None]
     q = w / tot
     evidence = float((libm.log(tot) + top).sum())
     if gold is not None:
@@ -233,7 +226,7 @@ def newton_step(
         parallel = a.shape[0] >= NEWTON_PARALLEL_MIN
         return passes.newton_step(a, t, d, a_bar, lam, p, MAX_STEP, parallel)
     k, j = d.shape[1], d.shape[2]
-    rows = _last_sum(t)  # (N, K)
+    rows = last_sum(t)  # (N, K)
     dev = a - a_bar
     pull = np.zeros_like(a)  # (a - a_bar) @ lam
     for i in range(j):
@@ -304,7 +297,7 @@ def start(
     smoothed by one rating spread evenly."""
     cell = instance * k + rating
     counts = np.bincount(cell, weights=weight, minlength=m * k).reshape(m, k) + 1.0 / k
-    return counts / _last_sum(counts)[:, None]
+    return counts / last_sum(counts)[:, None]
 
 
 def _e_step(logp, rho, annotator, instance, rating, weight, gold, q, by_item) -> tuple:

@@ -276,7 +276,7 @@ def pull_sums(
 def _newton_system(n, a, t, d, a_bar, lam, p, rows, grad, prec, mean, second):  # pragma: no cover
     """Annotator ``n``'s gradient and precision, ``label_model.newton_step``'s operations."""
     k, jn = d.shape[1], d.shape[2]
-    for c in range(k):  # rows = _last_sum(t)
+    for c in range(k):  # rows = last_sum(t)
         rows[c] = t[n, c, 0]
         for r in range(1, k):
             rows[c] += t[n, c, r]
