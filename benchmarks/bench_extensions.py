@@ -1,4 +1,4 @@
-"""Cost of issue 11's extensions: per-sweep time of the fused sweep, and sweeps per fit.
+"""Cost of the model's extensions: per-sweep time of the fused sweep, and sweeps per fit.
 
     python benchmarks/bench_extensions.py [--ratings PATH] [--sweeps 40] [--fits]
     python benchmarks/bench_extensions.py --crowdkit --ck-python /tmp/ckvenv/bin/python

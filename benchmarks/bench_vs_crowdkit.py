@@ -1,4 +1,4 @@
-"""Whole-process timings against crowd-kit's Dawid-Skene (issue 5's ratios).
+"""Whole-process timings against crowd-kit's Dawid-Skene (the ratios the speed targets use).
 
 Run with the interpreter of a venv that has crowd-kit, numba and ordmix (see docs/benchmarks.md)::
 
@@ -79,7 +79,7 @@ def pair(name: str, path: str, ours: str, theirs: str, repeats: int, target: flo
     print(f"  crowdkit DawidSkene({theirs}): {min(b):7.2f} s  (runs {fmt(b)}; iterations {out_b})")
     print(f"  ratio ordmix / crowd-kit = {ratio:.3f}  (target <= {target})")
     # each run of ours beside the crowd-kit run right after it: how much the ratio of a
-    # single pair of runs (the issues' "one run") moves with the machine's load
+    # single pair of runs moves with the machine's load
     pairs = sorted(x / y for x, y in zip(a, b, strict=True))
     print(f"  run by run: {fmt(pairs)}; median {pairs[len(pairs) // 2]:.2f}", flush=True)
 

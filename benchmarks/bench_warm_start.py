@@ -1,4 +1,4 @@
-"""Daily refits: a warm start from yesterday's fit against a fit from scratch (issue 12).
+"""Daily refits: a warm start from yesterday's fit against a fit from scratch.
 
 10% of the ratings arrive late: the last 10% in file order (``file``), or a random 10%
 (``random``, seed 1). Yesterday: the default fit (``OrdinalMixture(random_state=0)``, the

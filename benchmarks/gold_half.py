@@ -2,7 +2,7 @@
 
     python benchmarks/gold_half.py web-zhou2014 trec-rf10 [--data ../shared/data]
 
-Issue 11's gold check: for each data set, the default and the paper's model, each fitted
+The gold check: for each data set, the default and the paper's model, each fitted
 without gold and with the seed-0 half of the rated gold items, scored on the other half.
 """
 

@@ -1,4 +1,4 @@
-"""The default fit's winner against the same fit with tighter tolerances (issue 15's check).
+"""The default fit's winner against the same fit with tighter tolerances (a stopping-rule check).
 
     python benchmarks/tighter_tolerance.py [ratings.csv] [--seed S]
 

@@ -1,7 +1,7 @@
 """The default model against the paper's and the baselines on more than TREC and Web.
 
-Issue 11 asks that the default be validated on clean data AND on data with injected spam, and
-that it cost no accuracy on a crowd without bias. This runs ``compare_methods`` (seed 0) on:
+The default must be validated on clean data AND on data with injected spam, and must cost no
+accuracy on a crowd without bias. This runs ``compare_methods`` (seed 0) on:
 
 - ``trec``, ``web``: the shared sets; ``trec+5``, ``web+3``: the same with 5 / 3 fake uniform
   ratings per item (``../shared/checks/add_fake_spam.py``, as the science targets do);

@@ -73,7 +73,7 @@ if query.strip():
     for c in text_cols:
         hit = hit | view[c].astype(str).str.contains(query.strip(), case=False, regex=False)
     view = view[hit]
-# what the near-tied answers disagree on (issue 15), when the fit has the column
+# what the near-tied answers disagree on, when the fit has the column
 if "unstable" in view.columns and st.toggle(
     f"Unstable only ({int(table['unstable'].sum()):,}: the near-tied answers disagree, "
     "see estimate_spread)",

@@ -3,8 +3,8 @@
 Warm starts (``init == 'warm'``) begin with a fit without the spam component. With the
 ``shared`` schedule (the default) only the first warm restart runs that warm-up and
 every other one branches from its result (``branch``: the engine adds the restart's own keyed
-noise), so ten restarts pay for one warm-up; with ``per-restart`` (the schedule before issue
-15) each runs its own. Then mixture sweeps in rounds of doubling length; with pruning the worse
+noise), so ten restarts pay for one warm-up; with ``per-restart`` (kept to reproduce earlier
+fits) each runs its own. Then mixture sweeps in rounds of doubling length; with pruning the worse
 half of the unfinished restarts is dropped after each round (successive halving), down to
 ``KEEP`` restarts that run to the end (the ``shared`` schedule; ``per-restart``: down to one),
 in rounds of ``FINAL_ROUND`` sweeps after which one out of reach of the leader stops (its bound
@@ -29,7 +29,7 @@ from .stopping import advance
 
 #: the restart schedules (``OrdinalMixture(schedule=...)``): ``shared``, one no-spam warm-up
 #: that the other warm restarts branch from, halving down to ``KEEP``; ``per-restart``, the
-#: schedule before issues 14-15 (a warm-up each with the fit's own tolerances, halving down to
+#: earlier schedule (a warm-up each with the fit's own tolerances, halving down to
 #: one, no resuming), kept to reproduce earlier results
 SCHEDULES = ("shared", "per-restart")
 #: the stopping rule of the shared warm-up and of a pre-stage (``shared``), fixed: they are

@@ -16,10 +16,11 @@ the other learned values are checked at ``EST_RTOL`` / ``EST_ATOL``. The ensembl
 checked at the sum of their two tolerances (``spread_tol``); which items and annotators are
 unstable must be the same.
 
-The stopping rule of issue 15 runs these fits two to three times longer than the bound's
-old ``|dF| < 0.1``; before eps was clipped at 1e-8 for SQUAREM's logit (``acceleration.EPS_PACK``)
-that let the rounding drift above grow past these tolerances mid-fit (1.3e-8 to 2.5e-5
-relative, measured); with it the engines' bound traces agree to ~1e-10.
+The stopping rule (``stopping.converged``) runs these fits two to three times longer than the
+bound's old ``|dF| < 0.1``; before eps was clipped at 1e-8 for SQUAREM's logit
+(``acceleration.EPS_PACK``) that let the rounding drift above grow past these tolerances
+mid-fit (1.3e-8 to 2.5e-5 relative, measured); with it the engines' bound traces agree to
+~1e-10.
 """
 
 from __future__ import annotations

@@ -306,7 +306,7 @@ def test_many_instance_ids_are_kept_arrow_backed_and_read_back_as_the_same_strin
     monkeypatch,
 ):
     """From ``COMPACT_IDS`` instances on, ``CrowdData.instances`` holds no Python string per
-    ID (issue 14: 138 MB at 2M IDs, alive through every sweep); ``id_array`` gives them back."""
+    ID (those cost 138 MB at 2M IDs, alive through every sweep); ``id_array`` gives them back."""
     import ordmix_core.data.coding as coding
     import ordmix_core.data.coding as data_mod
 

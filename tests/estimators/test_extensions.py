@@ -1,4 +1,4 @@
-"""Issue 11's extensions: annotator bias, learned spam distributions, gold items, model=.
+"""The model's extensions: annotator bias, learned spam distributions, gold items, model=.
 
 The numpy reference and the fused kernel agree with each extension alone and combined; the
 bound never decreases (hypothesis, every granularity); the new bound terms equal an

@@ -71,7 +71,7 @@ def test_every_default_is_valid():
     OrdinalMixture()._check_params(5)
 
 
-# the Python API cases of issue 13, and the class each stands for
+# bad parameters through the Python API, each standing for a class of bad values
 BAD_PARAMS = [
     ({"tol": None}, "tol must be a number >= 0, not None"),
     ({"tol": -1}, "tol must be a number >= 0"),
@@ -289,8 +289,8 @@ def test_warm_start_option():
     assert to_estimator_kwargs(args)["init_from"] == "prev"
 
 
-# --- each kind of value: what its message says it accepts is what it accepts (issue 16's
-# mutation run: these pin the messages, the boundaries and the parsers of every kind)
+# --- each kind of value: what its message says it accepts is what it accepts (these pin the
+# messages, the boundaries and the parsers of every kind, so that a mutation fails a test)
 
 
 def _message(kind, value) -> str:

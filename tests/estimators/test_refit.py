@@ -242,7 +242,7 @@ def _reach(model: OrdinalMixture, target: float, tol: float) -> int | None:
 
 @pytest.mark.slow
 def test_trec_refit_after_late_ratings_reaches_the_scratch_bound_in_30_percent(trec_refit):
-    """The issue's claim: the refit (its race, every sweep counted) reaches the bound of
+    """The 30% target: the refit (its race, every sweep counted) reaches the bound of
     today's fit from scratch within tol in at most 30% of that fit's sweeps (all restarts, all
     stages). It then runs on until the stopping rule's estimate criterion holds, which can
     cost more sweeps than the fit from scratch did (docs/benchmarks.md, "Daily refits")."""
@@ -256,8 +256,8 @@ def test_trec_refit_after_late_ratings_reaches_the_scratch_bound_in_30_percent(t
 
 @pytest.mark.slow
 def test_trec_refit_ends_within_30_percent_of_the_scratch_sweeps(trec_refit):
-    """Issue 12's claim taken for the whole refit: every sweep of every start until it stops
-    (issue 15's rule), at its bound or above. Measured: 106 of 513 (21%), 17.7 nats above,
+    """The 30% target taken for the whole refit: every sweep of every start until it stops
+    (bound and estimates), at its bound or above. Measured: 106 of 513 (21%), 17.7 nats above,
     with the exact eps step; it reaches the scratch bound after 8. Before the step it was 268
     of 512 (52%, the test asked 60%) with the estimates' rule held for 4 windows, 136 of 488
     (28%) held for 2 with the annotator flips, 155 of 641 (24%) before them. (With the paper's
@@ -356,7 +356,7 @@ def test_a_refit_of_the_same_ratings_starts_at_the_extended_optimum(biased_crowd
 
 
 def test_a_refit_after_10_percent_new_ratings_reaches_the_scratch_bound_in_30_percent():
-    """The issue's claim on a small simulated crowd (bias, favourite-answer spammers): a random
+    """The 30% target on a small simulated crowd (bias, favourite-answer spammers): a random
     10% of the ratings arrives late. The refit's race reaches the bound of a fit from scratch
     within tol in at most 30% of that fit's sweeps (every restart, every stage, both sides);
     yesterday's start alone (``n_restarts=1``) keeps yesterday's optimum, 8.8 below. Not every

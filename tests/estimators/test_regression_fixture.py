@@ -7,7 +7,7 @@ items) and of the simulated demo crowd (defaults, seed 0), made with numba pinne
 thread; the fits here pin it the same way.
 
 Tolerances. On one machine the fit is bit-for-bit repeatable, but the result depends on the
-floating-point summation order (issue 15): changing ``NUMBA_NUM_THREADS`` from 1 to 2 (which
+floating-point summation order: changing ``NUMBA_NUM_THREADS`` from 1 to 2 (which
 changes how the fused sweep chunks its sums) moved, measured on the code the fixture was
 made from:
 
@@ -23,10 +23,10 @@ sum of estimates (abs)      0.13          7.7e-7
 sum of sd (abs)             0.39          2.4e-6
 ==========================  ============  ==============
 
-The schedule and the stopping rule changed with issue 15 (a shared warm-up, halving down to
-two, the relative bound change and the items' remaining change); the fit here asks for the
-old ones through options (``OLD_RULES``), so the paper's model keeps giving its earlier
-results.
+The default schedule and stopping rule are not the ones the fixture was made with (now a
+shared warm-up, halving down to two, the relative bound change and the items' remaining
+change); the fit here asks for the fixture's through options (``OLD_RULES``), so the paper's
+model keeps giving its earlier results.
 
 Another machine (another libm, another SIMD width) changes rounding the same way, so the
 tolerances below are these spreads times about 2 (``TOL``); a change of the model, the
@@ -61,7 +61,7 @@ TOL = {
 
 def OLD_RULES(lower_bound: float) -> dict:  # noqa: N802 - a constant's role
     """The options that give the schedule and stopping rule the fixture was made with
-    (before issue 15): a warm-up per restart and halving down to one (``per-restart``), the
+    (the earlier ones): a warm-up per restart and halving down to one (``per-restart``), the
     bound alone deciding convergence (``tol_estimate=0``) at ``|dF| < 0.1`` absolute, which
     the relative ``tol`` expresses at the stored final bound (the bound moves by well under
     1% over a fit's sweeps, so no stop moves by a sweep: the fixture matches as before)."""
@@ -87,8 +87,8 @@ def test_fit_matches_stored_fixture(name: str, one_numba_thread) -> None:
     tol = TOL[name]
     ratings = read_ratings(ROOT / stored["data"])
     # restarts in this thread (n_jobs=1 changes no result), where numba is pinned to 1 thread;
-    # the fixture was made with the paper's model, the default before issue 11, and the
-    # schedule and stopping rule before issue 15 (``OLD_RULES``)
+    # the fixture was made with the paper's model, the per-restart schedule and the bound
+    # alone as stopping rule (``OLD_RULES``)
     params = {"model": "paper", **OLD_RULES(stored["lower_bound"]), **stored["params"]}
     m = OrdinalMixture(**params, n_jobs=1).fit(ratings)
 

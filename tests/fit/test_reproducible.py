@@ -1,4 +1,4 @@
-"""Issue 15: a stopping rule that means converged, one meaning of max_iter, and what the
+"""A stopping rule that means converged, one meaning of max_iter, and what the
 near-tied restarts disagree on (the ensemble). Thread independence: ``test_vb.py``.
 
 The stopping rule (``stopping.converged``): the bound's relative change below ``tol`` AND the
@@ -105,7 +105,7 @@ def _another_cpu() -> dict[str, str]:
 
 @pytest.mark.slow
 def test_the_default_fit_of_trec_writes_the_same_bytes_on_any_thread_count_or_cpu(tmp_path) -> None:
-    """Issue 15: ``ordmix fit`` of TREC RF10 (the default fit, seed 0) writes the same
+    """``ordmix fit`` of TREC RF10 (the default fit, seed 0) writes the same
     items.csv and annotators.csv, byte for byte, in a process whose numba pool has one thread,
     in one whose pool has two, and in one that runs as another CPU would (``_another_cpu``).
     The sweeps' sums run over chunks fixed by the data's size and are combined in a fixed
@@ -289,7 +289,7 @@ def test_the_rule_holds_long_enough_to_see_a_decay_turn_into_growth(monkeypatch)
 
 def test_tol_estimate_zero_is_the_bound_alone(crowd) -> None:
     """tol_estimate=0: a restart stops at the first sweep whose relative bound change is
-    below tol (the rule before issue 15), never later than with the estimates' rule."""
+    below tol (the bound alone decides), never later than with the estimates' rule."""
     kw = dict(n_restarts=1, random_state=0, model="paper")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -451,7 +451,7 @@ def test_the_default_fit_of_trec_marks_what_its_still_moving_annotators_decide(
 
 def test_a_stopped_fit_does_not_say_restarts_were_behind(crowd) -> None:
     """After a Stop the reason says the fit was stopped, which restarts were running, and
-    that halving (not the bound at the end) pruned the others (issue 12's finding)."""
+    that halving (not the bound at the end) pruned the others."""
     calls = []
 
     def stop_after(restart, iteration, f):

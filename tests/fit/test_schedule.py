@@ -127,7 +127,7 @@ def test_warm_start_kinds_and_stages(crowd) -> None:
     own = OrdinalMixture("query", n_restarts=3, schedule="per-restart", random_state=0).fit(crowd)
     r = own.restarts_
     for i in range(3):
-        # the schedule before issue 15: every restart its own warm-up
+        # the per-restart schedule: every restart its own warm-up
         assert r.loc[i, "warmup_iter"] == len(_trace(own, i, "nospam")) > 0
         assert r.loc[i, "shared_iter"] == 0
     cold = OrdinalMixture("query", n_restarts=3, nospam_warmup=False, random_state=0).fit(crowd)
@@ -278,7 +278,7 @@ def test_pruning_does_not_turn_a_healthy_fit_into_a_collapsed_one(guarded) -> No
     """Successive halving ranks unfinished restarts by bound, which favours the ones heading
     for the all-spam solution: here it drops all three restarts that end healthy. With the
     shared schedule the pruned ones are resumed when every kept one collapsed, so the fit
-    is as healthy as without pruning; the schedule before issue 15 returned a collapsed
+    is as healthy as without pruning; the per-restart schedule returns a collapsed
     answer (kept below, as the case this guards against)."""
     df, kw = guarded
     full = OrdinalMixture("global", **kw).fit(df)

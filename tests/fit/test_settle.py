@@ -197,7 +197,7 @@ def test_advance_goes_on_from_a_settled_stop_in_the_mixture_only() -> None:
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_the_default_fit_settles_only_with_the_exact_eps_step(monkeypatch) -> None:
     """The default (learned spam distribution, shared schedule) asks at its finalists' stops;
-    the paper's model and the schedule before issue 15 never (their fits are unchanged)."""
+    the paper's model and the per-restart schedule never (their fits are unchanged)."""
     calls = []
     real = settle.settle_items
 

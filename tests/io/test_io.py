@@ -204,7 +204,7 @@ def _dup_rating_parquet() -> bytes:
 _LIKERT = b"".join(b"w%d,t%d,%d\n" % (i, i // 2, i % 5 + 1) for i in range(9))
 _LONG = "x" * 1_100_000  # past MAX_CELL_CHARS (a 200,000-character ID is read)
 
-#: issue 13's misleading messages and silent garbage, reader side: (what, file name, content,
+#: bad inputs with clear messages, no silent garbage, reader side: (what, file name, content,
 #: substrings of the message). Raised by ``read_ratings`` or, for what needs every rating
 #: (an inferred scale, queries), by ``prepare`` on its result (``ordmix fit`` runs both).
 ROUND_TWO: list[tuple[str, str, bytes, list[str]]] = [

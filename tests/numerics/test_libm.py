@@ -1,4 +1,4 @@
-"""``libm``: numpy's elementwise functions with the C library's results on any CPU (issue 15)."""
+"""``libm``: numpy's elementwise functions with the C library's results on any CPU."""
 
 from __future__ import annotations
 

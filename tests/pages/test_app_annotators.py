@@ -67,7 +67,7 @@ def test_flags_with_their_evidence_in_three_groups():
         assert words in captions
     labels = [d.label for d in at.get("download_button")]
     assert labels == ["Download review.csv", "Download annotators.csv"]
-    # unstable and still_moving (issue 15) are columns of every group, explained in the
+    # unstable and still_moving are columns of every group, explained in the
     # caption, with the fit's own values
     assert "Still moving: their reliability was still changing when the fit stopped" in captions
     assert "Unstable: answers the data support about as well" in captions

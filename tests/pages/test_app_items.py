@@ -83,7 +83,7 @@ def test_search_and_sort():
 
 
 def test_unstable_only_shows_what_the_near_tied_restarts_disagree_on():
-    """The toggle keeps the items the fit's ensemble marks unstable (issue 15); the table
+    """The toggle keeps the items the fit's ensemble marks unstable; the table
     carries their spread."""
     at = demo_and_fit()
     at.switch_page("pages/items.py").run()

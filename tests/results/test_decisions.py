@@ -332,7 +332,8 @@ def test_decisions_for_any_fit(crowd, spam):
 def trec():
     ratings = pd.read_csv(ROOT / "demo_data" / "trec-rf10-ratings.csv", dtype=str)
     # the paper's model, whose TREC fit these tests describe (many items without truth weight,
-    # many annotators below 0.5 reliability); the extended default (issue 11) leaves far fewer
+    # many annotators below 0.5 reliability); the extended default (annotator bias, learned
+    # spam distribution) leaves far fewer
     m = _fit(ratings, n_restarts=2, model="paper")
     return m, m.items_.join(D.item_decisions(m)), m.annotators_.join(reliability.annotator_flags(m))
 

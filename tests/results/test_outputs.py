@@ -41,7 +41,7 @@ MODEL_ANN_COLUMNS = [
     "reliability_spread",
     "unstable",
     "still_moving",
-]  # fmt: skip  (bias: the extended default; then the ensemble's and still_moving, issue 15)
+]  # fmt: skip  (bias: the extended default; then the ensemble's columns and still_moving)
 
 
 @pytest.fixture(scope="module")
@@ -255,8 +255,8 @@ def test_json_default() -> None:
     assert outputs._json_default(object) == "<class 'object'>"
 
 
-# --- every field of the schema with its value (issue 16's mutation run of outputs.py): each
-# expected value is computed here from the function's inputs, not read back from outputs.py
+# --- every field of the schema with its value, so that a mutation of outputs.py fails a test:
+# each expected value is computed here from the function's inputs, not read back from outputs.py
 
 
 def test_items_frame_with_query_and_gold() -> None:
@@ -432,7 +432,7 @@ def test_summary_json_has_every_field_with_the_models_values(schema_model, tmp_p
         "interrupted": m.interrupted_,
         "warnings": list(m.warnings_),
         "seconds": round(m.seconds_, 3),
-        # what the near-tied restarts disagree on (issue 15), counted from the frames
+        # what the near-tied restarts disagree on, counted from the frames
         "unstable_items": int(m.items_["unstable"].sum()),
         "unstable_annotators": int(m.annotators_["unstable"].sum()),
         "still_moving_annotators": int(m.annotators_["still_moving"].sum()),
@@ -692,7 +692,7 @@ def test_formula_like_ids_are_protected_in_every_id_column(tmp_path) -> None:
     assert cats["category"].str.startswith("'@").all()
 
 
-# --------------------------------------------------------------------------- stability (issue 15)
+# --------------------------------------------------------------------------- stability
 def _nearest(x: float, values: list[float]) -> int:
     return min(range(len(values)), key=lambda k: (abs(x - values[k]), k))
 

@@ -211,7 +211,7 @@ def test_far_tail_matches_exponential_asymptotics(side: float) -> None:
 @pytest.mark.parametrize("temp_usable", [True, False])
 def test_import_and_version_without_a_writable_cache(tmp_path, temp_usable: bool) -> None:
     """A read-only install without a home folder: numba cannot cache next to the package nor
-    in the user's cache. Importing still works (issue 13): the kernels are cached in a private
+    in the user's cache. Importing still works: the kernels are cached in a private
     folder of the temp folder, or, when that is not possible either, compiled in memory.
 
     (Folders are blocked by a regular file standing where a folder must be made, which stops

@@ -154,9 +154,9 @@ def test_inverse_digamma_to_the_last_digits(y) -> None:
     assert inverse_digamma(y) == pytest.approx(want, rel=1e-13, abs=0)
 
 
-# --- issue 11's extensions and the array helpers, each against a computation that shares no
-# code with updates.py (the mutation run of issue 16 showed the fused-vs-numpy comparison
-# cannot see these: both sweeps call the same function)
+# --- the extensions (annotator bias, learned spam distributions) and the array helpers, each
+# against a computation that shares no code with updates.py (a mutation run showed the
+# fused-vs-numpy comparison cannot see these: both sweeps call the same function)
 
 
 @pytest.mark.parametrize("y", [-60.0, -20.0, -2.3, -2.22, -2.2, -0.5, 0.0, 1.0, 5.0, 30.0])
