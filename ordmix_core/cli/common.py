@@ -105,10 +105,10 @@ OUTPUTS_DOC = "docs/outputs.md"
 def fit_report(
     model: object, summary: dict, out: str, files: list[str], engine: str = ""
 ) -> list[str]:
-    """The closing lines of ``ordmix fit``: the items' labels, what the gold did to them (with
-    ``--gold``), the annotators' flags and the share of ratings treated as spam, and what was
-    written where, in how long (``engine`` named after the time when it is not the in-memory
-    one)."""
+    """The closing lines of ``ordmix fit``: the items' labels, which model they come from (when
+    the held-out ratings chose it), what the gold did to them (with ``--gold``), the
+    annotators' flags and the share of ratings treated as spam, and what was written where, in
+    how long (``engine`` named after the time when it is not the in-memory one)."""
     dec = summary.get("decisions", {})
     items, ann = dec.get("items", {}), dec.get("annotators", {})
     lines = [
@@ -116,6 +116,9 @@ def fit_report(
         f"confidently, {items.get('uncertain', 0):,} uncertain, "
         f"{items.get('undetermined', 0):,} undetermined (a tie, or too few ratings)"
     ]
+    chose = (summary.get("model_choice") or {}).get("label_choice")
+    if chose:
+        lines.append(f"ordmix: {chose['why']}")
     taught = (summary.get("model_choice") or {}).get("gold_labels")
     if taught:
         lines.append(f"ordmix: gold: {taught}")

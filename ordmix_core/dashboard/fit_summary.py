@@ -88,7 +88,8 @@ def model_line(model: OrdinalMixture) -> str:
     The sentence says what the default (``model="extended"``) adds to the paper's model (its
     difficulty prior too, when not the paper's), the learned spread of the annotators' biases
     and the spammers' answer distribution, and, when the fit decided its spam component from
-    the evidence (``model_["spam_choice"]``), which way and why.
+    the evidence (``model_["spam_choice"]``) or its labels' model from held-out ratings
+    (``model_["label_choice"]``), which way and why.
     """
     d = getattr(model, "model_", None) or {}
     if d.get("model") == "paper":
@@ -129,7 +130,9 @@ def model_line(model: OrdinalMixture) -> str:
         learned.append(d["gold_labels"])
     choice = d.get("spam_choice")
     text += f" (learned: {'; '.join(learned)})" if learned else ""
-    return text + (f". Spam component: {choice['why']}" if choice else "")
+    text += f". Spam component: {choice['why']}" if choice else ""
+    labels = d.get("label_choice")
+    return text + (f". Labels: {labels['why']}" if labels else "")
 
 
 def no_spam_note(model: OrdinalMixture) -> str:

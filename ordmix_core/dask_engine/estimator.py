@@ -185,11 +185,11 @@ class DaskOrdinalMixture(OrdinalMixture):
                 "init_from (a warm start from an earlier fit) works with the in-memory "
                 "OrdinalMixture only"
             )
-        if self.labels == "confusion":
+        if self.labels in ("confusion", "choose"):
             raise InputError(
-                "labels='confusion' (the ordinal confusion model's labels) works with the "
-                "in-memory engine only; this engine's labels come from the continuous posterior "
-                "(drop --labels, or fit without --engine dask)"
+                f"labels={self.labels!r} (the ordinal confusion model's labels, or a choice "
+                "that needs them) works with the in-memory engine only; this engine's labels "
+                "come from the continuous posterior (drop --labels, or fit without --engine dask)"
             )
         t0 = time.perf_counter()
         # spam=None: the in-memory engine decides from per-rating evidence that stays on the

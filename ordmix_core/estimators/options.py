@@ -232,18 +232,23 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "labels",
-        OptionalChoice(("confusion", "continuous")),
+        OptionalChoice(("choose", "confusion", "continuous")),
         "how each item's label and level probabilities are decided: confusion (a second "
         "model of the same ratings whose truth is one of the levels, with an ordinal confusion "
-        "matrix per annotator, each rating counting for the chance that it is not spam: the "
-        "labels a manager ships) or continuous (the level intervals "
-        "of the item's posterior value, as the paper) (default: as --model says)",
+        "matrix per annotator, each rating counting for the chance that it is not spam), "
+        "continuous (the level intervals of the item's posterior value, as the paper) or choose "
+        "(the continuous posterior's levels when the continuous model predicts each rating from "
+        "the others clearly better than the confusion model, else the confusion model's) "
+        "(default: as --model says)",
         "Labels from",
         widget="none",
         flag="--labels",
-        metavar="confusion|continuous",
+        metavar="choose|confusion|continuous",
         in_compare=False,
-        doc=("``results.label_model``; the Dask engine's labels are the continuous ones."),
+        doc=(
+            "``results.label_model``, ``results.label_choice``; the Dask engine's labels are "
+            "the continuous ones."
+        ),
     ),
     Option(
         "updates",

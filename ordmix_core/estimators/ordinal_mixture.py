@@ -47,10 +47,10 @@ from ..data.crowd import CrowdData, prepare
 from ..data.scale import Scale
 from ..errors import CollapseWarning, ConvergenceWarning, InputError
 from ..fit import acceleration, restarts, schedule, selection, settle
-from ..results import decisions, label_model, label_rules, outputs, reliability
+from ..results import decisions, outputs, reliability
 from ..vb import kernels, phases
 from ..vb import sweep as vb
-from . import option_frontends, option_kinds, options, refit
+from . import level_fit, option_frontends, option_kinds, options, refit
 from .base import CrowdEstimator
 from .engine_steps import EngineSteps
 from .learned import Learned, StoresLearned
@@ -81,7 +81,7 @@ MODELS = {
         "phi": 2.0,
         "eta": 1.0,
         "choose_spam": True,
-        "labels": "confusion",
+        "labels": "choose",
     },
 }
 
@@ -278,7 +278,7 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
                 self.spam_ = False
                 warn = self._fit_data(data, gold_m, rng, callback, t0)
             self.model_["spam_choice"] = spam_choice(spam_fit, self)
-        # 5. the labels: the ordinal confusion model on the same ratings (results.label_model)
+        # 5. the labels: the continuous posterior's or the ordinal confusion model's levels
         self._fit_levels(data, gold_m)
         _emit(warn)
         return self
@@ -314,37 +314,8 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
         return MODELS[self.model]["labels"] if self.labels is None else self.labels
 
     def _fit_levels(self, data: CrowdData, gold_m: np.ndarray | None) -> None:
-        """Set ``level_proba_`` (M, K): each item's level probabilities from the ordinal
-        confusion model (``label_model``), fitted to the same ratings (and gold), each rating
-        counting for its ``omega_`` (the chance that it came from the truth, not spam; 1
-        without the spam component), with gold moved by what it teaches (``gold_map``, read
-        from the gold items' own ratings: ``settle.own_ratings``), and
-        ``items_["clear_majority"]`` (the level of an item no flagged annotator rated whose
-        ratings give one level at least ``label_rules.CLEAR_MAJORITY`` of the time, as labels
-        give levels, else missing: its label whatever the model says); None and no column
-        when labels come from the continuous posterior (``labels="continuous"``) or the fit
-        was stopped. ``model_["labels"]`` says which."""
-        self.level_proba_ = None
-        own, self._gold_own = getattr(self, "_gold_own", None), None  # used once, not kept
-        self.model_["labels"] = self._label_model()
-        if self._label_model() != "confusion" or self.interrupted_:
-            self.model_["labels"] = "continuous"
-            return
-        gold = None if gold_m is None else label_model.gold_levels(gold_m, data.scale.values)
-        flags = reliability.annotator_flags(self)
-        self.annotator_flags_ = flags  # the fit's own flags: the outputs reuse them
-        flagged = (flags["flag"] == "unreliable").to_numpy()[data.ann]
-        clear = label_rules.clear_majority(
-            data.inst, data.level, flagged, data.n_instances, data.scale.k
-        )
-        self.items_["clear_majority"] = decisions.clear_majority_column(clear, data.scale.values)
-        estimate, own_omega = own if gold is not None and own is not None else (None, None)
-        self.level_proba_, fit = label_model.level_posterior(
-            data.ann, data.inst, data.level, data.n_annotators, data.n_instances, data.scale.k,
-            gold=gold, weight=self.omega_ if self.spam_ else None, estimate=estimate,
-            own_weight=own_omega if self.spam_ else None,
-        )  # fmt: skip
-        self.model_["gold_labels"] = fit.taught and fit.taught.describe()  # None: no gold
+        """``level_proba_``, ``items_["clear_majority"]`` and the flags: ``level_fit``."""
+        level_fit.fit_levels(self, data, gold_m, self._label_model())
 
     def _chooses_spam(self) -> bool:
         """Whether this fit decides the spam component from the evidence (``spam=None`` and a

@@ -72,6 +72,7 @@ def test_fit_writes_every_output(files, capsys):
 def test_fit_with_gold_says_what_the_gold_did_to_the_labels(files, capsys):
     out = files / "out-gold"
     argv = ["fit", str(files / "r.csv"), "--out", str(out), "--restarts", "1"]
+    argv += ["--labels", "confusion"]  # the gold map is the confusion model's
     assert main([*argv, "--gold", str(files / "gold.csv")]) == 0
     said = json.loads((out / "summary.json").read_text())["model_choice"]["gold_labels"]
     err = capsys.readouterr().err.splitlines()
@@ -404,10 +405,12 @@ def test_fit_progress_and_closing_line(files, tmp_path):
     assert rc == 0
     assert len([e for e in err if " started (" in e]) == 4
     assert sorted(os.listdir(tmp_path / "o")) == sorted(FIT_FILES)
-    # three closing lines: the items' labels, the annotators' flags, what was written where
+    # four closing lines: the items' labels, which model they come from and why, the
+    # annotators' flags, what was written where
     summary = json.loads((tmp_path / "o" / "summary.json").read_text())
     items, ann = summary["decisions"]["items"], summary["decisions"]["annotators"]
-    assert err[-3] == (
+    assert err[-3] == f"ordmix: {summary['model_choice']['label_choice']['why']}"
+    assert err[-4] == (
         f"ordmix: {summary['n_instances']:,} items: {items['confident']:,} labelled "
         f"confidently, {items['uncertain']:,} uncertain, {items['undetermined']:,} "
         "undetermined (a tie, or too few ratings)"

@@ -311,8 +311,8 @@ def test_summary_says_what_the_gold_did_to_the_labels(demo, share):
     """All 300 gold items are enough for gold_map's map of 60 weights (5 levels), every 5th
     (60 items) only calibrates; the summary line says which, as ``model_["gold_labels"]``."""
     gold = demo.gold.iloc[::share]
-    m = OrdinalMixture(n_restarts=1, random_state=0).fit(demo.ratings, gold=gold)
-    line = model_line(m)
+    m = OrdinalMixture(n_restarts=1, random_state=0, labels="confusion")
+    line = model_line(m.fit(demo.ratings, gold=gold))
     assert f"{len(gold)} gold items anchored the fit" in line
     assert m.model_["gold_labels"] in line
     taught = "taught every other item's label" in line

@@ -534,14 +534,15 @@ def test_clear_majority_column_is_a_level_or_missing():
 
 
 def test_level_probabilities_count_each_rating_by_its_omega():
-    """The default's level probabilities are the confusion model fitted with each rating
-    counting for its omega (the chance it came from the truth, not spam); without the spam
-    component every rating counts 1."""
+    """The confusion model's level probabilities are fitted with each rating counting for
+    its omega (the chance it came from the truth, not spam); without the spam component every
+    rating counts 1."""
     crowd = simulate_crowd(n_items=120, n_annotators=12, spammer_share=0.4, random_state=6)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        m = OrdinalMixture("query", n_restarts=2, random_state=0).fit(crowd.ratings)
-        plain = OrdinalMixture("query", n_restarts=2, spam=False, random_state=0)
+        kw = {"n_restarts": 2, "random_state": 0, "labels": "confusion"}
+        m = OrdinalMixture("query", **kw).fit(crowd.ratings)
+        plain = OrdinalMixture("query", spam=False, **kw)
         plain.fit(crowd.ratings)
     d = m.data_
     args = (d.ann, d.inst, d.level, d.n_annotators, d.n_instances, d.scale.k)

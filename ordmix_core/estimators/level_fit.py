@@ -1,0 +1,114 @@
+"""The items' level probabilities of an in-memory fit: which model they come from, and the
+clear majorities of trusted raters that decide a label whatever the model says.
+
+``fit_levels(model, data, gold_m)`` runs after the continuous fit (``OrdinalMixture.fit``'s
+last step) and sets ``level_proba_``, ``items_["clear_majority"]``, ``annotator_flags_`` and
+``model_["labels"]`` (plus ``model_["label_choice"]`` when the labels were chosen, and
+``model_["gold_labels"]`` when gold taught them). The model math is in
+``results.label_model`` (the ordinal confusion model), ``results.label_choice`` (the choice
+from held-out ratings) and ``results.decisions`` (the continuous posterior's levels).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..data.crowd import CrowdData
+from ..numerics import libm
+from ..results import decisions, label_choice, label_model, label_rules, reliability
+
+
+def fit_levels(model: Any, data: CrowdData, gold_m: np.ndarray | None, mode: str) -> None:
+    """Set ``model.level_proba_`` (M, K) and what goes with it (see the module).
+
+    ``mode``: ``"confusion"`` (the ordinal confusion model, each rating counting for its
+    ``omega_``, with gold moved by what it teaches: ``gold_map``, read from the gold items' own
+    ratings, ``settle.own_ratings``), ``"choose"`` (the continuous posterior's levels when the
+    held-out ratings say the continuous model predicts them clearly better, else as
+    ``"confusion"``: ``label_choice``) or ``"continuous"`` (no level probabilities here: the
+    decisions take the continuous posterior's, with its credible interval). None and no column
+    when the fit was stopped. ``items_["clear_majority"]``: the level of an item no flagged
+    annotator rated whose ratings give one level at least ``label_rules.CLEAR_MAJORITY`` of the
+    time, else missing (its label whatever the model says); never a gold item's (its label is
+    its gold)."""
+    model.level_proba_ = None
+    own, model._gold_own = getattr(model, "_gold_own", None), None  # used once, not kept
+    model.model_["labels"] = mode
+    model.model_["gold_labels"] = None  # what gold did to the labels: set below when given
+    if mode == "continuous" or model.interrupted_:
+        model.model_["labels"] = "continuous"
+        return
+    gold = None if gold_m is None else label_model.gold_levels(gold_m, data.scale.values)
+    flags = reliability.annotator_flags(model)
+    model.annotator_flags_ = flags  # the fit's own flags: the outputs reuse them
+    flagged = (flags["flag"] == "unreliable").to_numpy()[data.ann]
+    clear = label_rules.clear_majority(
+        data.inst, data.level, flagged, data.n_instances, data.scale.k
+    )
+    if gold is not None:  # a gold item's label is its gold, whatever its raters say
+        clear = np.where(gold >= 0, -1, clear)
+    model.items_["clear_majority"] = decisions.clear_majority_column(clear, data.scale.values)
+    args = (data.ann, data.inst, data.level, data.n_annotators, data.n_instances, data.scale.k)
+    plain = None
+    if mode == "choose":
+        plain = label_model.fit_levels(*args)  # every rating counts 1: a model of all of them
+        choice = choose(model, data, plain)
+        model.model_["label_choice"] = choice.as_dict()
+        model.model_["labels"] = choice.labels
+        if choice.labels == "continuous":
+            items = model.items_
+            model.level_proba_ = decisions.level_probabilities(
+                items["estimate"].to_numpy(float),
+                items["sd"].to_numpy(float),
+                np.asarray(model.hyperparams_["thresholds"], dtype=float),
+            )
+            if gold is not None:
+                model.model_["gold_labels"] = (
+                    f"{int((gold >= 0).sum()):,} gold items anchored the continuous fit, whose "
+                    "posterior gives the labels (the held-out ratings chose it): they set their "
+                    "raters' parameters, and no map from evidence to level is learned"
+                )
+            return
+        model.model_["labels"] = "confusion"
+    if plain is not None and gold is None and not model.spam_:  # the same fit: no weights
+        model.level_proba_ = plain.q
+        return
+    estimate, own_omega = own if gold is not None and own is not None else (None, None)
+    model.level_proba_, fit = label_model.level_posterior(
+        *args, gold=gold, weight=model.omega_ if model.spam_ else None, estimate=estimate,
+        own_weight=own_omega if model.spam_ else None,
+    )  # fmt: skip
+    model.model_["gold_labels"] = fit.taught and fit.taught.describe()  # None: no gold
+
+
+def choose(model: Any, data: CrowdData, plain: label_model.LevelFit) -> label_choice.LabelChoice:
+    """``label_choice.choose`` for a fitted in-memory model and its unweighted confusion fit
+    ``plain``: every rating predicted from the others by each model."""
+    ann = model.annotators_
+    k = data.scale.k
+    if model.spam_ and model.spam_distributions_ is not None:
+        spam_table = model.spam_distributions_.iloc[:, :k].to_numpy(dtype=float)
+    else:
+        pi = np.asarray(model.hyperparams_["pi"], dtype=float)
+        spam_table = np.broadcast_to(pi, (data.n_annotators, k))
+    bias_sd = ann["bias_sd"].to_numpy(dtype=float)
+    per_annotator = {
+        "expertise": ann["expertise"].to_numpy(dtype=float),
+        "reliability": ann["reliability"].to_numpy(dtype=float),
+        "bias": ann["bias"].to_numpy(dtype=float),
+        "bias_var": bias_sd * bias_sd,
+    }
+    hyper = dict(model.hyperparams_, spam_table=spam_table)
+    sums = label_choice.held_out_sums(
+        data,
+        model.omega_,
+        per_annotator,
+        model.categories_["difficulty"].to_numpy(dtype=float),
+        model.items_["estimate"].to_numpy(dtype=float),
+        hyper,
+        plain.q,
+        libm.log(plain.confusion),
+    )
+    return label_choice.choose(sums, len(data.ann))

@@ -1,0 +1,199 @@
+"""Which model's level probabilities to ship, chosen from the ratings alone.
+
+Two models of the same ratings give each item's level probabilities: the continuous fit
+(the truth a value on the scale, its level the interval it falls in) and the ordinal
+confusion model (``label_model``: the truth one of the levels). Neither wins everywhere. On
+TREC, Web and Snow the confusion model's labels are far better (TREC 0.47 against 0.64); on
+crowds whose truth is a value and whose raters are lenient or strict (the simulated ones) the
+confusion model explains an in-between item as a neighbouring level seen by a lenient or a
+strict rater, its class prior zig-zags over the levels, and the continuous labels are better
+by 0.08-0.11 (``docs/results.md``).
+
+The choice: each model predicts every rating from the others (leave one rating out, each
+model's parameters held: the item's posterior without the rating, then the model's chance of
+the rating's level), and the continuous labels are shipped only when the continuous model
+predicts the held-out ratings clearly better: its mean log predictive per rating above the
+confusion model's by more than ``Z_MIN`` standard errors of the per-rating differences;
+otherwise the confusion model's. The confusion model here is the unweighted one (every rating
+counts 1): it is a model of every rating, spam included, as the continuous model is with its
+spam component, so that both predict the same ratings.
+
+All functions are pure array functions over ratings ``(L,)``, items ``(M,)`` and annotators
+``(N,)``; the estimator orchestrates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..numerics import libm
+from ..numerics.fixed_order import last_sum
+from ..numerics.truncnorm import tn_log_z, tn_stats
+from .reliability import leave_one_out
+
+#: the continuous labels are shipped when the continuous model predicts the held-out ratings
+#: better by more than this many standard errors of the per-rating differences
+Z_MIN = 2.0
+#: ratings per chunk of the held-out predictive (no per-rating temporary above a chunk's size)
+CHUNK = 1 << 20
+#: a predictive probability below this counts as this (log 0 is -inf)
+FLOOR = 1e-300
+
+
+def continuous_log_predictive(
+    level: np.ndarray,
+    mean: np.ndarray,
+    prec: np.ndarray,
+    rho: np.ndarray,
+    bias: np.ndarray,
+    bias_var: np.ndarray,
+    eps: np.ndarray,
+    spam_p: np.ndarray,
+    thresholds: np.ndarray,
+) -> np.ndarray:
+    """Log chance of each rating's level under the continuous model, from the others; (L,).
+
+    ``level`` (L,) level index; ``mean``, ``prec`` (L,): the item's posterior without the
+    rating (``reliability.leave_one_out``); ``rho`` (L,) the rating's precision E[tau] E[delta];
+    ``bias``, ``bias_var`` (L,) its annotator's bias mean and variance (0 without the bias);
+    ``eps`` (L,) its annotator's chance of rating from the truth; ``spam_p`` (L,) the spam
+    distribution's chance of its level. A truthful rating is ``x ~ N(z + b, 1/rho)``, so ``x ~
+    N(mean + bias, 1/prec + 1/rho + bias_var)``, its level's chance normalised over the scale's
+    range ``[b_0, b_K)`` (``thresholds`` (K+1,)).
+    """
+    t = np.asarray(thresholds, dtype=float)
+    s2 = 1.0 / (1.0 / prec + 1.0 / rho + bias_var)
+    centre = mean + bias
+    log_in = tn_log_z(t[level], t[level + 1], centre, s2)
+    log_on = tn_log_z(np.full_like(centre, t[0]), np.full_like(centre, t[-1]), centre, s2)
+    truth = libm.exp(log_in - log_on)
+    return libm.log(np.maximum(eps * truth + (1.0 - eps) * spam_p, FLOOR))
+
+
+def confusion_log_predictive(
+    q: np.ndarray, log_p: np.ndarray, annotator: np.ndarray, instance: np.ndarray, level: np.ndarray
+) -> np.ndarray:
+    """Log chance of each rating's level under the confusion model, from the others; (L,).
+
+    ``q`` (M, K) each item's level posterior from all its ratings, ``log_p`` (N, K, K) the
+    annotators' log P(rating k | truth c). Without the rating the item's posterior is
+    ``q(c) / P(k | c)`` renormalised (the rating's factor divided out); the rating's chance is
+    then ``sum_c q_without(c) P(k | c)``.
+    """
+    lp = log_p[annotator, :, level]  # (L, K)
+    cavity = libm.log(np.maximum(q[instance], FLOOR)) - lp
+    top = cavity.max(axis=1, keepdims=True)
+    w = libm.exp(cavity - top)
+    return libm.log(np.maximum(last_sum(w * libm.exp(lp)), FLOOR)) - libm.log(last_sum(w))
+
+
+@dataclass(frozen=True)
+class LabelChoice:
+    """What the held-out ratings said: ``labels`` (``"continuous"`` or ``"confusion"``), the
+    mean log predictive per rating of each model, their difference (continuous minus
+    confusion), its standard error and ``z`` = difference / standard error."""
+
+    labels: str
+    continuous: float
+    confusion: float
+    difference: float
+    std_error: float
+    z: float
+
+    def describe(self) -> str:
+        """One sentence: which labels and why (``model_["label_choice"]["why"]``)."""
+        better = "better" if self.difference > 0 else "worse"
+        said = (
+            f"the continuous model predicts each rating from the others {better} than the "
+            f"confusion model ({self.difference:+.4f} nats a rating, {self.z:+.1f} standard "
+            f"errors)"
+        )
+        if self.labels == "continuous":
+            return (
+                f"labels from the continuous posterior: {said}, more than {Z_MIN:g}; its "
+                "truth is a value, not a level, and its raters' leniency is its own term"
+            )
+        return f"labels from the ordinal confusion model: {said}, not more than {Z_MIN:g}"
+
+    def as_dict(self) -> dict:
+        """``model_["label_choice"]``: the choice, the rule, the figures and why."""
+        return {
+            "labels": self.labels,
+            "rule": f"continuous labels when the continuous model predicts held-out ratings "
+            f"better by more than {Z_MIN:g} standard errors",
+            "log_predictive": {"continuous": self.continuous, "confusion": self.confusion},
+            "difference": self.difference,
+            "z": self.z,
+            "why": self.describe(),
+        }
+
+
+def choose(sums: np.ndarray, n: int) -> LabelChoice:
+    """The choice from the held-out sums ``[sum log p_cont, sum log p_conf, sum d, sum d^2]``
+    over ``n`` ratings (``d`` = the per-rating difference)."""
+    cont, conf, s1, s2 = (float(x) for x in sums)
+    mean = s1 / n
+    var = max(s2 - n * mean * mean, 0.0) / max(n - 1, 1)
+    se = float(np.sqrt(var / n))
+    z = mean / se if se > 0 else (np.inf if mean > 0 else -np.inf if mean < 0 else 0.0)
+    labels = "continuous" if z > Z_MIN else "confusion"
+    return LabelChoice(labels, cont / n, conf / n, mean, se, float(z))
+
+
+def held_out_sums(
+    data,
+    omega: np.ndarray,
+    annotators: dict[str, np.ndarray],
+    difficulty: np.ndarray,
+    estimate: np.ndarray,
+    hyper: dict,
+    q: np.ndarray,
+    log_p: np.ndarray,
+) -> np.ndarray:
+    """``[sum log p_cont, sum log p_conf, sum d, sum d^2]`` over every rating of ``data`` (a
+    ``CrowdData``: ``ann, inst, cat, level`` (L,)), a chunk of ``CHUNK`` ratings at a time.
+
+    ``omega`` (L,) the continuous fit's q(y); ``annotators``: (N,) arrays ``expertise`` (E
+    tau), ``reliability`` (eps), ``bias``, ``bias_var``; ``difficulty`` (C,) E[delta];
+    ``estimate`` (M,) the items' posterior means; ``hyper``: ``thresholds``, ``mu``,
+    ``lambda`` and ``spam_table`` (N, K) each annotator's spam distribution; ``q``, ``log_p``:
+    the unweighted confusion model's item posteriors (M, K) and log confusion (N, K, K).
+    """
+    t = np.asarray(hyper["thresholds"], dtype=float)
+    mu, lam = float(hyper["mu"]), float(hyper["lambda"])
+    spam_table = np.asarray(hyper["spam_table"], dtype=float)
+    tau, eps = annotators["expertise"], annotators["reliability"]
+    bias, bias_var = annotators["bias"], annotators["bias_var"]
+    n_inst = data.n_instances
+    chunks = [slice(lo, lo + CHUNK) for lo in range(0, len(data.ann), CHUNK)]
+
+    def rho_ex(sl: slice) -> tuple[np.ndarray, np.ndarray]:
+        a, lev = data.ann[sl], data.level[sl]
+        rho = tau[a] * difficulty[data.cat[sl]]
+        centre = estimate[data.inst[sl]] + bias[a]
+        return rho, tn_stats(t[lev], t[lev + 1], centre, rho).ex - bias[a]
+
+    z = None  # one chunk: leave_one_out sums over it; more: the sums over all chunks first
+    if len(chunks) > 1:
+        sum_w, sum_wx = np.zeros(n_inst), np.zeros(n_inst)
+        for sl in chunks:
+            rho, ex = rho_ex(sl)
+            w = omega[sl] * rho
+            sum_w += np.bincount(data.inst[sl], weights=w, minlength=n_inst)
+            sum_wx += np.bincount(data.inst[sl], weights=w * ex, minlength=n_inst)
+        lam_m = lam + sum_w
+        z = ((mu * lam + sum_wx) / lam_m, lam_m)
+    out = np.zeros(4)
+    for sl in chunks:
+        a, inst, lev = data.ann[sl], data.inst[sl], data.level[sl]
+        rho, ex = rho_ex(sl)
+        mean, prec = leave_one_out(inst, omega[sl], rho, ex, mu, lam, n_inst, z)
+        cont = continuous_log_predictive(
+            lev, mean, prec, rho, bias[a], bias_var[a], eps[a], spam_table[a, lev], t
+        )
+        conf = confusion_log_predictive(q, log_p, a, inst, lev)
+        d = cont - conf
+        out += [cont.sum(), conf.sum(), d.sum(), (d * d).sum()]
+    return out

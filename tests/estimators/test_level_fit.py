@@ -1,0 +1,101 @@
+"""``level_fit``: which model a fit's level probabilities come from, and what goes with them."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ordmix_core.data.simulate import simulate_crowd
+from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
+from ordmix_core.results import decisions, label_choice, label_model
+
+DEMO = Path(__file__).resolve().parents[2] / "demo_data"
+
+
+def _fit(ratings, gold=None, **kw) -> OrdinalMixture:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return OrdinalMixture(n_restarts=2, random_state=0, **kw).fit(ratings, gold=gold)
+
+
+@pytest.fixture(scope="module")
+def lenient_strict():
+    """A crowd whose truth is a value and whose raters are lenient or strict (half a level)."""
+    return simulate_crowd(n_items=400, n_annotators=30, bias_sd=0.5, spammer_share=0.0,
+                          random_state=1)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def trec_part() -> pd.DataFrame:
+    """Ten queries of TREC RF10 (the demo's copy): relevance grades, a truth that is a level."""
+    r = pd.read_csv(DEMO / "trec-rf10-ratings.csv", dtype={"query": str})
+    return r[r["query"].isin(sorted(r["query"].unique())[:10])]
+
+
+def test_continuous_labels_where_the_continuous_model_predicts_the_ratings_better(lenient_strict):
+    m = _fit(lenient_strict.ratings)
+    chose = m.model_["label_choice"]
+    assert chose["labels"] == m.model_["labels"] == "continuous"
+    assert chose["z"] > label_choice.Z_MIN and chose["difference"] > 0
+    want = decisions.level_probabilities(
+        m.items_["estimate"].to_numpy(float),
+        m.items_["sd"].to_numpy(float),
+        np.asarray(m.hyperparams_["thresholds"]),
+    )
+    assert m.level_proba_.tobytes() == want.tobytes()
+    # the label is the most probable level, unless trusted raters agree on one
+    clear = m.items_["clear_majority"]
+    top = m.scale_.values[want.argmax(axis=1)]
+    shipped = m.labels_.to_numpy(float)
+    free = clear.isna().to_numpy()
+    np.testing.assert_array_equal(shipped[free], top[free])
+    np.testing.assert_array_equal(shipped[~free], clear[~free].to_numpy(float))
+    # and the choice was right here: the continuous labels beat the confusion model's
+    gold = lenient_strict.gold.reindex(m.estimates_.index).to_numpy(float)
+    d = m.data_
+    conf = label_model.level_posterior(
+        d.ann, d.inst, d.level, d.n_annotators, d.n_instances, d.scale.k, weight=m.omega_
+    )[0]
+    assert np.mean(top != gold) < np.mean(m.scale_.values[conf.argmax(axis=1)] != gold) - 0.03
+
+
+def test_confusion_labels_where_the_confusion_model_predicts_them_better(trec_part):
+    m = _fit(trec_part)
+    chose = m.model_["label_choice"]
+    assert chose["labels"] == m.model_["labels"] == "confusion" and chose["z"] < 0
+    d = m.data_
+    want, _ = label_model.level_posterior(
+        d.ann, d.inst, d.level, d.n_annotators, d.n_instances, d.scale.k, weight=m.omega_
+    )
+    assert m.level_proba_.tobytes() == want.tobytes()
+    assert m.model_["gold_labels"] is None
+
+
+def test_the_labels_option_names_the_model_and_skips_the_choice(lenient_strict):
+    forced = _fit(lenient_strict.ratings, labels="confusion")
+    assert forced.model_["labels"] == "confusion" and "label_choice" not in forced.model_
+    paper = _fit(lenient_strict.ratings, labels="continuous")
+    assert paper.level_proba_ is None and "label_choice" not in paper.model_
+    assert paper.model_["labels"] == "continuous"
+
+
+def test_gold_items_keep_their_level_under_the_continuous_labels(lenient_strict):
+    gold = lenient_strict.gold.iloc[::10]
+    m = _fit(lenient_strict.ratings, gold=gold)
+    assert m.model_["labels"] == "continuous"
+    assert m.model_["gold_labels"].startswith(f"{len(gold)} gold items anchored the continuous")
+    got = m.labels_.reindex(gold.index).to_numpy(float)
+    np.testing.assert_array_equal(got, gold.to_numpy(float))
+    # a gold item's label is its gold even where its trusted raters agree on another level
+    # (one such item here), under either model
+    plain = _fit(lenient_strict.ratings)
+    overruled = plain.items_["clear_majority"].reindex(gold.index).to_numpy(float)
+    assert (overruled != gold.to_numpy(float))[np.isfinite(overruled)].any()
+    assert m.items_["clear_majority"].reindex(gold.index).isna().all()
+    conf = _fit(lenient_strict.ratings, gold=gold, labels="confusion")
+    got = conf.labels_.reindex(gold.index).to_numpy(float)
+    np.testing.assert_array_equal(got, gold.to_numpy(float))
