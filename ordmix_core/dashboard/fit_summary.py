@@ -131,8 +131,8 @@ def model_line(model: OrdinalMixture) -> str:
     choice = d.get("spam_choice")
     text += f" (learned: {'; '.join(learned)})" if learned else ""
     text += f". Spam component: {choice['why']}" if choice else ""
-    labels = d.get("label_choice")
-    return text + (f". Labels: {labels['why']}" if labels else "")
+    why = (d.get("label_choice") or {}).get("why")
+    return text + (f". {why[0].upper()}{why[1:]}" if why else "")
 
 
 def no_spam_note(model: OrdinalMixture) -> str:

@@ -104,18 +104,18 @@ class LabelChoice:
 
     def describe(self) -> str:
         """One sentence: which labels and why (``model_["label_choice"]["why"]``)."""
-        better = "better" if self.difference > 0 else "worse"
-        said = (
-            f"the continuous model predicts each rating from the others {better} than the "
-            f"confusion model ({self.difference:+.4f} nats a rating, {self.z:+.1f} standard "
-            f"errors)"
-        )
+        figures = f"{self.difference:+.4f} nats a rating, {self.z:+.1f} standard errors"
         if self.labels == "continuous":
             return (
-                f"labels from the continuous posterior: {said}, more than {Z_MIN:g}; its "
-                "truth is a value, not a level, and its raters' leniency is its own term"
+                "labels from the continuous posterior: that model (a truth that is a value on "
+                "the scale, each rater's leniency a term of its own) predicts each rating from "
+                f"the others better than the confusion model ({figures}; more than {Z_MIN:g})"
             )
-        return f"labels from the ordinal confusion model: {said}, not more than {Z_MIN:g}"
+        return (
+            "labels from the ordinal confusion model (a truth that is one of the levels): the "
+            "continuous model does not predict each rating from the others clearly better "
+            f"({figures}; more than {Z_MIN:g} needed)"
+        )
 
     def as_dict(self) -> dict:
         """``model_["label_choice"]``: the choice, the rule, the figures and why."""

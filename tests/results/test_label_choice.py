@@ -105,6 +105,7 @@ def test_choose_needs_the_continuous_model_clearly_better():
     assert c.difference == pytest.approx(d.mean()) and c.std_error == pytest.approx(se)
     assert c.z == pytest.approx(d.mean() / se) and c.z > label_choice.Z_MIN
     assert c.labels == "continuous" and "continuous posterior" in c.describe()
+    assert f"{c.difference:+.4f} nats a rating, {c.z:+.1f} standard errors" in c.describe()
     shifted = d - d.mean() + 0.5 * label_choice.Z_MIN * se  # better, but not clearly
     assert label_choice.choose(sums(shifted), n).labels == "confusion"
     assert label_choice.choose(sums(-d), n).labels == "confusion"
