@@ -4,12 +4,13 @@ Usage (from the repository root; mutmut is not a project dependency: ``pip insta
 
     python tests/mutation/run_mutmut.py MODULE [--max-children N] [--keep]
 
-``MODULE`` is a key of ``MODULES`` (tn, updates, bound, options, outputs, gold_map). The
-script copies ``ordmix_core/``, ``tests/``, ``demo_data/`` and ``pyproject.toml`` to
-``/tmp/ordmix-mutmut/MODULE`` (so no ``mutants/`` folder or config ever lands in the
-repository), appends a ``[tool.mutmut]`` section that mutates only that module and runs only
-its tests, runs ``mutmut run`` there and prints the per-status counts and the survivors
-(``mutmut results``). ``--keep`` reuses the scratch folder (mutmut resumes where it stopped).
+``MODULE`` is a key of ``MODULES`` (tn, updates, bound, options, outputs, gold_map,
+label_choice). The script copies ``ordmix_core/``, ``tests/``, ``demo_data/`` and
+``pyproject.toml`` to ``/tmp/ordmix-mutmut/MODULE`` (so no ``mutants/`` folder or config ever
+lands in the repository), appends a ``[tool.mutmut]`` section that mutates only that module
+and runs only its tests, runs ``mutmut run`` there and prints the per-status counts and the
+survivors (``mutmut results``). ``--keep`` reuses the scratch folder (mutmut resumes where it
+stopped).
 ``--recheck [--only TEST ...]``, after adding tests for the survivors: copies ``tests/`` into
 the scratch folder again and re-runs each mutant the last run left alive in a fresh process
 (with ``--only``, just the new tests: the others already ran against every mutant).
@@ -62,6 +63,10 @@ MODULES: dict[str, tuple[str, list[str]]] = {
         "ordmix_core/results/gold_map.py",
         ["tests/results/test_gold_map.py",
          "tests/results/test_label_model.py::test_enough_gold_teaches_every_other_item_where_the_crowd_sits"],
+    ),
+    "label_choice": (
+        "ordmix_core/results/label_choice.py",
+        ["tests/results/test_label_choice.py", "tests/estimators/test_level_fit.py"],
     ),
     # "-m not slow": the TREC fit through the CLI (6 s) adds nothing the other tests miss
     "outputs": (
