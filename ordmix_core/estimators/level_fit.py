@@ -1,12 +1,13 @@
 """The items' level probabilities of an in-memory fit: which model they come from, and the
 clear majorities of trusted raters that decide a label whatever the model says.
 
-``fit_levels(model, data, gold_m)`` runs after the continuous fit (``OrdinalMixture.fit``'s
-last step) and sets ``level_proba_``, ``items_["clear_majority"]``, ``annotator_flags_`` and
-``model_["labels"]`` (plus ``model_["label_choice"]`` when the labels were chosen, and
-``model_["gold_labels"]`` when gold taught them). The model math is in
-``results.label_model`` (the ordinal confusion model), ``results.label_choice`` (the choice
-from held-out ratings) and ``results.decisions`` (the continuous posterior's levels).
+``fit_levels(model, data, gold_m, mode)`` runs after the continuous fit (the last step of
+``OrdinalMixture.fit``; ``mode``: the ``labels`` option, or the named model's) and sets
+``level_proba_``, ``items_["clear_majority"]``, ``annotator_flags_`` and ``model_["labels"]``
+(plus ``model_["label_choice"]`` when the labels were chosen, and ``model_["gold_labels"]``
+when gold was given). The model math is in ``results.label_model`` (the ordinal confusion
+model), ``results.label_choice`` (the choice from held-out ratings) and ``results.decisions``
+(the continuous posterior's levels).
 """
 
 from __future__ import annotations
@@ -71,7 +72,6 @@ def fit_levels(model: Any, data: CrowdData, gold_m: np.ndarray | None, mode: str
                     "raters' parameters, and no map from evidence to level is learned"
                 )
             return
-        model.model_["labels"] = "confusion"
     if plain is not None and gold is None and not model.spam_:  # the same fit: no weights
         model.level_proba_ = plain.q
         return
