@@ -174,8 +174,10 @@ def _from_fitfolder_name(
         )
     summary = fit_folder.read_summary(folder, ("thresholds", "scale", "lambda", "alpha", "beta"))
     hp = summary["hyperparameters"]
-    # a fit whose labels came from the ordinal confusion model wrote its level probabilities
-    confusion = (summary.get("model_choice") or {}).get("labels") == "confusion"
+    # a fit whose labels came from a label model wrote its level probabilities: the ordinal
+    # confusion model's, or the continuous posterior's levels when the label choice chose them
+    choice = summary.get("model_choice") or {}
+    confusion = choice.get("labels") == "confusion" or "label_choice" in choice
     p_cols = decisions.level_columns(hp["scale"]) if confusion else []
     items = fit_folder.read_fit_table(
         folder, "items", ["instance", "category"], ["estimate", "sd", "n_ratings", *p_cols]

@@ -211,14 +211,15 @@ def item_decisions_from_frames(
     ``confident`` when the label's probability is at least ``confidence``, else
     ``uncertain``.
 
-    ``level_proba`` (M, K): the items' level probabilities from the ordinal confusion model
+    ``level_proba`` (M, K): the items' level probabilities from a label model, the ordinal
+    confusion model's or the continuous posterior's levels as the label choice took them
     (``OrdinalMixture.level_proba_``, or ``items.csv``'s ``p_level_*`` of such a fit). When
     given, they are the ``p_level_*`` columns, the label is their most probable level (the
     decision that minimises the expected label error), ``lower``/``upper`` the narrowest run
     of adjacent levels around the label holding ``interval`` of them, and an item whose two
     most probable levels are within ``TIE`` is ``undetermined`` (the ratings do not decide
     its label). An item with a ``clear_majority`` (a column of ``items``: the level that
-    trusted raters agree on, see ``OrdinalMixture._fit_levels``) has that level as its label.
+    trusted raters agree on, see ``level_fit.fit_levels``) has that level as its label.
     Otherwise all come from the continuous posterior N(estimate, sd^2).
     """
     interval = _check_probability("the credible interval", interval)
