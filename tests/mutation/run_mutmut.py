@@ -34,6 +34,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 SCRATCH = Path("/tmp/ordmix-mutmut")
 
+#: seconds a re-run of one mutant's tests may take; beyond it the mutant counts as killed
+RERUN_TIMEOUT = 300
+
 #: module -> (file to mutate, the tests that guard it: fast, targeted)
 MODULES: dict[str, tuple[str, list[str]]] = {
     "tn": ("ordmix_core/numerics/truncnorm.py", ["tests/numerics/test_truncnorm.py",
@@ -176,7 +179,12 @@ def main() -> int:
         rerun = args.only if only else tests
         env_m = dict(env, MUTANT_UNDER_TEST=name, PYTHONPATH=str(work / "mutants"))
         cmd = [sys.executable, "-m", "pytest", *rerun, "-x", "-q", "-p", "no:cacheprovider"]
-        rc = subprocess.run(cmd, cwd=work / "mutants", env=env_m, capture_output=True).returncode
+        try:
+            rc = subprocess.run(
+                cmd, cwd=work / "mutants", env=env_m, capture_output=True, timeout=RERUN_TIMEOUT
+            ).returncode
+        except subprocess.TimeoutExpired:  # a mutant that makes the tests hang: found, as
+            rc = 1  # mutmut counts its own timeouts
         if rc != 1:
             survived.append(name)
     killed = len(statuses) - len(survived)
