@@ -112,22 +112,103 @@ def test_choose_needs_the_continuous_model_clearly_better():
     assert "confusion model" in label_choice.choose(sums(-d), n).describe()
     same = label_choice.choose(np.zeros(4), n)  # equal everywhere: no evidence, confusion
     assert same.labels == "confusion" and same.z == 0.0
+    # the same difference on every rating: no spread, the sign decides
+    for step, z, labels in ((0.5, np.inf, "continuous"), (-0.5, -np.inf, "confusion")):
+        flat = label_choice.choose(sums(np.full(n, step)), n)
+        assert flat.std_error == 0.0 and flat.z == z and flat.labels == labels
     out = c.as_dict()
+    assert set(out) == {"labels", "rule", "log_predictive", "difference", "z", "why"}
     assert out["labels"] == "continuous" and out["why"] == c.describe()
+    assert out["rule"].endswith(f"by more than {label_choice.Z_MIN:g} standard errors")
     assert out["log_predictive"]["confusion"] == pytest.approx(-1.0)
+    assert out["log_predictive"]["continuous"] == pytest.approx(-1.0 + d.mean())
+    assert (out["difference"], out["z"]) == (c.difference, c.z)
+    assert c.describe().startswith(
+        "labels from the continuous posterior: that model (a truth that is a value on the "
+        "scale, each rater's leniency a term of its own) predicts each rating from the others "
+        "better than the confusion model"
+    )
+    assert (
+        label_choice.choose(sums(-d), n)
+        .describe()
+        .startswith(
+            "labels from the ordinal confusion model (a truth that is one of the levels): the "
+            "continuous model does not predict each rating from the others clearly better"
+        )
+    )
 
 
-def test_held_out_sums_are_the_same_a_chunk_at_a_time(monkeypatch):
-    from ordmix_core.data.simulate import simulate_crowd
-    from ordmix_core.estimators.level_fit import choose
-    from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
+def test_confusion_predictive_with_a_rating_far_in_a_tail():
+    """A confusion entry of exp(-800): each rating's own shift keeps every row finite."""
+    rng = np.random.default_rng(2)
+    inst, ann, level, p, rho, q = _confusion_problem(rng)
+    log_p = np.log(p)
+    log_p[ann[0], :, level[0]] = [-800.0, -1.0, -2.0]
+    got = label_choice.confusion_log_predictive(q, log_p, ann, inst, level)
+    assert np.all(np.isfinite(got)) and np.all(got <= 0.0)
+    i = int(np.flatnonzero(ann != ann[0])[0])  # a rating the far entry does not touch
+    want = label_choice.confusion_log_predictive(q, np.log(p), ann[[i]], inst[[i]], level[[i]])
+    assert got[i] == pytest.approx(want[0], rel=1e-12)
 
-    crowd = simulate_crowd(n_items=120, n_annotators=12, bias_sd=0.5, random_state=3)
-    m = OrdinalMixture(n_restarts=1, random_state=0).fit(crowd.ratings)
-    d = m.data_
-    plain = label_model.fit_levels(d.ann, d.inst, d.level, d.n_annotators, d.n_instances, d.scale.k)
-    whole = choose(m, d, plain)
-    monkeypatch.setattr(label_choice, "CHUNK", 97)
-    parts = choose(m, d, plain)
-    assert parts.difference == pytest.approx(whole.difference, rel=1e-9)
-    assert parts.z == pytest.approx(whole.z, rel=1e-9)
+
+class _Data:
+    """The rating arrays and the item count that ``held_out_sums`` reads from a CrowdData."""
+
+    def __init__(self, ann, inst, cat, level, n_instances):
+        self.ann, self.inst, self.cat, self.level = ann, inst, cat, level
+        self.n_instances = n_instances
+
+
+def _held_out_problem(seed: int = 5):
+    rng = np.random.default_rng(seed)
+    n_items, n_ann, k, per_item = 7, 5, 3, 4
+    inst, ann, level, p, _, q = _confusion_problem(rng, n_items, n_ann, k, per_item)
+    data = _Data(ann, inst, inst.copy(), level, n_items)  # a category per item
+    per_ann = {
+        "expertise": rng.uniform(0.5, 4.0, n_ann),
+        "reliability": rng.uniform(0.5, 1.0, n_ann),
+        "bias": rng.normal(0.0, 0.3, n_ann),
+        "bias_var": rng.uniform(0.0, 0.1, n_ann),
+    }
+    difficulty = rng.uniform(0.5, 2.0, n_items)
+    estimate = rng.uniform(1.0, 3.0, n_items)
+    omega = rng.uniform(0.2, 1.0, inst.size)
+    table = rng.dirichlet(np.ones(k), n_ann)
+    hyper = {"thresholds": T, "mu": 2.0, "lambda": 0.1, "spam_table": table}
+    return data, omega, per_ann, difficulty, estimate, hyper, q, np.log(p)
+
+
+def test_held_out_sums_are_every_ratings_predictions_from_the_others():
+    data, omega, a, difficulty, estimate, hyper, q, log_p = _held_out_problem()
+    got = label_choice.held_out_sums(data, omega, a, difficulty, estimate, hyper, q, log_p)
+    # each rating by hand: its truncated-normal mean, then its item's posterior without it
+    ann, inst, lev = data.ann, data.inst, data.level
+    b = a["bias"][ann]
+    rho = a["expertise"][ann] * difficulty[inst]
+    centre, s = estimate[inst] + b, 1 / np.sqrt(rho)
+    lo, hi = (T[lev] - centre) / s, (T[lev + 1] - centre) / s
+    ex = centre + s * (norm.pdf(lo) - norm.pdf(hi)) / (norm.cdf(hi) - norm.cdf(lo)) - b
+    w = omega * rho
+    cont = np.empty(inst.size)
+    for i in range(inst.size):
+        others = (inst == inst[i]) & (np.arange(inst.size) != i)
+        prec = hyper["lambda"] + w[others].sum()
+        mean = (hyper["mu"] * hyper["lambda"] + (w * ex)[others].sum()) / prec
+        sd = np.sqrt(1 / prec + 1 / rho[i] + a["bias_var"][ann[i]])
+        c = mean + b[i]
+        truth = (norm.cdf((T[lev[i] + 1] - c) / sd) - norm.cdf((T[lev[i]] - c) / sd)) / (
+            norm.cdf((T[-1] - c) / sd) - norm.cdf((T[0] - c) / sd)
+        )
+        e = a["reliability"][ann[i]]
+        cont[i] = np.log(e * truth + (1 - e) * hyper["spam_table"][ann[i], lev[i]])
+    conf = label_choice.confusion_log_predictive(q, log_p, ann, inst, lev)
+    d = cont - conf
+    np.testing.assert_allclose(got, [cont.sum(), conf.sum(), d.sum(), (d * d).sum()], rtol=1e-9)
+
+
+@pytest.mark.parametrize("chunk", [5, 14, 27])  # many chunks, exactly two, one short of all
+def test_held_out_sums_are_the_same_a_chunk_at_a_time(monkeypatch, chunk):
+    args = _held_out_problem()
+    whole = label_choice.held_out_sums(*args)
+    monkeypatch.setattr(label_choice, "CHUNK", chunk)
+    np.testing.assert_allclose(label_choice.held_out_sums(*args), whole, rtol=1e-12)
