@@ -138,6 +138,12 @@ def test_choose_needs_the_continuous_model_clearly_better():
     )
 
 
+def test_choose_from_two_ratings_uses_the_sample_variance():
+    d = np.array([0.1, 0.3])
+    c = label_choice.choose(np.array([0.0, 0.0, d.sum(), (d * d).sum()]), 2)
+    assert c.std_error == pytest.approx(d.std(ddof=1) / np.sqrt(2), rel=1e-12)
+
+
 def test_confusion_predictive_with_a_rating_far_in_a_tail():
     """A confusion entry of exp(-800): each rating's own shift keeps every row finite."""
     rng = np.random.default_rng(2)
