@@ -31,7 +31,7 @@ import numpy as np
 from ..numerics import libm
 from ..numerics.fixed_order import last_sum
 from ..numerics.truncnorm import tn_log_z, tn_stats
-from .reliability import leave_one_out
+from .reliability import leave_one_out_by_chunk
 
 #: the continuous labels are shipped when the continuous model predicts the held-out ratings
 #: better by more than this many standard errors of the per-rating differences
@@ -175,21 +175,10 @@ def held_out_sums(
         centre = estimate[data.inst[sl]] + bias[a]
         return rho, tn_stats(t[lev], t[lev + 1], centre, rho).ex - bias[a]
 
-    z = None  # one chunk: leave_one_out sums over it; more: the sums over all chunks first
-    if len(chunks) > 1:
-        sum_w, sum_wx = np.zeros(n_inst), np.zeros(n_inst)
-        for sl in chunks:
-            rho, ex = rho_ex(sl)
-            w = omega[sl] * rho
-            sum_w += np.bincount(data.inst[sl], weights=w, minlength=n_inst)
-            sum_wx += np.bincount(data.inst[sl], weights=w * ex, minlength=n_inst)
-        lam_m = lam + sum_w
-        z = ((mu * lam + sum_wx) / lam_m, lam_m)
     out = np.zeros(4)
-    for sl in chunks:
+    by_chunk = leave_one_out_by_chunk(data.inst, omega, chunks, rho_ex, mu, lam, n_inst)
+    for sl, rho, mean, prec in by_chunk:
         a, inst, lev = data.ann[sl], data.inst[sl], data.level[sl]
-        rho, ex = rho_ex(sl)
-        mean, prec = leave_one_out(inst, omega[sl], rho, ex, mu, lam, n_inst, z)
         cont = continuous_log_predictive(
             lev, mean, prec, rho, bias[a], bias_var[a], eps[a], spam_table[a, lev], t
         )

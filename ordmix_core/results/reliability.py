@@ -31,7 +31,7 @@ ratings need decisive contradictions of well-known items (P = 0.9375 at best).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -320,6 +320,35 @@ def _pull(el: np.ndarray, r: np.ndarray) -> np.ndarray:
     return (r - 1.0) / (1.0 - el + el * r)
 
 
+def leave_one_out_by_chunk(
+    inst: np.ndarray,
+    omega: np.ndarray,
+    chunks: list[slice],
+    rho_ex: Callable[[slice], tuple[np.ndarray, np.ndarray]],
+    mu: float,
+    lam: float,
+    n_instances: int,
+) -> Iterator[tuple[slice, np.ndarray, np.ndarray, np.ndarray]]:
+    """``(sl, rho, mean, prec)`` for each chunk ``sl`` of the ratings (slices of the (L,)
+    arrays ``inst``, ``omega``): ``rho_ex(sl)``'s precisions (and truncated-normal means, the
+    observations of ``leave_one_out``) and each rating's item posterior without it. With more
+    than one chunk the items' posteriors are summed over every chunk first (``rho_ex`` then
+    runs twice a chunk), so that no per-rating temporary is bigger than a chunk."""
+    z = None  # one chunk: leave_one_out sums over it; more: the sums over all chunks first
+    if len(chunks) > 1:
+        sum_w, sum_wx = np.zeros(n_instances), np.zeros(n_instances)
+        for sl in chunks:
+            rho, ex = rho_ex(sl)
+            w = omega[sl] * rho
+            sum_w += np.bincount(inst[sl], weights=w, minlength=n_instances)
+            sum_wx += np.bincount(inst[sl], weights=w * ex, minlength=n_instances)
+        z = z_from_sums(sum_w, sum_wx, mu, lam)
+    for sl in chunks:
+        rho, ex = rho_ex(sl)
+        mean, prec = leave_one_out(inst[sl], omega[sl], rho, ex, mu, lam, n_instances, z)
+        yield sl, rho, mean, prec
+
+
 def annotator_evidence(model) -> np.ndarray:
     """``log r_l`` for every rating of a fitted in-memory model (see ``rating_evidence``); (L,).
 
@@ -350,19 +379,10 @@ def annotator_evidence(model) -> np.ndarray:
             return rho, values[lev]
         return rho, tn_stats(thresholds[lev], thresholds[lev + 1], estimate[data.inst[sl]], rho).ex
 
-    z = None  # one chunk: leave_one_out sums over it; more: the sums over all chunks first
-    if len(chunks) > 1:
-        sum_w, sum_wx = np.zeros(n_inst), np.zeros(n_inst)
-        for sl in chunks:
-            rho, ex = rho_ex(sl)
-            w = omega[sl] * rho
-            sum_w += np.bincount(data.inst[sl], weights=w, minlength=n_inst)
-            sum_wx += np.bincount(data.inst[sl], weights=w * ex, minlength=n_inst)
-        z = z_from_sums(sum_w, sum_wx, mu, lam)
     log_r = np.empty(len(data.ann))
-    for sl in chunks:
-        rho, ex = rho_ex(sl)
-        mean, prec = leave_one_out(data.inst[sl], omega[sl], rho, ex, mu, lam, n_inst, z)
+    for sl, rho, mean, prec in leave_one_out_by_chunk(
+        data.inst, omega, chunks, rho_ex, mu, lam, n_inst
+    ):
         log_r[sl] = rating_evidence(
             data.level[sl], mean, prec, rho, thresholds, np.asarray(hp["pi"])
         )
