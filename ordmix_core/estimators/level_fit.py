@@ -100,7 +100,7 @@ def choose(model: Any, data: CrowdData, plain: label_model.LevelFit) -> label_ch
         "bias": ann["bias"].to_numpy(dtype=float),
         "bias_var": bias_sd * bias_sd,
     }
-    hyper = dict(model.hyperparams_, spam_table=spam_table)
+    hyper = dict(model.hyperparams_, spam_table=spam_table, ordinal=model.ordinal)
     sums = label_choice.held_out_sums(
         data,
         model.omega_,

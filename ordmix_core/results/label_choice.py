@@ -64,10 +64,10 @@ def continuous_log_predictive(
     range ``[b_0, b_K)`` (``thresholds`` (K+1,)).
     """
     t = np.asarray(thresholds, dtype=float)
-    s2 = 1.0 / (1.0 / prec + 1.0 / rho + bias_var)
+    prec_x = 1.0 / (1.0 / prec + 1.0 / rho + bias_var)  # of x, the item's posterior integrated
     centre = mean + bias
-    log_in = tn_log_z(t[level], t[level + 1], centre, s2)
-    log_on = tn_log_z(np.full_like(centre, t[0]), np.full_like(centre, t[-1]), centre, s2)
+    log_in = tn_log_z(t[level], t[level + 1], centre, prec_x)
+    log_on = tn_log_z(np.full_like(centre, t[0]), np.full_like(centre, t[-1]), centre, prec_x)
     truth = libm.exp(log_in - log_on)
     return libm.log(np.maximum(eps * truth + (1.0 - eps) * spam_p, FLOOR))
 
@@ -158,7 +158,9 @@ def held_out_sums(
     ``omega`` (L,) the continuous fit's q(y); ``annotators``: (N,) arrays ``expertise`` (E
     tau), ``reliability`` (eps), ``bias``, ``bias_var``; ``difficulty`` (C,) E[delta];
     ``estimate`` (M,) the items' posterior means; ``hyper``: ``thresholds``, ``mu``,
-    ``lambda`` and ``spam_table`` (N, K) each annotator's spam distribution; ``q``, ``log_p``:
+    ``lambda``, ``spam_table`` (N, K) each annotator's spam distribution and, for a model
+    whose ratings are values rather than intervals (``ordinal`` False), ``scale`` (the values
+    the item posteriors were fitted to); ``q``, ``log_p``:
     the unweighted confusion model's item posteriors (M, K) and log confusion (N, K, K).
     """
     t = np.asarray(hyper["thresholds"], dtype=float)
@@ -169,9 +171,13 @@ def held_out_sums(
     n_inst = data.n_instances
     chunks = [slice(lo, lo + CHUNK) for lo in range(0, len(data.ann), CHUNK)]
 
+    values = None if hyper.get("ordinal", True) else np.asarray(hyper["scale"], dtype=float)
+
     def rho_ex(sl: slice) -> tuple[np.ndarray, np.ndarray]:
         a, lev = data.ann[sl], data.level[sl]
         rho = tau[a] * difficulty[data.cat[sl]]
+        if values is not None:  # the fit saw each rating as its value
+            return rho, values[lev] - bias[a]
         centre = estimate[data.inst[sl]] + bias[a]
         return rho, tn_stats(t[lev], t[lev + 1], centre, rho).ex - bias[a]
 

@@ -184,8 +184,12 @@ def _held_out_problem(seed: int = 5):
     return data, omega, per_ann, difficulty, estimate, hyper, q, np.log(p)
 
 
-def test_held_out_sums_are_every_ratings_predictions_from_the_others():
+@pytest.mark.parametrize("ordinal", [True, False])
+def test_held_out_sums_are_every_ratings_predictions_from_the_others(ordinal):
+    """Ordinal: each rating an interval (its truncated-normal mean the observation of the item
+    posterior); else each rating its value, as the fit saw it."""
     data, omega, a, difficulty, estimate, hyper, q, log_p = _held_out_problem()
+    hyper = dict(hyper, ordinal=ordinal, scale=np.array([1.0, 2.0, 3.0]))
     got = label_choice.held_out_sums(data, omega, a, difficulty, estimate, hyper, q, log_p)
     # each rating by hand: its truncated-normal mean, then its item's posterior without it
     ann, inst, lev = data.ann, data.inst, data.level
@@ -194,6 +198,8 @@ def test_held_out_sums_are_every_ratings_predictions_from_the_others():
     centre, s = estimate[inst] + b, 1 / np.sqrt(rho)
     lo, hi = (T[lev] - centre) / s, (T[lev + 1] - centre) / s
     ex = centre + s * (norm.pdf(lo) - norm.pdf(hi)) / (norm.cdf(hi) - norm.cdf(lo)) - b
+    if not ordinal:
+        ex = hyper["scale"][lev] - b
     w = omega * rho
     cont = np.empty(inst.size)
     for i in range(inst.size):
