@@ -52,10 +52,14 @@ def fit_levels(model: Any, data: CrowdData, gold_m: np.ndarray | None, mode: str
         clear = np.where(gold >= 0, -1, clear)
     model.items_["clear_majority"] = decisions.clear_majority_column(clear, data.scale.values)
     args = (data.ann, data.inst, data.level, data.n_annotators, data.n_instances, data.scale.k)
-    plain = None
+    ready = None  # a confusion fit that is the one to ship without gold, when the choice made it
     if mode == "choose":
         plain = label_model.fit_levels(*args)  # every rating counts 1: a model of all of them
         choice = choose(model, data, plain)
+        ready = None if model.spam_ else plain  # without spam the weights are all 1
+        if choice.labels == "continuous" and model.spam_:  # and with the spam component
+            ready = label_model.fit_levels(*args, weight=model.omega_)
+            choice = min(choice, choose(model, data, ready, model.omega_), key=lambda c: c.z)
         model.model_["label_choice"] = choice.as_dict()
         model.model_["labels"] = choice.labels
         if choice.labels == "continuous":
@@ -72,8 +76,8 @@ def fit_levels(model: Any, data: CrowdData, gold_m: np.ndarray | None, mode: str
                     "raters' parameters, and no map from evidence to level is learned"
                 )
             return
-    if plain is not None and gold is None and not model.spam_:  # the same fit: no weights
-        model.level_proba_ = plain.q
+    if ready is not None and gold is None:  # level_posterior would fit the same again
+        model.level_proba_ = ready.q
         return
     estimate, own_omega = own if gold is not None and own is not None else (None, None)
     model.level_proba_, fit = label_model.level_posterior(
@@ -83,9 +87,13 @@ def fit_levels(model: Any, data: CrowdData, gold_m: np.ndarray | None, mode: str
     model.model_["gold_labels"] = fit.taught and fit.taught.describe()  # None: no gold
 
 
-def choose(model: Any, data: CrowdData, plain: label_model.LevelFit) -> label_choice.LabelChoice:
-    """``label_choice.choose`` for a fitted in-memory model and its unweighted confusion fit
-    ``plain``: every rating predicted from the others by each model."""
+def choose(
+    model: Any, data: CrowdData, fit: label_model.LevelFit, weight: np.ndarray | None = None
+) -> label_choice.LabelChoice:
+    """``label_choice.choose`` for a fitted in-memory model and a confusion fit ``fit``, made
+    with every rating counting 1 (``weight`` None: the confusion model alone) or each counting
+    for ``weight`` (the continuous fit's omega: with the spam component): every rating
+    predicted from the others by each model."""
     ann = model.annotators_
     k = data.scale.k
     if model.spam_ and model.spam_distributions_ is not None:
@@ -108,7 +116,9 @@ def choose(model: Any, data: CrowdData, plain: label_model.LevelFit) -> label_ch
         model.categories_["difficulty"].to_numpy(dtype=float),
         model.items_["estimate"].to_numpy(dtype=float),
         hyper,
-        plain.q,
-        libm.log(plain.confusion),
+        fit.q,
+        libm.log(fit.confusion),
+        weight,
     )
-    return label_choice.choose(sums, len(data.ann))
+    against = "alone" if weight is None else "with spam"
+    return label_choice.choose(sums, len(data.ann), against)

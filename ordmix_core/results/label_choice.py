@@ -14,9 +14,14 @@ model's parameters held: the item's posterior without the rating, then the model
 the rating's level), and the continuous labels are shipped only when the continuous model
 predicts the held-out ratings clearly better: its mean log predictive per rating above the
 confusion model's by more than ``Z_MIN`` standard errors of the per-rating differences;
-otherwise the confusion model's. The confusion model here is the unweighted one (every rating
-counts 1): it is a model of every rating, spam included, as the continuous model is with its
-spam component, so that both predict the same ratings.
+otherwise the confusion model's. The confusion model predicts the ratings two ways, and the
+continuous model must beat both: alone (fitted with every rating counting 1, a model of every
+rating, spam included) and with the continuous fit's spam component (fitted with each rating
+counting for its omega, as the labels it ships are, its truthful part mixed with each
+annotator's spam distribution by eps). Alone it cannot express an annotator whose errors
+land on any level (Dawid-Skene's crowds: there the continuous model's spam component predicts
+them better while the confusion model's labels are better); with the spam component it
+predicts Web's ratings worse than the continuous model though its labels are better there.
 
 All functions are pure array functions over ratings ``(L,)``, items ``(M,)`` and annotators
 ``(N,)``; the estimator orchestrates.
@@ -72,18 +77,44 @@ def continuous_log_predictive(
     return libm.log(np.maximum(eps * truth + (1.0 - eps) * spam_p, FLOOR))
 
 
+def mixed_log_predictive(
+    q: np.ndarray,
+    log_p: np.ndarray,
+    annotator: np.ndarray,
+    instance: np.ndarray,
+    level: np.ndarray,
+    weight: np.ndarray,
+    eps: np.ndarray,
+    spam_p: np.ndarray,
+) -> np.ndarray:
+    """Log chance of each rating's level under the confusion model fitted with each rating
+    counting for ``weight`` (L,), its truthful part mixed with spam: ``eps * sum_c
+    q_without(c) P(k | c) + (1 - eps) * spam_p``; ``eps``, ``spam_p`` (L,) as in
+    ``continuous_log_predictive``, the rest as in ``confusion_log_predictive`` (the rating's
+    factor divided out to the power it counted for)."""
+    truth = libm.exp(confusion_log_predictive(q, log_p, annotator, instance, level, weight))
+    return libm.log(np.maximum(eps * truth + (1.0 - eps) * spam_p, FLOOR))
+
+
 def confusion_log_predictive(
-    q: np.ndarray, log_p: np.ndarray, annotator: np.ndarray, instance: np.ndarray, level: np.ndarray
+    q: np.ndarray,
+    log_p: np.ndarray,
+    annotator: np.ndarray,
+    instance: np.ndarray,
+    level: np.ndarray,
+    weight: np.ndarray | None = None,
 ) -> np.ndarray:
     """Log chance of each rating's level under the confusion model, from the others; (L,).
 
     ``q`` (M, K) each item's level posterior from all its ratings, ``log_p`` (N, K, K) the
     annotators' log P(rating k | truth c). Without the rating the item's posterior is
-    ``q(c) / P(k | c)`` renormalised (the rating's factor divided out); the rating's chance is
-    then ``sum_c q_without(c) P(k | c)``.
+    ``q(c) / P(k | c)`` renormalised (the rating's factor divided out; ``/ P(k | c)^w`` for a
+    model fitted with the rating counting for ``weight`` w (L,)); the rating's chance is then
+    ``sum_c q_without(c) P(k | c)``.
     """
     lp = log_p[annotator, :, level]  # (L, K)
-    cavity = libm.log(np.maximum(q[instance], FLOOR)) - lp
+    own = lp if weight is None else lp * weight[:, None]
+    cavity = libm.log(np.maximum(q[instance], FLOOR)) - own
     top = cavity.max(axis=1, keepdims=True)
     w = libm.exp(cavity - top)
     return libm.log(np.maximum(last_sum(w * libm.exp(lp)), FLOOR)) - libm.log(last_sum(w))
@@ -93,7 +124,8 @@ def confusion_log_predictive(
 class LabelChoice:
     """What the held-out ratings said: ``labels`` (``"continuous"`` or ``"confusion"``), the
     mean log predictive per rating of each model, their difference (continuous minus
-    confusion), its standard error and ``z`` = difference / standard error."""
+    confusion), its standard error, ``z`` = difference / standard error, and how the confusion
+    model predicted (``against``: ``"alone"`` or ``"with spam"``, see the module)."""
 
     labels: str
     continuous: float
@@ -101,20 +133,25 @@ class LabelChoice:
     difference: float
     std_error: float
     z: float
+    against: str = "alone"
 
     def describe(self) -> str:
         """One sentence: which labels and why (``model_["label_choice"]["why"]``)."""
         figures = f"{self.difference:+.4f} nats a rating, {self.z:+.1f} standard errors"
+        model = "the confusion model" + (
+            " with the spam component" if self.against != "alone" else ""
+        )
         if self.labels == "continuous":
             return (
                 "labels from the continuous posterior: that model (a truth that is a value on "
                 "the scale, each rater's leniency a term of its own) predicts each rating from "
-                f"the others better than the confusion model ({figures}; more than {Z_MIN:g})"
+                f"the others better than the confusion model, alone and with the spam "
+                f"component (the closer: {figures}; more than {Z_MIN:g})"
             )
         return (
             "labels from the ordinal confusion model (a truth that is one of the levels): the "
-            "continuous model does not predict each rating from the others clearly better "
-            f"({figures}; more than {Z_MIN:g} needed)"
+            f"continuous model does not predict each rating from the others clearly better "
+            f"than {model} ({figures}; more than {Z_MIN:g} needed)"
         )
 
     def as_dict(self) -> dict:
@@ -122,7 +159,9 @@ class LabelChoice:
         return {
             "labels": self.labels,
             "rule": f"continuous labels when the continuous model predicts held-out ratings "
-            f"better by more than {Z_MIN:g} standard errors",
+            f"better than the confusion model, alone and with the spam component, by more than "
+            f"{Z_MIN:g} standard errors",
+            "against": self.against,
             "log_predictive": {"continuous": self.continuous, "confusion": self.confusion},
             "difference": self.difference,
             "z": self.z,
@@ -130,16 +169,18 @@ class LabelChoice:
         }
 
 
-def choose(sums: np.ndarray, n: int) -> LabelChoice:
+def choose(sums: np.ndarray, n: int, against: str = "alone") -> LabelChoice:
     """The choice from the held-out sums ``[sum log p_cont, sum log p_conf, sum d, sum d^2]``
-    over ``n`` ratings (``d`` = the per-rating difference)."""
+    over ``n`` ratings (``d`` = the per-rating difference), the confusion model predicting
+    ``against`` (see ``LabelChoice``). Of several comparisons the one with the smallest ``z``
+    decides (``min(..., key=z)``): the continuous labels need every one."""
     cont, conf, s1, s2 = (float(x) for x in sums)
     mean = s1 / n
     var = max(s2 - n * mean * mean, 0.0) / max(n - 1, 1)
     se = float(np.sqrt(var / n))
     z = mean / se if se > 0 else (np.inf if mean > 0 else -np.inf if mean < 0 else 0.0)
     labels = "continuous" if z > Z_MIN else "confusion"
-    return LabelChoice(labels, cont / n, conf / n, mean, se, float(z))
+    return LabelChoice(labels, cont / n, conf / n, mean, se, float(z), against)
 
 
 def held_out_sums(
@@ -151,6 +192,7 @@ def held_out_sums(
     hyper: dict,
     q: np.ndarray,
     log_p: np.ndarray,
+    weight: np.ndarray | None = None,
 ) -> np.ndarray:
     """``[sum log p_cont, sum log p_conf, sum d, sum d^2]`` over every rating of ``data`` (a
     ``CrowdData``: ``ann, inst, cat, level`` (L,)), a chunk of ``CHUNK`` ratings at a time.
@@ -161,7 +203,10 @@ def held_out_sums(
     ``lambda``, ``spam_table`` (N, K) each annotator's spam distribution and, for a model
     whose ratings are values rather than intervals (``ordinal`` False), ``scale`` (the values
     the item posteriors were fitted to); ``q``, ``log_p``:
-    the unweighted confusion model's item posteriors (M, K) and log confusion (N, K, K).
+    a confusion model's item posteriors (M, K) and log confusion (N, K, K): fitted with every
+    rating counting 1 (``weight`` None), or with each counting for ``weight`` (L,), the
+    continuous fit's omega: the rating's factor then divided out as it counted, and its
+    prediction mixed with the annotator's spam distribution by eps (``mixed_log_predictive``).
     """
     t = np.asarray(hyper["thresholds"], dtype=float)
     mu, lam = float(hyper["mu"]), float(hyper["lambda"])
@@ -188,7 +233,12 @@ def held_out_sums(
         cont = continuous_log_predictive(
             lev, mean, prec, rho, bias[a], bias_var[a], eps[a], spam_table[a, lev], t
         )
-        conf = confusion_log_predictive(q, log_p, a, inst, lev)
+        if weight is None:
+            conf = confusion_log_predictive(q, log_p, a, inst, lev)
+        else:
+            conf = mixed_log_predictive(
+                q, log_p, a, inst, lev, weight[sl], eps[a], spam_table[a, lev]
+            )
         d = cont - conf
         out += [cont.sum(), conf.sum(), d.sum(), (d * d).sum()]
     return out

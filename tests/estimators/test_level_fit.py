@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from ordmix_core.data.simulate import simulate_crowd
+from ordmix_core.estimators import level_fit
 from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
 from ordmix_core.results import decisions, label_choice, label_model
 
@@ -73,6 +74,49 @@ def test_confusion_labels_where_the_confusion_model_predicts_them_better(trec_pa
     )
     assert m.level_proba_.tobytes() == want.tobytes()
     assert m.model_["gold_labels"] is None
+
+
+def _dawid_skene_crowd(seed: int = 1, n_items: int = 1500, n_ann: int = 60, k: int = 5):
+    """A truth that is a level; each annotator a confusion matrix whose errors land on any
+    level (Dawid-Skene's process), 20% uniform spammers; five ratings an item."""
+    rng = np.random.default_rng(seed)
+    truth = rng.integers(0, k, n_items)
+    item = np.repeat(np.arange(n_items), 5)
+    load = 1 / np.arange(1, n_ann + 1) ** 0.5
+    ann = np.concatenate([rng.choice(n_ann, 5, replace=False, p=load / load.sum())
+                          for _ in range(n_items)])  # fmt: skip
+    conf = rng.dirichlet(np.ones(k), size=(n_ann, k)) + 7 * np.eye(k)
+    conf /= conf.sum(axis=2, keepdims=True)
+    level = np.array([rng.choice(k, p=conf[a, truth[i]]) for a, i in zip(ann, item, strict=True)])
+    spam = rng.random(n_ann) < 0.2
+    level = np.where(spam[ann], rng.integers(0, k, item.size), level)
+    names = np.array([f"i{i:04d}" for i in range(n_items)], dtype=object)
+    ratings = pd.DataFrame(
+        {"annotator": [f"a{a}" for a in ann], "instance": names[item], "rating": level + 1}
+    )
+    return ratings, pd.Series(truth + 1.0, index=names)
+
+
+def test_the_continuous_model_must_also_beat_the_confusion_model_with_spam():
+    """On a Dawid-Skene crowd the continuous model's spam component predicts the any-level
+    errors better than the confusion model alone, but not better than the confusion model
+    with the same spam component; and there the confusion model's labels are the better."""
+    ratings, gold = _dawid_skene_crowd()
+    m = _fit(ratings)
+    chose = m.model_["label_choice"]
+    assert chose["labels"] == "confusion" and chose["against"] == "with spam"
+    d = m.data_
+    alone = level_fit.choose(m, d, label_model.fit_levels(
+        d.ann, d.inst, d.level, d.n_annotators, d.n_instances, d.scale.k))  # fmt: skip
+    assert alone.z > label_choice.Z_MIN  # alone, the continuous labels would have shipped
+    g = gold.reindex(m.estimates_.index).to_numpy(float)
+    cont = decisions.level_probabilities(
+        m.items_["estimate"].to_numpy(float),
+        m.items_["sd"].to_numpy(float),
+        np.asarray(m.hyperparams_["thresholds"]),
+    )
+    shipped = np.mean(m.labels_.to_numpy(float) != g)
+    assert shipped < np.mean(m.scale_.values[cont.argmax(axis=1)] != g) - 0.05
 
 
 def test_the_labels_option_names_the_model_and_skips_the_choice(lenient_strict):

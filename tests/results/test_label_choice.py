@@ -117,7 +117,13 @@ def test_choose_needs_the_continuous_model_clearly_better():
         flat = label_choice.choose(sums(np.full(n, step)), n)
         assert flat.std_error == 0.0 and flat.z == z and flat.labels == labels
     out = c.as_dict()
-    assert set(out) == {"labels", "rule", "log_predictive", "difference", "z", "why"}
+    assert set(out) == {"labels", "rule", "against", "log_predictive", "difference", "z", "why"}
+    assert out["against"] == "alone"
+    mixed = label_choice.choose(sums(-d), n, "with spam")
+    assert mixed.against == "with spam" and "than the confusion model with the spam" in (
+        mixed.describe()
+    )
+    assert min(c, mixed, key=lambda x: x.z) is mixed  # the closer comparison decides
     assert out["labels"] == "continuous" and out["why"] == c.describe()
     assert out["rule"].endswith(f"by more than {label_choice.Z_MIN:g} standard errors")
     assert out["log_predictive"]["confusion"] == pytest.approx(-1.0)
@@ -142,6 +148,30 @@ def test_choose_from_two_ratings_uses_the_sample_variance():
     d = np.array([0.1, 0.3])
     c = label_choice.choose(np.array([0.0, 0.0, d.sum(), (d * d).sum()]), 2)
     assert c.std_error == pytest.approx(d.std(ddof=1) / np.sqrt(2), rel=1e-12)
+
+
+def test_weighted_predictive_divides_out_the_rating_as_it_counted_and_mixes_in_spam():
+    rng = np.random.default_rng(4)
+    inst, ann, level, p, rho, _ = _confusion_problem(rng)
+    w = rng.uniform(0.0, 1.0, inst.size)
+    # the weighted model's posteriors: each rating's factor to the power of its weight
+    ll = label_model.item_log_lik(np.log(p), ann, inst, level, 6, w)
+    q, _ = label_model.posterior(ll, rho, None)
+    eps = rng.uniform(0.3, 1.0, inst.size)
+    spam = rng.uniform(0.1, 0.5, inst.size)
+    got = label_choice.mixed_log_predictive(q, np.log(p), ann, inst, level, w, eps, spam)
+    for i in range(inst.size):
+        others = np.flatnonzero((inst == inst[i]) & (np.arange(inst.size) != i))
+        post = rho * np.prod(p[ann[others], :, level[others]] ** w[others, None], axis=0)
+        post /= post.sum()
+        truth = post @ p[ann[i], :, level[i]]
+        assert got[i] == pytest.approx(np.log(eps[i] * truth + (1 - eps[i]) * spam[i]), rel=1e-12)
+    one = np.ones(inst.size)  # weight 1 and no spam: the unweighted predictive
+    np.testing.assert_allclose(
+        label_choice.mixed_log_predictive(q, np.log(p), ann, inst, level, one, one, 0 * one),
+        label_choice.confusion_log_predictive(q, np.log(p), ann, inst, level, one),
+        rtol=1e-12,
+    )
 
 
 def test_confusion_predictive_with_a_rating_far_in_a_tail():
@@ -216,6 +246,15 @@ def test_held_out_sums_are_every_ratings_predictions_from_the_others(ordinal):
     conf = label_choice.confusion_log_predictive(q, log_p, ann, inst, lev)
     d = cont - conf
     np.testing.assert_allclose(got, [cont.sum(), conf.sum(), d.sum(), (d * d).sum()], rtol=1e-9)
+    # against the confusion model with the spam component: the same continuous side
+    mixed = label_choice.mixed_log_predictive(
+        q, log_p, ann, inst, lev, omega, a["reliability"][ann], hyper["spam_table"][ann, lev]
+    )
+    got = label_choice.held_out_sums(
+        data, omega, a, difficulty, estimate, hyper, q, log_p, weight=omega
+    )
+    d = cont - mixed
+    np.testing.assert_allclose(got, [cont.sum(), mixed.sum(), d.sum(), (d * d).sum()], rtol=1e-9)
 
 
 @pytest.mark.parametrize("chunk", [5, 14, 27])  # many chunks, exactly two, one short of all
