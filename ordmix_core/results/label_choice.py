@@ -73,8 +73,7 @@ def continuous_log_predictive(
     centre = mean + bias
     log_in = tn_log_z(t[level], t[level + 1], centre, prec_x)
     log_on = tn_log_z(np.full_like(centre, t[0]), np.full_like(centre, t[-1]), centre, prec_x)
-    truth = libm.exp(log_in - log_on)
-    return libm.log(np.maximum(eps * truth + (1.0 - eps) * spam_p, FLOOR))
+    return with_spam(libm.exp(log_in - log_on), eps, spam_p)
 
 
 def mixed_log_predictive(
@@ -93,6 +92,12 @@ def mixed_log_predictive(
     ``continuous_log_predictive``, the rest as in ``confusion_log_predictive`` (the rating's
     factor divided out to the power it counted for)."""
     truth = libm.exp(confusion_log_predictive(q, log_p, annotator, instance, level, weight))
+    return with_spam(truth, eps, spam_p)
+
+
+def with_spam(truth: np.ndarray, eps: np.ndarray, spam_p: np.ndarray) -> np.ndarray:
+    """``log(eps * truth + (1 - eps) * spam_p)`` (L,): a rating's chance from the truth mixed
+    with its annotator's spam distribution's chance of its level, floored at ``FLOOR``."""
     return libm.log(np.maximum(eps * truth + (1.0 - eps) * spam_p, FLOOR))
 
 
