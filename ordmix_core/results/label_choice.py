@@ -207,11 +207,11 @@ def held_out_sums(
     ``estimate`` (M,) the items' posterior means; ``hyper``: ``thresholds``, ``mu``,
     ``lambda``, ``spam_table`` (N, K) each annotator's spam distribution and, for a model
     whose ratings are values rather than intervals (``ordinal`` False), ``scale`` (the values
-    the item posteriors were fitted to); ``q``, ``log_p``:
-    a confusion model's item posteriors (M, K) and log confusion (N, K, K): fitted with every
-    rating counting 1 (``weight`` None), or with each counting for ``weight`` (L,), the
-    continuous fit's omega: the rating's factor then divided out as it counted, and its
-    prediction mixed with the annotator's spam distribution by eps (``mixed_log_predictive``).
+    the item posteriors were fitted to); ``q``, ``log_p``: a confusion model's item posteriors
+    (M, K) and log confusion (N, K, K), fitted with every rating counting 1 (``weight`` None)
+    or with each counting for ``weight`` (L,), the continuous fit's omega: the rating's factor
+    is then divided out as it counted, and the prediction mixed with the annotator's spam
+    distribution by eps (``mixed_log_predictive``).
     """
     t = np.asarray(hyper["thresholds"], dtype=float)
     mu, lam = float(hyper["mu"]), float(hyper["lambda"])
@@ -220,7 +220,6 @@ def held_out_sums(
     bias, bias_var = annotators["bias"], annotators["bias_var"]
     n_inst = data.n_instances
     chunks = [slice(lo, lo + CHUNK) for lo in range(0, len(data.ann), CHUNK)]
-
     values = None if hyper.get("ordinal", True) else np.asarray(hyper["scale"], dtype=float)
 
     def rho_ex(sl: slice) -> tuple[np.ndarray, np.ndarray]:
