@@ -142,6 +142,8 @@ def test_choose_needs_the_continuous_model_clearly_better():
             "continuous model does not predict each rating from the others clearly better"
         )
     )
+    alone = label_choice.choose(sums(-d), n).describe()
+    assert "clearly better than the confusion model (" in alone
 
 
 def test_choose_from_two_ratings_uses_the_sample_variance():
