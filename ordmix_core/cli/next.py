@@ -177,12 +177,12 @@ def _from_fitfolder_name(
     # a fit whose labels came from a label model wrote its level probabilities: the ordinal
     # confusion model's, or the continuous posterior's levels when the label choice chose them
     choice = summary.get("model_choice") or {}
-    confusion = choice.get("labels") == "confusion" or "label_choice" in choice
-    p_cols = decisions.level_columns(hp["scale"]) if confusion else []
+    written = choice.get("labels") == "confusion" or "label_choice" in choice
+    p_cols = decisions.level_columns(hp["scale"]) if written else []
     items = fit_folder.read_fit_table(
         folder, "items", ["instance", "category"], ["estimate", "sd", "n_ratings", *p_cols]
     ).set_index("instance")
-    level_proba = items[p_cols].to_numpy(dtype=float) if confusion else None
+    level_proba = items[p_cols].to_numpy(dtype=float) if written else None
     if "clear_majority" in items.columns:  # empty cells: no clear majority
         items["clear_majority"] = pd.to_numeric(items["clear_majority"], errors="coerce")
     cats = fit_folder.read_fit_table(folder, "categories", ["category"], ["difficulty"])
