@@ -330,7 +330,8 @@ def _parse_distinct(col, source: str) -> np.ndarray:
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
             raw = uniques[codes[row]] if codes[row] >= 0 else None
-            _refuse_rating(raw, row, int(bad.sum()), source)
+            names = [str(u).strip() for u, b in zip(uniques, ubad[:-1], strict=True) if b]
+            _refuse_rating(raw, row, int(bad.sum()), source, [n for n in names if n])
     return uval[codes]
 
 
@@ -346,18 +347,31 @@ def _distinct(col) -> tuple[np.ndarray, pd.Series]:
     return codes, pd.Series(np.asarray(uniques, dtype=object), dtype=object)
 
 
-def _refuse_rating(raw: object, row: int, n_bad: int, source: str) -> None:
+#: at most this many distinct names among the ratings read as a scale of named levels
+#: (G/P/R/X), for which the refusal says how to write them as numbers
+NAMED_LEVELS_MAX = 12
+
+
+def _refuse_rating(
+    raw: object, row: int, n_bad: int, source: str, names: Sequence[str] = ()
+) -> None:
+    """InputError for the rating at ``row`` (0-based, of the data); ``names``: the distinct
+    non-numeric texts of the column, named when they look like a scale of named levels."""
     where = f"row {row + 2} {_ROW}"
     if raw is None or (not isinstance(raw, str) and pd.isna(raw)) or str(raw).strip() == "":
         msg = f"{where}: empty rating cell; fill it in or delete the row"
     else:
         text = str(raw)[:40]
-        hint = (
-            " (decimal comma? write it with a point, e.g. 3.5)"
-            if re.fullmatch(r"-?\d+,\d+", text.strip())
-            else ""
-        )
-        msg = f"{where}: rating {text!r} is not a number{hint}; ratings must be numbers"
+        hint, fix = "", "ratings must be numbers"
+        if re.fullmatch(r"-?\d+,\d+", text.strip()):
+            hint = " (decimal comma? write it with a point, e.g. 3.5)"
+        elif 2 <= len(names) <= NAMED_LEVELS_MAX:
+            shown = ", ".join(repr(n[:20]) for n in sorted(names))
+            fix = (
+                f"the ratings hold the names {shown}: write them as numbers in the scale's "
+                "order, lowest level first (1, 2, ...)"
+            )
+        msg = f"{where}: rating {text!r} is not a number{hint}; {fix}"
     raise InputError(f"{msg} ({n_bad} such row(s))", source=source)
 
 

@@ -190,6 +190,25 @@ def test_booleans_and_numbers_as_text_read_as_numbers():
     assert prepare(df).scale.values.tolist() == [3.0]
 
 
+def test_ratings_given_as_names_are_refused_with_how_to_number_them():
+    """G/P/R/X-style ratings: their order is not in the file, so the refusal names the
+    distinct names and says to number them lowest first; one stray word gets no such hint."""
+    df = pd.DataFrame(
+        {"annotator": list("abcde"), "instance": ["x"] * 5, "rating": ["P", "G", " R", "X", "P"]}
+    )
+    with pytest.raises(InputError) as e:
+        prepare(df)
+    msg = str(e.value)
+    assert "row 2 (counting the header as row 1): rating 'P' is not a number" in msg
+    assert "the names 'G', 'P', 'R', 'X'" in msg and "lowest level first" in msg
+    assert msg.endswith("(5 such row(s))")
+    df["rating"] = ["1", "2", "good", "3", "2"]
+    with pytest.raises(InputError) as e:
+        prepare(df)
+    assert "rating 'good' is not a number; ratings must be numbers" in str(e.value)
+    assert "names" not in str(e.value)
+
+
 # --------------------------------------------------------------------------- queries, names
 
 
