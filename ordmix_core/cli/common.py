@@ -119,6 +119,9 @@ def fit_report(
     chose = (summary.get("model_choice") or {}).get("label_choice")
     if chose:
         lines.append(f"ordmix: {chose['why']}")
+    weights = (summary.get("model_choice") or {}).get("label_weights")
+    if weights and weights["weights"] == "none":  # the spam fit's omega left out of the labels
+        lines.append(f"ordmix: {weights['why']}")
     taught = (summary.get("model_choice") or {}).get("gold_labels")
     if taught:
         lines.append(f"ordmix: gold: {taught}")

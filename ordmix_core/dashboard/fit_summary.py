@@ -89,7 +89,8 @@ def model_line(model: OrdinalMixture) -> str:
     difficulty prior too, when not the paper's), the learned spread of the annotators' biases
     and the spammers' answer distribution, and, when the fit decided its spam component from
     the evidence (``model_["spam_choice"]``) or its labels' model from held-out ratings
-    (``model_["label_choice"]``), which way and why.
+    (``model_["label_choice"]``), which way and why; and when the labels count every rating 1
+    though the fit has a spam component (``model_["label_weights"]``), why.
     """
     d = getattr(model, "model_", None) or {}
     if d.get("model") == "paper":
@@ -132,7 +133,11 @@ def model_line(model: OrdinalMixture) -> str:
     text += f" (learned: {'; '.join(learned)})" if learned else ""
     text += f". Spam component: {choice['why']}" if choice else ""
     why = (d.get("label_choice") or {}).get("why")
-    return text + (f". {why[0].upper()}{why[1:]}" if why else "")
+    text += f". {why[0].upper()}{why[1:]}" if why else ""
+    weights = d.get("label_weights") or {}
+    if weights.get("weights") == "none":  # the spam fit's omega left out of the labels
+        text += f". {weights['why'][0].upper()}{weights['why'][1:]}"
+    return text
 
 
 def no_spam_note(model: OrdinalMixture) -> str:

@@ -4,10 +4,11 @@ clear majorities of trusted raters that decide a label whatever the model says.
 ``fit_levels(model, data, gold_m, mode)`` runs after the continuous fit (the last step of
 ``OrdinalMixture.fit``; ``mode``: the ``labels`` option, or the named model's) and sets
 ``level_proba_``, ``items_["clear_majority"]``, ``annotator_flags_`` and ``model_["labels"]``
-(plus ``model_["label_choice"]`` when the labels were chosen, and ``model_["gold_labels"]``
-when gold was given). The model math is in ``results.label_model`` (the ordinal confusion
-model), ``results.label_choice`` (the choice from held-out ratings) and ``results.decisions``
-(the continuous posterior's levels).
+(plus ``model_["label_choice"]`` when the labels were chosen, ``model_["label_weights"]``
+when the spam component's omega could weigh the confusion model's ratings, and
+``model_["gold_labels"]`` when gold was given). The model math is in ``results.label_model``
+(the ordinal confusion model), ``results.label_choice`` (the choice from held-out ratings) and
+``results.decisions`` (the continuous posterior's levels).
 """
 
 from __future__ import annotations
@@ -29,8 +30,11 @@ def fit_levels(model: Any, data: CrowdData, gold_m: np.ndarray | None, mode: str
     ratings, ``settle.own_ratings``), ``"choose"`` (the continuous posterior's levels when the
     held-out ratings say the continuous model predicts them clearly better, else as
     ``"confusion"``: ``label_choice``) or ``"continuous"`` (no level probabilities here: the
-    decisions take the continuous posterior's, with its credible interval). None and no column
-    when the fit was stopped. ``items_["clear_majority"]``: the level of an item no flagged
+    decisions take the continuous posterior's, with its credible interval). With the spam
+    component the confusion model's ratings count for their omega only when, so weighted, it
+    still predicts the held-out ratings (``label_choice.weights_check``,
+    ``model_["label_weights"]``); else every rating counts 1. None and no column when the fit
+    was stopped. ``items_["clear_majority"]``: the level of an item no flagged
     annotator rated whose ratings give one level at least ``label_rules.CLEAR_MAJORITY`` of the
     time, else missing (its label whatever the model says); never a gold item's (its label is
     its gold)."""
@@ -52,14 +56,25 @@ def fit_levels(model: Any, data: CrowdData, gold_m: np.ndarray | None, mode: str
         clear = np.where(gold >= 0, -1, clear)
     model.items_["clear_majority"] = decisions.clear_majority_column(clear, data.scale.values)
     args = (data.ann, data.inst, data.level, data.n_annotators, data.n_instances, data.scale.k)
+    n = len(data.ann)
+    weighted = bool(model.spam_)  # the ratings count for their omega (all 1 without spam)
     ready = None  # a confusion fit that is the one to ship without gold, when the choice made it
-    if mode == "choose":
+    if mode == "choose" or weighted:
         plain = label_model.fit_levels(*args)  # every rating counts 1: a model of all of them
-        choice = choose(model, data, plain)
-        ready = None if model.spam_ else plain  # without spam the weights are all 1
-        if choice.labels == "continuous" and model.spam_:  # and with the spam component
-            ready = label_model.fit_levels(*args, weight=model.omega_)
-            choice = min(choice, choose(model, data, ready, model.omega_), key=lambda c: c.z)
+        alone = held_out(model, data, plain)
+        ready = plain
+    if weighted:  # does the confusion model, so weighted, still see the items?
+        ready = label_model.fit_levels(*args, weight=model.omega_)
+        spam = held_out(model, data, ready, model.omega_)
+        check = label_choice.weights_check(alone, spam, n)
+        model.model_["label_weights"] = check.as_dict()
+        weighted = check.used
+        ready = ready if weighted else plain
+    if mode == "choose":
+        choice = label_choice.choose(alone, n, "alone")
+        if choice.labels == "continuous" and weighted:  # and with the spam component
+            mixed = label_choice.choose(spam, n, "with spam")
+            choice = min(choice, mixed, key=lambda c: c.z)
         model.model_["label_choice"] = choice.as_dict()
         model.model_["labels"] = choice.labels
         if choice.labels == "continuous":
@@ -81,19 +96,19 @@ def fit_levels(model: Any, data: CrowdData, gold_m: np.ndarray | None, mode: str
         return
     estimate, own_omega = own if gold is not None and own is not None else (None, None)
     model.level_proba_, fit = label_model.level_posterior(
-        *args, gold=gold, weight=model.omega_ if model.spam_ else None, estimate=estimate,
-        own_weight=own_omega if model.spam_ else None,
+        *args, gold=gold, weight=model.omega_ if weighted else None, estimate=estimate,
+        own_weight=own_omega if weighted else None,
     )  # fmt: skip
     model.model_["gold_labels"] = fit.taught and fit.taught.describe()  # None: no gold
 
 
-def choose(
+def held_out(
     model: Any, data: CrowdData, fit: label_model.LevelFit, weight: np.ndarray | None = None
-) -> label_choice.LabelChoice:
-    """``label_choice.choose`` for a fitted in-memory model and a confusion fit ``fit``, made
-    with every rating counting 1 (``weight`` None: the confusion model alone) or each counting
-    for ``weight`` (the continuous fit's omega: with the spam component): every rating
-    predicted from the others by each model."""
+) -> np.ndarray:
+    """``label_choice.held_out_sums`` for a fitted in-memory model and a confusion fit ``fit``,
+    made with every rating counting 1 (``weight`` None: the confusion model alone) or each
+    counting for ``weight`` (the continuous fit's omega: with the spam component): every
+    rating predicted from the others by each model, and by chance."""
     ann = model.annotators_
     k = data.scale.k
     if model.spam_ and model.spam_distributions_ is not None:
@@ -109,7 +124,7 @@ def choose(
         "bias_var": bias_sd * bias_sd,
     }
     hyper = dict(model.hyperparams_, spam_table=spam_table, ordinal=model.ordinal)
-    sums = label_choice.held_out_sums(
+    return label_choice.held_out_sums(
         data,
         model.omega_,
         per_annotator,
@@ -120,5 +135,3 @@ def choose(
         libm.log(fit.confusion),
         weight,
     )
-    against = "alone" if weight is None else "with spam"
-    return label_choice.choose(sums, len(data.ann), against)

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from _cli_helpers import run_cli
+from _crowds import careless_crowd
 
 from ordmix_core.cli.common import Progress
 from ordmix_core.cli.main import main
@@ -398,6 +399,22 @@ def test_progress_is_a_bar_on_a_terminal_and_a_line_per_restart_otherwise():
     quiet = io.StringIO()
     Progress(3, quiet=True, stream=quiet)(0, 1, -1.0)
     assert quiet.getvalue() == ""
+
+
+def test_fit_says_when_the_labels_count_every_rating_1(tmp_path):
+    """A spam fit that explains almost every rating as spam: the closing lines say that the
+    labels leave its omega out, in summary.json's words."""
+    ratings, _ = careless_crowd()
+    ratings.to_csv(tmp_path / "careless.csv", index=False)
+    args = ["fit", tmp_path / "careless.csv", "--out", tmp_path / "o", "--spam", "on"]
+    rc, err, _ = run_cli([*args, "--restarts", "2", "--seed", "0"])
+    assert rc == 0
+    weights = json.loads((tmp_path / "o" / "summary.json").read_text())["model_choice"][
+        "label_weights"
+    ]
+    assert weights["weights"] == "none"
+    assert f"ordmix: {weights['why']}" in err
+    assert weights["why"].startswith("every rating counts 1 in the labels")
 
 
 def test_fit_progress_and_closing_line(files, tmp_path):

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 import pytest
+from _crowds import careless_crowd
 
 import ordmix_core.io as oio
 from ordmix_core.dashboard.fit_job import FitJob, FitParams, fit_page_options
@@ -23,6 +24,7 @@ from ordmix_core.dashboard.fit_summary import (
     selection_explanation,
 )
 from ordmix_core.dashboard.report import make_dataset
+from ordmix_core.data.simulate import simulate_crowd
 from ordmix_core.estimators import option_frontends
 from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
 from ordmix_core.results import decisions, reliability
@@ -320,6 +322,18 @@ def test_summary_says_what_the_gold_did_to_the_labels(demo, share):
     assert (
         OrdinalMixture(n_restarts=1, random_state=0).fit(demo.ratings).model_["gold_labels"] is None
     )
+
+
+def test_summary_says_when_the_labels_count_every_rating_1():
+    ratings, _ = careless_crowd()
+    m = OrdinalMixture(n_restarts=2, random_state=0, spam=True).fit(ratings)
+    why = m.model_["label_weights"]["why"]
+    assert m.model_["label_weights"]["weights"] == "none"
+    assert model_line(m).endswith(f". {why[0].upper()}{why[1:]}")
+    kept = OrdinalMixture(n_restarts=1, random_state=0, spam=True)
+    kept.fit(simulate_crowd(n_items=200, n_annotators=20, random_state=0).ratings)
+    assert kept.model_["label_weights"]["weights"] == "omega"
+    assert "counts 1 in the labels" not in model_line(kept)
 
 
 def test_in_words_joins_like_a_sentence():

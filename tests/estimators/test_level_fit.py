@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from _crowds import careless_crowd
 
 from ordmix_core.data.simulate import simulate_crowd
 from ordmix_core.estimators import level_fit
@@ -106,8 +107,9 @@ def test_the_continuous_model_must_also_beat_the_confusion_model_with_spam():
     chose = m.model_["label_choice"]
     assert chose["labels"] == "confusion" and chose["against"] == "with spam"
     d = m.data_
-    alone = level_fit.choose(m, d, label_model.fit_levels(
-        d.ann, d.inst, d.level, d.n_annotators, d.n_instances, d.scale.k))  # fmt: skip
+    plain = label_model.fit_levels(d.ann, d.inst, d.level, d.n_annotators, d.n_instances,
+                                   d.scale.k)  # fmt: skip
+    alone = label_choice.choose(level_fit.held_out(m, d, plain), len(d.ann))
     assert alone.z > label_choice.Z_MIN  # alone, the continuous labels would have shipped
     g = gold.reindex(m.estimates_.index).to_numpy(float)
     cont = decisions.level_probabilities(
@@ -117,6 +119,31 @@ def test_the_continuous_model_must_also_beat_the_confusion_model_with_spam():
     )
     shipped = np.mean(m.labels_.to_numpy(float) != g)
     assert shipped < np.mean(m.scale_.values[cont.argmax(axis=1)] != g) - 0.05
+
+
+def test_weights_of_a_spam_fit_that_sees_no_items_are_not_used(monkeypatch):
+    """Careless raters on a two-level scale: every restart of the spam fit explains the
+    ratings as spam, so its omega would erase every item's evidence; the labels then count
+    every rating 1 and are as good as the majority's. With the weights forced (a share of 0
+    kept is enough) the labels are no better than a coin."""
+    ratings, gold = careless_crowd()
+    m = _fit(ratings, spam=True)
+    check = m.model_["label_weights"]
+    assert check["weights"] == "none" and check["kept"] < label_choice.KEEP_SHARE
+    assert m.model_["labels"] == "confusion" and m.omega_.mean() < 0.1
+    d = m.data_
+    plain = label_model.fit_levels(d.ann, d.inst, d.level, d.n_annotators, d.n_instances,
+                                   d.scale.k)  # fmt: skip
+    assert m.level_proba_.tobytes() == plain.q.tobytes()
+    g = gold.reindex(m.estimates_.index).to_numpy(float)
+    votes = ratings.groupby("instance")["rating"].agg(lambda r: r.value_counts().idxmax())
+    majority = np.mean(votes.reindex(m.estimates_.index).to_numpy(float) != g)
+    shipped = np.mean(m.labels_.to_numpy(float) != g)
+    assert shipped <= majority + 0.02
+    monkeypatch.setattr(label_choice, "KEEP_SHARE", 0.0)
+    forced = _fit(ratings, spam=True)
+    assert forced.model_["label_weights"]["weights"] == "omega"
+    assert np.mean(forced.labels_.to_numpy(float) != g) > shipped + 0.1
 
 
 def test_the_labels_option_names_the_model_and_skips_the_choice(lenient_strict):

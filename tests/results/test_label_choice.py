@@ -146,6 +146,57 @@ def test_choose_needs_the_continuous_model_clearly_better():
     assert "clearly better than the confusion model (" in alone
 
 
+def test_chance_is_the_annotators_other_ratings_level_shares():
+    ann = np.array([0, 0, 0, 1, 0])
+    level = np.array([2, 2, 0, 1, 1])
+    counts = np.zeros((2, 3))
+    np.add.at(counts, (ann, level), 1.0)
+    got = np.exp(label_choice.chance_log_predictive(ann, level, counts))
+    # annotator 0's other three ratings with one pseudo-rating per level: (others + 1) / 6
+    np.testing.assert_allclose(got, [2 / 6, 2 / 6, 1 / 6, 1 / 3, 1 / 6], rtol=1e-12)
+    for n in (0, 1):  # a distribution over the levels, the held-out rating at each in turn
+        total = 0.0
+        for k in range(3):
+            one = label_choice.chance_log_predictive(
+                np.array([n]), np.array([k]), _with(counts, n, k)
+            )
+            total += float(np.exp(one[0]))
+        assert total == pytest.approx(1.0, rel=1e-12)
+
+
+def _with(counts: np.ndarray, n: int, k: int) -> np.ndarray:
+    """``counts`` with one more rating of annotator ``n`` at level ``k``."""
+    out = counts.copy()
+    out[n, k] += 1
+    return out
+
+
+def test_weights_are_used_unless_they_leave_the_confusion_model_near_chance():
+    n = 1000
+
+    def sums(conf: float, chance: float) -> np.ndarray:  # per-rating means, as sums
+        return np.array([0.0, conf * n, 0.0, 0.0, chance * n])
+
+    alone = sums(-0.8, -1.1)  # gains 0.3 a rating over chance
+    keep = label_choice.weights_check(alone, sums(-1.0, -1.1), n)  # keeps a third of it
+    assert keep.used and keep.kept == pytest.approx(1 / 3)
+    assert keep.plain_gain == pytest.approx(0.3) and keep.weighted_gain == pytest.approx(0.1)
+    low = -1.1 + 0.3 * label_choice.KEEP_SHARE - 1e-6  # just under the share
+    drop = label_choice.weights_check(alone, sums(low, -1.1), n)
+    assert not drop.used and "every rating counts 1" in drop.describe()
+    just = -1.1 + 0.3 * label_choice.KEEP_SHARE + 1e-6  # just over it
+    at = label_choice.weights_check(alone, sums(just, -1.1), n)
+    assert at.used and "counts in the labels for the chance" in at.describe()
+    # the confusion model alone no better than chance: the weights take nothing away
+    flat = label_choice.weights_check(sums(-1.2, -1.1), sums(-1.5, -1.1), n)
+    assert flat.used and flat.as_dict()["kept"] is None
+    out = drop.as_dict()
+    assert out["weights"] == "none" and keep.as_dict()["weights"] == "omega"
+    assert set(out) == {"weights", "rule", "gain", "kept", "why"} and out["why"] == drop.describe()
+    assert out["gain"] == {"every rating 1": drop.plain_gain, "omega": drop.weighted_gain}
+    assert f"at least {label_choice.KEEP_SHARE:g} needed" in out["why"]
+
+
 def test_choose_from_two_ratings_uses_the_sample_variance():
     d = np.array([0.1, 0.3])
     c = label_choice.choose(np.array([0.0, 0.0, d.sum(), (d * d).sum()]), 2)
@@ -247,7 +298,13 @@ def test_held_out_sums_are_every_ratings_predictions_from_the_others(ordinal):
         cont[i] = np.log(e * truth + (1 - e) * hyper["spam_table"][ann[i], lev[i]])
     conf = label_choice.confusion_log_predictive(q, log_p, ann, inst, lev)
     d = cont - conf
-    np.testing.assert_allclose(got, [cont.sum(), conf.sum(), d.sum(), (d * d).sum()], rtol=1e-9)
+    k = log_p.shape[1]
+    chance = np.empty(inst.size)  # each rating from its annotator's other ratings alone
+    for i in range(inst.size):
+        others = (ann == ann[i]) & (np.arange(inst.size) != i)
+        chance[i] = np.log(((lev[others] == lev[i]).sum() + 1) / (others.sum() + k))
+    want = [cont.sum(), conf.sum(), d.sum(), (d * d).sum(), chance.sum()]
+    np.testing.assert_allclose(got, want, rtol=1e-9)
     # against the confusion model with the spam component: the same continuous side
     mixed = label_choice.mixed_log_predictive(
         q, log_p, ann, inst, lev, omega, a["reliability"][ann], hyper["spam_table"][ann, lev]
@@ -256,7 +313,8 @@ def test_held_out_sums_are_every_ratings_predictions_from_the_others(ordinal):
         data, omega, a, difficulty, estimate, hyper, q, log_p, weight=omega
     )
     d = cont - mixed
-    np.testing.assert_allclose(got, [cont.sum(), mixed.sum(), d.sum(), (d * d).sum()], rtol=1e-9)
+    want = [cont.sum(), mixed.sum(), d.sum(), (d * d).sum(), chance.sum()]
+    np.testing.assert_allclose(got, want, rtol=1e-9)
 
 
 @pytest.mark.parametrize("chunk", [5, 14, 27])  # many chunks, exactly two, one short of all
