@@ -1,8 +1,10 @@
-"""Sums over a short last axis (the K levels of a scale) in a fixed order, left to right.
+"""Sums over a short last axis (the K levels of a scale) in a fixed order, left to right, and
+Cholesky solves of small stacked matrices in a fixed order.
 
 numpy's ``sum`` over an axis may pair its terms differently with the array's layout and the CPU's
-vector width; these loops add the levels one at a time, so a level posterior has the same bits
-on every machine and whatever the array's strides. Used by the label model and the gold map.
+vector width, and LAPACK's order depends on the library build; these loops add one term at a
+time, so a level posterior has the same bits on every machine and whatever the array's strides.
+Used by the label model (its Newton step's solves too) and the gold map.
 """
 
 from __future__ import annotations
@@ -25,3 +27,38 @@ def log_softmax(z: np.ndarray) -> np.ndarray:
     maximum so that rows far from 0 stay finite."""
     z = z - z.max(axis=1, keepdims=True)
     return z - libm.log(last_sum(libm.exp(z)))[:, None]
+
+
+def cholesky(m: np.ndarray) -> np.ndarray:
+    """Lower Cholesky factors (N, J, J) of symmetric positive definite matrices (N, J, J)."""
+    j = m.shape[1]
+    low = np.zeros_like(m)
+    for c in range(j):
+        s = m[:, c, c].copy()
+        for i in range(c):
+            s -= low[:, c, i] * low[:, c, i]
+        low[:, c, c] = np.sqrt(np.maximum(s, 1e-300))
+        for r in range(c + 1, j):
+            s = m[:, r, c].copy()
+            for i in range(c):
+                s -= low[:, r, i] * low[:, c, i]
+            low[:, r, c] = s / low[:, c, c]
+    return low
+
+
+def cho_solve(low: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """x (N, J, R) with (low low') x = b, from ``cholesky``'s factors and b (N, J, R)."""
+    j = low.shape[1]
+    y = np.empty_like(b)
+    for r in range(j):
+        s = b[:, r].copy()
+        for i in range(r):
+            s -= low[:, r, i, None] * y[:, i]
+        y[:, r] = s / low[:, r, r, None]
+    x = np.empty_like(b)
+    for r in range(j - 1, -1, -1):
+        s = y[:, r].copy()
+        for i in range(r + 1, j):
+            s -= low[:, i, r, None] * x[:, i]
+        x[:, r] = s / low[:, r, r, None]
+    return x

@@ -307,8 +307,8 @@ def _newton_system(n, a, t, d, a_bar, lam, p, rows, grad, prec, mean, second):  
 
 @jit()
 def _newton_solve(m, b, low, y, x):  # pragma: no cover - compiled
-    """``_cholesky(m)`` into ``low`` once ``b`` is None-like (b.shape[1] == 0), else
-    ``_cho_solve(low, b)`` into ``x`` (J, R), numpy's operations in numpy's order."""
+    """``fixed_order.cholesky(m)`` into ``low`` once ``b`` is None-like (b.shape[1] == 0), else
+    ``fixed_order.cho_solve(low, b)`` into ``x`` (J, R), numpy's operations in numpy's order."""
     jn = low.shape[0]
     if b.shape[1] == 0:
         low[:, :] = 0.0

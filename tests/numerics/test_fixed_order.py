@@ -1,4 +1,5 @@
-"""``fixed_order``: level sums left to right, and the row-wise log softmax built on them."""
+"""``fixed_order``: level sums left to right, the row-wise log softmax built on them, and
+Cholesky solves."""
 
 from __future__ import annotations
 
@@ -42,3 +43,15 @@ def test_log_softmax_is_scipys_and_normalised(z: np.ndarray) -> None:
 def test_log_softmax_rows_far_apart() -> None:
     z = np.array([[1000.0, 0.0], [-1000.0, -1000.0]])
     np.testing.assert_allclose(fixed_order.log_softmax(z), [[0.0, -1000.0], [-np.log(2)] * 2])
+
+
+def test_cholesky_solves_match_lapack() -> None:
+    rng = np.random.default_rng(8)
+    x = rng.normal(size=(6, 5, 5))
+    m = x @ x.transpose(0, 2, 1) + 0.1 * np.eye(5)
+    b = rng.normal(size=(6, 5, 3))
+    low = fixed_order.cholesky(m)
+    np.testing.assert_allclose(low @ low.transpose(0, 2, 1), m, rtol=1e-12, atol=1e-12)
+    assert not np.triu(low, 1).any()
+    got = fixed_order.cho_solve(low, b)
+    np.testing.assert_allclose(got, np.linalg.solve(m, b), rtol=1e-9, atol=1e-9)

@@ -88,6 +88,48 @@ def test_weights_scale_each_rating_and_zero_removes_it():
     assert ones.q.tobytes() == lm.fit_levels(ann, inst, rating, 20, 120, 4).q.tobytes()
 
 
+def test_careless_split_is_each_cells_careless_part():
+    """A cell of the soft table splits as its chance does: ``gamma / K`` careless against
+    ``(1 - gamma) p`` from the adjacent categories; the new share is the careless total over
+    the table's, with ``CARELESS_PRIOR`` ratings more at the crowd's pooled share (all of it
+    for an annotator without ratings)."""
+    rng = np.random.default_rng(5)
+    p = lm.confusion(rng.normal(size=(3, 4)), lm.design(3))
+    t = rng.uniform(0, 4, size=(3, 3, 3))
+    t[2] = 0.0
+    gamma = np.array([0.1, 0.6, 0.3])
+    kept, share = lm.careless_split(t, p, gamma)
+    careless = np.zeros(3)
+    for n in range(3):
+        mixed = (1 - gamma[n]) * p[n] + gamma[n] / 3
+        part = t[n] * (gamma[n] / 3) / mixed
+        careless[n] = part.sum()
+        np.testing.assert_allclose(kept[n], t[n] - part, rtol=1e-12, atol=1e-15)
+    pooled = careless.sum() / t.sum()
+    prior = lm.CARELESS_PRIOR
+    want = (careless + prior * pooled) / (t.sum(axis=(1, 2)) + prior)
+    np.testing.assert_allclose(share, want, rtol=1e-12)
+    assert share[2] == pytest.approx(pooled, rel=1e-12) and not kept[2].any()
+    np.testing.assert_allclose(lm.with_careless(p, gamma).sum(axis=2), 1.0)
+    np.testing.assert_allclose(lm.with_careless(p, gamma)[1], 0.4 * p[1] + 0.2, rtol=1e-12)
+
+
+def test_an_annotator_who_answers_at_random_is_learned_careless():
+    """Twenty careful annotators and one answering any level evenly 60% of the time: the fit
+    gives that one a careless share near 0.6 (shrunk a little towards the crowd's) and the
+    careful ones near 0; the labels keep the truth."""
+    rng = np.random.default_rng(6)
+    ann, inst, rating, truth = _crowd(rng, n_ann=21, n_items=400, k=5, per_item=6, noise=0.1)
+    sloppy = (ann == 0) & (rng.random(ann.size) < 0.6)
+    rating = np.where(sloppy, rng.integers(0, 5, ann.size), rating)
+    fit = lm.fit_levels(ann, inst, rating, 21, 400, 5)
+    n0 = int((ann == 0).sum())  # its share shrunk towards the crowd's by CARELESS_PRIOR
+    assert fit.careless[0] == pytest.approx(0.6 * n0 / (n0 + lm.CARELESS_PRIOR), abs=0.1)
+    assert np.max(fit.careless[1:]) < 0.1
+    assert np.mean(fit.q.argmax(axis=1) != truth) < 0.02
+    np.testing.assert_allclose(fit.confusion.sum(axis=2), 1.0)
+
+
 def test_newton_iterations_reach_the_penalised_optimum():
     """Repeated steps converge to the optimum a general-purpose optimiser finds."""
     rng = np.random.default_rng(3)
@@ -121,15 +163,6 @@ def test_prior_update_is_the_moment_match():
     cap = 1.0 / lm.MIN_PRECISION
     capped = np.array([[cap, np.sqrt(cap)], [np.sqrt(cap), 1.0]]) + lm.PRIOR_RIDGE * np.eye(2)
     np.testing.assert_allclose(lam, np.linalg.inv(capped), rtol=1e-6)
-
-
-def test_cholesky_solves_match_lapack():
-    rng = np.random.default_rng(8)
-    x = rng.normal(size=(6, 5, 5))
-    m = x @ x.transpose(0, 2, 1) + 0.1 * np.eye(5)
-    b = rng.normal(size=(6, 5, 3))
-    got = lm._cho_solve(lm._cholesky(m), b)
-    np.testing.assert_allclose(got, np.linalg.solve(m, b), rtol=1e-9, atol=1e-9)
 
 
 def test_recovers_the_truth_of_a_careful_crowd():
