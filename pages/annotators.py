@@ -20,10 +20,6 @@ from pages._ui import (
     session,
 )
 
-#: below this fitted reliability an annotator's ratings are (almost) all taken as spam, so the
-#: fit has nothing to learn their expertise from: the table leaves it empty
-NO_EXPERTISE_BELOW = 0.05
-
 #: one plain line per flag (the threshold t and confidence c filled in)
 MEANING = {
     "unreliable": "Their ratings make a reliability below {t:g} at least {c:.0%} probable: "
@@ -99,7 +95,8 @@ evidence_cols = {
     ),
     "expertise": st.column_config.NumberColumn(
         format="%.3g",
-        help=f"Empty where the fit's reliability is below {NO_EXPERTISE_BELOW:g}: the fit "
+        help=f"None where the fit's reliability is below {explanations.NO_EXPERTISE_BELOW:g}: "
+        "the fit "
         "takes (almost) all their ratings as spam, so it has nothing to learn their "
         "expertise from and shows only its prior.",
     ),
@@ -124,11 +121,7 @@ st.caption(
 tabs = st.tabs(
     [f"{flag.capitalize()} ({(ann['flag'] == flag).sum():,})" for flag in decisions.ANNOTATOR_FLAGS]
 )
-shown_ann = ann.copy()
-shown_ann["reliability"] = [explanations.probability_text(p) for p in ann["reliability"]]
-if "bias" in ann.columns:
-    shown_ann["bias"] = explanations.clean_round(ann["bias"], 2)
-shown_ann["expertise"] = ann["expertise"].where(ann["reliability"] >= NO_EXPERTISE_BELOW)
+shown_ann = explanations.annotators_for_people(ann)
 for tab, flag in zip(tabs, decisions.ANNOTATOR_FLAGS, strict=True):
     # most certain and biggest first: the unreliable and undetermined by P(unreliable), the
     # ok by P(ok); then by the number of ratings

@@ -145,6 +145,10 @@ with tab_cmp:
                 ),
             },
         )
+        st.caption(
+            "Calibration error and log loss score the level probabilities: *None* for a method "
+            "that gives only an estimate, no level probabilities."
+        )
         st.plotly_chart(figures_compare.metric_bars(table), key="cmp_bars")
         st.plotly_chart(figures.estimate_vs_truth(estimates, ds.gold), key="cmp_scatter")
         csv_download(table, id_columns=["method"], file_name="comparison.csv", key="cmp_download")

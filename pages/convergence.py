@@ -57,6 +57,10 @@ st.dataframe(
     },
 )
 st.caption(
-    "n_iter counts mixture iterations; warmup_iter the no-spam warm-up that precedes them. "
-    "truth_share is the share of ratings explained by the truth component."
+    "n_iter counts the mixture's sweeps; uniform_iter those of the stage with uniform spam "
+    "before it; warmup_iter a restart's own no-spam warm-up and shared_iter the warm-up it "
+    "branched from (shared by the restarts). The chosen restart's iterations above are "
+    "uniform_iter + n_iter. pruned_at: the sweep of its stage after which the race dropped it "
+    "(None: it ran to the end). truth_share is the share of ratings explained by the truth "
+    "component."
 )

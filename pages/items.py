@@ -131,7 +131,8 @@ charted = (
 if len(charted):
     st.plotly_chart(figures_decisions.item_level_probabilities(charted), key="items_levels_plot")
     st.caption(
-        f"{len(charted)} items of the table above ({chart_rows}): the probability of each level."
+        f"{len(charted)} item{'' if len(charted) == 1 else 's'} of the table above ({chart_rows}): "
+        "the probability of each level."
     )
 
 # --------------------------------------------------------------------------- one item
@@ -148,13 +149,11 @@ elif len(view):
     row = items.loc[items.index.astype(str) == pick].iloc[0]
     flags = None if dec.annotators is None else dec.annotators["flag"]
     # what each rating counted for in the label: its omega, when the labels' model weighed it
+    weights = (m.model_.get("label_weights") or {}).get("weights", "omega")
     weighed = m.level_proba_ is not None and m.spam_ and m.omega_ is not None
-    weighed = weighed and len(m.omega_) == len(ds.ratings)
+    weighed = weighed and weights == "omega" and len(m.omega_) == len(ds.ratings)
     its = explanations.item_ratings(ds.ratings, pick, flags, m.omega_ if weighed else None)
-    st.markdown(
-        f"**{pick}**: label **{row['label']:g}** ({row['flag']}, P(label wrong) "
-        f"{row['p_wrong']:.3f}), estimate {row['estimate']:.2f} from {len(its):,} ratings."
-    )
+    st.markdown(f"**{pick}**: {explanations.label_sentence(row, len(its))}")
     c1, c2 = st.columns([3, 2])
     c1.plotly_chart(
         figures_decisions.item_ratings_and_levels(
@@ -232,8 +231,8 @@ st.caption(
 und_items = explanations.undetermined_to_rate(items)
 st.subheader(f"Undetermined items ({len(und_items):,}), most useful to rate first")
 st.caption(
-    "The items whose ratings are too weak to label them, by the expected gain of one more "
-    "rating (descending), then fewest ratings."
+    "The items whose ratings are too weak to label them, or whose two most probable levels "
+    "tie, by the expected gain of one more rating (descending), then fewest ratings."
 )
 st.dataframe(
     und_items,
@@ -247,11 +246,19 @@ if dec.annotators is None:
     st.info(f"Annotator flags: {dec.no_flags}.")
 else:
     review = decisions.annotators_to_review(m.annotators_.join(dec.annotators))
+    review = explanations.annotators_for_people(review)
     st.caption(
         f"{len(review):,} annotators whose ratings make a reliability below "
         f"{dec.threshold:g} at least {dec.confidence:.0%} probable, most certain first, with "
         "the evidence (P(unreliable), the credible interval of their reliability). The "
         "Annotators page shows all the groups and lets you change the settings."
     )
-    st.dataframe(review, key="items_review_table", hide_index=True)
+    evidence = ["p_unreliable", "reliability_lower", "reliability_upper", "spam_share"]
+    st.dataframe(
+        review,
+        key="items_review_table",
+        hide_index=True,
+        column_config={c: st.column_config.NumberColumn(format="%.3f") for c in evidence}
+        | {"expertise": st.column_config.NumberColumn(format="%.3g")},
+    )
     csv_download(review, ["annotator"], "review.csv", key="items_review_download")

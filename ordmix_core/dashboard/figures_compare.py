@@ -12,44 +12,70 @@ from .figures import _LINES, _OTHER, _WINNER, _layout, _need
 from .report import best_methods
 
 METRIC_LABELS = {
-    "mse": "MSE (lower is better)",
+    "mse": "MSE<br>(lower is better)",
     "correlation": "Correlation",
     "ndcg": "NDCG",
-    "label_error": "Label error (lower is better)",
-    "calibration_error": "Calibration error (lower is better)",
-    "log_loss": "Log loss of the gold level (lower is better)",
+    "label_error": "Label error<br>(lower is better)",
+    "calibration_error": "Calibration error<br>(lower is better)",
+    "log_loss": "Log loss of the gold level<br>(lower is better)",
 }
+#: subplots per row: six titles side by side overlap, and a method's name under each bar
+#: needs the width
+PER_ROW = 3
+
+
+def _grid(metrics: list[str]) -> go.Figure:
+    """Subplots for ``metrics``, ``PER_ROW`` a row, each titled by ``METRIC_LABELS``."""
+    n = max(len(metrics), 1)
+    rows, cols = -(-n // PER_ROW), min(n, PER_ROW)
+    return make_subplots(
+        rows=rows,
+        cols=cols,
+        subplot_titles=[METRIC_LABELS[m] for m in metrics],
+        vertical_spacing=0.3 if rows > 1 else 0.2,
+    )
+
+
+def _cell(j: int) -> dict[str, int]:
+    """The row and column of the ``j``-th subplot (0-based) of ``_grid``."""
+    return {"row": j // PER_ROW + 1, "col": j % PER_ROW + 1}
 
 
 def metric_bars(table: pd.DataFrame) -> go.Figure:
-    """MSE / correlation / NDCG per method side by side (``table``: method + metric columns).
+    """Each metric per method (``table``: method + metric columns), ``PER_ROW`` metrics a row.
 
-    The best method of each metric (:func:`report.best_methods`) is drawn red, the rest grey.
+    The best method of each metric (:func:`report.best_methods`) is drawn red, the rest grey;
+    a method without a value (no level probabilities for a calibration) gets no bar and no
+    number.
     """
     _need(table, ["method"], "the metric bars")
     metrics = [m for m in METRIC_LABELS if m in table.columns]
     best = best_methods(table)
-    fig = make_subplots(
-        rows=1, cols=max(len(metrics), 1), subplot_titles=[METRIC_LABELS[m] for m in metrics]
-    )
+    fig = _grid(metrics)
     names = table["method"].astype(str)
-    for j, m in enumerate(metrics, 1):
-        vals = table[m].to_numpy(dtype=float)
+    for j, m in enumerate(metrics):
+        vals = pd.to_numeric(table[m], errors="coerce").to_numpy(dtype=float)  # None: no value
         top = names.isin(best.get(m, [])).to_numpy()
         fig.add_trace(
             go.Bar(
                 x=names,
                 y=vals,
                 name=m,
-                text=[f"{v:.3f}" for v in vals],
+                text=[f"{v:.3f}" if np.isfinite(v) else "" for v in vals],
                 textposition="outside",
                 marker={"color": np.where(top, _WINNER, _OTHER).tolist()},
                 hovertemplate="%{x}: %{y:.4f}<extra>" + m + "</extra>",
             ),
-            row=1,
-            col=j,
+            **_cell(j),
         )
-    return _layout(fig, "Methods compared on the gold items (best in red)", showlegend=False)
+    fig.update_xaxes(tickangle=-45, automargin=True)
+    rows = -(-max(len(metrics), 1) // PER_ROW)
+    return _layout(
+        fig,
+        "Methods compared on the gold items (best in red)",
+        showlegend=False,
+        height=380 * rows,
+    )
 
 
 def spam_curves(results: pd.DataFrame) -> go.Figure:
@@ -59,12 +85,12 @@ def spam_curves(results: pd.DataFrame) -> go.Figure:
     """
     _need(results, ["spam_level", "method"], "the spam curves")
     metrics = [m for m in METRIC_LABELS if m in results.columns]
-    fig = make_subplots(
-        rows=1, cols=max(len(metrics), 1), subplot_titles=[METRIC_LABELS[m] for m in metrics]
-    )
+    fig = _grid(metrics)
     for i, (method, grp) in enumerate(results.groupby("method", sort=False)):
-        g = grp.groupby("spam_level", sort=True)[metrics].mean()
-        for j, m in enumerate(metrics, 1):
+        g = grp.groupby("spam_level", sort=True)[metrics].apply(
+            lambda x: x.apply(pd.to_numeric, errors="coerce").mean()
+        )
+        for j, m in enumerate(metrics):
             fig.add_trace(
                 go.Scatter(
                     x=g.index.to_numpy(),
@@ -76,17 +102,17 @@ def spam_curves(results: pd.DataFrame) -> go.Figure:
                     line={"color": _LINES[i % len(_LINES)]},
                     hovertemplate=f"{method}<br>spam level %{{x}}<br>{m} %{{y:.4f}}<extra></extra>",
                 ),
-                row=1,
-                col=j,
+                **_cell(j),
             )
     levels = results["spam_level"].to_numpy(dtype=float)
     span = float(levels.max() - levels.min()) if levels.size else 0.0
     # whole numbers only: a level is a count of added random ratings per item
     fig.update_xaxes(
-        title="spam level (random ratings added per item)",
+        title="random ratings added per item",
         tickmode="linear",
         tick0=0,
         dtick=max(1, int(np.ceil(span / 10))),
         tickformat="d",
     )
-    return _layout(fig, "Spam experiment: quality as spammers are added")
+    rows = -(-max(len(metrics), 1) // PER_ROW)
+    return _layout(fig, "Spam experiment: quality as spammers are added", height=380 * rows)

@@ -1,13 +1,15 @@
 """A fit in plain words: what was fitted, which restart won and why, what the data cannot decide.
 
 ``fit_summary`` gives the Fit page's lines (and ``selection_explanation``, ``model_line``,
-``no_spam_note``, ``ensemble_line``, ``moving_line`` each one part); restarts are counted
-from 1 for people (``restarts_from_one``)."""
+``no_spam_note``, ``ensemble_line``, ``moving_line``, ``undetermined_line`` each one part);
+restarts are counted from 1 for people (``restarts_from_one``)."""
 
 from __future__ import annotations
 
 import re
 from typing import Any
+
+import pandas as pd
 
 from ..estimators.ordinal_mixture import MODELS, OrdinalMixture
 from ..estimators.spam_decision import spam_left_out
@@ -17,6 +19,11 @@ from ..results import decision_columns, decisions, stability
 
 def _count(n: int, what: str) -> str:
     return f"{n:,} {what}" + ("" if n == 1 else "s")
+
+
+def _be(n: int) -> str:
+    """``is`` or ``are`` for ``n`` things."""
+    return "is" if n == 1 else "are"
 
 
 def _first_names(ids: Any, n: int = 5) -> str:
@@ -217,6 +224,29 @@ def moving_line(model: OrdinalMixture) -> str | None:
     )
 
 
+def undetermined_line(items: pd.DataFrame) -> str:
+    """How many items are undetermined and why (``items``: the decision columns): too little
+    evidence, or a tie between the two most probable levels."""
+    why = decisions.undetermined_reasons(items)
+    und = why["weak"] + why["tie"]
+    parts = []
+    if why["weak"]:
+        parts.append(
+            f"{why['weak']:,} whose ratings carry less than {decisions.MIN_INFO:.0%} of what is "
+            "known about them (the prior weighs more)"
+        )
+    if why["tie"]:
+        parts.append(
+            f"{why['tie']:,} whose two most probable levels are within {decisions.TIE:.0%} of "
+            "each other (a tie)"
+        )
+    reason = f": {_in_words(parts)}" if parts else ""
+    return (
+        f"{und:,} of {_count(len(items), 'item')} {_be(und)} undetermined{reason}, so their "
+        "labels are guesses; they are marked in the Items table."
+    )
+
+
 def fit_summary(model: OrdinalMixture, dec: decision_columns.Decisions | None = None) -> list[str]:
     """What the fit says about the data and about itself, one plain sentence each.
 
@@ -225,7 +255,7 @@ def fit_summary(model: OrdinalMixture, dec: decision_columns.Decisions | None = 
     whose ratings are too weak to label them.
     """
     dec = decision_columns.decide(model) if dec is None else dec
-    ann, items = model.annotators_, model.items_
+    ann = model.annotators_
     lines = []
     warm_up_only = model.interrupted_ and model.restarts_.loc[model.best_restart_, "n_iter"] == 0
     if warm_up_only:
@@ -240,11 +270,12 @@ def fit_summary(model: OrdinalMixture, dec: decision_columns.Decisions | None = 
         share = ann["n_ratings"].to_numpy()[unreliable].sum() / max(int(ann["n_ratings"].sum()), 1)
         t, c = dec.threshold, dec.confidence
         lines.append(
-            f"{n['unreliable']:,} of {_count(len(ann), 'annotator')} are unreliable: their "
-            f"ratings make a reliability below {t:g} at least {c:.0%} probable; they gave "
-            f"{share:.1%} of the ratings. {n['ok']:,} are ok (reliability {t:g} or more with "
-            f"{c:.0%} probability) and {n['undetermined']:,} undetermined: too few ratings, or "
-            "ratings of items nobody else rated well, to judge either way."
+            f"{n['unreliable']:,} of {_count(len(ann), 'annotator')} {_be(n['unreliable'])} "
+            f"unreliable: their ratings make a reliability below {t:g} at least {c:.0%} "
+            f"probable; they gave {share:.1%} of the ratings. {n['ok']:,} {_be(n['ok'])} ok "
+            f"(reliability {t:g} or more with {c:.0%} probability) and {n['undetermined']:,} "
+            "undetermined: too few ratings, or ratings of items nobody else rated well, to "
+            "judge either way."
         )
         if not model.spam_:
             lines.append(
@@ -254,12 +285,7 @@ def fit_summary(model: OrdinalMixture, dec: decision_columns.Decisions | None = 
     else:
         lines.append(f"Annotator flags: {dec.no_flags}.")
     if dec.items is not None:
-        und = int((dec.items["flag"] == "undetermined").sum())
-        lines.append(
-            f"{und:,} of {_count(len(items), 'item')} are undetermined: their ratings carry "
-            f"less than {decisions.MIN_INFO:.0%} of what is known about them (the prior "
-            "weighs more), so their labels are guesses; they are marked in the Items table."
-        )
+        lines.append(undetermined_line(dec.items))
     if model.spam_ and not warm_up_only:
         spam = 1.0 - decisions.truth_share(model)
         lines.append(

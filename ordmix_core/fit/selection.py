@@ -162,15 +162,18 @@ def fit_warnings(
             )
         )
     if not best.converged and not interrupted:
-        last = float("nan")
+        measured = []  # what the stopping rules saw (nothing yet after a sweep or two)
         if len(best.trace) > 1:
             last = abs(best.trace[-1] - best.trace[-2]) / max(abs(best.trace[-1]), 1e-300)
+            measured.append(f"last relative change of the bound {last:.3g}, tol {tol:g}")
+        remaining = remaining_change(best.changes)
+        if np.isfinite(remaining):
+            measured.append(f"estimated remaining change of an estimate {remaining:.3g}")
+        why = f"({'; '.join(measured)})" if measured else "(too few sweeps to measure a change)"
         warn.append(
             FitWarning(
                 ConvergenceWarning,
-                f"the chosen restart did not converge within max_iter={max_iter} sweeps "
-                f"(last relative change of the bound {last:.3g}, tol {tol:g}; estimated "
-                f"remaining change of an estimate {remaining_change(best.changes):.3g})",
+                f"the chosen restart did not converge within max_iter={max_iter} sweeps {why}",
             )
         )
     return warn

@@ -383,6 +383,15 @@ def iter_item_decisions(
 
 
 # --------------------------------------------------------------------------- what to do next
+def undetermined_reasons(items: pd.DataFrame, min_info: float = MIN_INFO) -> dict[str, int]:
+    """How many items are undetermined and why (``items``: the decision columns, ``flag`` and
+    ``rating_info``): ``weak``, their ratings carry less than ``min_info`` of what is known
+    about them; ``tie``, enough ratings but the two most probable levels within ``TIE``."""
+    und = (items["flag"] == "undetermined").to_numpy()
+    weak = und & (items["rating_info"].to_numpy(dtype=float) < min_info)
+    return {"weak": int(weak.sum()), "tie": int((und & ~weak).sum())}
+
+
 def next_batch(items: pd.DataFrame, n: int = 50, by: str = "expected_gain") -> pd.DataFrame:
     """The ``n`` items one more rating would help most, ready for the annotation platform.
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from . import label_rules
+
 
 def _ids(values: pd.Series | pd.Index) -> np.ndarray:
     """IDs as plain strings (the readers' Arrow-backed or categorical IDs compare alike)."""
@@ -82,6 +84,32 @@ def undetermined_to_rate(items: pd.DataFrame) -> pd.DataFrame:
     return t[[c for c in cols if c in t.columns]].reset_index(drop=True)
 
 
+def label_sentence(item: pd.Series, n_ratings: int) -> str:
+    """One item's label for people: the label, its flag and the chance it is wrong, the
+    estimate, and, when trusted raters' clear majority gave the label (``clear_majority``),
+    that it did and what the fit's level probabilities say. ``item``: a row of ``items_``
+    joined with the decision columns (``label``, ``flag``, ``p_wrong``, ``estimate``,
+    ``p_level_<v>``, ``clear_majority``)."""
+    text = (
+        f"label **{item['label']:g}** ({item['flag']}, P(label wrong) {item['p_wrong']:.3f}), "
+        f"estimate {item['estimate']:.2f} from {n_ratings:,} rating{'' if n_ratings == 1 else 's'}."
+    )
+    clear = item.get("clear_majority")
+    if clear is None or pd.isna(clear):
+        return text
+    probs = item[[c for c in item.index if str(c).startswith("p_level_")]].astype(float)
+    top = str(probs.idxmax()).removeprefix("p_level_")
+    return text + (
+        f" The label is the level that at least {label_rules.CLEAR_MAJORITY:.0%} of its ratings "
+        "give, none from an annotator flagged unreliable; "
+        + (
+            f"the fit's most probable level is {top} ({probs.max():.3f})."
+            if f"{float(clear):g}" != top
+            else "the fit's most probable level too."
+        )
+    )
+
+
 def probability_text(p: float, digits: int = 3) -> str:
     """A probability for people: ``digits`` decimals, "<0.001" (or ">0.999") at the ends
     instead of 1e-10, "" for NaN."""
@@ -93,6 +121,26 @@ def probability_text(p: float, digits: int = 3) -> str:
     if p > 1 - small:
         return f">{1 - small:.{digits}f}"
     return f"{p:.{digits}f}"
+
+
+#: below this fitted reliability an annotator's ratings are (almost) all taken as spam, so the
+#: fit has nothing to learn their expertise from: tables for people show none
+NO_EXPERTISE_BELOW = 0.05
+
+
+def annotators_for_people(annotators: pd.DataFrame) -> pd.DataFrame:
+    """An annotators table as the pages show it: ``reliability`` as text
+    (``probability_text``: "<0.001", not 1e-10), ``bias`` to 2 decimals without negative
+    zeros, ``expertise`` missing where the reliability is below ``NO_EXPERTISE_BELOW`` (it
+    would be the prior's)."""
+    out = annotators.copy()
+    out["reliability"] = [probability_text(p) for p in annotators["reliability"].astype(float)]
+    if "bias" in out.columns:
+        out["bias"] = clean_round(annotators["bias"], 2)
+    if "expertise" in out.columns:
+        keep = annotators["reliability"].astype(float) >= NO_EXPERTISE_BELOW
+        out["expertise"] = annotators["expertise"].where(keep)
+    return out
 
 
 def clean_round(x: pd.Series | np.ndarray, digits: int = 2) -> np.ndarray:

@@ -169,6 +169,13 @@ def test_estimate_vs_truth_and_metric_bars():
     # the best of each metric in red: lowest MSE, highest correlation and NDCG
     red, grey = figures._WINNER, figures._OTHER
     assert [list(t.marker.color) for t in bars.data] == [[red, grey], [red, grey], [red, grey]]
+    # six metrics: two rows of three; a method without level probabilities gets no number
+    full = table.assign(label_error=[0.1, 0.2], calibration_error=[None, 0.05], log_loss=[None, 1])
+    bars = figures_compare.metric_bars(full)
+    assert list(bars.data[4].text) == ["", "0.050"] and np.isnan(_arr(bars.data[4].y)[0])
+    assert bars.data[2].xaxis == "x3" and bars.data[3].xaxis == "x4"
+    assert bars.layout.xaxis4.domain == bars.layout.xaxis.domain  # the second row's first
+    assert bars.layout.yaxis4.domain[1] < bars.layout.yaxis.domain[0]
 
 
 def test_spam_curves_one_line_per_method_and_metric():

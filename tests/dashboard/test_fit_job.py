@@ -281,8 +281,16 @@ def test_summary_counts_the_flags_and_undetermined_items(demo):
     assert f"they gave {share:.1%} of the ratings" in lines[0]
     assert f"{(flags == 'ok').sum()} are ok" in lines[0]
     assert f"and {(flags == 'undetermined').sum()} undetermined" in lines[0]
-    undetermined = int((decisions.item_decisions(m)["flag"] == "undetermined").sum())
-    assert lines[1].startswith(f"{undetermined:,} of 300 items are undetermined")
+    items = decisions.item_decisions(m)
+    und = items[items["flag"] == "undetermined"]
+    assert lines[1].startswith(f"{len(und):,} of 300 items {'is' if len(und) == 1 else 'are'} ")
+    # why: a tie between the two most probable levels, or too little evidence
+    p = np.sort(und[[c for c in und.columns if c.startswith("p_level_")]].to_numpy(), axis=1)
+    tie = (p[:, -1] - p[:, -2] <= decisions.TIE) & (und["rating_info"] >= decisions.MIN_INFO)
+    assert (f"{int(tie.sum()):,} whose two most probable levels" in lines[1]) == bool(tie.any())
+    weak = int((und["rating_info"] < decisions.MIN_INFO).sum())
+    assert (f"{weak:,} whose ratings carry less than" in lines[1]) == bool(weak)
+    assert len(und) == int(tie.sum()) + weak
     assert any(
         line.startswith("Chosen: restart") and "highest lower bound" in line for line in lines
     )

@@ -30,6 +30,20 @@ def test_fit_warnings_carry_their_class():
     assert w.category is ConvergenceWarning and "stopped" in w.message
 
 
+def test_the_convergence_warning_names_only_what_was_measured():
+    """Two sweeps: the bound's change is known (2 / 10), no estimate's rate yet; one sweep:
+    nothing, said in words, never as nan or inf."""
+    (w,) = fit_warnings(_run(False), False, False, 100, 0.1)
+    assert w.message.endswith("(last relative change of the bound 0.2, tol 0.1)")
+    one = RestartRun(0, "data", None, trace=[-12.0], converged=False, done=True)
+    (w,) = fit_warnings(one, False, False, 1, 0.1)
+    assert w.message == (
+        "the chosen restart did not converge within max_iter=1 sweeps (too few sweeps to "
+        "measure a change)"
+    )
+    assert "nan" not in w.message and "inf" not in w.message
+
+
 @pytest.fixture(scope="module")
 def ratings():
     return simulate_crowd(n_items=60, n_annotators=8, spammer_share=0.3, random_state=4).ratings

@@ -412,6 +412,17 @@ def test_annotator_flags_need_per_rating_results():
         reliability.annotator_flags(Fake())
 
 
+def test_undetermined_reasons_tell_a_tie_from_too_little_evidence():
+    items = pd.DataFrame(
+        {
+            "flag": ["undetermined", "undetermined", "confident", "undetermined", "uncertain"],
+            "rating_info": [0.2, 0.9, 0.1, 0.5, 0.95],
+        }
+    )
+    assert D.undetermined_reasons(items) == {"weak": 1, "tie": 2}
+    assert D.undetermined_reasons(items, min_info=0.6) == {"weak": 2, "tie": 1}
+
+
 def test_next_batch_input_errors():
     items = pd.DataFrame({"label": [1.0], "p_wrong": [0.1]}, index=pd.Index(["a"], name="instance"))
     with pytest.raises(InputError, match="expected_gain"):
