@@ -9,7 +9,9 @@ accuracy on a crowd without bias. This runs ``compare_methods`` (seed 0) on:
   4 equal levels, responses and gold alike, a query per emotion; +3 fake ratings per item;
 - ``sim-clean``: ``simulate_crowd`` without spammers and without bias (the extension must
   cost nothing here); ``sim-spam``: 30% uniform spammers; ``sim-spam+3``: plus 3 fake ratings
-  per item; ``sim-bias``: biased raters (sd 0.5 level) and spammers with a favourite answer.
+  per item; ``sim-bias``: biased raters (sd 0.5 level) and spammers with a favourite answer;
+- ``careless:K/PER_ITEM/ANNOTATORS/ACCURACY`` (not in the default sets): a truth on K levels,
+  raters right with that accuracy and otherwise at any other level (``careless``).
 
 Usage (from the project root, ../shared beside it)::
 
@@ -97,8 +99,30 @@ def snow(levels: int = 4) -> tuple[pd.DataFrame, pd.Series]:
     return r[["annotator", "instance", "rating", "query"]], gold.rename("truth")
 
 
+def careless(
+    k: int, per_item: int, n_annotators: int, accuracy: float, n_items: int = 1000, seed: int = 1
+) -> tuple[pd.DataFrame, pd.Series]:
+    """A crowd of careless raters: a truth that is one of ``k`` levels, each rating right with
+    probability ``accuracy`` and otherwise another level at random, ``per_item`` annotators an
+    item drawn from ``n_annotators``; no spammers. (ratings, gold)."""
+    rng = np.random.default_rng(seed)
+    rows, truth = [], {}
+    for i in range(n_items):
+        t = int(rng.integers(0, k))
+        truth[f"t{i}"] = float(t)
+        for a in rng.choice(n_annotators, per_item, replace=False):
+            wrong = [lev for lev in range(k) if lev != t]
+            r = t if rng.random() < accuracy else int(rng.choice(wrong))
+            rows.append((f"w{a}", f"t{i}", r))
+    ratings = pd.DataFrame(rows, columns=["annotator", "instance", "rating"])
+    return ratings, pd.Series(truth, name="truth")
+
+
 def load(name: str) -> tuple[pd.DataFrame, pd.Series]:
-    """(ratings, gold) of one of ``SETS``."""
+    """(ratings, gold) of one of ``SETS``, or ``careless:K/PER_ITEM/ANNOTATORS/ACCURACY``."""
+    if name.startswith("careless:"):
+        k, per, n_ann, acc = name.removeprefix("careless:").split("/")
+        return careless(int(k), int(per), int(n_ann), float(acc))
     shared = {"trec": "trec-rf10", "web": "web-zhou2014"}
     base, _, k = name.partition("+")
     if base in shared:

@@ -176,7 +176,8 @@ OPTIONS: tuple[Option, ...] = (
         "model spam: each rating is honest or drawn at random from the levels; off: every "
         "rating is honest; as the model says: the paper's model always has it, the extended "
         "one keeps it when annotators judged unreliable from their own ratings give at least "
-        "5% of the ratings, else refits without it",
+        "5% of the ratings and it has not explained the items away (the labels would then "
+        "predict the ratings hardly better than chance), else refits without it",
         "Spam component",
         widget="select",
         flag="--spam",
@@ -184,7 +185,7 @@ OPTIONS: tuple[Option, ...] = (
         in_compare=False,
         doc=(
             'False: omega = eps = 1. None: ``model_["spam_choice"]`` has both candidates and why '
-            "(``spam_decision.SPAM_EVIDENCE``)."
+            "(``spam_decision.SPAM_EVIDENCE``, ``spam_decision.explained_away``)."
         ),
     ),
     Option(

@@ -55,7 +55,7 @@ from .base import CrowdEstimator
 from .engine_steps import EngineSteps
 from .learned import Learned, StoresLearned
 from .memory_engine import MemorySweeps, RestartThreads
-from .spam_decision import SPAM_EVIDENCE, spam_choice, spam_evidence
+from .spam_decision import SPAM_EVIDENCE, explained_away, spam_choice, spam_evidence
 
 __all__ = ["MODELS", "CollapseWarning", "ConvergenceWarning", "OrdinalMixture"]
 
@@ -280,6 +280,15 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
             self.model_["spam_choice"] = spam_choice(spam_fit, self)
         # 5. the labels: the continuous posterior's or the ordinal confusion model's levels
         self._fit_levels(data, gold_m)
+        # 6. a kept spam fit that explained the items away (its omega would leave the labels'
+        #    model predicting the held-out ratings hardly better than chance): refit without it
+        weights = self.model_.get("label_weights") or {}
+        if self._chooses_spam() and self.spam_ and weights.get("weights") == "none":
+            before = self.model_["spam_choice"]
+            self.spam_ = False
+            warn = self._fit_data(data, gold_m, rng, callback, t0)
+            self.model_["spam_choice"] = explained_away(before, weights, self)
+            self._fit_levels(data, gold_m)
         _emit(warn)
         return self
 

@@ -2,7 +2,9 @@
 
 The spam fit is kept when annotators whom the evidence of their own ratings judges unreliable
 gave at least ``SPAM_EVIDENCE`` of the ratings; else the model is refitted without it
-(``model_["spam_choice"]`` says which and why)."""
+(``model_["spam_choice"]`` says which and why). A kept spam fit that explained the items away
+(``explained_away``: the labels' model, weighted by its omega, predicts the held-out ratings
+hardly better than chance) is refitted without it too."""
 
 from __future__ import annotations
 
@@ -59,6 +61,29 @@ def spam_choice(spam_fit: dict, model: OrdinalMixture) -> dict:
         "threshold": SPAM_EVIDENCE,
         "candidates": candidates,
         "why": why,
+    }
+
+
+def explained_away(before: dict, weights: dict, model: OrdinalMixture) -> dict:
+    """``model_["spam_choice"]`` when the kept spam fit explained the items away: weighted by
+    its omega, the labels' confusion model predicts the held-out ratings hardly better than
+    chance (``label_choice.weights_check``, ``weights``: its ``model_["label_weights"]``), so
+    the model was refitted without the component. ``before``: the spam choice that kept it."""
+    kept = weights.get("kept")
+    share = f"a share of {kept:.2f} of what every rating counting 1 gives" if kept else "none"
+    return {
+        "spam": False,
+        "rule": before.get("rule"),
+        "threshold": before.get("threshold"),
+        "candidates": [
+            *before.get("candidates", [{"spam": True}]),
+            {"spam": False, "lower_bound": model.lower_bound_, "evidence": None},
+        ],
+        "why": "the spam fit explained the items away: weighted by its omega, the labels' "
+        f"model predicts the held-out ratings hardly better than chance ({share}), as with "
+        "careless raters on a short scale, whose every error the spam component takes; "
+        "refitted without it",
+        "kept_first": before.get("why"),
     }
 
 

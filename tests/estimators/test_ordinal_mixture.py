@@ -6,9 +6,10 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 import pytest
+from _crowds import careless_crowd
 from _shared import need_trec
 
-from ordmix_core import InputError, OrdinalMixture
+from ordmix_core import CollapseWarning, InputError, OrdinalMixture
 from ordmix_core.data.simulate import simulate_crowd
 from ordmix_core.evaluation.metrics import evaluate
 from ordmix_core.fit.restarts import RestartRun
@@ -359,6 +360,34 @@ def test_a_collapsed_spam_fit_is_kept_not_refitted_without_spam():
     assert m.collapsed_ and m.spam_
     assert m.model_["spam_choice"]["spam"] is True
     assert "collapsed" in m.model_["spam_choice"]["why"]
+
+
+def test_a_spam_fit_that_explained_the_items_away_is_refitted_without_spam():
+    """Careless raters on two levels: every restart of the spam fit takes every rating as
+    spam, which a crowd of spammers would also do (the test above), but here the ratings
+    agree far above chance: the labels' model, weighted by the spam fit's omega, would predict
+    the held-out ratings hardly better than chance. The fit is then the no-spam fit, and its
+    estimates see the items."""
+    ratings, gold = careless_crowd()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        m = OrdinalMixture(n_restarts=2, random_state=0).fit(ratings)
+    assert not [w for w in caught if issubclass(w.category, CollapseWarning)]
+    choice = m.model_["spam_choice"]
+    assert not m.spam_ and choice["spam"] is False and "explained the items away" in choice["why"]
+    assert "collapsed" in choice["kept_first"] and choice["candidates"][-1]["spam"] is False
+    assert (m.omega_ == 1).all() and "label_weights" not in m.model_
+    no_spam = OrdinalMixture(n_restarts=2, random_state=0, spam=False).fit(ratings)
+    assert choice["candidates"][-1]["lower_bound"] == m.lower_bound_
+    np.testing.assert_allclose(m.estimates_, no_spam.estimates_, atol=0.01)
+    spam = OrdinalMixture(n_restarts=2, random_state=0, spam=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        spam.fit(ratings)
+    assert spam.collapsed_  # what the refit replaced: estimates at the prior mean
+    g = gold.reindex(m.estimates_.index).to_numpy(float)
+    assert np.corrcoef(m.estimates_.to_numpy(float), g)[0, 1] > 0.7
+    assert np.std(spam.estimates_.to_numpy(float)) < 0.01
 
 
 def test_the_spam_decisions_flags_are_the_outputs_flags():
