@@ -181,9 +181,15 @@ if b3.button("Use this crowd on the other pages", key="sim_use"):
     if model is not None:  # the fit made here goes with it: the other pages show it
         params = FitParams(n_restarts=int(restarts), random_state=int(seed))
         s.fit = FitResult(model, params, DATASET_NAME)
-        st.success("Loaded as the data set with this fit: see the Items and Annotators pages.")
+        s.set(
+            "sim_flash", "Loaded as the data set with this fit: see the Items and Annotators pages."
+        )
     else:
-        st.success("Loaded as the data set: fit it on the Fit page.")
+        s.set("sim_flash", "Loaded as the data set: fit it on the Fit page.")
+    st.rerun()  # the sidebar, drawn before this button, names the new data set and fit
+if s.get("sim_flash"):
+    st.success(s.get("sim_flash"))
+    s.set("sim_flash", None)
 
 if model is None:
     st.info("Press **Fit** to estimate the truth and the spammers from the ratings alone.")

@@ -132,6 +132,12 @@ def test_the_crowd_goes_to_the_other_pages_with_its_fit():
     model = at.session_state["ordmix"]["sim_fit"]
     at.button(key="sim_use").click().run()
     assert_clean(at)
+    # the sidebar, drawn before the button, names the new data set and fit at once
+    sidebar = " ".join(c.value for c in at.sidebar.caption)
+    assert "Data: Simulated crowd (Simulator page)" in sidebar and "Fit: restart" in sidebar
+    assert [x.value for x in at.success] == [
+        "Loaded as the data set with this fit: see the Items and Annotators pages."
+    ]
     res = at.session_state["ordmix"]["fit"]
     assert res is not None and res.dataset == at.session_state["ordmix"]["dataset"].name
     pd.testing.assert_frame_equal(res.model.items_, model.items_)
