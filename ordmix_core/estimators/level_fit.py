@@ -123,7 +123,10 @@ def held_out(
         "bias": ann["bias"].to_numpy(dtype=float),
         "bias_var": bias_sd * bias_sd,
     }
-    hyper = dict(model.hyperparams_, spam_table=spam_table, ordinal=model.ordinal)
+    sd = model.items_["sd"].to_numpy(dtype=float)
+    hyper = dict(
+        model.hyperparams_, spam_table=spam_table, ordinal=model.ordinal, estimate_var=sd * sd
+    )
     return label_choice.held_out_sums(
         data,
         model.omega_,
