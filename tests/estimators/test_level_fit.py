@@ -98,6 +98,18 @@ def _dawid_skene_crowd(seed: int = 1, n_items: int = 1500, n_ann: int = 60, k: i
     return ratings, pd.Series(truth + 1.0, index=names)
 
 
+def _label_errors(m: OrdinalMixture, gold: pd.Series) -> tuple[float, float]:
+    """Label error of the shipped labels and of the continuous posterior's levels."""
+    g = gold.reindex(m.estimates_.index).to_numpy(float)
+    cont = decisions.level_probabilities(
+        m.items_["estimate"].to_numpy(float),
+        m.items_["sd"].to_numpy(float),
+        np.asarray(m.hyperparams_["thresholds"]),
+    )
+    shipped = float(np.mean(m.labels_.to_numpy(float) != g))
+    return shipped, float(np.mean(m.scale_.values[cont.argmax(axis=1)] != g))
+
+
 def test_a_dawid_skene_crowd_gets_the_confusion_models_labels():
     """Errors that land on any level: the confusion model, its careless share included,
     predicts the ratings better than the continuous model, and its labels are better."""
@@ -105,14 +117,8 @@ def test_a_dawid_skene_crowd_gets_the_confusion_models_labels():
     m = _fit(ratings)
     chose = m.model_["label_choice"]
     assert chose["labels"] == "confusion" and chose["z"] < -label_choice.Z_MIN
-    g = gold.reindex(m.estimates_.index).to_numpy(float)
-    cont = decisions.level_probabilities(
-        m.items_["estimate"].to_numpy(float),
-        m.items_["sd"].to_numpy(float),
-        np.asarray(m.hyperparams_["thresholds"]),
-    )
-    shipped = np.mean(m.labels_.to_numpy(float) != g)
-    assert shipped < np.mean(m.scale_.values[cont.argmax(axis=1)] != g) - 0.05
+    shipped, continuous = _label_errors(m, gold)
+    assert shipped < continuous - 0.05
 
 
 def test_the_continuous_model_must_also_beat_the_confusion_model_with_spam():
@@ -128,14 +134,8 @@ def test_the_continuous_model_must_also_beat_the_confusion_model_with_spam():
                                    d.scale.k)  # fmt: skip
     alone = label_choice.choose(level_fit.held_out(m, d, plain), len(d.ann))
     assert alone.z > label_choice.Z_MIN  # alone, the continuous labels would have shipped
-    g = gold.reindex(m.estimates_.index).to_numpy(float)
-    cont = decisions.level_probabilities(
-        m.items_["estimate"].to_numpy(float),
-        m.items_["sd"].to_numpy(float),
-        np.asarray(m.hyperparams_["thresholds"]),
-    )
-    shipped = np.mean(m.labels_.to_numpy(float) != g)
-    assert shipped < np.mean(m.scale_.values[cont.argmax(axis=1)] != g) - 0.1
+    shipped, continuous = _label_errors(m, gold)
+    assert shipped < continuous - 0.1
 
 
 def test_weights_of_a_spam_fit_that_sees_no_items_are_not_used(monkeypatch):
