@@ -28,7 +28,7 @@ def fit_levels(model: Any, data: CrowdData, gold_m: np.ndarray | None, mode: str
     ``mode``: ``"confusion"`` (the ordinal confusion model, each rating counting for its
     ``omega_``, with gold moved by what it teaches: ``gold_map``, read from the gold items' own
     ratings, ``settle.own_ratings``), ``"choose"`` (the continuous posterior's levels when the
-    held-out ratings say the continuous model predicts them clearly better, else as
+    held-out ratings say the continuous model predicts them better, else as
     ``"confusion"``: ``label_choice``) or ``"continuous"`` (no level probabilities here: the
     decisions take the continuous posterior's, with its credible interval). With the spam
     component the confusion model's ratings count for their omega only when, so weighted, it

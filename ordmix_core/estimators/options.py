@@ -236,11 +236,12 @@ OPTIONS: tuple[Option, ...] = (
         OptionalChoice(("choose", "confusion", "continuous")),
         "how each item's label and level probabilities are decided: confusion (a second "
         "model of the same ratings whose truth is one of the levels, with an ordinal confusion "
-        "matrix per annotator, each rating counting for the chance that it is not spam), "
-        "continuous (the level intervals of the item's posterior value, as the paper) or choose "
-        "(the continuous posterior's levels when the continuous model predicts each rating from "
-        "the others clearly better than the confusion model, else the confusion model's) "
-        "(default: as --model says)",
+        "matrix and a careless share per annotator, each rating counting for the chance that "
+        "it is not spam unless that would leave the model blind), continuous (the level "
+        "intervals of the item's posterior value, as the paper) or choose (the continuous "
+        "posterior's levels when the continuous model predicts each rating from the others "
+        "better than the confusion model, else the confusion model's) (default: as --model "
+        "says)",
         "Labels from",
         widget="none",
         flag="--labels",
