@@ -17,8 +17,8 @@ usable matrix. Besides, each annotator answers at random (any level, evenly) a l
     P_n(k | c) = (1 - gamma[n]) * adjacent-category(k | c) + gamma[n] / K.
 
 The adjacent-category form alone cannot say that an annotator's errors land on any level, far
-ones as often as near ones (a careless click): it spreads them over the nearest levels, and the
-continuous model's labels then looked better at predicting such a crowd's ratings than they are
+ones as often as near ones (a careless click): it spreads them over the nearest levels, the
+continuous model predicted such a crowd's ratings better, and its worse labels shipped
 (``docs/results.md``). The annotators' parameters share a Gaussian prior ``N(a_bar, inv(lam))``
 whose mean and precision matrix are learned by empirical Bayes (Laplace approximation), which
 keeps a favourite-answer spammer from looking like an expert, and a lenient rater from moving
@@ -138,10 +138,8 @@ def careless_split(
     ``CARELESS_PRIOR`` more ratings at the crowd's pooled share (an annotator with four
     ratings is not judged careless from them alone, and the EM does not crawl along their
     flat likelihood)."""
-    k = p.shape[1]
-    g = gamma[:, None, None]
-    mixed = (1.0 - g) * p + g / k
-    kept = (1.0 - g) * p / mixed  # (N, K, K) the share of each cell from the adjacent categories
+    # (N, K, K) the share of each cell from the adjacent categories
+    kept = (1.0 - gamma[:, None, None]) * p / with_careless(p, gamma)
     total = last_sum(last_sum(t))
     careless = last_sum(last_sum(t * (1.0 - kept)))
     pooled = math.fsum(careless) / max(math.fsum(total), 1e-300)  # exact: any order, same bits
