@@ -265,9 +265,10 @@ class WeightsCheck:
 
     def describe(self) -> str:
         """One sentence: whether the ratings count for their omega in the labels, and why."""
+        share = "" if np.isnan(self.kept) else f", a share of {self.kept:.2f}"
         figures = (
             f"{self.weighted_gain:+.4f} nats a rating over chance against "
-            f"{self.plain_gain:+.4f} with every rating counting 1, a share of {self.kept:.2f}; "
+            f"{self.plain_gain:+.4f} with every rating counting 1{share}; "
             f"at least {KEEP_SHARE:g} needed"
         )
         if self.used:
