@@ -13,6 +13,7 @@ when the spam component's omega could weigh the confusion model's ratings, and
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -74,7 +75,7 @@ def fit_levels(model: Any, data: CrowdData, gold_m: np.ndarray | None, mode: str
         choice = label_choice.choose(alone, n, "alone")
         if choice.labels == "continuous" and weighted:  # and with the spam component
             mixed = label_choice.choose(spam, n, "with spam")
-            choice = min(choice, mixed, key=lambda c: c.z)
+            choice = replace(min(choice, mixed, key=lambda c: c.z), both=True)
         model.model_["label_choice"] = choice.as_dict()
         model.model_["labels"] = choice.labels
         if choice.labels == "continuous":

@@ -204,7 +204,8 @@ class LabelChoice:
     """What the held-out ratings said: ``labels`` (``"continuous"`` or ``"confusion"``), the
     mean log predictive per rating of each model, their difference (continuous minus
     confusion), its standard error, ``z`` = difference / standard error, and how the confusion
-    model predicted (``against``: ``"alone"`` or ``"with spam"``, see the module)."""
+    model predicted (``against``: ``"alone"`` or ``"with spam"``, see the module; ``both``:
+    the continuous model was compared with both, and this is the closer comparison)."""
 
     labels: str
     continuous: float
@@ -213,6 +214,7 @@ class LabelChoice:
     std_error: float
     z: float
     against: str = "alone"
+    both: bool = False  # the continuous model was compared with both confusion models
 
     def describe(self) -> str:
         """One sentence: which labels and why (``model_["label_choice"]["why"]``)."""
@@ -224,8 +226,12 @@ class LabelChoice:
             return (
                 "labels from the continuous posterior: that model (a truth that is a value on "
                 "the scale, each rater's leniency a term of its own) predicts each rating from "
-                f"the others better than the confusion model, alone and with the spam "
-                f"component (the closer: {figures})"
+                "the others better than the confusion model"
+                + (
+                    f", alone and with the spam component (the closer: {figures})"
+                    if self.both
+                    else f" ({figures})"
+                )
             )
         return (
             "labels from the ordinal confusion model (a truth that is one of the levels): the "

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -146,6 +148,12 @@ def test_choose_needs_the_continuous_model_clearly_better():
     )
     alone = label_choice.choose(sums(-d), n).describe()
     assert "better than the confusion model (" in alone
+    # the continuous labels say "with the spam component" only when that comparison ran
+    assert "alone and with the spam component" not in c.describe()
+    both = replace(c, both=True)
+    assert "better than the confusion model, alone and with the spam component (the closer: " in (
+        both.describe()
+    )
 
 
 def test_chance_is_the_annotators_other_ratings_level_shares():
