@@ -129,7 +129,10 @@ def test_choose_needs_the_continuous_model_clearly_better():
     )
     assert min(c, mixed, key=lambda x: x.z) is mixed  # the closer comparison decides
     assert out["labels"] == "continuous" and out["why"] == c.describe()
-    assert f"(z above {label_choice.Z_MIN:g})" in out["rule"]
+    assert out["rule"] == (
+        f"continuous labels when the continuous model predicts held-out ratings better than the "
+        f"confusion model (z above {label_choice.Z_MIN:g}), alone and with the spam component"
+    )
     assert out["log_predictive"]["confusion"] == pytest.approx(-1.0)
     assert out["log_predictive"]["continuous"] == pytest.approx(-1.0 + d.mean())
     assert (out["difference"], out["z"]) == (c.difference, c.z)
@@ -200,6 +203,28 @@ def test_weights_are_used_unless_they_leave_the_confusion_model_near_chance():
     # the confusion model alone no better than chance: the weights take nothing away
     flat = label_choice.weights_check(sums(-1.2, -1.1), sums(-1.5, -1.1), n)
     assert flat.used and flat.as_dict()["kept"] is None and "nan" not in flat.describe()
+    assert keep.describe() == (
+        "each rating counts in the labels for the chance that it came from the truth (omega): "
+        "so weighted, the confusion model still predicts the held-out ratings (+0.1000 nats a "
+        "rating over chance against +0.3000 with every rating counting 1, a share of 0.33; at "
+        "least 0.25 needed)"
+    )
+    assert flat.describe() == (
+        "each rating counts in the labels for the chance that it came from the truth (omega): "
+        "so weighted, the confusion model still predicts the held-out ratings (-0.4000 nats a "
+        "rating over chance against -0.1000 with every rating counting 1; at least 0.25 needed)"
+    )
+    assert drop.describe() == (
+        "every rating counts 1 in the labels: weighted by the spam fit's omega, the confusion "
+        "model would predict the held-out ratings hardly better than chance (+0.0750 nats a "
+        "rating over chance against +0.3000 with every rating counting 1, a share of 0.25; at "
+        "least 0.25 needed), so the spam fit's judgement of which ratings are spam is not used"
+    )
+    # the edges: a share exactly at KEEP_SHARE keeps the weights (0.125 of 0.5, exact in
+    # binary), and so does a confusion model that gains exactly nothing over chance
+    edge = label_choice.weights_check(sums(-0.5, -1.0), sums(-0.875, -1.0), n)
+    assert edge.weighted_gain == label_choice.KEEP_SHARE * edge.plain_gain and edge.used
+    assert label_choice.weights_check(sums(-1.0, -1.0), sums(-1.5, -1.0), n).used
     out = drop.as_dict()
     assert out["weights"] == "none" and keep.as_dict()["weights"] == "omega"
     assert set(out) == {"weights", "rule", "gain", "kept", "why"} and out["why"] == drop.describe()
