@@ -150,7 +150,8 @@ def fit_warnings(
             FitWarning(
                 CollapseWarning,
                 "the fit collapsed: almost every rating is explained as spam, so the estimates "
-                "sit at the prior mean. Compare with the no-spam model (spam=False, --spam off) "
+                "sit at the prior mean. Compare with the model without its spam component (the "
+                "spam option off: spam=False, --spam off, or Spam component on the Fit page) "
                 "and check the data.",
             )
         )

@@ -24,6 +24,8 @@ def test_fit_warnings_carry_their_class():
     assert fit_warnings(_run(True), False, False, 100, 0.1) == []
     (w,) = fit_warnings(_run(True), True, False, 100, 0.1)
     assert w.category is CollapseWarning
+    # one message for every front end: the option named as the API, the CLI and the page do
+    assert "spam=False, --spam off, or Spam component on the Fit page" in w.message
     (w,) = fit_warnings(_run(False), False, False, 100, 0.1)
     assert w.category is ConvergenceWarning and "max_iter=100" in w.message
     (w,) = fit_warnings(_run(False), False, True, 100, 0.1)
