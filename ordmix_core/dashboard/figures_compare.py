@@ -25,15 +25,17 @@ PER_ROW = 3
 
 
 def _grid(metrics: list[str]) -> go.Figure:
-    """Subplots for ``metrics``, ``PER_ROW`` a row, each titled by ``METRIC_LABELS``."""
+    """Subplots for ``metrics``, ``PER_ROW`` a row, each titled by ``METRIC_LABELS``, the
+    figure as tall as its rows need."""
     n = max(len(metrics), 1)
     rows, cols = -(-n // PER_ROW), min(n, PER_ROW)
-    return make_subplots(
+    fig = make_subplots(
         rows=rows,
         cols=cols,
         subplot_titles=[METRIC_LABELS[m] for m in metrics],
         vertical_spacing=0.3 if rows > 1 else 0.2,
     )
+    return fig.update_layout(height=380 * rows)
 
 
 def _cell(j: int) -> dict[str, int]:
@@ -69,13 +71,7 @@ def metric_bars(table: pd.DataFrame) -> go.Figure:
             **_cell(j),
         )
     fig.update_xaxes(tickangle=-45, automargin=True)
-    rows = -(-max(len(metrics), 1) // PER_ROW)
-    return _layout(
-        fig,
-        "Methods compared on the gold items (best in red)",
-        showlegend=False,
-        height=380 * rows,
-    )
+    return _layout(fig, "Methods compared on the gold items (best in red)", showlegend=False)
 
 
 def spam_curves(results: pd.DataFrame) -> go.Figure:
@@ -86,10 +82,10 @@ def spam_curves(results: pd.DataFrame) -> go.Figure:
     _need(results, ["spam_level", "method"], "the spam curves")
     metrics = [m for m in METRIC_LABELS if m in results.columns]
     fig = _grid(metrics)
+    # a metric a method has no value for (None: no level probabilities) is NaN, drawn as a gap
+    results = results.assign(**{m: pd.to_numeric(results[m], errors="coerce") for m in metrics})
     for i, (method, grp) in enumerate(results.groupby("method", sort=False)):
-        g = grp.groupby("spam_level", sort=True)[metrics].apply(
-            lambda x: x.apply(pd.to_numeric, errors="coerce").mean()
-        )
+        g = grp.groupby("spam_level", sort=True)[metrics].mean()
         for j, m in enumerate(metrics):
             fig.add_trace(
                 go.Scatter(
@@ -114,5 +110,4 @@ def spam_curves(results: pd.DataFrame) -> go.Figure:
         dtick=max(1, int(np.ceil(span / 10))),
         tickformat="d",
     )
-    rows = -(-max(len(metrics), 1) // PER_ROW)
-    return _layout(fig, "Spam experiment: quality as spammers are added", height=380 * rows)
+    return _layout(fig, "Spam experiment: quality as spammers are added")

@@ -21,6 +21,11 @@ def _count(n: int, what: str) -> str:
     return f"{n:,} {what}" + ("" if n == 1 else "s")
 
 
+def _capital(text: str) -> str:
+    """``text`` with its first letter a capital (a clause made the start of a sentence)."""
+    return text[:1].upper() + text[1:]
+
+
 def _be(n: int) -> str:
     """``is`` or ``are`` for ``n`` things."""
     return "is" if n == 1 else "are"
@@ -140,10 +145,10 @@ def model_line(model: OrdinalMixture) -> str:
     text += f" (learned: {'; '.join(learned)})" if learned else ""
     text += f". Spam component: {choice['why']}" if choice else ""
     why = (d.get("label_choice") or {}).get("why")
-    text += f". {why[0].upper()}{why[1:]}" if why else ""
+    text += f". {_capital(why)}" if why else ""
     weights = d.get("label_weights") or {}
     if weights.get("weights") == "none":  # the spam fit's omega left out of the labels
-        text += f". {weights['why'][0].upper()}{weights['why'][1:]}"
+        text += f". {_capital(weights['why'])}"
     return text
 
 
