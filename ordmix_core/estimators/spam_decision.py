@@ -70,7 +70,11 @@ def explained_away(before: dict, weights: dict, model: OrdinalMixture) -> dict:
     chance (``label_choice.weights_check``, ``weights``: its ``model_["label_weights"]``), so
     the model was refitted without the component. ``before``: the spam choice that kept it."""
     kept = weights.get("kept")
-    share = f"a share of {kept:.2f} of what every rating counting 1 gives" if kept else "none"
+    share = (
+        f"a share of {kept:.2f} of what every rating counting 1 gives"
+        if kept is not None
+        else "none"
+    )
     return {
         "spam": False,
         "rule": before.get("rule"),
