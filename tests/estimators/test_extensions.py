@@ -34,8 +34,11 @@ FIELDS = ("mu_m", "lam_m", "tau_shape", "tau_rate", "delta_rate", "eps", "bias_m
           "bias_prec", "pi", "dir_a")  # fmt: skip
 
 
-def problem_and_state(ratings, granularity, bias, spam_dist, ordinal=True, gold_every=0, seed=3):
-    data = prepare(ratings, None, granularity=granularity)
+def problem_and_state(
+    ratings, granularity, bias, spam_dist, ordinal=True, gold_every=0, seed=3, scale=None
+):
+    """A problem and a started state; ``scale``: the crowd's own (None: inferred)."""
+    data = prepare(ratings, scale, granularity=granularity)
     k = data.scale.k
     p = sweep.Problem.from_data(
         data, mu=data.scale.center, lam=0.1, phi=10.0, eta=5.0, pi=np.full(k, 1.0 / k),

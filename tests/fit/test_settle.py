@@ -75,8 +75,8 @@ def _sweeps(p: sweep.Problem, s: sweep.State, n: int) -> tuple[sweep.State, floa
 def test_the_next_sweep_never_falls_below_the_last_and_only_the_blocks_move(
     crowd, gran, ext, n, bits
 ):
-    df, _ = crowd
-    p, s = problem_and_state(df, gran, *ext)
+    df, scale = crowd  # the scale it was drawn on: a level far from the used ones is no typo
+    p, s = problem_and_state(df, gran, *ext, scale=scale)
     s, f = _sweeps(p, s, n)
     named = (bits >> np.arange(p.n_annotators)) % 2 == 1  # the annotators whose blocks move
     new, moved = settle.settle_items(p, s, named)
