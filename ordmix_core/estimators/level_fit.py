@@ -62,19 +62,21 @@ def fit_levels(model: Any, data: CrowdData, gold_m: np.ndarray | None, mode: str
     ready = None  # a confusion fit that is the one to ship without gold, when the choice made it
     if mode == "choose" or weighted:
         plain = label_model.fit_levels(*args)  # every rating counts 1: a model of all of them
-        alone = held_out(model, data, plain)
-        ready = plain
+        fits = [(plain, None)]
+        if weighted:  # and each counting for its omega, for the check below
+            fits.append((label_model.fit_levels(*args, weight=model.omega_), model.omega_))
+        # every rating predicted from the others once, by the continuous model and each fit
+        alone, *spam = held_out(model, data, fits)
+        ready = fits[-1][0]
     if weighted:  # does the confusion model, so weighted, still see the items?
-        ready = label_model.fit_levels(*args, weight=model.omega_)
-        spam = held_out(model, data, ready, model.omega_)
-        check = label_choice.weights_check(alone, spam, n)
+        check = label_choice.weights_check(alone, spam[0], n)
         model.model_["label_weights"] = check.as_dict()
         weighted = check.used
         ready = ready if weighted else plain
     if mode == "choose":
         choice = label_choice.choose(alone, n, "alone")
         if choice.labels == "continuous" and weighted:  # and with the spam component
-            mixed = label_choice.choose(spam, n, "with spam")
+            mixed = label_choice.choose(spam[0], n, "with spam")
             choice = replace(min(choice, mixed, key=lambda c: c.z), both=True)
         model.model_["label_choice"] = choice.as_dict()
         model.model_["labels"] = choice.labels
@@ -104,12 +106,13 @@ def fit_levels(model: Any, data: CrowdData, gold_m: np.ndarray | None, mode: str
 
 
 def held_out(
-    model: Any, data: CrowdData, fit: label_model.LevelFit, weight: np.ndarray | None = None
+    model: Any, data: CrowdData, fits: list[tuple[label_model.LevelFit, np.ndarray | None]]
 ) -> np.ndarray:
-    """``label_choice.held_out_sums`` for a fitted in-memory model and a confusion fit ``fit``,
-    made with every rating counting 1 (``weight`` None: the confusion model alone) or each
-    counting for ``weight`` (the continuous fit's omega: with the spam component): every
-    rating predicted from the others by each model, and by chance."""
+    """``label_choice.held_out_sums_of`` for a fitted in-memory model and confusion fits
+    ``fits``, each ``(fit, weight)``: made with every rating counting 1 (``weight`` None: the
+    confusion model alone) or each counting for ``weight`` (the continuous fit's omega: with
+    the spam component). Every rating predicted from the others by the continuous model, by
+    each fit and by chance; (len(fits), 5)."""
     ann = model.annotators_
     k = data.scale.k
     if model.spam_ and model.spam_distributions_ is not None:
@@ -128,14 +131,12 @@ def held_out(
     hyper = dict(
         model.hyperparams_, spam_table=spam_table, ordinal=model.ordinal, estimate_var=sd * sd
     )
-    return label_choice.held_out_sums(
+    return label_choice.held_out_sums_of(
         data,
         model.omega_,
         per_annotator,
         model.categories_["difficulty"].to_numpy(dtype=float),
         model.items_["estimate"].to_numpy(dtype=float),
         hyper,
-        fit.q,
-        libm.log(fit.confusion),
-        weight,
+        [(fit.q, libm.log(fit.confusion), weight) for fit, weight in fits],
     )

@@ -43,6 +43,7 @@ All functions are pure array functions over ratings ``(L,)``, items ``(M,)`` and
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -338,7 +339,22 @@ def held_out_sums(
     log_p: np.ndarray,
     weight: np.ndarray | None = None,
 ) -> np.ndarray:
-    """``[sum log p_cont, sum log p_conf, sum d, sum d^2, sum log p_chance]`` over every
+    """``held_out_sums_of`` for one confusion fit: its (5,) sums (see there)."""
+    fits = [(q, log_p, weight)]
+    return held_out_sums_of(data, omega, annotators, difficulty, estimate, hyper, fits)[0]
+
+
+def held_out_sums_of(
+    data,
+    omega: np.ndarray,
+    annotators: dict[str, np.ndarray],
+    difficulty: np.ndarray,
+    estimate: np.ndarray,
+    hyper: dict,
+    fits: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray | None]],
+) -> np.ndarray:
+    """(F, 5): for each of the F confusion fits ``fits`` (``(q, log_p, weight)``), ``[sum log
+    p_cont, sum log p_conf, sum d, sum d^2, sum log p_chance]`` over every
     rating of ``data`` (a ``CrowdData``: ``ann, inst, cat, level`` (L,)), a chunk of ``CHUNK``
     ratings at a time: ``d = log p_cont - log p_conf`` (``choose``) and ``p_chance`` the
     rating's chance from its annotator's other ratings alone (``chance_log_predictive``,
@@ -350,12 +366,13 @@ def held_out_sums(
     ``lambda``, ``phi``, ``eta``, ``estimate_var`` (M,) the items' posterior variances (these
     three for ``held_out_precision``), ``spam_table`` (N, K) each annotator's spam
     distribution and, for a model whose ratings are values rather than intervals (``ordinal``
-    False), ``scale`` (the values the item posteriors were fitted to); ``q``, ``log_p``: a
-    confusion model's item posteriors (M, K) and log confusion (N, K, K), fitted with every
-    rating counting 1 (``weight`` None)
-    or with each counting for ``weight`` (L,), the continuous fit's omega: the rating's factor
-    is then divided out as it counted, and the prediction mixed with the annotator's spam
-    distribution by eps (``mixed_log_predictive``).
+    False), ``scale`` (the values the item posteriors were fitted to); each of ``fits``: a
+    confusion model's item posteriors ``q`` (M, K) and log confusion ``log_p`` (N, K, K),
+    fitted with every rating counting 1 (``weight`` None) or with each counting for
+    ``weight`` (L,), the continuous fit's omega: the rating's factor is then divided out as it
+    counted, and the prediction mixed with the annotator's spam distribution by eps
+    (``mixed_log_predictive``). The continuous model's predictions and chance's are made once
+    for all the fits (the ratings' held-out items are the costly part).
     """
     t = np.asarray(hyper["thresholds"], dtype=float)
     mu, lam = float(hyper["mu"]), float(hyper["lambda"])
@@ -374,7 +391,7 @@ def held_out_sums(
         centre = estimate[data.inst[sl]] + bias[a]
         return rho, tn_stats(t[lev], t[lev + 1], centre, rho).ex - bias[a]
 
-    n_ann, k = log_p.shape[0], log_p.shape[1]
+    n_ann, k = fits[0][1].shape[0], fits[0][1].shape[1]
     cells = np.bincount(data.ann * k + data.level, minlength=n_ann * k)
     counts = cells.reshape(n_ann, k).astype(np.float64)
     # each category's Gamma posterior of delta, for the difficulty without the rating
@@ -383,7 +400,7 @@ def held_out_sums(
     )
     rate_c = shape_c / difficulty
     item_var = np.asarray(hyper["estimate_var"], dtype=float)
-    out = np.zeros(5)
+    out = np.zeros((len(fits), 5))
     by_chunk = leave_one_out_by_chunk(data.inst, omega, chunks, rho_ex, mu, lam, n_inst)
     for sl, rho, mean, prec in by_chunk:
         a, inst, lev, cat = data.ann[sl], data.inst[sl], data.level[sl], data.cat[sl]
@@ -396,13 +413,14 @@ def held_out_sums(
         cont = continuous_log_predictive(
             lev, mean, prec, rho_out, bias[a], bias_var[a], eps[a], spam_table[a, lev], t
         )
-        if weight is None:
-            conf = confusion_log_predictive(q, log_p, a, inst, lev)
-        else:
-            conf = mixed_log_predictive(
-                q, log_p, a, inst, lev, weight[sl], eps[a], spam_table[a, lev]
-            )
         chance = chance_log_predictive(a, lev, counts)
-        d = cont - conf
-        out += [cont.sum(), conf.sum(), d.sum(), (d * d).sum(), chance.sum()]
+        for i, (q, log_p, weight) in enumerate(fits):
+            if weight is None:
+                conf = confusion_log_predictive(q, log_p, a, inst, lev)
+            else:
+                conf = mixed_log_predictive(
+                    q, log_p, a, inst, lev, weight[sl], eps[a], spam_table[a, lev]
+                )
+            d = cont - conf
+            out[i] += [cont.sum(), conf.sum(), d.sum(), (d * d).sum(), chance.sum()]
     return out

@@ -132,7 +132,7 @@ def test_the_continuous_model_must_also_beat_the_confusion_model_with_spam():
     d = m.data_
     plain = label_model.fit_levels(d.ann, d.inst, d.level, d.n_annotators, d.n_instances,
                                    d.scale.k)  # fmt: skip
-    alone = label_choice.choose(level_fit.held_out(m, d, plain), len(d.ann))
+    alone = label_choice.choose(level_fit.held_out(m, d, [(plain, None)])[0], len(d.ann))
     assert alone.z > label_choice.Z_MIN  # alone, the continuous labels would have shipped
     shipped, continuous = _label_errors(m, gold)
     assert shipped < continuous - 0.1

@@ -369,3 +369,22 @@ def test_held_out_sums_are_the_same_a_chunk_at_a_time(monkeypatch, chunk):
     whole = label_choice.held_out_sums(*args)
     monkeypatch.setattr(label_choice, "CHUNK", chunk)
     np.testing.assert_allclose(label_choice.held_out_sums(*args), whole, rtol=1e-12)
+
+
+@pytest.mark.parametrize("chunk", [5, 1 << 20])  # several chunks, one
+def test_held_out_sums_of_several_fits_are_each_fits_own(monkeypatch, chunk):
+    """The continuous and chance predictions made once serve every fit: each row is the
+    fit's own ``held_out_sums``, to the bit, whatever the fits' order."""
+    monkeypatch.setattr(label_choice, "CHUNK", chunk)
+    data, omega, a, difficulty, estimate, hyper, q, log_p = _held_out_problem()
+    common = (data, omega, a, difficulty, estimate, hyper)
+    other_q = np.roll(q, 1, axis=1)  # another fit: other posteriors, other confusions
+    other_log_p = np.log(np.exp(log_p)[::-1].copy())
+    fits = [(q, log_p, None), (other_q, other_log_p, omega), (q, log_p, omega)]
+    got = label_choice.held_out_sums_of(*common, fits)
+    assert got.shape == (3, 5)
+    for row, (fq, flp, w) in zip(got, fits, strict=True):
+        np.testing.assert_array_equal(row, label_choice.held_out_sums(*common, fq, flp, w))
+    assert not np.array_equal(got[0], got[1])  # the fits' own columns differ ...
+    np.testing.assert_array_equal(got[:, [0, 4]], got[[0, 0, 0]][:, [0, 4]])  # ... not these
+    np.testing.assert_array_equal(label_choice.held_out_sums_of(*common, fits[::-1]), got[::-1])
