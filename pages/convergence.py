@@ -42,7 +42,8 @@ st.plotly_chart(figures.bound_traces(trace, best, restarts), key="conv_traces")
 st.caption(
     "The lower bound is the score the fit climbs: a guaranteed floor under how well the model "
     "explains the ratings, so higher is better, and a restart has converged when it stops "
-    "rising. One line per restart; its dashed start is the no-spam warm-up."
+    "rising. One line per restart: its dashed start is the no-spam warm-up, its dotted part "
+    "the mixture with the spam distribution held uniform, its solid end the mixture."
 )
 st.subheader("Restarts")
 table = restarts.reset_index()

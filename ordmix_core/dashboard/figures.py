@@ -23,6 +23,9 @@ _LINES = [
 #: one colour per restart: red is kept for the chosen one
 _PALETTE = [c for c in _LINES if c != _WINNER]
 _OTHER = "#9aa5b1"
+#: how each stage of a restart's bound trace is drawn (the mixture, or the model without
+#: spam: solid)
+_STAGE_DASH = {"nospam": "dash", "uniform": "dot"}
 _TEMPLATE = "plotly_white"
 
 
@@ -329,9 +332,10 @@ def bound_traces(
     """The lower bound per iteration for every restart; the chosen restart drawn thick and red.
 
     ``trace``: the engine's ``trace_`` (restart, stage, iteration, lower_bound). One legend
-    entry per restart; its warm-up (``nospam``) stage is the dashed part of its line, before
-    the mixture on the x axis. ``restarts``: the engine's ``restarts_``; collapsed restarts get
-    "(collapsed)" in the legend.
+    entry and one unbroken line per restart, its stages in order on the x axis: the warm-up
+    (``nospam``) dashed, the mixture with the spam distribution held uniform (``uniform``)
+    dotted, the mixture solid; each stage's segment starts at the previous stage's last point.
+    ``restarts``: the engine's ``restarts_``; collapsed restarts get "(collapsed)" in the legend.
     """
     _need(trace, ["restart", "stage", "iteration", "lower_bound"], "the bound traces")
     fig = go.Figure()
@@ -349,12 +353,17 @@ def bound_traces(
             + (" (collapsed)" if r in collapsed else "")
         )
         color = _WINNER if win else _PALETTE[r % len(_PALETTE)]
-        for i, (stage, part) in enumerate(grp.groupby("stage", sort=False)):
-            idx = part.index.to_numpy()
+        stages = grp["stage"].to_numpy()
+        bound = grp["lower_bound"].to_numpy(dtype=float)
+        starts = np.flatnonzero(np.r_[True, stages[1:] != stages[:-1]])  # each stage's first
+        for i, (lo, hi) in enumerate(zip(starts, np.r_[starts[1:], len(grp)], strict=True)):
+            stage = stages[lo]
+            idx = np.arange(max(lo - 1, 0), hi)  # from the previous stage's last point on
             fig.add_trace(
                 go.Scatter(
                     x=step[idx],
-                    y=part["lower_bound"].to_numpy(dtype=float),
+                    y=bound[idx],
+                    customdata=stages[idx],
                     mode="lines",
                     name=label,
                     legendgroup=f"r{r}",
@@ -362,11 +371,12 @@ def bound_traces(
                     line={
                         "width": 3.5 if win else 1.3,
                         "color": color,
-                        "dash": "dash" if stage == "nospam" else "solid",
+                        "dash": _STAGE_DASH.get(stage, "solid"),
                     },
                     opacity=1.0 if win or best_restart is None else 0.7,
                     hovertemplate=(
-                        f"restart {r} ({stage})<br>step %{{x}}<br>bound %{{y:,.2f}}<extra></extra>"
+                        f"restart {r} (%{{customdata}})<br>step %{{x}}<br>"
+                        "bound %{y:,.2f}<extra></extra>"
                     ),
                 )
             )
@@ -379,7 +389,9 @@ def bound_traces(
                 arrowcolor=_WINNER,
                 font={"color": _WINNER},
             )
-    fig.update_xaxes(title="iteration (dashed: no-spam warm-up; solid: mixture)")
+    fig.update_xaxes(
+        title="iteration (dashed: no-spam warm-up; dotted: uniform spam; solid: mixture)"
+    )
     fig.update_yaxes(title="variational lower bound F")
     return _layout(fig, "Lower bound per iteration, every restart", legend={"title": "restart"})
 

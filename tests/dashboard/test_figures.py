@@ -139,8 +139,9 @@ def test_bound_traces_mark_the_winner(fitted):
     assert fig.layout.annotations[0].text == f"chosen: restart {m.best_restart_}"
     dashed = [t for t in fig.data if t.line.dash == "dash"]
     assert len(dashed) == (m.trace_["stage"] == "nospam").groupby(m.trace_["restart"]).any().sum()
-    n_points = sum(len(_arr(t.y)) for t in fig.data)
-    assert n_points == len(m.trace_)
+    # every sweep drawn once: a later stage's segment repeats only its predecessor's last point
+    points = {(t.legendgroup, float(x)) for t in fig.data for x in _arr(t.x)}
+    assert len(points) == len(m.trace_)
     # one legend entry per restart, each restart's stages in one colour
     assert sum(t.showlegend is not False for t in fig.data) == m.trace_["restart"].nunique()
     colours = {}
@@ -148,6 +149,45 @@ def test_bound_traces_mark_the_winner(fitted):
         colours.setdefault(t.legendgroup, set()).add(t.line.color)
     assert all(len(c) == 1 for c in colours.values())
     assert len({c.pop() for c in colours.values()}) == len(colours)
+
+
+def _staged_trace(n_restarts: int, stages=("nospam", "uniform", "mixture")) -> pd.DataFrame:
+    """A trace of ``n_restarts`` restarts, each running through ``stages`` (4 sweeps each)."""
+    rows = []
+    for r in range(n_restarts):
+        bound = -1000.0 - 10 * r
+        for stage in stages:
+            for i in range(1, 5):
+                bound += 50.0 / i
+                rows.append((r, stage, i, bound))
+    return pd.DataFrame(rows, columns=["restart", "stage", "iteration", "lower_bound"])
+
+
+def test_bound_traces_a_restarts_line_runs_on_across_its_stages(fitted):
+    _, m = fitted
+    for trace, best in ((_staged_trace(3), 1), (m.trace_, m.best_restart_)):
+        fig = figures.bound_traces(trace, best)
+        for r, grp in trace.groupby("restart"):
+            parts = [t for t in fig.data if t.legendgroup == f"r{r}"]
+            assert len(parts) == grp["stage"].nunique()
+            for before, after in zip(parts[:-1], parts[1:], strict=True):
+                assert _arr(after.x)[0] == _arr(before.x)[-1]
+                assert _arr(after.y)[0] == _arr(before.y)[-1]
+            # the line's points in order are the restart's sweeps, each once
+            xs = np.concatenate([_arr(p.x)[1 if i else 0 :] for i, p in enumerate(parts)])
+            ys = np.concatenate([_arr(p.y)[1 if i else 0 :] for i, p in enumerate(parts)])
+            assert list(xs) == list(range(1, len(grp) + 1))
+            assert np.array_equal(ys, grp["lower_bound"].to_numpy())
+
+
+def test_bound_traces_draw_each_stage_in_its_own_dash():
+    fig = figures.bound_traces(_staged_trace(2), 0)
+    for r in (0, 1):  # each restart's segments in stage order: nospam, uniform, mixture
+        dashes = [t.line.dash for t in fig.data if t.legendgroup == f"r{r}"]
+        assert dashes == ["dash", "dot", "solid"]
+    title = fig.layout.xaxis.title.text
+    assert "dashed: no-spam warm-up" in title and "dotted: uniform spam" in title
+    assert "solid: mixture" in title
 
 
 def test_estimate_vs_truth_and_metric_bars():

@@ -14,13 +14,14 @@ def test_traces_per_restart_with_the_winner_marked():
     restarts_drawn = {t["legendgroup"] for t in fig["data"]}
     # counted from 1, as the Fit page's status and result
     assert restarts_drawn == {f"r{r + 1}" for r in model.restarts_.index}
-    # one legend entry per restart: the warm-up is the dashed part of the same entry
+    # one legend entry per restart: the warm-up is the dashed part of the same entry, the
+    # mixture with uniform spam the dotted part
     legend = [t["name"] for t in fig["data"] if t.get("showlegend", True)]
     assert sorted(legend) == sorted(
         f"restart {r + 1}" + (" (chosen)" if r == model.best_restart_ else "")
         for r in model.restarts_.index
     )
-    assert {t["line"]["dash"] for t in fig["data"]} == {"dash", "solid"}
+    assert {t["line"]["dash"] for t in fig["data"]} == {"dash", "dot", "solid"}
     assert any("lower bound is the score the fit climbs" in c for c in texts(at.caption))
     chosen = [t for t in fig["data"] if "(chosen)" in t["name"]]
     assert chosen and all(t["line"]["width"] > 2 for t in chosen)
