@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 #: z value of a two-sided 95% normal interval
@@ -20,8 +21,10 @@ _LINES = [
     "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
     "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
 ]  # fmt: skip
-#: one colour per restart: red is kept for the chosen one
-_PALETTE = [c for c in _LINES if c != _WINNER]
+#: Dark24's reds and red-browns, which would pass for the chosen restart's red
+_NEAR_WINNER = {"#FB0D0D", "#EB663B", "#862A16", "#AF0038"}
+#: one colour per restart, 20 distinct (plotly's Dark24 without those): red is the chosen one's
+_PALETTE = [c for c in qualitative.Dark24 if c not in _NEAR_WINNER]
 _OTHER = "#9aa5b1"
 #: how each stage of a restart's bound trace is drawn (the mixture, or the model without
 #: spam: solid)

@@ -190,6 +190,17 @@ def test_bound_traces_draw_each_stage_in_its_own_dash():
     assert "solid: mixture" in title
 
 
+def test_bound_traces_give_twenty_restarts_distinct_colours_never_the_chosen_red():
+    winner = 7
+    fig = figures.bound_traces(_staged_trace(20, stages=("mixture",)), winner)
+    colour = {t.legendgroup: t.line.color for t in fig.data}
+    assert len(colour) == 20
+    red = colour.pop(f"r{winner}")
+    others = [c.lower() for c in colour.values()]
+    assert len(set(others)) == 19
+    assert red.lower() not in others
+
+
 def test_estimate_vs_truth_and_metric_bars():
     truth = pd.Series([1.0, 2.0, 3.0, 3.0], index=["a", "b", "c", "d"])
     est = pd.DataFrame(
