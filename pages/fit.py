@@ -12,7 +12,7 @@ from typing import Any
 import streamlit as st
 
 from ordmix_core.dashboard.fit_job import FIT_SETTINGS, FitParams, fit_page_options
-from ordmix_core.dashboard.fit_summary import fit_summary
+from ordmix_core.dashboard.fit_summary import fit_summary, page_warnings
 from ordmix_core.data.scale import fmt_scale
 from ordmix_core.errors import InputError
 from ordmix_core.estimators import option_frontends, option_kinds, options
@@ -162,8 +162,9 @@ if running:
 
 msg = s.last_message
 res = s.fit
+stop_said = bool(msg) and res is not None and res.stopped and msg.startswith("Stopped after")
 if msg:
-    if res is not None and res.stopped and msg.startswith("Stopped after"):
+    if stop_said:
         st.warning(msg)
     elif msg.startswith(("Stopped", "The fit failed")):
         st.error(msg)
@@ -184,7 +185,7 @@ if res is not None:
         f"{1.0 - truth_share(m):.1%}" if m.spam_ else "none (no spam component)",
         help="The mean over all ratings of the probability that a rating is spam (1 - omega).",
     )
-    for w in m.warnings_:
+    for w in page_warnings(m, stop_said):
         st.warning(w)
     dec = fit_decisions(res, res.fit_id)
     st.info("\n".join(f"- {line}" for line in fit_summary(m, dec)), icon=":material/summarize:")

@@ -1,8 +1,9 @@
 """A fit in plain words: what was fitted, which restart won and why, what the data cannot decide.
 
 ``fit_summary`` gives the Fit page's lines (and ``selection_explanation``, ``model_line``,
-``no_spam_note``, ``ensemble_line``, ``moving_line``, ``undetermined_line`` each one part);
-restarts are counted from 1 for people (``restarts_from_one``)."""
+``no_spam_note``, ``ensemble_line``, ``moving_line``, ``undetermined_line`` each one part),
+``page_warnings`` the fit's warnings it shows; restarts are counted from 1 for people
+(``restarts_from_one``)."""
 
 from __future__ import annotations
 
@@ -35,6 +36,17 @@ def _first_names(ids: Any, n: int = 5) -> str:
     """The first ``n`` IDs, comma-separated, with ", ..." when there are more."""
     ids = list(ids)
     return ", ".join(str(a) for a in ids[:n]) + (", ..." if len(ids) > n else "")
+
+
+#: how the engine's warning that the fit was stopped begins (``selection.fit_warnings``)
+STOP_WARNING = "the fit was stopped"
+
+
+def page_warnings(model: OrdinalMixture, stop_said: bool) -> list[str]:
+    """The fit's warnings (``warnings_``) as the Fit page shows them: all of them, but the
+    engine's note that the fit was stopped when the page already says so (``stop_said``: its
+    own message, which names the seconds run and the restart kept), so a stop is said once."""
+    return [w for w in model.warnings_ if not (stop_said and w.startswith(STOP_WARNING))]
 
 
 def restarts_from_one(text: str) -> str:

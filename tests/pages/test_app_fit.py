@@ -247,6 +247,21 @@ def test_fit_page_says_which_result_a_stop_kept():
     assert not any("dropped early" in i for i in texts(at.info))
 
 
+def test_a_stop_is_said_once_with_the_time_and_the_restart_kept():
+    """The fit's own warnings say it was stopped as well: the page says it once, in its
+    message naming the seconds run and the restart kept."""
+    at = load_simulated_demo(new_app())
+    s = ui().Session({ui().KEY: at.session_state["ordmix"]})
+    job = _stopping_job(s, stop_at_restart=1)
+    assert any("stopped" in w for w in job.model.warnings_)
+    at.switch_page("pages/fit.py").run()
+    assert_clean(at)
+    boxes = texts(at.warning) + texts(at.error) + texts(at.success)
+    stops = [b for b in boxes if "stopped" in b.lower()]
+    assert len(stops) == 1, stops
+    assert stops[0].startswith("Stopped after") and "kept the best restart found so far" in stops[0]
+
+
 def test_fit_runs_in_a_thread_so_the_page_can_poll():
     s = _session_with_demo()
     job = s.start_fit(FitParams(n_restarts=2))
