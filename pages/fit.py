@@ -3,7 +3,9 @@
 Every setting is an entry of the options table (``ordmix_core.estimators.options``: label,
 help, valid values, default), shown by :func:`option_widget`; :func:`fit_params` is the one
 place where this page's widget values become the estimator's settings
-(``option_frontends.to_estimator_kwargs``).
+(``option_frontends.to_estimator_kwargs``). A setting the data set's scale refuses (``mu``
+outside its outer thresholds) gets the engine's own message (``options.validate_params``) as
+soon as it is entered, and Run is not offered.
 """
 
 import time
@@ -131,6 +133,7 @@ with st.expander("Advanced: the model and its priors (the paper's values work fo
 
 try:
     params = fit_params(values)
+    options.validate_params(params, ds.scale)  # the engine's checks against the data's scale
 except InputError as err:
     show_error(err)
     st.stop()

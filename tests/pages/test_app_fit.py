@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from test_app_main import (
     assert_clean,
     demo_and_fit,
@@ -14,7 +15,9 @@ from test_app_main import (
 from test_fit_job import stopping_job
 
 from ordmix_core.dashboard.fit_job import FitJob, FitParams, fit_page_options
+from ordmix_core.errors import InputError
 from ordmix_core.estimators import option_frontends, options
+from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
 from ordmix_core.results import reliability
 
 
@@ -137,6 +140,25 @@ def test_bad_mu_is_an_error_not_a_traceback():
     label = options.option("mu").label
     assert any(e.startswith(f"{label} must be a number") for e in texts(at.error)), texts(at.error)
     assert not [b for b in at.button if b.key == "fit_run"]  # stopped before Run
+
+
+def test_mu_outside_the_scale_is_refused_before_run_with_the_engines_message():
+    at = load_simulated_demo(new_app())
+    at.switch_page("pages/fit.py").run()
+    scale = at.session_state["ordmix"]["dataset"].scale
+    outside = float(scale.thresholds[-1]) + 1.0
+    at.text_input(key="fit_mu").set_value(f"{outside:g}").run()
+    assert_clean(at)
+    with pytest.raises(InputError) as engine:  # what the fit itself would say
+        options.validate_params(OrdinalMixture(mu=outside), scale)
+    assert str(engine.value) in texts(at.error), texts(at.error)
+    assert "mu must lie within the scale's outer thresholds" in str(engine.value)
+    run = [b for b in at.button if b.key == "fit_run"]
+    assert not run or run[0].disabled  # Run is not offered
+    assert at.session_state["ordmix"].get("job") is None  # no fit started
+    at.text_input(key="fit_mu").set_value("").run()  # back to the mean of the scale
+    assert not texts(at.error)
+    assert not at.button(key="fit_run").disabled
 
 
 def test_widgets_become_the_estimators_settings():
