@@ -14,7 +14,7 @@ import pandas as pd
 
 from ..estimators.ordinal_mixture import MODELS, OrdinalMixture
 from ..estimators.spam_decision import spam_left_out
-from ..fit import acceleration
+from ..fit import acceleration, selection
 from ..results import decision_columns, decisions, stability
 
 
@@ -38,15 +38,11 @@ def _first_names(ids: Any, n: int = 5) -> str:
     return ", ".join(str(a) for a in ids[:n]) + (", ..." if len(ids) > n else "")
 
 
-#: how the engine's warning that the fit was stopped begins (``selection.fit_warnings``)
-STOP_WARNING = "the fit was stopped"
-
-
 def page_warnings(model: OrdinalMixture, stop_said: bool) -> list[str]:
     """The fit's warnings (``warnings_``) as the Fit page shows them: all of them, but the
     engine's note that the fit was stopped when the page already says so (``stop_said``: its
     own message, which names the seconds run and the restart kept), so a stop is said once."""
-    return [w for w in model.warnings_ if not (stop_said and w.startswith(STOP_WARNING))]
+    return [w for w in model.warnings_ if not (stop_said and w == selection.STOP_WARNING)]
 
 
 def restarts_from_one(text: str) -> str:

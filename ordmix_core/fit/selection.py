@@ -140,6 +140,11 @@ class FitWarning(NamedTuple):
     message: str
 
 
+#: the warning of a fit stopped before every restart finished (the Fit page, which says so in
+#: its own words, leaves it out: ``fit_summary.page_warnings``)
+STOP_WARNING = "the fit was stopped before every restart finished; best restart so far kept"
+
+
 def fit_warnings(
     best: RestartRun, collapsed: bool, interrupted: bool, max_iter: int, tol: float
 ) -> list[FitWarning]:
@@ -159,7 +164,7 @@ def fit_warnings(
         warn.append(
             FitWarning(
                 ConvergenceWarning,
-                "the fit was stopped before every restart finished; best restart so far kept",
+                STOP_WARNING,
             )
         )
     if not best.converged and not interrupted:
