@@ -16,6 +16,16 @@ import stat
 import tempfile
 import types
 
+#: how numba's OpenMP threads wait between parallel passes, unless the user chose
+#: (``OMP_WAIT_POLICY``): asleep, not spinning. A sweep is three short parallel passes, and a
+#: spinning thread takes the core from the other restart's thread, or from another process:
+#: TREC RF10's default fit with another process busy on one of the two cores, 6.10-6.16 s
+#: spinning against 5.50-5.61 s asleep (CPU 7.5 s against 6.5 s); on a quiet machine the same
+#: within the runs' spread (``docs/benchmarks.md``). The results do not depend on it. Set
+#: before numba loads libgomp, which reads it once
+WAIT_POLICY = "PASSIVE"
+os.environ.setdefault("OMP_WAIT_POLICY", WAIT_POLICY)
+
 try:  # pragma: no cover - exercised by the environment, not by a test
     import numba
     from numba import njit, prange

@@ -1,7 +1,9 @@
-"""jit.py: the garbage collector frozen at the interpreter's exit (``freeze_at_exit``)."""
+"""jit.py: the garbage collector frozen at the interpreter's exit (``freeze_at_exit``), and how
+numba's OpenMP threads wait (``WAIT_POLICY``)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -29,3 +31,40 @@ def test_the_collector_is_frozen_at_exit_and_not_before() -> None:
         [sys.executable, "-c", PROGRAM], capture_output=True, text=True, check=True
     ).stdout.splitlines()
     assert out[-2:] == ["before exit False", "at exit True"]
+
+
+#: a parallel kernel, so that numba loads its OpenMP layer, which prints its settings
+#: (``OMP_DISPLAY_ENV``) as it starts
+PARALLEL = """
+import numpy as np
+from ordmix_core.numerics import jit
+@jit.numba.njit(parallel=True)
+def total(x):
+    s = 0.0
+    for i in jit.prange(x.size):
+        s += x[i]
+    return s
+total(np.ones(1000))
+print(jit.numba.threading_layer())
+"""
+
+
+@pytest.mark.skipif(not jit.HAVE_NUMBA, reason="numba's threads only")
+@pytest.mark.parametrize("chosen", [None, "ACTIVE"])
+def test_numbas_openmp_threads_sleep_between_passes_unless_the_user_chose(chosen) -> None:
+    """Importing ordmix sets the wait policy before numba loads libgomp (which reads it once):
+    its threads sleep rather than spin between passes; a user's own choice is kept."""
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    env["OMP_DISPLAY_ENV"] = "VERBOSE"
+    if chosen is not None:
+        env["OMP_WAIT_POLICY"] = chosen
+    run = subprocess.run(
+        [sys.executable, "-c", PARALLEL], capture_output=True, text=True, check=True, env=env
+    )
+    if run.stdout.split()[-1] != "omp":
+        pytest.skip("numba's threading layer here is not OpenMP")
+    want = jit.WAIT_POLICY if chosen is None else chosen
+    assert f"OMP_WAIT_POLICY = '{want}'" in run.stderr
+    # unset, libgomp says PASSIVE too but spins 300,000 times first: asleep means no spinning
+    spins = "0" if want == "PASSIVE" else "30000000000"
+    assert f"GOMP_SPINCOUNT = '{spins}'" in run.stderr
