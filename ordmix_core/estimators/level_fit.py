@@ -13,6 +13,7 @@ when the spam component's omega could weigh the confusion model's ratings, and
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
@@ -47,7 +48,21 @@ def fit_levels(model: Any, data: CrowdData, gold_m: np.ndarray | None, mode: str
         model.model_["labels"] = "continuous"
         return
     gold = None if gold_m is None else label_model.gold_levels(gold_m, data.scale.values)
-    flags = reliability.annotator_flags(model)
+    args = (data.ann, data.inst, data.level, data.n_annotators, data.n_instances, data.scale.k)
+    n = len(data.ann)
+    weighted = bool(model.spam_)  # the ratings count for their omega (all 1 without spam)
+    fits = []  # (confusion fit, weight) to predict the held-out ratings with
+    if mode == "choose" or weighted:
+        plain = label_model.fit_levels(*args)  # every rating counts 1: a model of all of them
+        fits = [(plain, None)]
+        if weighted:  # and each counting for its omega, for the check below
+            fits.append((label_model.fit_levels(*args, weight=model.omega_), model.omega_))
+    # the flags (unless the spam decision made them) and every rating predicted from the others
+    # by the continuous model and each fit, side by side: both are mostly one core's numpy
+    with ThreadPoolExecutor(1) as pool:
+        flags_job = pool.submit(reliability.annotator_flags, model)
+        sums = held_out(model, data, fits) if fits else None
+        flags = flags_job.result()
     model.annotator_flags_ = flags  # the fit's own flags: the outputs reuse them
     flagged = (flags["flag"] == "unreliable").to_numpy()[data.ann]
     clear = label_rules.clear_majority(
@@ -56,17 +71,9 @@ def fit_levels(model: Any, data: CrowdData, gold_m: np.ndarray | None, mode: str
     if gold is not None:  # a gold item's label is its gold, whatever its raters say
         clear = np.where(gold >= 0, -1, clear)
     model.items_["clear_majority"] = decisions.clear_majority_column(clear, data.scale.values)
-    args = (data.ann, data.inst, data.level, data.n_annotators, data.n_instances, data.scale.k)
-    n = len(data.ann)
-    weighted = bool(model.spam_)  # the ratings count for their omega (all 1 without spam)
     ready = None  # a confusion fit that is the one to ship without gold, when the choice made it
-    if mode == "choose" or weighted:
-        plain = label_model.fit_levels(*args)  # every rating counts 1: a model of all of them
-        fits = [(plain, None)]
-        if weighted:  # and each counting for its omega, for the check below
-            fits.append((label_model.fit_levels(*args, weight=model.omega_), model.omega_))
-        # every rating predicted from the others once, by the continuous model and each fit
-        alone, *spam = held_out(model, data, fits)
+    if sums is not None:
+        alone, *spam = sums
         ready = fits[-1][0]
     if weighted:  # does the confusion model, so weighted, still see the items?
         check = label_choice.weights_check(alone, spam[0], n)
