@@ -13,7 +13,7 @@ when the spam component's omega could weigh the confusion model's ratings, and
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
@@ -24,7 +24,22 @@ from ..numerics import libm
 from ..results import decisions, label_choice, label_model, label_rules, reliability
 
 
-def fit_levels(model: Any, data: CrowdData, gold_m: np.ndarray | None, mode: str) -> None:
+def plain_fit(data: CrowdData) -> label_model.LevelFit:
+    """The ordinal confusion model of ``data`` with every rating counting 1 and no gold: it
+    depends on the ratings alone, so ``OrdinalMixture.fit`` starts it beside the spam
+    decision and hands it to every ``fit_levels`` of the fit."""
+    return label_model.fit_levels(
+        data.ann, data.inst, data.level, data.n_annotators, data.n_instances, data.scale.k
+    )
+
+
+def fit_levels(
+    model: Any,
+    data: CrowdData,
+    gold_m: np.ndarray | None,
+    mode: str,
+    plain_job: Future | None = None,
+) -> None:
     """Set ``model.level_proba_`` (M, K) and what goes with it (see the module).
 
     ``mode``: ``"confusion"`` (the ordinal confusion model, each rating counting for its
@@ -39,7 +54,8 @@ def fit_levels(model: Any, data: CrowdData, gold_m: np.ndarray | None, mode: str
     was stopped. ``items_["clear_majority"]``: the level of an item no flagged
     annotator rated whose ratings give one level at least ``label_rules.CLEAR_MAJORITY`` of the
     time, else missing (its label whatever the model says); never a gold item's (its label is
-    its gold)."""
+    its gold). ``plain_job``: ``plain_fit(data)`` on its way (a future), else it is fitted
+    here when needed."""
     model.level_proba_ = None
     own, model._gold_own = getattr(model, "_gold_own", None), None  # used once, not kept
     model.model_["labels"] = mode
@@ -53,24 +69,12 @@ def fit_levels(model: Any, data: CrowdData, gold_m: np.ndarray | None, mode: str
     weighted = bool(model.spam_)  # the ratings count for their omega (all 1 without spam)
     fits = []  # (confusion fit, weight) to predict the held-out ratings with
     if mode == "choose" or weighted:
-        plain = label_model.fit_levels(*args)  # every rating counts 1: a model of all of them
+        # every rating counts 1: a model of all of them
+        plain = plain_fit(data) if plain_job is None else plain_job.result()
         fits = [(plain, None)]
         if weighted:  # and each counting for its omega, for the check below
             fits.append((label_model.fit_levels(*args, weight=model.omega_), model.omega_))
-    # the flags (unless the spam decision made them) and every rating predicted from the others
-    # by the continuous model and each fit, side by side: both are mostly one core's numpy
-    with ThreadPoolExecutor(1) as pool:
-        flags_job = pool.submit(reliability.annotator_flags, model)
-        sums = held_out(model, data, fits) if fits else None
-        flags = flags_job.result()
-    model.annotator_flags_ = flags  # the fit's own flags: the outputs reuse them
-    flagged = (flags["flag"] == "unreliable").to_numpy()[data.ann]
-    clear = label_rules.clear_majority(
-        data.inst, data.level, flagged, data.n_instances, data.scale.k
-    )
-    if gold is not None:  # a gold item's label is its gold, whatever its raters say
-        clear = np.where(gold >= 0, -1, clear)
-    model.items_["clear_majority"] = decisions.clear_majority_column(clear, data.scale.values)
+    sums = _flags_beside_held_out(model, data, fits, gold)
     ready = None  # a confusion fit that is the one to ship without gold, when the choice made it
     if sums is not None:
         alone, *spam = sums
@@ -88,19 +92,10 @@ def fit_levels(model: Any, data: CrowdData, gold_m: np.ndarray | None, mode: str
         model.model_["label_choice"] = choice.as_dict()
         model.model_["labels"] = choice.labels
         if choice.labels == "continuous":
-            items = model.items_
-            model.level_proba_ = decisions.level_probabilities(
-                items["estimate"].to_numpy(float),
-                items["sd"].to_numpy(float),
-                np.asarray(model.hyperparams_["thresholds"], dtype=float),
-            )
-            if gold is not None:
-                model.model_["gold_labels"] = (
-                    f"{int((gold >= 0).sum()):,} gold items anchored the continuous fit, whose "
-                    "posterior gives the labels (the held-out ratings chose it): they set their "
-                    "raters' parameters, and no map from evidence to level is learned"
-                )
+            _continuous_levels(model, gold)
             return
+    if not fits and plain_job is not None and gold is None:  # the plain fit is the one to ship
+        ready = plain_job.result()
     if ready is not None and gold is None:  # level_posterior would fit the same again
         model.level_proba_ = ready.q
         return
@@ -110,6 +105,45 @@ def fit_levels(model: Any, data: CrowdData, gold_m: np.ndarray | None, mode: str
         own_weight=own_omega if weighted else None,
     )  # fmt: skip
     model.model_["gold_labels"] = fit.taught and fit.taught.describe()  # None: no gold
+
+
+def _flags_beside_held_out(
+    model: Any, data: CrowdData, fits: list, gold: np.ndarray | None
+) -> np.ndarray | None:
+    """The flags (unless the spam decision made them) and ``held_out`` of ``fits`` (None
+    without fits), side by side: both are mostly one core's numpy. Sets
+    ``annotator_flags_`` and ``items_["clear_majority"]`` from the flags (none for a gold
+    item: its label is its gold, whatever its raters say); returns the held-out sums."""
+    with ThreadPoolExecutor(1) as pool:
+        flags_job = pool.submit(reliability.annotator_flags, model)
+        sums = held_out(model, data, fits) if fits else None
+        flags = flags_job.result()
+    model.annotator_flags_ = flags  # the fit's own flags: the outputs reuse them
+    flagged = (flags["flag"] == "unreliable").to_numpy()[data.ann]
+    clear = label_rules.clear_majority(
+        data.inst, data.level, flagged, data.n_instances, data.scale.k
+    )
+    if gold is not None:
+        clear = np.where(gold >= 0, -1, clear)
+    model.items_["clear_majority"] = decisions.clear_majority_column(clear, data.scale.values)
+    return sums
+
+
+def _continuous_levels(model: Any, gold: np.ndarray | None) -> None:
+    """The continuous posterior's level probabilities as ``level_proba_`` (the held-out
+    ratings chose them), and what gold did (``model_["gold_labels"]``)."""
+    items = model.items_
+    model.level_proba_ = decisions.level_probabilities(
+        items["estimate"].to_numpy(float),
+        items["sd"].to_numpy(float),
+        np.asarray(model.hyperparams_["thresholds"], dtype=float),
+    )
+    if gold is not None:
+        model.model_["gold_labels"] = (
+            f"{int((gold >= 0).sum()):,} gold items anchored the continuous fit, whose "
+            "posterior gives the labels (the held-out ratings chose it): they set their "
+            "raters' parameters, and no map from evidence to level is learned"
+        )
 
 
 def held_out(

@@ -36,7 +36,7 @@ import os
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -262,33 +262,39 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
         # 3. the fit (_fit_data: problem, starts, the race of fit.schedule, the winner)
         self.spam_ = self.spam is not False  # None: decided below, from the spam fit
         warn = self._fit_data(data, gold_m, rng, callback, t0)
-        # 4. the spam decision: refit without the component when no spammers are there
-        if self._chooses_spam() and not self.interrupted_ and self.collapsed_:
-            self.model_["spam_choice"] = {
-                "spam": True,
-                "why": "every restart explained almost all ratings as spam (collapsed): kept, "
-                "with its warning, as the data's own verdict; compare with --spam off",
-            }
-        elif self._chooses_spam() and not self.interrupted_:
-            flags = reliability.annotator_flags(self)
-            share = spam_evidence(self, flags)
-            self.annotator_flags_ = flags  # the outputs' flags, unless refitted below
-            spam_fit = {"spam": True, "lower_bound": self.lower_bound_, "evidence": share}
-            if share < SPAM_EVIDENCE:
+        # the labels' confusion model with every rating counting 1 depends on the ratings
+        # alone: fitted beside the spam decision (and a refit), once for every _fit_levels
+        with ThreadPoolExecutor(1) as pool:
+            plain_job = None
+            if self._label_model() != "continuous" and not self.interrupted_:
+                plain_job = pool.submit(level_fit.plain_fit, data)
+            # 4. the spam decision: refit without the component when no spammers are there
+            if self._chooses_spam() and not self.interrupted_ and self.collapsed_:
+                self.model_["spam_choice"] = {
+                    "spam": True,
+                    "why": "every restart explained almost all ratings as spam (collapsed): kept, "
+                    "with its warning, as the data's own verdict; compare with --spam off",
+                }
+            elif self._chooses_spam() and not self.interrupted_:
+                flags = reliability.annotator_flags(self)
+                share = spam_evidence(self, flags)
+                self.annotator_flags_ = flags  # the outputs' flags, unless refitted below
+                spam_fit = {"spam": True, "lower_bound": self.lower_bound_, "evidence": share}
+                if share < SPAM_EVIDENCE:
+                    self.spam_ = False
+                    warn = self._fit_data(data, gold_m, rng, callback, t0)
+                self.model_["spam_choice"] = spam_choice(spam_fit, self)
+            # 5. the labels: the continuous posterior's or the ordinal confusion model's levels
+            self._fit_levels(data, gold_m, plain_job)
+            # 6. a kept spam fit that explained the items away (its omega would leave the labels'
+            #    model predicting the held-out ratings hardly better than chance): refit without it
+            weights = self.model_.get("label_weights") or {}
+            if self._chooses_spam() and self.spam_ and weights.get("weights") == "none":
+                before = self.model_["spam_choice"]
                 self.spam_ = False
                 warn = self._fit_data(data, gold_m, rng, callback, t0)
-            self.model_["spam_choice"] = spam_choice(spam_fit, self)
-        # 5. the labels: the continuous posterior's or the ordinal confusion model's levels
-        self._fit_levels(data, gold_m)
-        # 6. a kept spam fit that explained the items away (its omega would leave the labels'
-        #    model predicting the held-out ratings hardly better than chance): refit without it
-        weights = self.model_.get("label_weights") or {}
-        if self._chooses_spam() and self.spam_ and weights.get("weights") == "none":
-            before = self.model_["spam_choice"]
-            self.spam_ = False
-            warn = self._fit_data(data, gold_m, rng, callback, t0)
-            self.model_["spam_choice"] = explained_away(before, weights, self)
-            self._fit_levels(data, gold_m)
+                self.model_["spam_choice"] = explained_away(before, weights, self)
+                self._fit_levels(data, gold_m, plain_job)
         _emit(warn)
         return self
 
@@ -322,9 +328,12 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
         """How labels are decided: ``labels``, else as ``model`` says (``MODELS``)."""
         return MODELS[self.model]["labels"] if self.labels is None else self.labels
 
-    def _fit_levels(self, data: CrowdData, gold_m: np.ndarray | None) -> None:
-        """``level_proba_``, ``items_["clear_majority"]`` and the flags: ``level_fit``."""
-        level_fit.fit_levels(self, data, gold_m, self._label_model())
+    def _fit_levels(
+        self, data: CrowdData, gold_m: np.ndarray | None, plain_job: Future | None = None
+    ) -> None:
+        """``level_proba_``, ``items_["clear_majority"]`` and the flags: ``level_fit`` (with
+        ``plain_job``, the plain confusion fit on its way, when there is one)."""
+        level_fit.fit_levels(self, data, gold_m, self._label_model(), plain_job)
 
     def _chooses_spam(self) -> bool:
         """Whether this fit decides the spam component from the evidence (``spam=None`` and a

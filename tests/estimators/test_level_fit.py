@@ -187,3 +187,41 @@ def test_gold_items_keep_their_level_under_the_continuous_labels(lenient_strict)
     conf = _fit(lenient_strict.ratings, gold=gold, labels="confusion")
     got = conf.labels_.reindex(gold.index).to_numpy(float)
     np.testing.assert_array_equal(got, gold.to_numpy(float))
+
+
+def _count_plain_fits(monkeypatch) -> list:
+    """Every call of the labels' EM with every rating counting 1 and no gold, recorded."""
+    calls, fit = [], label_model.fit_levels
+
+    def counted(*args, **kw):
+        if kw.get("weight") is None and kw.get("gold") is None:
+            calls.append(args[0].size)
+        return fit(*args, **kw)
+
+    monkeypatch.setattr(label_model, "fit_levels", counted)
+    return calls
+
+
+def test_the_plain_confusion_fit_is_made_once_a_fit_even_with_a_refit(monkeypatch):
+    """It depends on the ratings alone: the fit starts it beside the spam decision and every
+    ``fit_levels`` of the fit uses it, the one after an explained-away refit too."""
+    ratings, _ = careless_crowd()
+    calls = _count_plain_fits(monkeypatch)
+    m = _fit(ratings)  # the spam fit explains the items away: refitted without spam
+    assert "explained the items away" in m.model_["spam_choice"]["why"]
+    assert calls == [len(ratings)]
+    calls.clear()
+    _fit(ratings, labels="continuous")  # no confusion model: none made
+    assert calls == []
+
+
+@pytest.mark.parametrize("mode", ["choose", "confusion"])
+@pytest.mark.parametrize("spam", [True, False])
+def test_levels_from_the_shared_plain_fit_are_those_fitted_on_the_spot(trec_part, mode, spam):
+    """``fit_levels`` given the plain fit on its way (a future) ships the bits it ships when it
+    fits the plain model itself."""
+    m = _fit(trec_part, spam=spam, labels=mode)
+    shared = m.level_proba_.copy()
+    m.annotator_flags_ = None
+    level_fit.fit_levels(m, m.data_, None, mode)
+    np.testing.assert_array_equal(m.level_proba_, shared)
