@@ -308,6 +308,69 @@ def test_the_plain_sweeps_keep_their_last_window_and_an_accepted_flip_empties_it
     assert len(run.eps_window) == 3  # the sweeps since the accepted flip
 
 
+class _ItemsSettle(_Escape):
+    """The toy engine with every annotator settled (no flip to try) and an items' settle
+    (``settle_items``) that moves an item by ``move`` and marks the state; a sweep from a
+    marked state has a bound ``gain`` higher than a plain sweep's."""
+
+    def __init__(self, move: float, gain: float) -> None:
+        super().__init__(1.0)
+        self.move, self.gain, self.settles, self.asked = move, gain, 0, []
+
+    def sweep(self, state, spam, history):  # the annotators stay where they are
+        self.sweeps += 1
+        new = _Toy(state.eps.copy(), mu_m=state.mu_m)
+        return new, -float(new.eps.sum()) + (self.gain if state.mu_m is not None else 0.0), None
+
+    def settle_items(self, state, annotators):
+        self.settles += 1
+        self.asked.append(np.asarray(annotators))
+        return _Toy(state.eps.copy(), mu_m=np.ones(2)), np.array([0.0, self.move])
+
+
+def _settle_run(move: float, gain: float, exact_eps: bool = True, n: int = 0):
+    from ordmix_core.fit.restarts import RestartRun
+
+    engine = _ItemsSettle(move, gain)
+    step = acceleration.make_step(engine, accelerate=True, exact_eps=exact_eps)
+    run = RestartRun(0, "warm", _Toy(np.array([0.99, 0.98, 0.3])))  # none escaping
+    run.polish_from = 0
+    for _ in range(n or acceleration.FLIP_WINDOW):
+        run.trace.append(step(run, True))
+    return engine, run, run.trace
+
+
+def test_a_window_without_a_flip_tries_the_items_settled_and_keeps_a_higher_bound():
+    """At the ``FLIP_WINDOW``-th plain sweep, no annotator escaping: the items' blocks are
+    solved (the still-moving annotators named: none here) and one sweep is made from there;
+    its bound is higher, so it is the step's result."""
+    w = acceleration.FLIP_WINDOW
+    engine, run, fs = _settle_run(move=0.01, gain=1.0)
+    assert engine.settles == 1 and engine.sweeps == w + 1
+    assert not engine.asked[0].any() and engine.asked[0].shape == (3,)
+    assert run.state.mu_m is not None  # the settled state's sweep
+    assert fs[-1] - fs[-2] > 0.5 and np.all(np.diff(fs) >= 0)
+    engine, run, _ = _settle_run(move=0.01, gain=1.0, n=2 * w - 1)
+    assert engine.settles == 1  # the next try at 2w
+
+
+def test_a_settle_that_moves_nothing_or_lowers_the_bound_is_not_kept():
+    move = acceleration.WINDOW_SETTLE_MOVE
+    engine, run, _ = _settle_run(move=0.5 * move, gain=1.0)
+    assert engine.settles == 1 and engine.sweeps == acceleration.FLIP_WINDOW  # no sweep made
+    assert run.state.mu_m is None
+    engine, run, fs = _settle_run(move=move, gain=-1.0)
+    assert engine.sweeps == acceleration.FLIP_WINDOW + 1  # tried
+    assert run.state.mu_m is None and np.all(np.diff(fs) >= 0)  # the plain sweep kept
+
+
+def test_no_window_settle_without_the_exact_eps_step():
+    """Where the exact eps step does not apply (the earlier schedule, a uniform spam
+    distribution), neither does the settle: as at a stop (``make_settle``)."""
+    engine, run, _ = _settle_run(move=0.01, gain=1.0, exact_eps=False)
+    assert engine.settles == 0 and run.state.mu_m is None
+
+
 def test_still_moving_marks_annotators_leaving_their_end_or_drifting():
     t = np.arange(acceleration.FLIP_WINDOW)[:, None]
     window = np.hstack(
