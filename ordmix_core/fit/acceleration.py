@@ -274,8 +274,8 @@ def flipped(state: Any, idx: np.ndarray) -> Any:
 #: stop (``settle``), and a sweep from there is tried when that moved an item by this much:
 #: the escapes the plain sweeps follow one coordinate group at a time (an item's difficulty
 #: and estimate with its raters' reliabilities) are then taken in a step. Measured at seeds
-#: 0-3 (TREC RF10, Web) and 1M simulated ratings: the same winners and bounds, gold to 4
-#: digits, 5-19% fewer sweeps (``docs/benchmarks.md``)
+#: 0-3 (TREC RF10, Web) and 1M simulated ratings: the same winners, bounds within a nat,
+#: gold to 4 digits, 5-19% fewer sweeps (``docs/benchmarks.md``)
 WINDOW_SETTLE_MOVE = 1e-3
 #: the most plain sweeps ``alternative`` runs (measured on TREC RF10 and Web at seeds 0-3: it
 #: stops at ``POLISH_TOL`` after 4-16 sweeps on TREC, 24-38 on Web)

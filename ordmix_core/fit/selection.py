@@ -161,12 +161,7 @@ def fit_warnings(
             )
         )
     if interrupted:
-        warn.append(
-            FitWarning(
-                ConvergenceWarning,
-                STOP_WARNING,
-            )
-        )
+        warn.append(FitWarning(ConvergenceWarning, STOP_WARNING))
     if not best.converged and not interrupted:
         measured = []  # what the stopping rules saw (nothing yet after a sweep or two)
         if len(best.trace) > 1:
