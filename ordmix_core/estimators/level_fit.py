@@ -149,7 +149,7 @@ def _continuous_levels(model: Any, gold: np.ndarray | None) -> None:
 def held_out(
     model: Any, data: CrowdData, fits: list[tuple[label_model.LevelFit, np.ndarray | None]]
 ) -> np.ndarray:
-    """``label_choice.held_out_sums_of`` for a fitted in-memory model and confusion fits
+    """``label_choice.held_out_sums`` for a fitted in-memory model and confusion fits
     ``fits``, each ``(fit, weight)``: made with every rating counting 1 (``weight`` None: the
     confusion model alone) or each counting for ``weight`` (the continuous fit's omega: with
     the spam component). Every rating predicted from the others by the continuous model, by
@@ -172,7 +172,7 @@ def held_out(
     hyper = dict(
         model.hyperparams_, spam_table=spam_table, ordinal=model.ordinal, estimate_var=sd * sd
     )
-    return label_choice.held_out_sums_of(
+    return label_choice.held_out_sums(
         data,
         model.omega_,
         per_annotator,

@@ -335,22 +335,6 @@ def held_out_sums(
     difficulty: np.ndarray,
     estimate: np.ndarray,
     hyper: dict,
-    q: np.ndarray,
-    log_p: np.ndarray,
-    weight: np.ndarray | None = None,
-) -> np.ndarray:
-    """``held_out_sums_of`` for one confusion fit: its (5,) sums (see there)."""
-    fits = [(q, log_p, weight)]
-    return held_out_sums_of(data, omega, annotators, difficulty, estimate, hyper, fits)[0]
-
-
-def held_out_sums_of(
-    data,
-    omega: np.ndarray,
-    annotators: dict[str, np.ndarray],
-    difficulty: np.ndarray,
-    estimate: np.ndarray,
-    hyper: dict,
     fits: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray | None]],
 ) -> np.ndarray:
     """(F, 5): for each of the F confusion fits ``fits`` (``(q, log_p, weight)``), ``[sum log

@@ -303,13 +303,20 @@ def _held_out_problem(seed: int = 5):
     return data, omega, per_ann, difficulty, estimate, hyper, q, np.log(p)
 
 
+def _one_fit(data, omega, a, difficulty, estimate, hyper, q, log_p, weight=None):
+    """``held_out_sums`` of one confusion fit: its (5,) sums."""
+    return label_choice.held_out_sums(
+        data, omega, a, difficulty, estimate, hyper, [(q, log_p, weight)]
+    )[0]
+
+
 @pytest.mark.parametrize("ordinal", [True, False])
 def test_held_out_sums_are_every_ratings_predictions_from_the_others(ordinal):
     """Ordinal: each rating an interval (its truncated-normal mean the observation of the item
     posterior); else each rating its value, as the fit saw it."""
     data, omega, a, difficulty, estimate, hyper, q, log_p = _held_out_problem()
     hyper = dict(hyper, ordinal=ordinal, scale=np.array([1.0, 2.0, 3.0]))
-    got = label_choice.held_out_sums(data, omega, a, difficulty, estimate, hyper, q, log_p)
+    got = _one_fit(data, omega, a, difficulty, estimate, hyper, q, log_p)
     # each rating by hand: its truncated-normal mean, then its item's posterior without it
     ann, inst, lev = data.ann, data.inst, data.level
     b = a["bias"][ann]
@@ -355,9 +362,7 @@ def test_held_out_sums_are_every_ratings_predictions_from_the_others(ordinal):
     mixed = label_choice.mixed_log_predictive(
         q, log_p, ann, inst, lev, omega, a["reliability"][ann], hyper["spam_table"][ann, lev]
     )
-    got = label_choice.held_out_sums(
-        data, omega, a, difficulty, estimate, hyper, q, log_p, weight=omega
-    )
+    got = _one_fit(data, omega, a, difficulty, estimate, hyper, q, log_p, omega)
     d = cont - mixed
     want = [cont.sum(), mixed.sum(), d.sum(), (d * d).sum(), chance.sum()]
     np.testing.assert_allclose(got, want, rtol=1e-9)
@@ -366,25 +371,25 @@ def test_held_out_sums_are_every_ratings_predictions_from_the_others(ordinal):
 @pytest.mark.parametrize("chunk", [5, 14, 27])  # many chunks, exactly two, one short of all
 def test_held_out_sums_are_the_same_a_chunk_at_a_time(monkeypatch, chunk):
     args = _held_out_problem()
-    whole = label_choice.held_out_sums(*args)
+    whole = _one_fit(*args)
     monkeypatch.setattr(label_choice, "CHUNK", chunk)
-    np.testing.assert_allclose(label_choice.held_out_sums(*args), whole, rtol=1e-12)
+    np.testing.assert_allclose(_one_fit(*args), whole, rtol=1e-12)
 
 
 @pytest.mark.parametrize("chunk", [5, 1 << 20])  # several chunks, one
 def test_held_out_sums_of_several_fits_are_each_fits_own(monkeypatch, chunk):
     """The continuous and chance predictions made once serve every fit: each row is the
-    fit's own ``held_out_sums``, to the bit, whatever the fits' order."""
+    fit's own sums alone, to the bit, whatever the fits' order."""
     monkeypatch.setattr(label_choice, "CHUNK", chunk)
     data, omega, a, difficulty, estimate, hyper, q, log_p = _held_out_problem()
     common = (data, omega, a, difficulty, estimate, hyper)
     other_q = np.roll(q, 1, axis=1)  # another fit: other posteriors, other confusions
     other_log_p = np.log(np.exp(log_p)[::-1].copy())
     fits = [(q, log_p, None), (other_q, other_log_p, omega), (q, log_p, omega)]
-    got = label_choice.held_out_sums_of(*common, fits)
+    got = label_choice.held_out_sums(*common, fits)
     assert got.shape == (3, 5)
     for row, (fq, flp, w) in zip(got, fits, strict=True):
-        np.testing.assert_array_equal(row, label_choice.held_out_sums(*common, fq, flp, w))
+        np.testing.assert_array_equal(row, _one_fit(*common, fq, flp, w))
     assert not np.array_equal(got[0], got[1])  # the fits' own columns differ ...
     np.testing.assert_array_equal(got[:, [0, 4]], got[[0, 0, 0]][:, [0, 4]])  # ... not these
-    np.testing.assert_array_equal(label_choice.held_out_sums_of(*common, fits[::-1]), got[::-1])
+    np.testing.assert_array_equal(label_choice.held_out_sums(*common, fits[::-1]), got[::-1])
