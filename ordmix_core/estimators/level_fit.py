@@ -33,6 +33,13 @@ def plain_fit(data: CrowdData) -> label_model.LevelFit:
     )
 
 
+def plain_fit_used(mode: str, spam: bool, gold: bool) -> bool:
+    """Whether ``fit_levels`` in ``mode`` would use ``plain_fit``: for the choice, for the
+    weights check when the fit may keep the spam component (``spam``), and as the labels of
+    the confusion model without gold (with ``gold`` and without spam it fits its own)."""
+    return mode != "continuous" and (mode == "choose" or spam or not gold)
+
+
 def fit_levels(
     model: Any,
     data: CrowdData,

@@ -266,7 +266,10 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
         # alone: fitted beside the spam decision (and a refit), once for every _fit_levels
         with ThreadPoolExecutor(1) as pool:
             plain_job = None
-            if self._label_model() != "continuous" and not self.interrupted_:
+            used = level_fit.plain_fit_used(
+                self._label_model(), self.spam is not False, gold_m is not None
+            )
+            if used and not self.interrupted_:
                 plain_job = pool.submit(level_fit.plain_fit, data)
             # 4. the spam decision: refit without the component when no spammers are there
             if self._chooses_spam() and not self.interrupted_ and self.collapsed_:

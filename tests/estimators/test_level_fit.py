@@ -225,3 +225,23 @@ def test_levels_from_the_shared_plain_fit_are_those_fitted_on_the_spot(trec_part
     m.annotator_flags_ = None
     level_fit.fit_levels(m, m.data_, None, mode)
     np.testing.assert_array_equal(m.level_proba_, shared)
+
+
+@pytest.mark.parametrize("mode", ["choose", "confusion"])
+@pytest.mark.parametrize("spam", [True, False])
+@pytest.mark.parametrize("with_gold", [False, True])
+def test_the_plain_fit_is_started_only_where_fit_levels_uses_it(
+    trec_part, monkeypatch, mode, spam, with_gold
+):
+    """``plain_fit_used`` says what ``fit_levels`` does: given no plain fit on its way, it fits
+    the plain confusion model (every rating 1, no gold) exactly where that says so."""
+    gold = None
+    if with_gold:
+        items = sorted(trec_part["instance"].unique())[::10]
+        gold = pd.Series(1.0, index=pd.Index(items, name="instance"))
+    m = _fit(trec_part, gold=gold, spam=spam, labels=mode)
+    m.annotator_flags_ = None
+    calls = _count_plain_fits(monkeypatch)
+    gold_m = None if gold is None else m._gold_vector(gold, m.data_.instances)
+    level_fit.fit_levels(m, m.data_, gold_m, mode)
+    assert bool(calls) == level_fit.plain_fit_used(mode, spam, with_gold)
