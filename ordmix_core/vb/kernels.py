@@ -24,9 +24,18 @@ tail, the narrow-interval and the far-tail branches, at ``truncnorm.py``'s thres
 ``TN_CONSTS``) with closed forms that need one
 ``erfcx``-type evaluation per interval end: ``Phi(x) = erfcx(-x/sqrt 2) exp(-x^2/2) / 2`` gives
 log Z, and ``phi(x)/Z`` follows from the same numbers, so each interval costs two table-driven
-``erfcx`` (no exp inside), one exp and one log. ``erfcx`` is evaluated as in Faddeeva/scipy:
+``erfcx`` (no exp inside), two exp and one log. ``erfcx`` is evaluated as in Faddeeva/scipy:
 degree-6 polynomials on 100 pieces of ``400/(4+x)`` (fitted to scipy's ``erfcx``, relative
 error < 3e-15, and stored: ``erfcx_table``), a continued fraction beyond 50.
+
+Pass 1 runs block by block (``XY_BLOCK`` ratings). A scalar loop gathers each rating's
+parameters and looks up its two ``erfcx`` (``tn_ends``); a loop without branches or calls then
+takes the lower-tail and straddling branches (``tn_vector``: nearly every rating), q(y)
+(``omega_vector``) and the bound's terms, with ``vector_math``'s exp and log, so that LLVM runs
+it on the vector units (4 or 8 ratings an instruction); a last scalar loop redoes the rare
+ratings of the other branches with ``tn_scalar`` and adds up in rating order. On TREC RF10 that
+is 25 ns a rating on one thread, against 60 with libm's exp and log called rating by rating.
+``vector_math`` is within 1 ulp of libm and the same on every CPU, but not libm's last bit.
 
 ``USE_JIT`` (False when numba is missing or ``ORDMIX_NO_JIT=1``) tells ``vb.sweep`` whether to
 use these kernels or the numpy reference. Without numba the functions below still run, as slow
@@ -45,7 +54,7 @@ import numpy as np
 from numpy.polynomial import chebyshev as _cheb
 from scipy.special import erfcx as _erfcx_ref
 
-from ..numerics import truncnorm
+from ..numerics import truncnorm, vector_math
 from ..numerics.erfcx_table import ERFCX_TABLE as ERFCX_TABLE
 from ..numerics.jit import CACHE as CACHE  # re-exported: where the compiled kernels are cached
 from ..numerics.jit import CACHE_WHERE as CACHE_WHERE
@@ -205,12 +214,80 @@ def omega_scalar(t: float) -> tuple[float, float, float]:
     return small, inv, h
 
 
+@_jit(inline="always")
+def tn_ends(lo: float, hi: float, mean: float, sq: float, tab: np.ndarray):
+    """The scalar half of ``tn_vector``: the standardised ends ``(a, b)`` mirrored so that
+    ``a + b <= 0``, whether they were mirrored, and ``erfcx(-a/sqrt2)``, ``erfcx(|b|/sqrt2)``
+    (a table lookup: a loop with it is not vectorised)."""
+    a0 = (lo - mean) * sq
+    b0 = (hi - mean) * sq
+    flip = a0 + b0 > 0.0
+    a = -b0 if flip else a0
+    b = -a0 if flip else b0
+    return a, b, flip, erfcx_pos(-a * _INV_SQRT2, tab), erfcx_pos(abs(b) * _INV_SQRT2, tab)
+
+
+@_jit(inline="always")
+def tn_vector(
+    a: float, b: float, flip: bool, ea: float, eb: float, sq: float, narrow: float, far_tail: float
+) -> tuple[float, float, float, float, bool]:
+    """``tn_scalar``'s lower-tail and straddling branches without a branch or a call
+    (``vector_math``'s exp and log), from ``tn_ends``: ``(E[x] - mean, Var[x], log Z, E[s^2],
+    ok)``; ``ok`` is False where ``tn_scalar`` takes another branch (nearly a point, Z from erf
+    near 0, the far tail): there its values are to be used instead."""
+    w = b - a
+    mid = 0.5 * (a + b)
+    vmax = min(1.0, w * w / 12.0)
+    lower = b <= 0.0
+    ok = (w >= narrow) & (b >= -far_tail) & ((-a >= _ERF_SMALL) | (w >= (0.1 if lower else 1.0)))
+    x = w * mid  # lower tail: log(phi(a)/phi(b)) <= 0
+    e1 = vector_math.exp(x if lower else -0.5 * a * a)  # phi(a)/phi(b), or sqrt(2 pi) phi(a)
+    gb = vector_math.exp(-0.5 * b * b)
+    series = x > -1e-3  # expm1 by its series (error < 1e-17 relative)
+    em_s = x * (1.0 + x * (0.5 + x * (1.0 / 6.0 + x * (1.0 / 24.0 + x / 120.0))))
+    em = em_s if series else e1 - 1.0
+    e = 1.0 + em_s if series else e1
+    dz = (eb - ea) - ea * em  # lower tail: eb (1 - Phi(a)/Phi(b)) = 2 Z exp(b^2/2)
+    tails = 0.5 * (ea * e1 + eb * gb)  # straddling: Z = 1 - tails
+    z = 1.0 - tails
+    u = 1.0 + -tails
+    lg = vector_math.log(0.5 * dz if lower else u)
+    log1p_tails = -tails if u == 1.0 else lg * (-tails / (u - 1.0))  # log1p_fast(-tails)
+    log_z = lg - 0.5 * b * b if lower else log1p_tails
+    pb_lower = _SQRT_2_OVER_PI / dz  # phi(b)/Z
+    pa_s = e1 * _INV_SQRT_2PI / z
+    pb_s = gb * _INV_SQRT_2PI / z
+    pa = pb_lower * e if lower else pa_s
+    pb = pb_lower if lower else pb_s
+    pa_m_pb = pb_lower * em if lower else pa_s - pb_s
+    m = min(max(pa_m_pb, a), b)
+    e2 = 1.0 + (a * pa - b * pb)
+    v = min(max(e2 - m * m, 0.0), vmax)
+    sd = 1.0 / sq
+    d = -m * sd if flip else m * sd
+    return d, v * sd * sd, log_z, v + m * m, ok
+
+
+@_jit(inline="always")
+def omega_vector(t: float) -> tuple[float, float, float]:
+    """``omega_scalar`` without a branch or a call (``vector_math``'s exp and log)."""
+    u = abs(t)
+    e = vector_math.exp(-u)
+    inv = 1.0 / (1.0 + e)
+    small = e * inv
+    v = 1.0 + e
+    h = (e if v == 1.0 else vector_math.log(v) * (e / (v - 1.0))) + u * small
+    pos = t >= 0.0
+    return inv if pos else small, small if pos else inv, h
+
+
 @_jit(parallel=True)
 def tn_stats_arrays(
     lo: np.ndarray, hi: np.ndarray, mean: np.ndarray, prec: np.ndarray, tnc: tuple
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Vectorised ``tn_scalar`` with ``truncnorm.tn_stats``'s outputs: ex, var, log_z,
-    entropy; (L,)."""
+    """The sweep's truncated-normal statistics (``tn_vector``, else ``tn_scalar``) with
+    ``truncnorm.tn_stats``'s outputs: ex, var, log_z, entropy; (L,)."""
+    tab, far_tail, narrow = tnc
     n = lo.size
     ex = np.empty(n)
     var = np.empty(n)
@@ -218,7 +295,10 @@ def tn_stats_arrays(
     ent = np.empty(n)
     for i in prange(n):
         sq = math.sqrt(prec[i])
-        d, v, lz, e2 = tn_scalar(lo[i], hi[i], mean[i], sq, tnc)
+        a, b, flip, ea, eb = tn_ends(lo[i], hi[i], mean[i], sq, tab)
+        d, v, lz, e2, ok = tn_vector(a, b, flip, ea, eb, sq, narrow, far_tail)
+        if not ok:
+            d, v, lz, e2 = tn_scalar(lo[i], hi[i], mean[i], sq, tnc)
         ex[i] = mean[i] + d
         var[i] = v
         log_z[i] = lz
@@ -226,66 +306,125 @@ def tn_stats_arrays(
     return ex, var, log_z, ent
 
 
+#: ratings per block of the first pass: its gathers, its vectorised arithmetic and its sums
+#: run block by block (the block's buffers stay in the core's first cache)
+XY_BLOCK = 256
+
+
 @_jit()
 def _xy_chunk(t, start, stop, codes, levels, inst_f, ann_f, cat_f, flags, tnc, out, acc) -> None:
-    """Pass 1 over ratings ``start:stop``, sums into row ``t`` (see ``pass_xy``)."""
+    """Pass 1 over ratings ``start:stop``, sums into row ``t`` (see ``pass_xy``).
+
+    Block by block: a scalar loop gathers each rating's parameters (and ``tn_ends``' table
+    lookups), a loop without branches or calls computes q(x|y=1), q(y) and the bound's terms
+    (``tn_vector``, ``omega_vector``: LLVM vectorises it), and a scalar loop redoes the rare
+    ratings ``tn_vector`` leaves to ``tn_scalar`` and adds everything up in rating order."""
     ann, inst, cat, level = codes
     lo_k, hi_k, val_k, logpi_t = levels
     mu_m, inv_lam_m = inst_f
     e_tau, log_e_tau, a_n, bias_n, inv_bp_n = ann_f
     e_delta, log_e_delta, b_c = cat_f
     ordinal, spam, exact, per_ann, count_cells = flags
+    tab, far_tail, narrow = tnc
     ex_out, var_out, omega_out = out
     acc_inst, acc_ann, acc_cat, acc_sc, acc_cell = acc
     n_lev = lo_k.size
     half_log_2pi = _HALF_LOG_2PI
+    nb = XY_BLOCK
+    # per rating of a block: inputs (gathered), then outputs of the vectorised loop
+    buf = np.empty((17, nb))
+    g_a, g_b, g_ea, g_eb, g_sq, g_rho = buf[0], buf[1], buf[2], buf[3], buf[4], buf[5]
+    g_mu, g_bias, g_val, g_rl, g_ent0 = buf[6], buf[7], buf[8], buf[9], buf[10]
+    g_base, g_logpi, r_om, r_om1, r_ent, r_hb = buf[11], buf[12], buf[13], buf[14], buf[15], buf[16]
+    g_flip = np.empty(nb, dtype=np.bool_)
+    r_ok = np.empty(nb, dtype=np.bool_)
     s_h = 0.0
     s_pi = 0.0
     s_hb = 0.0
-    for i in range(start, stop):
-        n = ann[i]
-        m = inst[i]
-        c = cat[i]
-        k = level[i]
-        rho = e_tau[n] * e_delta[c]
-        b = bias_n[n]
-        mu = mu_m[m] + b
-        inv_lam = inv_lam_m[m] + inv_bp_n[n]
-        if ordinal:
-            d, var, log_z, e2 = tn_scalar(lo_k[k], hi_k[k], mu, math.sqrt(rho), tnc)
-            ex = mu + d
-            ent = half_log_2pi - 0.5 * (log_e_tau[n] + log_e_delta[c]) + log_z + 0.5 * e2
-            rho_s = e2  # rho * ((E x - mu)^2 + Var x)
-        else:
-            ex = val_k[k]
-            var = 0.0
-            log_z = 0.0
-            ent = 0.0
-            d = ex - mu
-            rho_s = rho * d * d
-        if spam:
-            cell = n * n_lev + k if per_ann else k
-            logpi = logpi_t[cell]
-            if ordinal and exact:
-                logit = a_n[n] + b_c[c] - logpi + log_z - 0.5 * rho * inv_lam
+    for s in range(start, stop, nb):
+        e = min(s + nb, stop)
+        for i in range(s, e):  # gather
+            j = i - s
+            n = ann[i]
+            m = inst[i]
+            c = cat[i]
+            k = level[i]
+            rho = e_tau[n] * e_delta[c]
+            b = bias_n[n]
+            mu = mu_m[m] + b
+            sq = math.sqrt(rho)
+            g_sq[j] = sq
+            g_rho[j] = rho
+            g_mu[j] = mu
+            g_bias[j] = b
+            g_rl[j] = rho * (inv_lam_m[m] + inv_bp_n[n])
+            if ordinal:
+                ta, tb, tf, tea, teb = tn_ends(lo_k[k], hi_k[k], mu, sq, tab)
+                g_a[j] = ta
+                g_b[j] = tb
+                g_flip[j] = tf
+                g_ea[j] = tea
+                g_eb[j] = teb
+                g_ent0[j] = half_log_2pi - 0.5 * (log_e_tau[n] + log_e_delta[c])
             else:
-                logit = a_n[n] + b_c[c] - logpi - half_log_2pi - 0.5 * (rho_s + rho * inv_lam)
-            om, om1, hb = omega_scalar(logit)
-            s_pi += om1 * logpi
-            s_hb += hb
-            if count_cells:
-                acc_cell[t, cell] += om1
-        else:
-            om = 1.0
-        ex_out[i] = ex
-        var_out[i] = var
-        omega_out[i] = om
-        w = om * rho
-        acc_inst[t, m, 0] += w
-        acc_inst[t, m, 1] += w * (ex - b)
-        acc_ann[t, n] += om
-        acc_cat[t, c] += om
-        s_h += om * ent
+                g_val[j] = val_k[k]
+            if spam:
+                cell = n * n_lev + k if per_ann else k
+                logpi = logpi_t[cell]
+                g_logpi[j] = logpi
+                g_base[j] = a_n[n] + b_c[c] - logpi
+        ex_blk = ex_out[s:e]  # views indexed from 0: a loop over them is vectorised
+        var_blk = var_out[s:e]
+        for j in range(e - s):  # the arithmetic: no branch, no call (the flags select)
+            d, var, log_z, e2, ok = tn_vector(
+                g_a[j], g_b[j], g_flip[j], g_ea[j], g_eb[j], g_sq[j], narrow, far_tail
+            )
+            ex = g_mu[j] + d if ordinal else g_val[j]
+            dd = ex - g_mu[j]
+            rho_s = e2 if ordinal else g_rho[j] * dd * dd
+            exact_logit = g_base[j] + log_z - 0.5 * g_rl[j]
+            plain_logit = g_base[j] - half_log_2pi - 0.5 * (rho_s + g_rl[j])
+            om, om1, hb = omega_vector(exact_logit if ordinal and exact else plain_logit)
+            ex_blk[j] = ex
+            var_blk[j] = var if ordinal else 0.0
+            r_om[j] = om if spam else 1.0
+            r_om1[j] = om1
+            r_hb[j] = hb
+            r_ent[j] = g_ent0[j] + log_z + 0.5 * e2 if ordinal else 0.0
+            r_ok[j] = ok or not ordinal
+        for i in range(s, e):  # the rare ratings tn_vector leaves, and the sums in rating order
+            j = i - s
+            if not r_ok[j]:
+                k = level[i]
+                sq = g_sq[j]
+                mu = g_mu[j]
+                d, var, log_z, e2 = tn_scalar(lo_k[k], hi_k[k], mu, sq, tnc)
+                ex_out[i] = mu + d
+                var_out[i] = var
+                r_ent[j] = g_ent0[j] + log_z + 0.5 * e2
+                if spam:
+                    if exact:
+                        logit = g_base[j] + log_z - 0.5 * g_rl[j]
+                    else:
+                        logit = g_base[j] - half_log_2pi - 0.5 * (e2 + g_rl[j])
+                    r_om[j], r_om1[j], r_hb[j] = omega_vector(logit)
+            n = ann[i]
+            m = inst[i]
+            om = r_om[j]
+            if spam:
+                om1 = r_om1[j]
+                s_pi += om1 * g_logpi[j]
+                s_hb += r_hb[j]
+                if count_cells:
+                    cell = n * n_lev + level[i] if per_ann else level[i]
+                    acc_cell[t, cell] += om1
+            omega_out[i] = om
+            w = om * g_rho[j]
+            acc_inst[t, m, 0] += w
+            acc_inst[t, m, 1] += w * (ex_out[i] - g_bias[j])
+            acc_ann[t, n] += om
+            acc_cat[t, cat[i]] += om
+            s_h += om * r_ent[j]
     acc_sc[t, 0] = s_h
     acc_sc[t, 1] = s_pi
     acc_sc[t, 2] = s_hb
