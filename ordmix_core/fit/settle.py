@@ -28,9 +28,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..numerics import libm
-from ..vb import updates
+from ..numerics.truncnorm import tn_stats
+from ..vb import kernels, phases, updates
 from ..vb.problem import Problem, State
-from ..vb.reference import q_xy
+from ..vb.reference import Rated
+from ..vb.reference import q_xy as _q_xy
 from .stopping import MAX_RATE
 
 __all__ = ["DROP", "DROP_ANNOTATORS", "FLOOR", "MAX_ROUNDS", "own_ratings", "settle_items"]
@@ -99,17 +101,14 @@ def settle_items(
         # the items' blocks
         idx = np.flatnonzero(items)
         rows_m = rows_m[items[p.inst[rows_m]]]
-        q = q_xy(p, s, rows_m)
-        inst, ex, var, omega, b, inv_bp = q.inst, q.ex, q.var, q.omega, q.b, q.inv_bp
-        mu_m, lam_m = updates.update_z(inst, omega * q.rho, ex - b, p.mu, p.lam, p.n_instances)
+        if r == 0 and kernels.USE_JIT:  # every item: the compiled passes
+            mu_m, lam_m, delta = _items_round_compiled(p, s, own_delta)
+        else:
+            mu_m, lam_m, delta = _items_round(p, s, rows_m, own_delta)
         change_m = np.abs(mu_m[idx] - s.mu_m[idx])
         s.mu_m[idx], s.lam_m[idx] = mu_m[idx], lam_m[idx]
         if own_delta:
-            s_l = updates.expected_sq_inv(ex, var, s.mu_m[inst] + b, 1.0 / s.lam_m[inst] + inv_bp)
-            shape, rate = updates.update_gamma_factor(
-                q.cat, omega, q.e_tau, s_l, p.phi, p.eta, p.n_categories
-            )
-            s.delta_shape[idx], s.delta_rate[idx] = shape[idx], rate[idx]
+            s.delta_shape[idx], s.delta_rate[idx] = delta[0][idx], delta[1][idx]
         before_m = prev_m[idx] if r else change_m / MAX_RATE
         moving[idx[_leaving(change_m, before_m, drop, floor)]] = False
         prev_m[idx] = change_m
@@ -121,6 +120,50 @@ def settle_items(
             busy[who[_leaving(change_n, before_n, drop_annotators, floor)]] = False
             prev_n[who] = change_n
     return s, np.abs(s.mu_m - start)
+
+
+def q_xy(p: Problem, s: State, rows: np.ndarray) -> Rated:
+    """``reference.q_xy`` with the compiled sweep's truncated-normal statistics where the
+    sweep is compiled (``kernels.tn_stats``: the same formulas, over both cores): the first
+    round covers every rating, 0.3 s at 1M ratings in numpy against 14 ms for a whole sweep's
+    first pass."""
+    return _q_xy(p, s, rows, kernels.tn_stats if kernels.USE_JIT else tn_stats)
+
+
+def _items_round(
+    p: Problem, s: State, rows: np.ndarray, own_delta: bool
+) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray] | None]:
+    """One round of the items' blocks from the ratings ``rows`` (all of the moving items'),
+    the annotators held: q(x), q(y); then the new q(z) ``(mu_m, lam_m)`` and, with
+    ``own_delta``, q(delta) ``(shape, rate)`` from S with the new q(z); each (M,) / (C,),
+    to be taken for the moving items only."""
+    q = q_xy(p, s, rows)
+    inst, ex, var, omega, b, inv_bp = q.inst, q.ex, q.var, q.omega, q.b, q.inv_bp
+    mu_m, lam_m = updates.update_z(inst, omega * q.rho, ex - b, p.mu, p.lam, p.n_instances)
+    if not own_delta:
+        return mu_m, lam_m, None
+    s_l = updates.expected_sq_inv(ex, var, mu_m[inst] + b, 1.0 / lam_m[inst] + inv_bp)
+    delta = updates.update_gamma_factor(q.cat, omega, q.e_tau, s_l, p.phi, p.eta, p.n_categories)
+    return mu_m, lam_m, delta
+
+
+def _items_round_compiled(
+    p: Problem, s: State, own_delta: bool
+) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray] | None]:
+    """``_items_round`` over every rating with the sweep's compiled passes (the same
+    updates): pass 1 gives q(x), q(y) and the new q(z); passes 2 and 3 with the annotators'
+    held E[tau] and q(b) give each category's ``sum omega E[tau] S``. The first round covers
+    every item; in numpy it cost about eight sweeps (TREC RF10) to twenty (1M ratings)."""
+    t = phases.chunks_of(p)
+    work = phases.Work.empty(p.n_ratings)
+    ann_f = phases.annotator_factors(p, s.tau_shape, s.tau_rate, s.eps, s.bias_mean, s.bias_prec)
+    cat_f = phases.category_factors(p, s.delta_shape, s.delta_rate)
+    xy = phases.phase_xy(p, s.mu_m, s.lam_m, ann_f, cat_f, work, t, phases.spam_table(p, s))
+    if not own_delta:
+        return xy.mu_m, xy.lam_m, None
+    phases.phase_tau(p, work, xy.mu_m, xy.lam_m, cat_f[0], t)
+    d_cat = phases.phase_delta(p, work, ann_f[0], t, s.bias_mean, s.bias_prec)
+    return xy.mu_m, xy.lam_m, updates.gamma_from_sums(xy.w_cat, d_cat, p.phi, p.eta)
 
 
 def _leaving(change: np.ndarray, before: np.ndarray, drop: float, floor: float) -> np.ndarray:

@@ -8,6 +8,7 @@ the notes. ``phases.sweep_fused`` must give the same results (to ~1e-12 relative
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
@@ -42,12 +43,13 @@ class Rated(NamedTuple):
     cells: np.ndarray | None  # the spam distribution's cell of each rating
 
 
-def q_xy(p: Problem, s: State, rows: np.ndarray | None = None) -> Rated:
+def q_xy(p: Problem, s: State, rows: np.ndarray | None = None, tn: Callable = tn_stats) -> Rated:
     """q(x | y=1) and q(y) of the ratings ``rows`` (None: all) from state ``s``: the first
     block of the sweep (``sweep_numpy``), also the rounds of ``settle.settle_items``.
 
     With the bias, q(x | y=1) is centred at ``mu_m + bias_mean_n`` and S gains
-    ``1/bias_prec_n``."""
+    ``1/bias_prec_n``. ``tn``: the truncated-normal statistics (``truncnorm.tn_stats``, or
+    ``kernels.tn_stats``, the compiled sweep's, which the settle's rounds use)."""
     at = slice(None) if rows is None else rows
     ann, inst, cat = p.ann[at], p.inst[at], p.cat_l[at]
     if rows is None:  # once per annotator and category, then gathered
@@ -68,8 +70,8 @@ def q_xy(p: Problem, s: State, rows: np.ndarray | None = None) -> Rated:
 
     # q(x | y=1): N(mu_m [+ b_n], 1/rho) truncated to the rating's interval, or x observed
     if p.ordinal:
-        tn = tn_stats(p.lo[at], p.hi[at], centre_l, rho_l)
-        ex, var, ent = tn.ex, tn.var, tn.entropy
+        stats = tn(p.lo[at], p.hi[at], centre_l, rho_l)
+        ex, var, ent = stats.ex, stats.var, stats.entropy
     else:
         ex, var, ent = p.value[at], 0.0, None
 
