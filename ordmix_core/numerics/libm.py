@@ -1,15 +1,20 @@
-"""``exp``, ``log``, ``log1p``, ``expm1``, ``log2``, ``cos`` and ``power`` of arrays as the C
-library (libm) computes them, whatever the CPU: the fit's elementwise math ("the same
-answer on any machine").
+"""``exp``, ``log``, ``log1p``, ``expm1``, ``log2``, ``cos`` and ``power`` of arrays with the same
+bits whatever the CPU: the fit's elementwise math ("the same answer on any machine").
 
 numpy chooses a loop for these functions at import from what the CPU offers. Its AVX-512 loops
 round differently from libm in the last bit (of 1.2M values: exp 41,227 differ, log 1,602,
-log1p 53,364, expm1 75,416), while its AVX2 and baseline loops give libm's results, as do
-numba's kernels (``kernels``), which call libm. On an AVX-512 machine the default fit of TREC
-RF10 moved estimates by up to 3e-4 against an AVX2 machine and wrote other bytes. These
-functions are numba loops over libm, so every x86-64 machine with the same builds gets the same
-bits; scalars go through Python's ``math`` (libm too). Without numba (or with
-``ORDMIX_NO_JIT=1``) they are numpy's, and the AVX-512 difference comes back.
+log1p 53,364, expm1 75,416), while its AVX2 and baseline loops give libm's results. On an
+AVX-512 machine the default fit of TREC RF10 moved estimates by up to 3e-4 against an AVX2
+machine and wrote other bytes. These functions are numba loops instead: ``exp`` and ``log``
+over ``vector_math`` (fdlibm's algorithms in plain arithmetic, within 1 ulp of libm's and
+the same on every CPU and C library; the loop runs on the vector units, 5-8x faster than a
+call of libm a value), with the C library's values where it gives subnormals (exp below
+-708) or takes an edge (log of 0, a negative, a subnormal, inf, nan); the others call the C
+library (libm), so every x86-64 machine with the same builds gets the same bits. Scalars go
+through the same loops for exp and log (a scalar and an array element agree to the bit),
+through Python's ``math`` (libm) for the others. Without numba (or with
+``ORDMIX_NO_JIT=1``) they are numpy's, and the AVX-512 difference comes back. The loops
+run without the GIL: restarts side by side in threads compute at once.
 
 Each takes a scalar or an array (any shape) and returns numpy's type for it (``np.float64``
 or an array of float64), with numpy's values at the edges (log(0) = -inf, log(-1) = nan,
@@ -22,25 +27,54 @@ import math
 
 import numpy as np
 
+from . import vector_math
 from .jit import USE_JIT, jit
 
 _EXP, _LOG, _LOG1P, _EXPM1, _COS, _LOG2, _POW = range(7)
+_TINY = 2.2250738585072014e-308  # the smallest normal float
+_HUGE = 1.7976931348623157e308  # the largest finite float
 
 
-@jit()
+@jit(inline="always")
+def exp_value(x: float) -> float:  # pragma: no cover - compiled
+    """One value of ``exp`` (for compiled loops that must give ``exp``'s bits): the C
+    library's where it gives a subnormal, else ``vector_math.exp``."""
+    return math.exp(x) if x < vector_math.EXP_MIN else vector_math.exp(x)
+
+
+@jit(inline="always")
+def log_value(v: float) -> float:  # pragma: no cover - compiled
+    """One value of ``log`` (for compiled loops that must give ``log``'s bits):
+    ``vector_math.log`` of a normal positive float, else the C library's or numpy's edge."""
+    if v >= _TINY and v <= _HUGE:
+        return vector_math.log(v)
+    return math.log(v) if v > 0.0 else (-np.inf if v == 0.0 else np.nan)
+
+
+@jit(nogil=True)
 def _apply(op, x, y, out):  # pragma: no cover - compiled
     """``out[i] = f(x[i])`` (``f(x[i], y[i])`` for pow) for the function ``op``: one kernel
     for all of them, so a process loads one compiled function from numba's cache, not seven
     (5 ms a load here)."""
     n = x.size
     if op == _EXP:
-        for i in range(n):
-            out[i] = math.exp(x[i])
-    elif op == _LOG or op == _LOG2:
+        for i in range(n):  # on the vector units
+            out[i] = vector_math.exp(x[i])
+        for i in range(n):  # subnormal results: the C library's (as exp_value)
+            if x[i] < vector_math.EXP_MIN:
+                out[i] = math.exp(x[i])
+    elif op == _LOG:
+        for i in range(n):  # on the vector units
+            out[i] = vector_math.log(x[i])
+        for i in range(n):  # 0, negatives, subnormals, inf and nan: as log_value
+            v = x[i]
+            if not (v >= _TINY and v <= _HUGE):
+                out[i] = log_value(v)
+    elif op == _LOG2:
         for i in range(n):
             v = x[i]
             if v > 0.0:
-                out[i] = math.log(v) if op == _LOG else math.log2(v)
+                out[i] = math.log2(v)
             else:
                 out[i] = -np.inf if v == 0.0 else np.nan
     elif op == _LOG1P:
@@ -74,7 +108,7 @@ def _unary(op, scalar, fallback):
         if not USE_JIT:
             with np.errstate(all="ignore"):
                 return fallback(a)
-        if a.ndim == 0:
+        if a.ndim == 0 and scalar is not None:
             try:
                 return np.float64(scalar(float(a)))
             except (ValueError, OverflowError):  # math's edges; the loop gives numpy's
@@ -89,8 +123,8 @@ def _unary(op, scalar, fallback):
     return f
 
 
-exp = _unary(_EXP, math.exp, np.exp)
-log = _unary(_LOG, math.log, np.log)
+exp = _unary(_EXP, None, np.exp)  # a scalar too through the kernel: the same bits as in an array
+log = _unary(_LOG, None, np.log)
 log1p = _unary(_LOG1P, math.log1p, np.log1p)
 expm1 = _unary(_EXPM1, math.expm1, np.expm1)
 cos = _unary(_COS, math.cos, np.cos)

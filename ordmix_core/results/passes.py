@@ -3,8 +3,8 @@ posterior's mode.
 
 Each pass adds into per-annotator or per-item sums exactly as ``np.bincount(..., weights=...)``
 adds (left to right from 0.0, in rating order), with the numpy code's elementwise operations
-in the numpy code's order, and ``math.exp`` / ``math.log`` (libm, as ``numerics.libm``
-computes them): the results are the numpy formulas' bits (``label_model.soft_tables``,
+in the numpy code's order, and ``numerics.libm``'s exp and log value by value (``exp_value``,
+``log_value``): the results are the numpy formulas' bits (``label_model.soft_tables``,
 ``item_log_lik`` and ``posterior``; ``reliability._pull`` summed per annotator), without their
 (R, K) gathers and K reductions. The label model's two passes run over the ratings grouped
 once per fit by annotator or by item (``group``, a stable sort: each group's ratings in their
@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..numerics import libm
 from ..numerics.jit import jit, prange
 
 #: chunks of a grouped pass (``prange`` over them): a fixed number, so the chunks, and with them
@@ -167,13 +168,13 @@ def _e_chunk(
             if s > top or s != s or top != top:
                 top = s if top == top else top
         for c in range(k):
-            w[c] = math.exp((ll[j, c] + log_rho[c]) - top)
+            w[c] = libm.exp_value((ll[j, c] + log_rho[c]) - top)
         tot = w[0]
         for c in range(1, k):
             tot += w[c]
         for c in range(k):
             q[j, c] = w[c] / tot
-        lse[j] = (math.log(tot) if tot > 0.0 else (-np.inf if tot == 0.0 else np.nan)) + top
+        lse[j] = libm.log_value(tot) + top
         if gold.size and gold[j] >= 0:
             for c in range(k):
                 q[j, c] = 0.0
@@ -236,12 +237,12 @@ def _pull_sums(ann, x, e, square, log_clip, chunk, out):  # pragma: no cover - c
         for i in range(lo, min(lo + chunk, ann.size)):
             el = e[ann[i]]
             r = x[i]
-            if log_clip > 0.0:  # x is log r: np.clip (NaN stays NaN), then libm's exp
+            if log_clip > 0.0:  # x is log r: np.clip (NaN stays NaN), then libm.exp
                 if r < -log_clip:
                     r = -log_clip
                 elif r > log_clip:
                     r = log_clip
-                r = math.exp(r)
+                r = libm.exp_value(r)
             p = (r - 1.0) / (1.0 - el + el * r)
             acc[ann[i]] += p * p if square else p
         for a in range(out.size):  # out += the chunk's sums, as numpy's chunks add
