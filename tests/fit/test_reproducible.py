@@ -355,11 +355,12 @@ def test_near_tied_restarts_that_disagree_mark_items_unstable_on_trec(
     trec, monkeypatch, tmp_path
 ) -> None:
     """Two restarts of TREC RF10 that end near-tied (the default fit's settings with two
-    restarts, seed 64: bounds -120,524.8 and -120,527.0, within the gap of 12.1) but put items
-    on different levels: the items they disagree on are unstable (557), recomputed here from
+    restarts, seed 64: bounds -120,525.3 and -120,529.3, within the gap of 12.1) but put items
+    on different levels: the items they disagree on are unstable (565), recomputed here from
     the two states, and counted in summary.json. The settle at the stop leaves no annotator
-    still moving, so the fit makes no alternative. Of two-restart fits of seeds 0-79, seeds
-    61, 63 and 64 end so (which seeds do depends on the fit's last bits)."""
+    still moving, so the fit makes no alternative. Of two-restart fits of seeds 0-19 and
+    60-65, seeds 4, 61, 63 and 64 end so; which seeds do depends on the fit's last bits (seed 4
+    did not with the sweep's exp and log vectorised and libm's not)."""
     m, runs = _fit_keeping_runs(monkeypatch, trec, n_restarts=2, random_state=NEAR_TIED_SEED)
     assert m.ensemble_ == [m.best_restart_, 1 - m.best_restart_]
     assert abs(runs[0].lower_bound - runs[1].lower_bound) <= m.ensemble_gap_
@@ -386,7 +387,7 @@ def test_near_tied_restarts_that_disagree_mark_items_unstable_on_trec(
     assert int(items["unstable"].sum()) == int(unstable.sum())
 
 
-#: a seed whose two TREC restarts end near-tied and disagree (found by trying seeds 0-79)
+#: a seed whose two TREC restarts end near-tied and disagree (found by trying seeds)
 NEAR_TIED_SEED = 64
 
 
