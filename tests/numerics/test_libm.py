@@ -111,3 +111,13 @@ def test_broadcast_arguments_give_no_numpy_warning():
         warnings.simplefilter("error")
         np.testing.assert_array_equal(libm.power(x, y), np.power(x, y))
         np.testing.assert_array_equal(libm.power(2.0, y), np.power(2.0, y))
+
+
+def test_the_modules_log_2pi_constants_are_libms() -> None:
+    """``truncnorm``, ``updates`` and ``bound`` take log(2 pi) from ``math`` at import (no
+    compiled call when ordmix is imported); ``libm.log`` gives the same bits."""
+    from ordmix_core.numerics import truncnorm
+    from ordmix_core.vb import bound, updates
+
+    assert libm.log(2.0 * np.pi) == updates._LOG_2PI == bound._LOG_2PI
+    assert 0.5 * libm.log(2.0 * np.pi) == truncnorm._HALF_LOG_2PI
