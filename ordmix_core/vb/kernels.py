@@ -359,12 +359,12 @@ def _xy_chunk(t, start, stop, codes, levels, inst_f, ann_f, cat_f, flags, tnc, o
             g_bias[j] = b
             g_rl[j] = rho * (inv_lam_m[m] + inv_bp_n[n])
             if ordinal:
-                ta, tb, tf, tea, teb = tn_ends(lo_k[k], hi_k[k], mu, sq, tab)
-                g_a[j] = ta
-                g_b[j] = tb
+                a0 = (lo_k[k] - mu) * sq
+                b0 = (hi_k[k] - mu) * sq
+                tf = a0 + b0 > 0.0
+                g_a[j] = -b0 if tf else a0
+                g_b[j] = -a0 if tf else b0
                 g_flip[j] = tf
-                g_ea[j] = tea
-                g_eb[j] = teb
                 g_ent0[j] = half_log_2pi - 0.5 * (log_e_tau[n] + log_e_delta[c])
             else:
                 g_val[j] = val_k[k]
@@ -373,6 +373,10 @@ def _xy_chunk(t, start, stop, codes, levels, inst_f, ann_f, cat_f, flags, tnc, o
                 logpi = logpi_t[cell]
                 g_logpi[j] = logpi
                 g_base[j] = a_n[n] + b_c[c] - logpi
+        if ordinal:  # the table lookups, in a loop of their own
+            for j in range(e - s):
+                g_ea[j] = erfcx_pos(-g_a[j] * _INV_SQRT2, tab)
+                g_eb[j] = erfcx_pos(abs(g_b[j]) * _INV_SQRT2, tab)
         ex_blk = ex_out[s:e]  # views indexed from 0: a loop over them is vectorised
         var_blk = var_out[s:e]
         for j in range(e - s):  # the arithmetic: no branch, no call (the flags select)
