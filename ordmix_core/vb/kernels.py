@@ -281,7 +281,6 @@ def omega_vector(t: float) -> tuple[float, float, float]:
     return inv if pos else small, small if pos else inv, h
 
 
-@_jit(parallel=True)
 def tn_stats_arrays(
     lo: np.ndarray, hi: np.ndarray, mean: np.ndarray, prec: np.ndarray, tnc: tuple
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -541,6 +540,7 @@ def _parallel_and_serial(driver):
 pass_xy, pass_xy_serial = _parallel_and_serial(_pass_xy)
 pass_tau, pass_tau_serial = _parallel_and_serial(_pass_tau)
 pass_delta, pass_delta_serial = _parallel_and_serial(_pass_delta)
+tn_stats_parallel, tn_stats_serial = _parallel_and_serial(tn_stats_arrays)
 
 
 #: below this many ratings the passes run on one thread (a parallel launch costs more)
@@ -742,8 +742,11 @@ def eps_block(
 
 def tn_stats(lo: np.ndarray, hi: np.ndarray, mean: np.ndarray, prec: np.ndarray):
     """``truncnorm.tn_stats`` computed by the fused kernel's formulas; returns a
-    ``truncnorm.TNStats``."""
+    ``truncnorm.TNStats``. Over the cores from ``PARALLEL_MIN_RATINGS`` values, else on the
+    calling thread (waking numba's threads costs more than a few values: the settle's rounds
+    after the first); the same values either way."""
     f = [np.ascontiguousarray(x, dtype=np.float64) for x in np.broadcast_arrays(lo, hi, mean, prec)]
-    ex, var, log_z, ent = tn_stats_arrays(*[x.ravel() for x in f], TN_CONSTS)
+    arrays = tn_stats_parallel if f[0].size >= PARALLEL_MIN_RATINGS else tn_stats_serial
+    ex, var, log_z, ent = arrays(*[x.ravel() for x in f], TN_CONSTS)
     shape = f[0].shape
     return truncnorm.TNStats(*(x.reshape(shape) for x in (ex, var, log_z, ent)))
