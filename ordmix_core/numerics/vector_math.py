@@ -12,6 +12,8 @@ result is the same on any x86-64 CPU and with any C library. Against glibc's ``e
 ``log`` they are within 1 ulp (``tests/numerics/test_vector_math.py``).
 
 Without numba they run as plain Python (the bit casts through ``struct``), for tests only.
+numba caches a compiled kernel by its own file's time stamp: a kernel that inlines these keeps
+the old code after this file changes, until its own file changes or the cache is cleared.
 """
 
 from __future__ import annotations

@@ -113,3 +113,21 @@ def test_a_loop_of_them_is_vectorised() -> None:
         compiled(np.ones(8), np.empty(8))
         asm = compiled.inspect_asm(compiled.signatures[0])
         assert ("mulpd" in asm) is packed
+
+
+#: sha256 of the bits ``exp`` and ``log`` give on the grids of ``test_the_bits_are_pinned``
+EXP_BITS = "f148b760c79c76ab2beff1f9db2dddc63118040dee29a60000c114945b377225"
+LOG_BITS = "aaea95929498992e95ca7b1d858281838bcf7b0d33107446d58d62f0cbe1610a"
+
+
+def test_the_bits_are_pinned() -> None:
+    """The fit's last bits are these functions' (the sweep, libm's exp and log): on fixed
+    grids (made without a transcendental function, so the same on any CPU) they give stored
+    bits. A change of a coefficient too small for the 1-ulp tests (fdlibm's P5 moved by 4e-4
+    relative) changes them; a deliberate change of the algorithms updates the digests."""
+    import hashlib
+
+    x = np.linspace(-708.0, 709.0, 200_001)
+    y = np.ldexp(np.linspace(1.0, 2.0, 1001)[:-1], np.arange(-1000, 1000)[:, None]).ravel()
+    assert hashlib.sha256(_exp(x).tobytes()).hexdigest() == EXP_BITS
+    assert hashlib.sha256(_log(y).tobytes()).hexdigest() == LOG_BITS
