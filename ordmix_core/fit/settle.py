@@ -15,7 +15,8 @@ updates in the sweep's order (q(x), q(y); q(z); q(delta); then q(x), q(y); q(b);
 eps, its exact optimum given its ratings as in ``updates.eps_block``), so the bound never
 falls.
 
-The rounds run on whole arrays over the ratings of the blocks still moving: a block leaves
+The rounds run on whole arrays over the ratings of the blocks still moving (the first, over
+every item, by the sweep's own compiled passes with the annotators held): a block leaves
 once its change per round is below ``FLOOR`` or, shrinking, its remaining change (Aitken, as
 ``stopping.remaining_changes``; after the first round, with the ratio ``stopping.MAX_RATE``)
 is below ``DROP`` (an annotator's: ``DROP_ANNOTATORS``). The first round covers every item;
@@ -123,10 +124,9 @@ def settle_items(
 
 
 def q_xy(p: Problem, s: State, rows: np.ndarray) -> Rated:
-    """``reference.q_xy`` with the compiled sweep's truncated-normal statistics where the
-    sweep is compiled (``kernels.tn_stats``: the same formulas, over both cores): the first
-    round covers every rating, 0.3 s at 1M ratings in numpy against 14 ms for a whole sweep's
-    first pass."""
+    """``reference.q_xy`` of the rounds after the first (and of the annotators' blocks), with
+    the compiled sweep's truncated-normal statistics where the sweep is compiled
+    (``kernels.tn_stats``: the sweep's formulas; numpy's ``truncnorm`` took most of a round)."""
     return _q_xy(p, s, rows, kernels.tn_stats if kernels.USE_JIT else tn_stats)
 
 
