@@ -203,28 +203,21 @@ def tn_scalar(
 
 
 @_jit(inline="always")
-def omega_scalar(t: float) -> tuple[float, float, float]:
-    """``(sigmoid(t), sigmoid(-t), H_Bernoulli)`` of the logit ``t``, without cancellation."""
-    u = abs(t)
-    e = math.exp(-u)
-    inv = 1.0 / (1.0 + e)
-    small = e * inv
-    h = log1p_fast(e) + u * small
-    if t >= 0.0:
-        return inv, small, h
-    return small, inv, h
+def tn_mirror(lo: float, hi: float, mean: float, sq: float) -> tuple[float, float, bool]:
+    """The standardised ends ``(a, b)`` of ``[lo, hi)``, mirrored so that ``a + b <= 0``, and
+    whether they were mirrored."""
+    a0 = (lo - mean) * sq
+    b0 = (hi - mean) * sq
+    flip = a0 + b0 > 0.0
+    return (-b0 if flip else a0), (-a0 if flip else b0), flip
 
 
 @_jit(inline="always")
 def tn_ends(lo: float, hi: float, mean: float, sq: float, tab: np.ndarray):
-    """The scalar half of ``tn_vector``: the standardised ends ``(a, b)`` mirrored so that
-    ``a + b <= 0``, whether they were mirrored, and ``erfcx(-a/sqrt2)``, ``erfcx(|b|/sqrt2)``
-    (a table lookup: a loop with it is not vectorised)."""
-    a0 = (lo - mean) * sq
-    b0 = (hi - mean) * sq
-    flip = a0 + b0 > 0.0
-    a = -b0 if flip else a0
-    b = -a0 if flip else b0
+    """The scalar half of ``tn_vector``: ``tn_mirror``'s ``(a, b, flip)`` and
+    ``erfcx(-a/sqrt2)``, ``erfcx(|b|/sqrt2)`` (a table lookup: a loop with it is not
+    vectorised)."""
+    a, b, flip = tn_mirror(lo, hi, mean, sq)
     return a, b, flip, erfcx_pos(-a * _INV_SQRT2, tab), erfcx_pos(abs(b) * _INV_SQRT2, tab)
 
 
@@ -271,7 +264,8 @@ def tn_vector(
 
 @_jit(inline="always")
 def omega_vector(t: float) -> tuple[float, float, float]:
-    """``omega_scalar`` without a branch or a call (``vector_math``'s exp and log)."""
+    """``(sigmoid(t), sigmoid(-t), H_Bernoulli)`` of the logit ``t``, without cancellation,
+    and without a branch or a call (``vector_math``'s exp and log; ``log1p_fast``'s form)."""
     u = abs(t)
     e = vector_math.exp(-u)
     inv = 1.0 / (1.0 + e)
@@ -315,8 +309,8 @@ XY_BLOCK = 256
 def _xy_chunk(t, start, stop, codes, levels, inst_f, ann_f, cat_f, flags, tnc, out, acc) -> None:
     """Pass 1 over ratings ``start:stop``, sums into row ``t`` (see ``pass_xy``).
 
-    Block by block: a scalar loop gathers each rating's parameters (its interval mirrored as
-    ``tn_ends`` does), another looks up the two erfcx, a loop without branches or calls
+    Block by block: a scalar loop gathers each rating's parameters (its interval mirrored,
+    ``tn_mirror``), another looks up the two erfcx, a loop without branches or calls
     computes q(x|y=1), q(y) and the bound's terms (``tn_vector``, ``omega_vector``: LLVM
     vectorises it), and a scalar loop redoes the rare ratings ``tn_vector`` leaves to
     ``tn_scalar`` and adds everything up in rating order."""
@@ -360,12 +354,7 @@ def _xy_chunk(t, start, stop, codes, levels, inst_f, ann_f, cat_f, flags, tnc, o
             g_bias[j] = b
             g_rl[j] = rho * (inv_lam_m[m] + inv_bp_n[n])
             if ordinal:
-                a0 = (lo_k[k] - mu) * sq
-                b0 = (hi_k[k] - mu) * sq
-                tf = a0 + b0 > 0.0
-                g_a[j] = -b0 if tf else a0
-                g_b[j] = -a0 if tf else b0
-                g_flip[j] = tf
+                g_a[j], g_b[j], g_flip[j] = tn_mirror(lo_k[k], hi_k[k], mu, sq)
                 g_ent0[j] = half_log_2pi - 0.5 * (log_e_tau[n] + log_e_delta[c])
             else:
                 g_val[j] = val_k[k]

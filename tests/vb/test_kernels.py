@@ -169,7 +169,7 @@ def _mp_tn(mp, lo: float, hi: float, mean: float, prec: float) -> dict[str, floa
 
 def test_omega_and_bernoulli_entropy() -> None:
     t = np.concatenate([np.linspace(-50, 50, 2001), [-745.0, -40.0, 0.0, 1e-12, 40.0, 745.0]])
-    out = np.array([kernels.omega_scalar(v) for v in t])
+    out = np.array([kernels.omega_vector(v) for v in t])
     om, om1 = expit(t), expit(-t)
     # H = -om log om - (1-om) log(1-om), with log om = -softplus(-t): no 1 - om cancellation
     h = om * np.logaddexp(0.0, -t) + om1 * np.logaddexp(0.0, t)
@@ -248,7 +248,7 @@ def test_import_and_version_without_a_writable_cache(tmp_path, temp_usable: bool
     where = str(pkg)
     code = (
         f"from ordmix_core.vb import kernels; assert kernels.__file__.startswith({where!r}); "
-        "print(kernels.CACHE, kernels.CACHE_WHERE); print(kernels.omega_scalar(0.0)[0])"
+        "print(kernels.CACHE, kernels.CACHE_WHERE); print(kernels.omega_vector(0.0)[0])"
     )
     run = subprocess.run(
         [sys.executable, "-c", code],
