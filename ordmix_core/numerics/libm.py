@@ -60,9 +60,9 @@ def _apply(op, x, y, out):  # pragma: no cover - compiled
     if op == _EXP:
         for i in range(n):  # on the vector units
             out[i] = vector_math.exp(x[i])
-        for i in range(n):  # subnormal results: the C library's (as exp_value)
+        for i in range(n):  # subnormal results: the C library's
             if x[i] < vector_math.EXP_MIN:
-                out[i] = math.exp(x[i])
+                out[i] = exp_value(x[i])
     elif op == _LOG:
         for i in range(n):  # on the vector units
             out[i] = vector_math.log(x[i])
