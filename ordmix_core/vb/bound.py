@@ -10,7 +10,7 @@ import math
 import numpy as np
 from scipy.special import digamma, gammaln, xlogy
 
-from ..numerics import libm
+from ..numerics import gamma_functions, libm
 
 _LOG_2PI = math.log(2.0 * math.pi)  # libm.log gives these bits too (a test checks)
 
@@ -57,7 +57,7 @@ def instance_terms(mu_m: np.ndarray, lam_m: np.ndarray, mu: float, lam: float) -
 
 def gamma_terms(shape: np.ndarray, rate: np.ndarray, shape0: float, rate0: float) -> float:
     """Sum of E[log Gamma(t | shape0, rate0)] + H[Gamma(shape, rate)] over q's factors."""
-    dig = digamma(shape)
+    dig = gamma_functions.digamma(shape)
     return gamma_terms_from(shape, rate, shape / rate, dig - libm.log(rate), dig, shape0, rate0)
 
 
@@ -70,9 +70,11 @@ def gamma_terms_from(
     shape0: float,
     rate0: float,
 ) -> float:
-    """``gamma_terms`` from moments already computed (``updates.gamma_stats``); (N,) or (C,)."""
+    """``gamma_terms`` from moments already computed (``updates.gamma_stats``); (N,) or (C,).
+    The factors' gammaln on the vector units (``numerics.gamma_functions``), the prior's
+    (a scalar that the type-II ML of the prior solves for with scipy's digamma) scipy's."""
     prior = shape0 * libm.log(rate0) - gammaln(shape0) + (shape0 - 1.0) * e_logt - rate0 * e_t
-    entropy = shape - libm.log(rate) + gammaln(shape) + (1.0 - shape) * dig
+    entropy = shape - libm.log(rate) + gamma_functions.gammaln(shape) + (1.0 - shape) * dig
     return float(np.sum(prior + entropy))
 
 

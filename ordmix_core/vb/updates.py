@@ -14,7 +14,7 @@ from collections.abc import Callable
 import numpy as np
 from scipy.special import digamma, expit, polygamma
 
-from ..numerics import libm
+from ..numerics import gamma_functions, libm
 
 _LOG_2PI = math.log(2.0 * math.pi)  # libm.log gives these bits too (a test checks)
 #: eps is kept this far inside (0, 1) so that log eps and log(1 - eps) stay finite
@@ -30,8 +30,9 @@ def gamma_moments(shape: np.ndarray, rate: np.ndarray) -> tuple[np.ndarray, np.n
 
 
 def gamma_stats(shape: np.ndarray, rate: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``E[t]``, ``E[log t]`` and ``digamma(shape)`` of Gamma(shape, rate); each as input."""
-    dig = digamma(shape)
+    """``E[t]``, ``E[log t]`` and ``digamma(shape)`` of Gamma(shape, rate); each as input
+    (digamma on the vector units: ``numerics.gamma_functions``)."""
+    dig = gamma_functions.digamma(shape)
     return shape / rate, dig - libm.log(rate), dig
 
 
