@@ -103,6 +103,24 @@ def test_e_step_is_item_log_lik_then_posterior_bit_for_bit(threads, how, with_go
 
 
 @compiled_libm
+def test_e_step_posteriors_down_to_subnormals_bit_for_bit():
+    """Levels whose share of an item is below exp(-708) (a subnormal, or 0 below exp(-745)):
+    the C library's exp there, as numpy's formulas (``libm.exp``), not the vector loop's 0."""
+    rng = np.random.default_rng(5)
+    ann, rating = rng.integers(0, 9, 40), rng.integers(0, 4, 40)
+    inst = np.arange(40)  # one rating an item
+    logp = libm.log(lm.confusion(rng.normal(size=(9, 6)), lm.design(4)))
+    logp[:, 3, :] -= rng.uniform(700.0, 760.0, (9, 4))  # level 3: e^-700 .. e^-760 below
+    rho = np.full(4, 0.25)
+    q_old = rng.dirichlet(np.ones(4), size=40)
+    q_want, ev_want = lm.posterior(lm.item_log_lik(logp, ann, inst, rating, 40), rho, None)
+    assert ((q_want[:, 3] > 0) & (q_want[:, 3] < 2.2250738585072014e-308)).any()
+    by_item = passes.group(inst, 40, inst, ann, rating)
+    q, ev, _ = passes.e_step(logp, libm.log(rho), by_item, None, q_old)
+    assert q.tobytes() == q_want.tobytes() and ev == ev_want
+
+
+@compiled_libm
 def test_e_step_propagates_nan_as_numpy_does():
     rng = np.random.default_rng(2)
     ann, inst, rating = _ratings(rng)
