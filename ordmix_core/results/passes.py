@@ -149,7 +149,7 @@ def _e_chunk(
     """``e_step`` for items ``lo:hi``: their log likelihoods summed in rating order, then their
     posteriors with numpy's operations in numpy's order; the exponentials of the chunk's
     (item, level) cells in one loop on the vector units (``vector_math.exp``, the C library's
-    where it gives a subnormal: ``libm.exp_value``'s bits), a third of the pass's time."""
+    where it gives a subnormal: ``libm.exp_value``'s bits): a third off the pass's time."""
     inst, ann, rating = codes
     k = q.shape[1]
     n = hi - lo
