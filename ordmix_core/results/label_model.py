@@ -117,7 +117,11 @@ def _contract(x: np.ndarray, d: np.ndarray) -> np.ndarray:
 def confusion(a: np.ndarray, d: np.ndarray) -> np.ndarray:
     """Row-stochastic confusion matrices P[n, c, k] (N, K, K).
 
-    ``a`` (N, J) parameters, ``d`` (K, K, J) the design."""
+    ``a`` (N, J) parameters, ``d`` (K, K, J) the design. With compiled code on
+    (``kernels.USE_JIT``): ``passes.confusion``, these operations annotator by annotator, the
+    same bits."""
+    if kernels.USE_JIT:
+        return passes.confusion(a, d)
     logits = np.zeros((a.shape[0], d.shape[0], d.shape[1]))
     for j in range(d.shape[2]):
         logits += d[None, :, :, j] * a[:, j, None, None]
@@ -137,13 +141,18 @@ def careless_split(
     share is the annotator's careless total over its table's, each annotator counted with
     ``CARELESS_PRIOR`` more ratings at the crowd's pooled share (an annotator with four
     ratings is not judged careless from them alone, and the EM does not crawl along their
-    flat likelihood)."""
-    # (N, K, K) the share of each cell from the adjacent categories
-    kept = (1.0 - gamma[:, None, None]) * p / with_careless(p, gamma)
-    total = last_sum(last_sum(t))
-    careless = last_sum(last_sum(t * (1.0 - kept)))
+    flat likelihood). With compiled code on (``kernels.USE_JIT``) the tables and totals are
+    ``passes.careless_parts``': these operations annotator by annotator, the same bits."""
+    if kernels.USE_JIT:
+        kept_t, careless, total = passes.careless_parts(t, p, gamma)
+    else:
+        # (N, K, K) the share of each cell from the adjacent categories
+        kept = (1.0 - gamma[:, None, None]) * p / with_careless(p, gamma)
+        total = last_sum(last_sum(t))
+        careless = last_sum(last_sum(t * (1.0 - kept)))
+        kept_t = t * kept
     pooled = math.fsum(careless) / max(math.fsum(total), 1e-300)  # exact: any order, same bits
-    return t * kept, (careless + CARELESS_PRIOR * pooled) / (total + CARELESS_PRIOR)
+    return kept_t, (careless + CARELESS_PRIOR * pooled) / (total + CARELESS_PRIOR)
 
 
 def with_careless(p: np.ndarray, gamma: np.ndarray) -> np.ndarray:
@@ -401,7 +410,7 @@ def fit_levels(
         t, gamma = careless_split(t, p, gamma)
         a, var = newton_step(a, t, d, a_bar, lam, p)
         a_bar, lam = prior_update(a, var)
-        rho = q.sum(axis=0) + PRIOR_COUNT
+        rho = (passes.column_sums(q) if kernels.USE_JIT else q.sum(axis=0)) + PRIOR_COUNT
         rho /= rho.sum()
         p = confusion(a, d)
         logp = libm.log(with_careless(p, gamma))
