@@ -9,7 +9,9 @@ in the numpy code's order, and ``numerics.libm``'s exp and log value by value (`
 (R, K) gathers and K reductions. The label model's two passes run over the ratings grouped
 once per fit by annotator or by item (``group``, a stable sort: each group's ratings in their
 order), the groups over the cores in ``N_CHUNKS`` chunks: each sum is one group's, in the
-same order on any number of threads. The callers use them when compiled code is on
+same order on any number of threads. The EM's per-annotator helpers (``confusion``,
+``careless_parts``) and the class prior's ``column_sums`` are compiled the same way, loops in
+place of numpy's small-array operations. The callers use them when compiled code is on
 (``kernels.USE_JIT``) and the numpy formulas otherwise.
 """
 
