@@ -52,7 +52,7 @@ import numpy as np
 from ..numerics import libm
 from ..numerics.fixed_order import cho_solve, cholesky, last_sum
 from ..vb import kernels
-from . import gold_map, passes
+from . import gold_map, label_steps, passes
 
 #: floor of the learned prior precisions: an annotator's parameters never go unanchored
 MIN_PRECISION = 0.3
@@ -117,11 +117,9 @@ def _contract(x: np.ndarray, d: np.ndarray) -> np.ndarray:
 def confusion(a: np.ndarray, d: np.ndarray) -> np.ndarray:
     """Row-stochastic confusion matrices P[n, c, k] (N, K, K).
 
-    ``a`` (N, J) parameters, ``d`` (K, K, J) the design. With compiled code on
-    (``kernels.USE_JIT``): ``passes.confusion``, these operations annotator by annotator, the
-    same bits."""
+    ``a`` (N, J) parameters, ``d`` (K, K, J) the design (compiled: ``label_steps``)."""
     if kernels.USE_JIT:
-        return passes.confusion(a, d)
+        return label_steps.confusion(a, d)
     logits = np.zeros((a.shape[0], d.shape[0], d.shape[1]))
     for j in range(d.shape[2]):
         logits += d[None, :, :, j] * a[:, j, None, None]
@@ -141,10 +139,9 @@ def careless_split(
     share is the annotator's careless total over its table's, each annotator counted with
     ``CARELESS_PRIOR`` more ratings at the crowd's pooled share (an annotator with four
     ratings is not judged careless from them alone, and the EM does not crawl along their
-    flat likelihood). With compiled code on (``kernels.USE_JIT``) the tables and totals are
-    ``passes.careless_parts``': these operations annotator by annotator, the same bits."""
+    flat likelihood). The tables and totals compiled: ``label_steps.careless_parts``."""
     if kernels.USE_JIT:
-        kept_t, careless, total = passes.careless_parts(t, p, gamma)
+        kept_t, careless, total = label_steps.careless_parts(t, p, gamma)
     else:
         # (N, K, K) the share of each cell from the adjacent categories
         kept = (1.0 - gamma[:, None, None]) * p / with_careless(p, gamma)
@@ -410,7 +407,7 @@ def fit_levels(
         t, gamma = careless_split(t, p, gamma)
         a, var = newton_step(a, t, d, a_bar, lam, p)
         a_bar, lam = prior_update(a, var)
-        rho = (passes.column_sums(q) if kernels.USE_JIT else q.sum(axis=0)) + PRIOR_COUNT
+        rho = (label_steps.column_sums(q) if kernels.USE_JIT else q.sum(axis=0)) + PRIOR_COUNT
         rho /= rho.sum()
         p = confusion(a, d)
         logp = libm.log(with_careless(p, gamma))
