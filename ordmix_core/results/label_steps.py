@@ -59,7 +59,7 @@ def _careless_parts(t, p, gamma, kept_t, careless, total):  # pragma: no cover -
     for i in range(n):
         g = gamma[i]
         keep = 1.0 - g
-        chance = g / kr
+        chance = g / k  # label_model.with_careless: gamma / p.shape[1]
         tot = 0.0
         car = 0.0
         for c in range(k):
