@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import special
 
-from . import vector_math
+from . import libm, vector_math
 from .jit import USE_JIT, jit
 
 #: the arguments the vector loop takes; others are scipy's
@@ -123,7 +123,7 @@ def _array_function(which: int, fallback):
         a = np.asarray(x, dtype=np.float64)
         if not USE_JIT:
             return fallback(a)
-        flat = np.ascontiguousarray(a).reshape(-1)
+        flat = libm.flat_float64(a)  # one compiled signature: read-only input is copied
         out = np.empty_like(flat)
         if _apply(which, flat, out):
             edge = ~((flat >= LOWEST) & (flat <= HIGHEST))

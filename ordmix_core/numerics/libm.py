@@ -51,6 +51,17 @@ def log_value(v: float) -> float:  # pragma: no cover - compiled
     return math.log(v) if v > 0.0 else (-np.inf if v == 0.0 else np.nan)
 
 
+@jit(inline="always")
+def exp_into(x, out) -> None:  # pragma: no cover - compiled
+    """``out[i] = exp_value(x[i])`` over 1-D arrays in two loops: ``vector_math.exp`` on the
+    vector units, then the C library's value where it gives a subnormal (``x < EXP_MIN``)."""
+    for i in range(x.size):
+        out[i] = vector_math.exp(x[i])
+    for i in range(x.size):
+        if x[i] < vector_math.EXP_MIN:
+            out[i] = exp_value(x[i])
+
+
 @jit(nogil=True)
 def _apply(op, x, y, out):  # pragma: no cover - compiled
     """``out[i] = f(x[i])`` (``f(x[i], y[i])`` for pow) for the function ``op``: one kernel
@@ -58,11 +69,7 @@ def _apply(op, x, y, out):  # pragma: no cover - compiled
     (5 ms a load here)."""
     n = x.size
     if op == _EXP:
-        for i in range(n):  # on the vector units
-            out[i] = vector_math.exp(x[i])
-        for i in range(n):  # subnormal results: the C library's
-            if x[i] < vector_math.EXP_MIN:
-                out[i] = exp_value(x[i])
+        exp_into(x, out)
     elif op == _LOG:
         for i in range(n):  # on the vector units
             out[i] = vector_math.log(x[i])
@@ -92,7 +99,7 @@ def _apply(op, x, y, out):  # pragma: no cover - compiled
             out[i] = math.pow(x[i], y[i])
 
 
-def _flat(a: np.ndarray) -> np.ndarray:
+def flat_float64(a: np.ndarray) -> np.ndarray:
     """``a`` as a writable C-ordered 1-D float64 array (a view when it is one already): the
     kernel's one signature (a read-only array would make numba compile another). A broadcast
     view (not contiguous) or a read-only array is copied, never flagged writable in place."""
@@ -113,7 +120,7 @@ def _unary(op, scalar, fallback):
                 return np.float64(scalar(float(a)))
             except (ValueError, OverflowError):  # math's edges; the loop gives numpy's
                 pass
-        flat = _flat(a)
+        flat = flat_float64(a)
         out = np.empty_like(flat)
         _apply(op, flat, flat, out)
         return out.reshape(a.shape) if a.ndim else out[0]
@@ -135,13 +142,14 @@ def power(x, y):
     """numpy's ``power`` of float64 arrays (broadcast) with libm's ``pow`` (see the module)."""
     a, b = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
     shape = np.broadcast_shapes(a.shape, b.shape)
-    # read-only broadcast views (never numpy's writable-with-a-warning ones): _flat copies them
+    # read-only broadcast views (never numpy's writable-with-a-warning ones): flat_float64
+    # copies them
     a = a if a.shape == shape else np.broadcast_to(a, shape)
     b = b if b.shape == shape else np.broadcast_to(b, shape)
     if not USE_JIT:
         with np.errstate(all="ignore"):
             return np.power(a, b)
-    fa, fb = _flat(a), _flat(b)
+    fa, fb = flat_float64(a), flat_float64(b)
     out = np.empty_like(fa)
     _apply(_POW, fa, fb, out)
     return out.reshape(a.shape) if a.ndim else out[0]

@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..numerics import libm, vector_math
+from ..numerics import libm
 from ..numerics.jit import jit, prange
 
 #: chunks of a grouped pass (``prange`` over them): a fixed number, so the chunks, and with them
@@ -149,8 +149,8 @@ def _e_chunk(
 ):  # pragma: no cover - compiled
     """``e_step`` for items ``lo:hi``: their log likelihoods summed in rating order, then their
     posteriors with numpy's operations in numpy's order; the exponentials of the chunk's
-    (item, level) cells in one loop on the vector units (``vector_math.exp``, the C library's
-    where it gives a subnormal: ``libm.exp_value``'s bits): a third off the pass's time."""
+    (item, level) cells in one loop on the vector units (``libm.exp_into``: ``exp_value``'s
+    bits): a third off the pass's time."""
     inst, ann, rating = codes
     k = q.shape[1]
     n = hi - lo
@@ -178,11 +178,7 @@ def _e_chunk(
         for c in range(k):
             x[jj * k + c] = (ll[j, c] + log_rho[c]) - t
     w = np.empty(n * k)
-    for i in range(n * k):  # on the vector units
-        w[i] = vector_math.exp(x[i])
-    for i in range(n * k):  # subnormal results: as libm.exp_value
-        if x[i] < vector_math.EXP_MIN:
-            w[i] = libm.exp_value(x[i])
+    libm.exp_into(x, w)  # on the vector units, subnormals the C library's
     for jj in range(n):
         j = lo + jj
         tot = w[jj * k]
