@@ -79,6 +79,21 @@ def pytest_make_collect_report(collector: pytest.Collector):
     return report
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _elementwise_kernels_loaded():
+    """numba's first load (its registries, 0.3 s) and the elementwise kernels (``libm``,
+    ``gamma_functions``: from the on-disk cache, or compiled when it is cold, ~1 s) once
+    before any test: a hypothesis test that happened to be first to call them would time
+    that, not the function, against its deadline."""
+    import numpy as np
+
+    from ordmix_core.numerics import gamma_functions, libm
+
+    x = np.array([0.5, 2.0])
+    libm.exp(x)
+    gamma_functions.digamma(x)
+
+
 @pytest.fixture(autouse=True)
 def _clear_streamlit_cache():
     st.cache_data.clear()
