@@ -28,6 +28,7 @@ class MemorySweeps:
         self.problems = {key: p.at(key) for key in (True, False, "uniform")}
         self.lo, self.hi = p.thresholds[0], p.thresholds[-1]
         self.eps_pack = eps_pack
+        self._ann_groups: tuple[np.ndarray, np.ndarray] | None = None
 
     def sweep(self, state: vb.State, spam: bool, history: tuple | None) -> tuple:
         new, f = vb.sweep(self.problems[spam], state)
@@ -47,10 +48,14 @@ class MemorySweeps:
         """``state`` with each annotator's eps at the exact optimum of its block given the
         other factors (``updates.eps_block``; compiled: ``kernels.eps_block``), from its
         ratings' q(y), which were computed with ``state.omega_eps``."""
-        solve = kernels.eps_block if kernels.USE_JIT else vb_updates.eps_block
-        ann = self.problems[True].ann
+        p = self.problems[True]
         start = np.asarray(state.eps, dtype=float)
-        eps = solve(ann, state.omega, state.omega_eps, start)
+        if not kernels.USE_JIT:
+            eps = vb_updates.eps_block(p.ann, state.omega, state.omega_eps, start)
+            return dataclasses.replace(state, eps=eps)
+        if self._ann_groups is None:  # once per fit (restarts in threads may both make it)
+            self._ann_groups = kernels.annotator_groups(p.ann, p.n_annotators)
+        eps = kernels.eps_block(self._ann_groups, state.omega, state.omega_eps, start)
         return dataclasses.replace(state, eps=eps)
 
     def settle_items(self, state: vb.State, annotators: np.ndarray) -> tuple[vb.State, np.ndarray]:

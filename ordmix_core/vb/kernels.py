@@ -658,25 +658,22 @@ def grid_loglik(
     return np.ascontiguousarray(out_t.T)
 
 
-@_jit(nogil=True)
-def _eps_block(ann, w, e, x, blo, bhi, done, lo, hi, iters, tol_rel):  # pragma: no cover
-    n = x.size
-    g = np.zeros(n)
-    h = np.zeros(n)
-    for _ in range(iters):
-        g[:] = 0.0
-        h[:] = 0.0
-        for i in range(ann.size):
-            k = ann[i]
-            a = w[i] - e[k]
-            t = a / ((1.0 - w[i]) * e[k] + x[k] * a)
-            g[k] += t
-            h[k] += t * t
-        left = 0
-        for k in range(n):
+def _eps_block_grouped(
+    order, starts, w, e, x, blo, bhi, done, lo, hi, iters, tol_rel
+):  # pragma: no cover
+    for k in prange(x.size):
+        ek = e[k]
+        for _ in range(iters):
             if done[k]:
-                continue
-            gk, xk = g[k], x[k]
+                break
+            gk, hk = 0.0, 0.0
+            for j in range(starts[k], starts[k + 1]):  # k's ratings in rating order
+                i = order[j]
+                a = w[i] - ek
+                t = a / ((1.0 - w[i]) * ek + x[k] * a)
+                gk += t
+                hk += t * t
+            xk = x[k]
             at_end = (xk <= lo and gk <= 0.0) or (xk >= hi and gk >= 0.0) or gk == 0.0
             if gk > 0.0:
                 blo[k] = xk
@@ -686,7 +683,7 @@ def _eps_block(ann, w, e, x, blo, bhi, done, lo, hi, iters, tol_rel):  # pragma:
                 done[k] = True
                 continue
             q = xk * (1.0 - xk)
-            step = -q * gk / ((1.0 - 2.0 * xk) * gk - q * h[k])
+            step = -q * gk / ((1.0 - 2.0 * xk) * gk - q * hk)
             ok = math.isfinite(step)
             xn = min(max(xk + step, lo), hi) if ok else xk
             to_hi = ok and gk > 0.0 and bhi[k] == 1.0 and xn - xk > 0.5 * (hi - xk)
@@ -707,24 +704,56 @@ def _eps_block(ann, w, e, x, blo, bhi, done, lo, hi, iters, tol_rel):  # pragma:
             if conv:
                 done[k] = True
             x[k] = xn
-            if not done[k]:
-                left += 1
-        if left == 0:
-            break
+
+
+eps_block_parallel, eps_block_serial = _parallel_and_serial(_eps_block_grouped)
+
+
+def annotator_groups(ann: np.ndarray, n_annotators: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(order, starts)``: the ratings ``ann`` (L,) grouped by annotator, each annotator's in
+    rating order (a stable sort), annotator ``n``'s at ``order[starts[n]:starts[n + 1]]``;
+    computed once per fit for ``eps_block``."""
+    ann = np.ascontiguousarray(ann)
+    starts = np.zeros(n_annotators + 1, dtype=np.int64)
+    np.cumsum(np.bincount(ann, minlength=n_annotators), out=starts[1:])
+    order = np.empty(ann.size, dtype=np.int64)
+    _counting_order(ann, starts[:-1].copy(), order)
+    return order, starts
+
+
+@_jit(nogil=True)
+def _counting_order(ann, pos, order):  # pragma: no cover
+    for i in range(ann.size):  # a counting sort: stable, one pass
+        k = ann[i]
+        order[pos[k]] = i
+        pos[k] += 1
 
 
 def eps_block(
-    ann: np.ndarray, omega: np.ndarray, eps_used: np.ndarray, start: np.ndarray
+    groups: tuple[np.ndarray, np.ndarray],
+    omega: np.ndarray,
+    eps_used: np.ndarray,
+    start: np.ndarray,
 ) -> np.ndarray:
-    """``updates.eps_block`` compiled: the same sums in the same (rating) order, the same
-    Newton steps, one thread (the same bits whatever the thread count), without the GIL (the
-    other restart's thread runs meanwhile) and without per-rating temporaries."""
+    """``updates.eps_block`` compiled, over the ratings grouped by annotator (``groups``:
+    ``annotator_groups(ann, N)``): each annotator's sums over its ratings in rating order and
+    its Newton steps, as ``updates.eps_block`` takes them (an annotator's steps depend on its
+    own ratings only), so the same bits on any number of threads. Annotators run over the
+    cores for a large input or while this thread's sweep runs alone (``passes``' rule), else
+    on the calling thread without the GIL (the other restart's thread runs meanwhile); an
+    annotator's later steps read only its own ratings, not all of them."""
+    order, starts = groups
     n = start.size
     x = np.clip(np.asarray(start, dtype=np.float64), EPS_FLOOR, 1.0 - EPS_FLOOR)
     done = np.zeros(n, dtype=np.bool_)  # an annotator without ratings: g = 0 at once
     blo, bhi = np.zeros(n), np.ones(n)  # no end tried yet
-    _eps_block(
-        np.ascontiguousarray(ann), np.ascontiguousarray(omega, dtype=np.float64),
+    parallel = order.size >= PARALLEL_MIN_RATINGS or _alone()
+    solve = eps_block_parallel if parallel else eps_block_serial
+    turn = getattr(_RACE, "turn", None)
+    if turn is not None:
+        solve = _taking_turns(solve, turn)
+    solve(
+        order, starts, np.ascontiguousarray(omega, dtype=np.float64),
         np.ascontiguousarray(eps_used, dtype=np.float64), x, blo, bhi, done, EPS_FLOOR,
         1.0 - EPS_FLOOR, EPS_BLOCK_ITERS, EPS_BLOCK_TOL,
     )  # fmt: skip

@@ -341,7 +341,27 @@ def test_eps_block_compiled_is_the_numpy_one_bit_for_bit():
     eps_used = np.minimum(eps_used, 1 - 1e-10)
     omega = expit(np.log(eps_used / (1 - eps_used))[ann] + rng.normal(0, 4, size))
     start = rng.uniform(0, 1, n + 2)
-    np.testing.assert_array_equal(
-        kernels.eps_block(ann, omega, eps_used, start),
-        updates.eps_block(ann, omega, eps_used, start),
-    )
+    want = updates.eps_block(ann, omega, eps_used, start)
+    groups = kernels.annotator_groups(ann, n + 2)
+    threads = kernels.numba.get_num_threads()
+    try:
+        for n_threads in (1, threads):  # over the cores and on the calling thread
+            kernels.numba.set_num_threads(n_threads)
+            for alone in (lambda: True, None):
+                kernels.run_alone(alone)
+                np.testing.assert_array_equal(
+                    kernels.eps_block(groups, omega, eps_used, start), want
+                )
+    finally:
+        kernels.numba.set_num_threads(threads)
+        kernels.run_alone(None)
+
+
+def test_annotator_groups_are_a_stable_sort_by_annotator():
+    """Each annotator's ratings in rating order, at ``order[starts[n]:starts[n + 1]]``;
+    annotators without ratings get an empty range."""
+    ann = np.random.default_rng(5).integers(0, 7, 500).astype(np.int32)
+    order, starts = kernels.annotator_groups(ann, 9)
+    np.testing.assert_array_equal(order, np.argsort(ann, kind="stable"))
+    np.testing.assert_array_equal(np.diff(starts), np.bincount(ann, minlength=9))
+    assert starts[0] == 0 and starts[-1] == ann.size
