@@ -762,11 +762,14 @@ def eps_block(
 
 def tn_stats(lo: np.ndarray, hi: np.ndarray, mean: np.ndarray, prec: np.ndarray):
     """``truncnorm.tn_stats`` computed by the fused kernel's formulas; returns a
-    ``truncnorm.TNStats``. Over the cores from ``PARALLEL_MIN_RATINGS`` values, else on the
-    calling thread (waking numba's threads costs more than a few values: the settle's rounds
-    after the first); the same values either way."""
+    ``truncnorm.TNStats``. Over the cores from ``PARALLEL_MIN_RATINGS`` values, or from
+    ``CHUNK_RATINGS`` while this thread's sweep runs alone (``run_alone``: the settle's rounds
+    over a few annotators' items at 1M ratings, 13-350k values), else on the calling thread
+    (waking numba's threads costs more than a few values); the same values either way."""
     f = [np.ascontiguousarray(x, dtype=np.float64) for x in np.broadcast_arrays(lo, hi, mean, prec)]
-    arrays = tn_stats_parallel if f[0].size >= PARALLEL_MIN_RATINGS else tn_stats_serial
+    size = f[0].size
+    parallel = size >= PARALLEL_MIN_RATINGS or (size >= CHUNK_RATINGS and _alone())
+    arrays = tn_stats_parallel if parallel else tn_stats_serial
     ex, var, log_z, ent = arrays(*[x.ravel() for x in f], TN_CONSTS)
     shape = f[0].shape
     return truncnorm.TNStats(*(x.reshape(shape) for x in (ex, var, log_z, ent)))

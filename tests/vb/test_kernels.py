@@ -106,6 +106,23 @@ def test_tn_stats_equal_reference_on_random_intervals(seed: int) -> None:
         assert np.max(err[good]) <= 1.0, f
 
 
+@pytest.mark.skipif(not kernels.HAVE_NUMBA, reason="numba")
+def test_tn_stats_over_the_cores_while_alone_is_the_serial_result() -> None:
+    """A thread whose sweep runs alone takes the cores from ``CHUNK_RATINGS`` values (the
+    settle's rounds); the values are the calling thread's, bit for bit."""
+    lo, hi, mean, prec = _random_intervals(kernels.CHUNK_RATINGS + 7, 3)
+    serial = kernels.tn_stats(lo, hi, mean, prec)
+    calls = []
+    try:
+        kernels.run_alone(lambda: calls.append(1) or True)
+        alone = kernels.tn_stats(lo, hi, mean, prec)
+    finally:
+        kernels.run_alone(None)
+    assert calls  # the check was asked: the parallel copy ran
+    for f in serial._fields:
+        np.testing.assert_array_equal(getattr(alone, f), getattr(serial, f))
+
+
 def test_tn_stats_extreme_inputs_finite_and_close() -> None:
     lo, hi, mean, prec = _extreme_intervals()
     with warnings.catch_warnings():
