@@ -34,6 +34,7 @@ from ..vb import kernels, phases, updates
 from ..vb.problem import Problem, State
 from ..vb.reference import Rated
 from ..vb.reference import q_xy as _q_xy
+from . import settle_rows
 from .stopping import MAX_RATE
 
 __all__ = ["DROP", "DROP_ANNOTATORS", "FLOOR", "MAX_ROUNDS", "own_ratings", "settle_items"]
@@ -126,8 +127,11 @@ def settle_items(
 def q_xy(p: Problem, s: State, rows: np.ndarray) -> Rated:
     """``reference.q_xy`` of the rounds after the first (and of the annotators' blocks), with
     the compiled sweep's truncated-normal statistics where the sweep is compiled
-    (``kernels.tn_stats``: the sweep's formulas; numpy's ``truncnorm`` took most of a round)."""
-    return _q_xy(p, s, rows, kernels.tn_stats if kernels.USE_JIT else tn_stats)
+    (``kernels.tn_stats``: the sweep's formulas; numpy's ``truncnorm`` took most of a round),
+    then in one compiled loop with the same bits (``settle_rows.q_xy``)."""
+    if kernels.USE_JIT:
+        return settle_rows.q_xy(p, s, rows)
+    return _q_xy(p, s, rows, tn_stats)
 
 
 def _items_round(

@@ -14,7 +14,7 @@ Every pass splits the ratings into ``T`` fixed contiguous chunks (``T`` = rows o
 arrays, ``n_chunks``: a function of the data's sizes only, never of the thread count); each
 chunk sums into its own row, rows are added in order afterwards (``phases.add_rows``), so a
 given input gives bit-identical results whatever the number of threads. Each pass
-is one driver compiled twice (``_parallel_and_serial``): over the chunks in numba's threads
+is one driver compiled twice (``parallel_and_serial``): over the chunks in numba's threads
 (``pass_xy``) and on the calling thread (``pass_xy_serial``, for small inputs and for restarts
 run side by side); its arguments come grouped in tuples by what they index (ratings, levels,
 instances, annotators, categories, outputs, partial sums), unpacked at no cost in the chunk.
@@ -515,7 +515,7 @@ def _pass_delta(codes, ws, e_tau, bias_f, acc_cat) -> None:
         _delta_chunk(t, start, stop, codes, ws, e_tau, bias_f, acc_cat)
 
 
-def _parallel_and_serial(driver):
+def parallel_and_serial(driver):
     """One driver compiled twice: over chunks in numba's threads, and on the calling thread
     (``prange`` runs as ``range`` there; ``nogil`` so restarts can run side by side). The
     chunks are the same, so both give bit-identical results. The serial copy gets its own
@@ -528,10 +528,10 @@ def _parallel_and_serial(driver):
     return _jit(parallel=True)(driver), _jit(nogil=True)(serial)
 
 
-pass_xy, pass_xy_serial = _parallel_and_serial(_pass_xy)
-pass_tau, pass_tau_serial = _parallel_and_serial(_pass_tau)
-pass_delta, pass_delta_serial = _parallel_and_serial(_pass_delta)
-tn_stats_parallel, tn_stats_serial = _parallel_and_serial(tn_stats_arrays)
+pass_xy, pass_xy_serial = parallel_and_serial(_pass_xy)
+pass_tau, pass_tau_serial = parallel_and_serial(_pass_tau)
+pass_delta, pass_delta_serial = parallel_and_serial(_pass_delta)
+tn_stats_parallel, tn_stats_serial = parallel_and_serial(tn_stats_arrays)
 
 
 #: below this many ratings the passes run on one thread (a parallel launch costs more)
@@ -610,6 +610,13 @@ def passes(n_ratings: int, n_chunks: int) -> tuple:
     if turn is None:
         return fns
     return tuple(_taking_turns(fn, turn) for fn in fns)
+
+
+def use_cores(size: int) -> bool:
+    """Whether an elementwise kernel over ``size`` values takes the cores: from
+    ``PARALLEL_MIN_RATINGS``, or from ``CHUNK_RATINGS`` while this thread's sweep runs alone
+    (``run_alone``); below, waking numba's threads costs more than it saves."""
+    return size >= PARALLEL_MIN_RATINGS or (size >= CHUNK_RATINGS and _alone())
 
 
 def _alone() -> bool:
@@ -706,7 +713,7 @@ def _eps_block_grouped(
             x[k] = xn
 
 
-eps_block_parallel, eps_block_serial = _parallel_and_serial(_eps_block_grouped)
+eps_block_parallel, eps_block_serial = parallel_and_serial(_eps_block_grouped)
 
 
 def annotator_groups(ann: np.ndarray, n_annotators: int) -> tuple[np.ndarray, np.ndarray]:
@@ -767,9 +774,7 @@ def tn_stats(lo: np.ndarray, hi: np.ndarray, mean: np.ndarray, prec: np.ndarray)
     over a few annotators' items at 1M ratings, 13-350k values), else on the calling thread
     (waking numba's threads costs more than a few values); the same values either way."""
     f = [np.ascontiguousarray(x, dtype=np.float64) for x in np.broadcast_arrays(lo, hi, mean, prec)]
-    size = f[0].size
-    parallel = size >= PARALLEL_MIN_RATINGS or (size >= CHUNK_RATINGS and _alone())
-    arrays = tn_stats_parallel if parallel else tn_stats_serial
+    arrays = tn_stats_parallel if use_cores(f[0].size) else tn_stats_serial
     ex, var, log_z, ent = arrays(*[x.ravel() for x in f], TN_CONSTS)
     shape = f[0].shape
     return truncnorm.TNStats(*(x.reshape(shape) for x in (ex, var, log_z, ent)))
