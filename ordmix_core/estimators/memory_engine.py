@@ -64,6 +64,13 @@ class MemorySweeps:
         moved."""
         return settle_items(self.problems[True], state, annotators)
 
+    def raters(self, items: np.ndarray) -> np.ndarray:
+        """(N,) bool: the annotators who rated any of ``items`` (instance codes)."""
+        p = self.problems[True]
+        out = np.zeros(p.n_annotators, dtype=bool)
+        out[p.ann[np.isin(p.inst, items)]] = True
+        return out
+
     @staticmethod
     def truth_share(state: vb.State) -> float:
         return float(np.mean(state.omega)) if state.omega.size else 1.0

@@ -31,7 +31,8 @@ class RestartRun:
     it was still running when the fit was stopped; ``eps_window``: the reliabilities of its
     last plain sweeps (at most ``acceleration.FLIP_WINDOW``, since the last accepted flip), for
     ``acceleration.make_step``'s annotator flips and ``acceleration.still_moving``; ``settles``: how
-    often ``acceleration.make_settle`` was asked at its stop.
+    often ``acceleration.make_settle`` was asked at its stop; ``settle_top``: the item the last
+    window's settle moved most and by how much (``acceleration._escaping_item``).
     """
 
     restart: int
@@ -55,6 +56,7 @@ class RestartRun:
     stopped: bool = False
     eps_window: list = field(default_factory=list)  # flips and ``still_moving`` (``accel``)
     settles: int = 0  # times the items' blocks were solved at a stop (``acceleration.make_settle``)
+    settle_top: tuple[int, float] | None = None  # the last window settle's item (``acceleration``)
 
     @property
     def lower_bound(self) -> float:

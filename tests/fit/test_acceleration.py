@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from scipy.special import expit, logit
 
+from ordmix_core.data.scale import Scale
 from ordmix_core.fit import acceleration, stopping
 from ordmix_core.vb.sweep import State
 
@@ -362,6 +363,95 @@ def test_a_settle_that_moves_nothing_or_lowers_the_bound_is_not_kept():
     engine, run, fs = _settle_run(move=move, gain=-1.0)
     assert engine.sweeps == acceleration.FLIP_WINDOW + 1  # tried
     assert run.state.mu_m is None and np.all(np.diff(fs) >= 0)  # the plain sweep kept
+
+
+class _ItemEscape(_ItemsSettle):
+    """The toy engine whose items' settle moves item 1 by ``moves[k]`` at the k-th window
+    (``top`` names the item moved most, 1 unless given), and by 0.5 once annotator 2, item 1's
+    rater (``raters``), is settled with it; a sweep from a settled state gains 1."""
+
+    def __init__(self, moves, top=None, with_raters=True) -> None:
+        super().__init__(0.0, 1.0)
+        self.moves, self.top = list(moves), top
+        if with_raters:
+            self.raters = lambda items: np.isin(np.arange(3), [2]) & (1 in list(items))
+
+    def settle_items(self, state, annotators):
+        self.asked.append(np.asarray(annotators))
+        self.settles += 1
+        k = sum(1 for a in self.asked if not a[2]) - 1  # the k-th window's first settle
+        moved = np.zeros(4)
+        moved[1 if self.top is None else self.top[k]] = 0.5 if annotators[2] else self.moves[k]
+        return _Toy(state.eps.copy(), mu_m=np.ones(2)), moved
+
+
+def _item_escape_run(windows: int, **kw):
+    from ordmix_core.fit.restarts import RestartRun
+
+    engine = _ItemEscape(**kw)
+    step = acceleration.make_step(engine, accelerate=True)
+    run = RestartRun(0, "warm", _Toy(np.array([0.99, 0.98, 0.3])))
+    run.polish_from = 0
+    for _ in range(windows * acceleration.FLIP_WINDOW):
+        run.trace.append(step(run, True))
+    return engine, run
+
+
+def test_an_item_leaving_a_slow_point_faster_each_window_is_settled_with_its_raters():
+    """Item 1 moves most at two windows running, more at the second (3e-4 after 2e-4): its
+    raters' blocks are solved with it, which moves it by 0.5, and the sweep from there is
+    kept (its bound is higher)."""
+    engine, run = _item_escape_run(2, moves=[2e-4, 3e-4])
+    assert engine.settles == 3  # one a window, and the second window's again with the rater
+    assert engine.asked[2].tolist() == [False, False, True]
+    assert run.state.mu_m is not None and run.trace[-1] - run.trace[-2] > 0.5
+    assert run.settle_top is None  # a move the sweep took: the next window starts afresh
+
+
+@pytest.mark.parametrize(
+    ("moves", "top", "with_raters"),
+    [
+        ([3e-4, 2e-4], None, True),  # shrinking: a slow point it is settling into
+        ([2e-4, 3e-4], [1, 3], True),  # another item at the second window
+        ([0.4e-4, 0.6e-4], None, True),  # growing, below ESCAPE_FLOOR
+        ([2e-4, 3e-3], None, True),  # the second window's settle moves enough by itself
+        ([2e-4, 3e-4], None, False),  # an engine that cannot name raters
+    ],
+)
+def test_no_raters_settled_unless_the_same_item_grows_from_the_floor(moves, top, with_raters):
+    assert acceleration.ESCAPE_FLOOR == 0.1 * acceleration.WINDOW_SETTLE_MOVE
+    engine, run = _item_escape_run(2, moves=moves, top=top, with_raters=with_raters)
+    assert engine.settles == 2 and not any(a[2] for a in engine.asked)
+
+
+def test_the_escaping_item_remembers_the_last_window_only():
+    """``settle_top`` keeps the last window's item and move; a move of ``WINDOW_SETTLE_MOVE``
+    or an engine's single largest move leaves nothing to compare with."""
+    from ordmix_core.fit.restarts import RestartRun
+
+    run = RestartRun(0, "warm", None)
+    item = acceleration._escaping_item
+    assert item(run, np.array([0.0, 2e-4, 1e-4])) is None and run.settle_top == (1, 2e-4)
+    assert item(run, np.array([0.0, 3e-4, 1e-4])) == 1 and run.settle_top == (1, 3e-4)
+    assert item(run, np.array([0.0, 4e-4, 0.0])) == 1  # still growing: again
+    assert item(run, np.array([0.0, 2e-3, 0.0])) is None and run.settle_top is None
+    assert item(run, np.array([0.0, 5e-4, 0.0])) is None  # a fresh start
+    assert item(run, np.array([6e-4])) is None and run.settle_top is None  # the Dask engine's
+
+
+def test_the_memory_engine_names_the_raters_of_items():
+    from ordmix_core.estimators.memory_engine import MemorySweeps
+    from ordmix_core.vb import sweep
+
+    p = sweep.Problem.create(
+        Scale(np.arange(1.0, 4.0)), pi=np.full(3, 1 / 3), mu=2.0, lam=0.1, phi=2.0, eta=1.0,
+        ordinal=True, spam=True, exact=True, n_per_ann=np.full(4, 2), n_categories=3,
+    )  # fmt: skip
+    ann, inst = np.array([0, 1, 2, 3, 0, 1, 3, 2]), np.array([0, 0, 1, 1, 2, 2, 2, 1])
+    p = p.with_ratings(ann, inst, inst, np.zeros(8, dtype=int), 3)
+    engine = MemorySweeps(p)
+    assert engine.raters(np.array([1])).tolist() == [False, False, True, True]
+    assert engine.raters(np.array([0, 2])).tolist() == [True, True, False, True]
 
 
 def test_no_window_settle_without_the_exact_eps_step():
