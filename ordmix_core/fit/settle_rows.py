@@ -30,8 +30,8 @@ from ..vb.reference import q_xy as reference_q_xy
 
 __all__ = ["q_xy"]
 
-#: ``updates.omega_logit``'s constant, as it computes it
-_HALF_LOG_2PI_LOGIT = 0.5 * updates._LOG_2PI
+#: ``updates.omega_logit``'s constant, computed as it computes it
+_HALF_LOG_2PI_LOGIT = 0.5 * math.log(2.0 * math.pi)
 
 
 def _rows_driver(
@@ -78,15 +78,15 @@ def _rows_driver(
                 thresholds[lv], thresholds[lv + 1], centre, sq
             )
             g_sq[k], g_centre[k] = sq, centre
-            g_hl[k] = kernels._HALF_LOG_2PI - math.log(sq)
+            g_hl[k] = kernels.HALF_LOG_2PI - math.log(sq)
             lpi = log_table[n * n_lev + lv if per_ann else lv]
             g_base[k] = log_eps[n] - log1m_eps[n] - lpi - half_log_2pi
             g_add[k] = 0.5 * (e_logtau + e_logdelta) if exact else 0.5 * libm.log_value(rho)
             out[0, j], out[1, j], out[2, j], out[3, j] = e_tau, e_logtau, e_delta, e_logdelta
             out[4, j], out[5, j], out[6, j], out[7, j] = rho, b, inv_bp, inv_lam
         for k in range(s1 - s0):  # the table lookups, in a loop of their own
-            g_ea[k] = kernels.erfcx_pos(-g_a[k] * kernels._INV_SQRT2, tab)
-            g_eb[k] = kernels.erfcx_pos(abs(g_b[k]) * kernels._INV_SQRT2, tab)
+            g_ea[k] = kernels.erfcx_pos(-g_a[k] * kernels.INV_SQRT2, tab)
+            g_eb[k] = kernels.erfcx_pos(abs(g_b[k]) * kernels.INV_SQRT2, tab)
         ex_b, var_b, ent_b = out[8, s0:s1], out[9, s0:s1], out[10, s0:s1]  # views from 0
         for k in range(s1 - s0):  # no branch, no call: the flags select
             d, v, lz, e2, ok = kernels.tn_vector(
@@ -134,8 +134,8 @@ def q_xy(p: Problem, s: State, rows: np.ndarray) -> Rated:
     if delta_by_cat:
         e_delta, e_logdelta = updates.gamma_moments(s.delta_shape, s.delta_rate)
     else:
-        cat_rows = p.cat_l[rows]
-        e_delta, e_logdelta = updates.gamma_moments(s.delta_shape[cat_rows], s.delta_rate[cat_rows])
+        cat = p.cat_l[rows]
+        e_delta, e_logdelta = updates.gamma_moments(s.delta_shape[cat], s.delta_rate[cat])
     moments = (e_tau, e_logtau, e_delta, e_logdelta)
     drive = _rows_parallel if kernels.use_cores(rows.size) else _rows_serial
     drive(
