@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import InputError
-from ..fit import acceleration, restarts, schedule, starts
+from ..fit import acceleration, alternative, restarts, schedule, starts
 from ..fit.settle import settle_items
 from ..vb import phases, updates
 from ..vb.problem import Problem, State
@@ -263,11 +263,11 @@ class _Sweeps:
         return new, np.array([moved])
 
     def alternative(self, g: _Global, window: list) -> tuple[_Global, float, int]:
-        """``acceleration.alternative`` from the winner ``g``, whose slot the blocks keep meanwhile
+        """``alternative.alternative`` from the winner ``g``, whose slot the blocks keep meanwhile
         (its items' means are read after, for the ensemble's columns)."""
         self.pinned = (g.slot,)
         try:
-            return acceleration.alternative(self, g, window)
+            return alternative.alternative(self, g, window)
         finally:
             self.pinned = ()
 

@@ -59,7 +59,7 @@ class StoresLearned:
         only the engine can (``Learned``). The state is read by ``vb.State``'s names (q(tau),
         eps, alpha, beta). ``member_mu(state)``: its items' posterior means (M,) in
         ``items_``'s order, for the ensemble's item columns (None: items get none);
-        ``alternative(state, window)``: the engine's ``acceleration.alternative`` (None: no
+        ``alternative(state, window)``: the engine's ``alternative.alternative`` (None: no
         alternative answer is made). Returns the warnings for ``fit`` to issue.
         """
         results = schedule.race_results(runs)
@@ -128,7 +128,7 @@ class StoresLearned:
         (``acceleration.still_moving``; all False without the spam component).
 
         With ``alternative`` and annotators still moving, ``alternative_`` is the answer with
-        them carried the way they were going (``acceleration.alternative``: mirrored if leaving
+        them carried the way they were going (``alternative.alternative``: mirrored if leaving
         their end, moved on if drifting): ``annotators`` (their IDs), ``lower_bound``,
         ``bound_above_winner`` (its bound minus the winner's), ``n_iter`` and ``near_tied``
         (a bound no lower than the winner's by more than ``ensemble_gap_``).

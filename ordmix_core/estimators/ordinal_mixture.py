@@ -46,7 +46,7 @@ from ..data.coding import id_array
 from ..data.crowd import CrowdData, prepare
 from ..data.scale import Scale
 from ..errors import CollapseWarning, ConvergenceWarning, InputError
-from ..fit import acceleration, restarts, schedule, selection, settle
+from ..fit import acceleration, alternative, restarts, schedule, selection, settle
 from ..results import decisions, outputs, reliability
 from ..vb import kernels, phases
 from ..vb import sweep as vb
@@ -120,7 +120,7 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
     them, else None; ``annotator_flags`` returns them at those settings),
     ``ensemble_`` (the restarts near-tied with the winner, ``selection.ensemble``),
     ``ensemble_gap_`` and ``alternative_`` (the answer with the still-moving annotators
-    carried the way they were going, ``acceleration.alternative``; in the ensemble when near-tied;
+    carried the way they were going, ``alternative.alternative``; in the ensemble when near-tied;
     None when no annotator was still moving); ``items_`` and ``annotators_`` say what they
     disagree on (``estimate_spread`` / ``reliability_spread`` and ``unstable``, ``outputs``).
     """
@@ -377,9 +377,9 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
             interrupted = self._race(p, runs, callback, branch, sweeps)
         phases.release_scratch()  # two floats a rating, not needed by what follows
 
-        def alternative(s: vb.State, window: list) -> tuple[vb.State, float, int]:
+        def alternative_of(s: vb.State, window: list) -> tuple[vb.State, float, int]:
             with np.errstate(over="ignore", under="ignore"):
-                out = acceleration.alternative(sweeps, s, window)
+                out = alternative.alternative(sweeps, s, window)
             phases.release_scratch()
             return out
 
@@ -402,7 +402,7 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
 
         return self._store(
             data, p, pi, data.annotators, runs, interrupted, t0, learned, lambda s: s.mu_m,
-            alternative,
+            alternative_of,
         )  # fmt: skip
 
     def _race(

@@ -24,7 +24,7 @@ from ordmix_core import OrdinalMixture
 from ordmix_core.data.simulate import simulate_crowd
 from ordmix_core.errors import ConvergenceWarning
 from ordmix_core.estimators import memory_engine
-from ordmix_core.fit import acceleration, restarts, selection, settle, stopping
+from ordmix_core.fit import acceleration, alternative, restarts, selection, settle, stopping
 from ordmix_core.io import read_ratings
 from ordmix_core.results import outputs, stability
 from ordmix_core.vb import reference
@@ -51,12 +51,12 @@ def crowd() -> pd.DataFrame:
 #: the real ``select`` and ``alternative``: a second ``_fit_keeping_runs`` in a test must not
 #: wrap the first's spy (which would then overwrite the first fit's runs with the second's)
 _SELECT = selection.select
-_ALTERNATIVE = acceleration.alternative
+_ALTERNATIVE = alternative.alternative
 
 
 def _fit_keeping_runs(monkeypatch, df: pd.DataFrame, **kw) -> tuple[OrdinalMixture, dict]:
     """A quiet fit and its restarts' final ``RestartRun`` by restart (taken at selection);
-    under ``"alternative"``, when the fit made one, ``acceleration.alternative``'s arguments
+    under ``"alternative"``, when the fit made one, ``alternative.alternative``'s arguments
     ``(engine, state, window)`` and its result ``(state, bound, sweeps)``."""
     seen: dict = {}
 
@@ -64,13 +64,13 @@ def _fit_keeping_runs(monkeypatch, df: pd.DataFrame, **kw) -> tuple[OrdinalMixtu
         seen.update({run.restart: run for run in results})
         return _SELECT(results, *args, **kwargs)
 
-    def alternative(engine, state, window, *args, **kwargs):
+    def alternative_spy(engine, state, window, *args, **kwargs):
         out = _ALTERNATIVE(engine, state, window, *args, **kwargs)
         seen["alternative"] = ((engine, state, window), out)
         return out
 
     monkeypatch.setattr(selection, "select", spy)
-    monkeypatch.setattr(acceleration, "alternative", alternative)
+    monkeypatch.setattr(alternative, "alternative", alternative_spy)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         m = OrdinalMixture(**kw).fit(df)
@@ -419,7 +419,7 @@ def test_the_default_fit_of_trec_marks_what_its_still_moving_annotators_decide(
     while len(bounds) < 2 or abs(bounds[-1] - bounds[-2]) >= stopping.POLISH_TOL * abs(bounds[-1]):
         s, f = reference.sweep_numpy(p, s)
         bounds.append(f)
-        assert len(bounds) <= acceleration.ALT_MAX_SWEEPS
+        assert len(bounds) <= alternative.ALT_MAX_SWEEPS
     assert n_alt == len(bounds)
     assert f_alt == pytest.approx(bounds[-1], rel=1e-10)
     np.testing.assert_allclose(alt.mu_m, s.mu_m, rtol=0, atol=1e-7)
@@ -486,11 +486,11 @@ def test_a_stopped_fit_makes_no_alternative(monkeypatch) -> None:
     ).ratings  # fmt: skip
     calls = []
 
-    def alternative(*args, **kwargs):
+    def alternative_spy(*args, **kwargs):
         calls.append(args)
         return _ALTERNATIVE(*args, **kwargs)
 
-    monkeypatch.setattr(acceleration, "alternative", alternative)
+    monkeypatch.setattr(alternative, "alternative", alternative_spy)
     kw = dict(n_restarts=3, random_state=3)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
