@@ -3,19 +3,11 @@ from there."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pytest
+from test_acceleration import _Toy
 
 from ordmix_core.fit import acceleration, alternative, stopping
-
-
-@dataclass
-class _Toy:
-    eps: np.ndarray
-    omega: np.ndarray | None = None
-    mu_m: np.ndarray | None = None
 
 
 class _Settling:
