@@ -269,8 +269,9 @@ def settle_block(fit_id: str, index: int, restart: int, src: int, dst: int, box:
     (``ann``, ``inst`` as an index into ``linked``, ``cat`` global or, at instance
     granularity, as ``inst``, ``level``) and their q(z) (and local q(delta)), for the client
     to solve with the busy annotators (``_Sweeps.settle_items``). ``max_move``: the largest
-    move of the block's own items. The new slot keeps ``src``'s q(y) (the next sweep's exact
-    eps step reads it, as in memory, where the settled state keeps the old omega)."""
+    move of the block's own items, ``top``: which (a local code; -1 without items). The new
+    slot keeps ``src``'s q(y) (the next sweep's exact eps step reads it, as in memory, where
+    the settled state keeps the old omega)."""
     b = _REGISTRY[f"{fit_id}/{index}"]
     p = replace(b.problem)  # its per-rating views (``Problem.lo``, ...) live for this call only
     glob, busy = box.value
@@ -291,11 +292,21 @@ def settle_block(fit_id: str, index: int, restart: int, src: int, dst: int, box:
     local = b.local_categories
     return {
         "max_move": float(moved.max()) if moved.size else 0.0,
+        "top": int(np.argmax(moved)) if moved.size else -1,
         "linked": codes,
         "ann": p.ann[rows], "inst": inst, "cat": inst if local else p.cat_l[rows],
         "level": p.level[rows], "mu_m": loc.mu_m[codes], "lam_m": loc.lam_m[codes],
         "delta": (loc.delta_shape[codes], loc.delta_rate[codes]) if local else None,
     }  # fmt: skip
+
+
+def item_raters(fit_id: str, index: int, code: int) -> np.ndarray:
+    """(N,) bool: the annotators who rated the block's item ``code`` (a local code; the block
+    holds all of an item's ratings)."""
+    p = _REGISTRY[f"{fit_id}/{index}"].problem
+    out = np.zeros(p.n_annotators, dtype=bool)
+    out[p.ann[p.inst == code]] = True
+    return out
 
 
 def settle_write(fit_id: str, index: int, restart: int, dst: int, box: Box) -> None:

@@ -61,6 +61,14 @@ class _Blocks:
             for i, w in enumerate(self.workers)
         ]
 
+    def run_one(self, i: int, fn: Callable, *args):
+        """``fn(fit_id, i, *args)`` on block ``i``'s worker; its result."""
+        w = self.workers[i]
+        fut = self.client.submit(
+            fn, self.fit_id, i, *args, workers=[w], allow_other_workers=False, pure=False
+        )
+        return fut.result()
+
     def send(self, value):
         """``value`` for every block: boxed (``blocks.Factors`` as is), scattered once when big."""
         box = value if isinstance(value, blocks.Factors) else blocks.Box(value)
@@ -95,6 +103,7 @@ class _Sweeps:
         self.accelerate = accelerate
         self.next_slot = {r: 1 for r in range(n_restarts)}  # slot 0: the start
         self.pinned: tuple[int, ...] = ()  # slots every plain sweep keeps (``alternative``)
+        self.tops: dict[int, tuple] = {}  # each restart's last settle's top item (``settle_top``)
         self.eps_pack = (
             acceleration.EPS_PACK
         )  # SQUAREM's clip of eps (``OrdinalMixture._eps_pack``)
@@ -230,6 +239,7 @@ class _Sweeps:
             bl.run(blocks.settle_block, g.restart, g.slot, dst, blocks.Box((glob, busy)))
         )
         moved = max(part["max_move"] for part in got)
+        tops = [((i, part["top"]), part["max_move"]) for i, part in enumerate(got)]
         sizes = [part["linked"].size for part in got]
         new = dataclasses.replace(g, slot=dst)
         if sum(sizes) and busy.any():
@@ -249,6 +259,9 @@ class _Sweeps:
                 s.delta_rate = np.concatenate([part["delta"][1] for part in got])
             t, move = settle_items(p, s, busy, own_delta=local)
             moved = max(moved, float(move.max()))
+            j = int(np.argmax(move))  # the linked items' top, as its block's local code
+            i = int(np.searchsorted(start, j, side="right")) - 1
+            tops.append(((i, int(got[i]["linked"][j - start[i]])), float(move[j])))
             back = {}
             for i, (part, o, n) in enumerate(zip(got, start, sizes, strict=True)):
                 if n:
@@ -260,7 +273,19 @@ class _Sweeps:
                 new, tau_shape=t.tau_shape, tau_rate=t.tau_rate, eps=t.eps,
                 bias_mean=t.bias_mean, bias_prec=t.bias_prec,
             )  # fmt: skip
+        self.tops[g.restart] = max(tops, key=lambda top: top[1])
         return new, np.array([moved])
+
+    def settle_top(self, restart: int) -> tuple[tuple[int, int], float] | None:
+        """The item the restart's last settle moved most, ``((block, local code), move)``: its
+        ``settle_items`` returns the largest move only (``acceleration._escaping_item``)."""
+        return self.tops.get(restart)
+
+    def raters(self, item: tuple[int, int]) -> np.ndarray:
+        """(N,) bool: the annotators who rated ``item`` (``(block, local code)``), from its
+        block (``blocks.item_raters``)."""
+        block, code = item
+        return self.bl.run_one(block, blocks.item_raters, code)
 
     def alternative(self, g: _Global, window: list) -> tuple[_Global, float, int]:
         """``alternative.alternative`` from the winner ``g``, whose slot the blocks keep meanwhile

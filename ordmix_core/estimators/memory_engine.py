@@ -64,11 +64,11 @@ class MemorySweeps:
         moved."""
         return settle_items(self.problems[True], state, annotators)
 
-    def raters(self, items: np.ndarray) -> np.ndarray:
-        """(N,) bool: the annotators who rated any of ``items`` (instance codes)."""
+    def raters(self, item: int) -> np.ndarray:
+        """(N,) bool: the annotators who rated ``item`` (an instance code)."""
         p = self.problems[True]
         out = np.zeros(p.n_annotators, dtype=bool)
-        out[p.ann[np.isin(p.inst, items)]] = True
+        out[p.ann[p.inst == item]] = True
         return out
 
     @staticmethod

@@ -282,7 +282,8 @@ WINDOW_SETTLE_MOVE = 1e-3
 #: ... and when it moves no item that much, but moves most the item it moved most at the last
 #: window, by more than then and by this at least, that item is leaving a slow point faster
 #: and faster (an escape grows geometrically) along with raters its own block holds: the
-#: settle is taken again with their blocks too (the engine's ``raters``). Measured on a 1M
+#: settle is taken again with their blocks too (the engine's ``raters``; an engine whose settle
+#: returns its largest move only names its top item with ``settle_top``). Measured on a 1M
 #: simulated crowd: an item and one of its raters drifted for 130 plain sweeps until the rater
 #: was ``still_moving``, and the settle with its block then moved the item by 0.47 at once;
 #: taken when the item's settle moves grew (3e-4, 4e-4, ...), 105 fewer sweeps, the items
@@ -365,10 +366,10 @@ def _flip(
         return new, f
     moving = still_moving(window, np.size(new.eps))
     settled, moved = settle_items(new, moving)
-    raters = getattr(engine, "raters", None)
-    item = _escaping_item(run, moved)
+    raters, top_of = getattr(engine, "raters", None), getattr(engine, "settle_top", None)
+    item = _escaping_item(run, moved, None if top_of is None else top_of(run.restart))
     if item is not None and raters is not None:
-        settled, moved = settle_items(new, moving | raters(np.array([item])))
+        settled, moved = settle_items(new, moving | raters(item))
         if moved.size and moved.max() >= WINDOW_SETTLE_MOVE:
             run.settle_top = None  # as after any move the sweep from the settle takes
     if moved.size == 0 or not moved.max() >= WINDOW_SETTLE_MOVE:
@@ -379,19 +380,24 @@ def _flip(
     return new, f
 
 
-def _escaping_item(run: RestartRun, moved: np.ndarray) -> int | None:
-    """The item a window's settle moved most (``moved`` (M,): each item's move), if no item
-    moved by ``WINDOW_SETTLE_MOVE`` and it is the item the last window's settle moved most,
-    by more than then and by ``ESCAPE_FLOOR`` at least; else None. Keeps the item and its
-    move in ``run.settle_top`` for the next window (None after a larger move)."""
+def _escaping_item(
+    run: RestartRun, moved: np.ndarray, top: tuple[Any, float] | None = None
+) -> Any | None:
+    """The item a window's settle moved most, if no item moved by ``WINDOW_SETTLE_MOVE`` and
+    it is the item the last window's settle moved most, by more than then and by
+    ``ESCAPE_FLOOR`` at least; else None. ``moved``: each item's move (M,), or the largest
+    only, with ``top`` = ``(item, move)`` from the engine (``settle_top``; any key its
+    ``raters`` takes). Keeps the item and its move in ``run.settle_top`` for the next window
+    (None after a larger move)."""
     last, run.settle_top = run.settle_top, None
-    if moved.size < 2 or not moved.max() < WINDOW_SETTLE_MOVE:
-        return None  # a move the sweep from the settle takes; or the engine's largest only
-    top = int(np.argmax(moved))
-    run.settle_top = (top, float(moved[top]))
-    if last is None or last[0] != top or not moved[top] > max(last[1], ESCAPE_FLOOR):
+    if moved.size == 0 or not moved.max() < WINDOW_SETTLE_MOVE:
+        return None  # a move the sweep from the settle takes
+    if top is None:
+        top = (int(np.argmax(moved)), float(moved.max()))
+    run.settle_top = top
+    if last is None or last[0] != top[0] or not top[1] > max(last[1], ESCAPE_FLOOR):
         return None
-    return top
+    return top[0]
 
 
 def make_step(engine: Sweeps, accelerate: bool, exact_eps: bool = True) -> StepFn:

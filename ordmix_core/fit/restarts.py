@@ -56,7 +56,7 @@ class RestartRun:
     stopped: bool = False
     eps_window: list = field(default_factory=list)  # flips and ``still_moving`` (``accel``)
     settles: int = 0  # times the items' blocks were solved at a stop (``acceleration.make_settle``)
-    settle_top: tuple[int, float] | None = None  # the last window settle's item (``acceleration``)
+    settle_top: tuple | None = None  # the last window settle's item and move (``acceleration``)
 
     @property
     def lower_bound(self) -> float:

@@ -254,6 +254,44 @@ def test_a_settled_stop_as_in_memory(client, ratings, granularity, monkeypatch):
     assert_same_fit(mem, dsk, EST_RTOL, EST_ATOL)
 
 
+@pytest.mark.parametrize("granularity", ["instance", "query"])
+def test_the_escape_step_as_in_memory(client, ratings, granularity, monkeypatch):
+    """The window settle taken again with the raters of the item it moved most
+    (``acceleration._escaping_item``), forced at every window: the Dask engine names that
+    item from its blocks' and its own tops (``_Sweeps.settle_top``, ``blocks.settle_block``)
+    and its raters from the item's block (``blocks.item_raters``). Both engines name the same
+    raters at every window, and the fits agree."""
+    kw = dict(granularity=granularity, n_restarts=3, random_state=3)
+    named: dict[str, list] = {"mem": [], "dask": []}
+    escaping_item = acceleration._escaping_item
+
+    def every_window(run, moved, top=None):  # the growth condition dropped
+        escaping_item(run, moved, top)
+        if run.settle_top is None:
+            return None
+        return run.settle_top[0]
+
+    mem_raters, dask_raters = MemorySweeps.raters, _Sweeps.raters
+
+    def mem_named(self, item):
+        named["mem"].append(mem_raters(self, item))
+        return named["mem"][-1]
+
+    def dask_named(self, item):
+        named["dask"].append(dask_raters(self, item))
+        return named["dask"][-1]
+
+    monkeypatch.setattr(acceleration, "_escaping_item", every_window)
+    monkeypatch.setattr(MemorySweeps, "raters", mem_named)
+    monkeypatch.setattr(_Sweeps, "raters", dask_named)
+    mem = quiet_fit(in_memory(**kw, n_jobs=1), ratings)  # restarts in turn, as on Dask
+    dsk = quiet_fit(DaskOrdinalMixture(**kw, scheduler=client, n_partitions=3), ratings)
+    assert len(named["mem"]) == len(named["dask"]) > 0
+    for a, b in zip(named["mem"], named["dask"], strict=True):
+        assert a.any() and np.array_equal(a, b)
+    assert_same_fit(mem, dsk, EST_RTOL, EST_ATOL)
+
+
 def test_a_refused_flip_leaves_its_start_current_with_its_q_y(client, ratings, monkeypatch):
     """A flip tried and refused leaves the state it was tried from current, so the blocks
     must still hold that state's q(y) for the next exact eps step. Forced here: every try

@@ -374,7 +374,7 @@ class _ItemEscape(_ItemsSettle):
         super().__init__(0.0, 1.0)
         self.moves, self.top = list(moves), top
         if with_raters:
-            self.raters = lambda items: np.isin(np.arange(3), [2]) & (1 in list(items))
+            self.raters = lambda item: np.isin(np.arange(3), [2]) & (item == 1)
 
     def settle_items(self, state, annotators):
         self.asked.append(np.asarray(annotators))
@@ -436,7 +436,42 @@ def test_the_escaping_item_remembers_the_last_window_only():
     assert item(run, np.array([0.0, 4e-4, 0.0])) == 1  # still growing: again
     assert item(run, np.array([0.0, 2e-3, 0.0])) is None and run.settle_top is None
     assert item(run, np.array([0.0, 5e-4, 0.0])) is None  # a fresh start
-    assert item(run, np.array([6e-4])) is None and run.settle_top is None  # the Dask engine's
+
+
+def test_an_engine_that_returns_its_largest_move_names_its_top_item():
+    """The Dask engine's settle returns only its largest move; its ``settle_top(restart)``
+    names the item (any key its ``raters`` takes), and the escape step follows it."""
+    from ordmix_core.fit.restarts import RestartRun
+
+    run = RestartRun(0, "warm", None)
+    item = acceleration._escaping_item
+    assert item(run, np.array([2e-4]), ((1, 5), 2e-4)) is None and run.settle_top == ((1, 5), 2e-4)
+    assert item(run, np.array([3e-4]), ((0, 5), 3e-4)) is None  # another block's item
+    assert item(run, np.array([4e-4]), ((0, 5), 4e-4)) == (0, 5)
+
+    class Largest(_ItemEscape):
+        def __init__(self) -> None:
+            super().__init__([2e-4, 3e-4], with_raters=False)
+            self.named, self.asked_for = [], []
+            self.raters = lambda item: self.named.append(item) or np.array([False, False, True])
+
+        def settle_items(self, state, annotators):
+            new, moved = super().settle_items(state, annotators)
+            self.last = (("block", int(np.argmax(moved))), float(moved.max()))
+            return new, moved[[int(np.argmax(moved))]]  # the largest only
+
+        def settle_top(self, restart):
+            self.asked_for.append(restart)
+            return self.last
+
+    engine = Largest()
+    step = acceleration.make_step(engine, accelerate=True)
+    run = RestartRun(4, "warm", _Toy(np.array([0.99, 0.98, 0.3])))
+    run.polish_from = 0
+    for _ in range(2 * acceleration.FLIP_WINDOW):
+        run.trace.append(step(run, True))
+    assert engine.named == [("block", 1)] and set(engine.asked_for) == {4}
+    assert engine.settles == 3 and run.state.mu_m is not None
 
 
 def test_the_memory_engine_names_the_raters_of_items():
@@ -450,8 +485,8 @@ def test_the_memory_engine_names_the_raters_of_items():
     ann, inst = np.array([0, 1, 2, 3, 0, 1, 3, 2]), np.array([0, 0, 1, 1, 2, 2, 2, 1])
     p = p.with_ratings(ann, inst, inst, np.zeros(8, dtype=int), 3)
     engine = MemorySweeps(p)
-    assert engine.raters(np.array([1])).tolist() == [False, False, True, True]
-    assert engine.raters(np.array([0, 2])).tolist() == [True, True, False, True]
+    assert engine.raters(1).tolist() == [False, False, True, True]
+    assert engine.raters(2).tolist() == [True, True, False, True]
 
 
 def test_no_window_settle_without_the_exact_eps_step():
