@@ -303,10 +303,7 @@ def settle_block(fit_id: str, index: int, restart: int, src: int, dst: int, box:
 def item_raters(fit_id: str, index: int, code: int) -> np.ndarray:
     """(N,) bool: the annotators who rated the block's item ``code`` (a local code; the block
     holds all of an item's ratings)."""
-    p = _REGISTRY[f"{fit_id}/{index}"].problem
-    out = np.zeros(p.n_annotators, dtype=bool)
-    out[p.ann[p.inst == code]] = True
-    return out
+    return _REGISTRY[f"{fit_id}/{index}"].problem.raters(code)
 
 
 def settle_write(fit_id: str, index: int, restart: int, dst: int, box: Box) -> None:

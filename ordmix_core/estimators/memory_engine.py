@@ -66,10 +66,7 @@ class MemorySweeps:
 
     def raters(self, item: int) -> np.ndarray:
         """(N,) bool: the annotators who rated ``item`` (an instance code)."""
-        p = self.problems[True]
-        out = np.zeros(p.n_annotators, dtype=bool)
-        out[p.ann[p.inst == item]] = True
-        return out
+        return self.problems[True].raters(item)
 
     @staticmethod
     def truth_share(state: vb.State) -> float:

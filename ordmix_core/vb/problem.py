@@ -64,6 +64,12 @@ class Problem:
     def n_ratings(self) -> int:
         return int(self.ann.size)
 
+    def raters(self, item: int) -> np.ndarray:
+        """(N,) bool: the annotators who rated instance ``item`` (a code of this problem)."""
+        out = np.zeros(self.n_annotators, dtype=bool)
+        out[self.ann[self.inst == item]] = True
+        return out
+
     # per-rating views used by the numpy reference (built on first use: 8 bytes a rating each)
     @cached_property
     def lo(self) -> np.ndarray:
