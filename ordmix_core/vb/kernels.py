@@ -725,7 +725,8 @@ def annotator_groups(ann: np.ndarray, n_annotators: int) -> tuple[np.ndarray, np
     ann = np.ascontiguousarray(ann)
     starts = np.zeros(n_annotators + 1, dtype=np.int64)
     np.cumsum(np.bincount(ann, minlength=n_annotators), out=starts[1:])
-    order = np.empty(ann.size, dtype=np.int64)
+    # 4 bytes a rating (the ratings' own codes are int32), 8 only past 2**31 ratings
+    order = np.empty(ann.size, dtype=np.int32 if ann.size < 2**31 else np.int64)
     _counting_order(ann, starts[:-1].copy(), order)
     return order, starts
 
