@@ -29,11 +29,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..numerics import libm
-from ..numerics.truncnorm import tn_stats
 from ..vb import kernels, phases, updates
 from ..vb.problem import Problem, State
-from ..vb.reference import Rated
-from ..vb.reference import q_xy as _q_xy
 from . import settle_rows
 from .stopping import MAX_RATE
 
@@ -124,16 +121,6 @@ def settle_items(
     return s, np.abs(s.mu_m - start)
 
 
-def q_xy(p: Problem, s: State, rows: np.ndarray) -> Rated:
-    """``reference.q_xy`` of the rounds after the first (and of the annotators' blocks), with
-    the compiled sweep's truncated-normal statistics where the sweep is compiled
-    (``kernels.tn_stats``: the sweep's formulas; numpy's ``truncnorm`` took most of a round),
-    then in one compiled loop with the same bits (``settle_rows.q_xy``)."""
-    if kernels.USE_JIT:
-        return settle_rows.q_xy(p, s, rows)
-    return _q_xy(p, s, rows, tn_stats)
-
-
 def _items_round(
     p: Problem, s: State, rows: np.ndarray, own_delta: bool
 ) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray] | None]:
@@ -141,7 +128,7 @@ def _items_round(
     the annotators held: q(x), q(y); then the new q(z) ``(mu_m, lam_m)`` and, with
     ``own_delta``, q(delta) ``(shape, rate)`` from S with the new q(z); each (M,) / (C,),
     to be taken for the moving items only."""
-    q = q_xy(p, s, rows)
+    q = settle_rows.q_xy(p, s, rows)
     inst, ex, var, omega, b, inv_bp = q.inst, q.ex, q.var, q.omega, q.b, q.inv_bp
     mu_m, lam_m = updates.update_z(inst, omega * q.rho, ex - b, p.mu, p.lam, p.n_instances)
     if not own_delta:
@@ -183,7 +170,7 @@ def _settle_annotators(p: Problem, s: State, rows_n: np.ndarray, who: np.ndarray
     """One round of the annotators ``who``'s blocks, in ``s`` (their bias, q(tau) and exact
     eps from their ratings ``rows_n``); returns how far each of them moved (``_annotator_view``)."""
     n = p.n_annotators
-    q = q_xy(p, s, rows_n)
+    q = settle_rows.q_xy(p, s, rows_n)
     ann, inst, ex, var, omega = q.ann, q.inst, q.ex, q.var, q.omega
     b, inv_bp = q.b, q.inv_bp  # with the bias, replaced by the new q(b) below
     before = _annotator_view(p, s)[:, who]
@@ -227,5 +214,5 @@ def own_ratings(p: Problem, s: State) -> tuple[np.ndarray, np.ndarray | None]:
         if p.spam and omega is not None:
             rows = np.flatnonzero(p.gold_mask[p.inst])
             omega = np.array(omega, dtype=float, copy=True)
-            omega[rows] = q_xy(free, solved, rows).omega
+            omega[rows] = settle_rows.q_xy(free, solved, rows).omega
     return solved.mu_m, omega

@@ -11,8 +11,8 @@ pass: the gathers, the sweep's truncated-normal statistics (``kernels.tn_mirror`
 ``kernels.tn_stats``), S and the logit of q(y) in numpy's order of operations; q(y) itself is
 scipy's ``expit`` of that logit, as in ``updates.omega_from_logit``. So every array is
 ``reference.q_xy``'s to the bit (a test), and the settle's rounds end where they did. The
-ordinal model with spam only (every model the settle meets at a stop); the rest goes through
-``reference.q_xy``.
+ordinal model with spam only (every model the settle meets at a stop); the rest, and every
+model without numba, goes through ``reference.q_xy``.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import numpy as np
 
 from ..numerics import libm
 from ..numerics.jit import prange
+from ..numerics.truncnorm import tn_stats
 from ..vb import kernels, updates
 from ..vb.problem import Problem, State
 from ..vb.reference import Rated
@@ -113,9 +114,13 @@ _rows_parallel, _rows_serial = kernels.parallel_and_serial(_rows_driver)
 
 
 def q_xy(p: Problem, s: State, rows: np.ndarray) -> Rated:
-    """``reference.q_xy(p, s, rows, kernels.tn_stats)`` to the bit, compiled (see the module);
-    ``rows`` (R,): rating indices."""
-    if not (kernels.USE_JIT and p.ordinal and p.spam):
+    """q(x | y=1) and q(y) of the ratings ``rows`` (R,) for the settle's rounds:
+    ``reference.q_xy(p, s, rows, kernels.tn_stats)`` to the bit, compiled (see the module);
+    without numba ``reference.q_xy`` itself (numpy's truncated-normal statistics; the
+    compiled sweep's were written for numba, slow in pure Python)."""
+    if not kernels.USE_JIT:
+        return reference_q_xy(p, s, rows, tn_stats)
+    if not (p.ordinal and p.spam):
         return reference_q_xy(p, s, rows, kernels.tn_stats)
     rows = np.ascontiguousarray(rows, dtype=np.int64)
     per_ann = p.spam_dist == "annotator"
