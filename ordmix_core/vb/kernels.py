@@ -608,10 +608,14 @@ def passes(n_ratings: int, n_chunks: int) -> tuple:
         fns = (pass_xy, pass_tau, pass_delta)
     else:
         fns = (pass_xy_serial, pass_tau_serial, pass_delta_serial)
+    return tuple(_in_turn(fn) for fn in fns)
+
+
+def _in_turn(fn: Callable) -> Callable:
+    """``fn``, letting go of this thread's turn lock while it runs when it holds one
+    (``take_turns``)."""
     turn = getattr(_RACE, "turn", None)
-    if turn is None:
-        return fns
-    return tuple(_taking_turns(fn, turn) for fn in fns)
+    return fn if turn is None else _taking_turns(fn, turn)
 
 
 def use_cores(size: int) -> bool:
@@ -758,10 +762,7 @@ def eps_block(
     done = np.zeros(n, dtype=np.bool_)  # an annotator without ratings: g = 0 at once
     blo, bhi = np.zeros(n), np.ones(n)  # no end tried yet
     parallel = order.size >= PARALLEL_MIN_RATINGS or _alone()
-    solve = eps_block_parallel if parallel else eps_block_serial
-    turn = getattr(_RACE, "turn", None)
-    if turn is not None:
-        solve = _taking_turns(solve, turn)
+    solve = _in_turn(eps_block_parallel if parallel else eps_block_serial)
     solve(
         order, starts, np.ascontiguousarray(omega, dtype=np.float64),
         np.ascontiguousarray(eps_used, dtype=np.float64), x, blo, bhi, done, EPS_FLOOR,
