@@ -43,14 +43,16 @@ All functions are pure array functions over ratings ``(L,)``, items ``(M,)`` and
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..numerics import libm
 from ..numerics.fixed_order import last_sum
-from ..numerics.truncnorm import tn_log_z, tn_stats
+from ..numerics.truncnorm import TNStats, tn_log_z, tn_stats
+from ..vb import kernels
+from .predictive_rows import confusion_rows
 from .reliability import leave_one_out_by_chunk
 
 #: the continuous labels are shipped when the continuous model predicts the held-out ratings
@@ -114,7 +116,9 @@ def mixed_log_predictive(
     counting for ``weight`` (L,), its truthful part mixed with spam: ``eps * sum_c
     q_without(c) P(k | c) + (1 - eps) * spam_p``; ``eps``, ``spam_p`` (L,) as in
     ``continuous_log_predictive``, the rest as in ``confusion_log_predictive`` (the rating's
-    factor divided out to the power it counted for)."""
+    factor divided out to the power it counted for). Compiled as that one is."""
+    if kernels.USE_JIT:
+        return confusion_rows(q, log_p, annotator, instance, level, FLOOR, weight, eps, spam_p)
     truth = libm.exp(confusion_log_predictive(q, log_p, annotator, instance, level, weight))
     return with_spam(truth, eps, spam_p)
 
@@ -146,13 +150,16 @@ def rating_deviation(
     thresholds: np.ndarray,
     values: np.ndarray | None,
     var_zb: np.ndarray,
+    x: TNStats | None = None,
 ) -> np.ndarray:
     """``S = E[(x - z - b)^2]`` of each rating (L,), as the fit's difficulty update sees it:
     ``x`` the rating's truncated normal ``N(centre, 1/rho)`` on its level's interval
     (``thresholds`` (K+1,)), or its value when the fit saw values (``values`` (K,), else
-    None); ``centre`` (L,) = E[z] + E[b]; ``var_zb`` (L,) = Var z + Var b."""
+    None); ``centre`` (L,) = E[z] + E[b]; ``var_zb`` (L,) = Var z + Var b. ``x``: that
+    truncated normal's ``tn_stats`` when the caller has them already (not taken again)."""
     if values is None:
-        x = tn_stats(thresholds[level], thresholds[level + 1], centre, rho)
+        if x is None:
+            x = tn_stats(thresholds[level], thresholds[level + 1], centre, rho)
         return x.var + (x.ex - centre) ** 2 + var_zb
     return (values[level] - centre) ** 2 + var_zb
 
@@ -190,8 +197,11 @@ def confusion_log_predictive(
     annotators' log P(rating k | truth c). Without the rating the item's posterior is
     ``q(c) / P(k | c)`` renormalised (the rating's factor divided out; ``/ P(k | c)^w`` for a
     model fitted with the rating counting for ``weight`` w (L,)); the rating's chance is then
-    ``sum_c q_without(c) P(k | c)``.
+    ``sum_c q_without(c) P(k | c)``. Compiled (``predictive_rows``, the same bits) when
+    compiled code is on.
     """
+    if kernels.USE_JIT:
+        return confusion_rows(q, log_p, annotator, instance, level, FLOOR, weight)
     lp = log_p[annotator, :, level]  # (L, K)
     own = lp if weight is None else lp * weight[:, None]
     cavity = libm.log(np.maximum(q[instance], FLOOR)) - own
@@ -328,6 +338,34 @@ def weights_check(alone: np.ndarray, with_spam: np.ndarray, n: int) -> WeightsCh
     return WeightsCheck(plain <= 0 or weighted >= KEEP_SHARE * plain, plain, weighted)
 
 
+def _observations(
+    data,
+    tau: np.ndarray,
+    difficulty: np.ndarray,
+    estimate: np.ndarray,
+    bias: np.ndarray,
+    t: np.ndarray,
+    values: np.ndarray | None,
+) -> tuple[Callable[[slice], tuple[np.ndarray, np.ndarray]], dict[int, TNStats]]:
+    """``held_out_sums``' ``rho_ex`` for ``leave_one_out_by_chunk`` (a chunk's precisions and
+    truncated-normal means, the items' observations), and the dict in which it leaves the
+    chunk's truncated normals (by the chunk's start) for ``rating_deviation``, which then need
+    not take them again."""
+    stats: dict[int, TNStats] = {}
+
+    def rho_ex(sl: slice) -> tuple[np.ndarray, np.ndarray]:
+        a, lev = data.ann[sl], data.level[sl]
+        rho = tau[a] * difficulty[data.cat[sl]]
+        stats.clear()
+        if values is not None:  # the fit saw each rating as its value
+            return rho, values[lev] - bias[a]
+        centre = estimate[data.inst[sl]] + bias[a]
+        stats[sl.start] = x = tn_stats(t[lev], t[lev + 1], centre, rho)
+        return rho, x.ex - bias[a]
+
+    return rho_ex, stats
+
+
 def held_out_sums(
     data,
     omega: np.ndarray,
@@ -367,14 +405,7 @@ def held_out_sums(
     chunks = [slice(lo, lo + CHUNK) for lo in range(0, len(data.ann), CHUNK)]
     values = None if hyper.get("ordinal", True) else np.asarray(hyper["scale"], dtype=float)
 
-    def rho_ex(sl: slice) -> tuple[np.ndarray, np.ndarray]:
-        a, lev = data.ann[sl], data.level[sl]
-        rho = tau[a] * difficulty[data.cat[sl]]
-        if values is not None:  # the fit saw each rating as its value
-            return rho, values[lev] - bias[a]
-        centre = estimate[data.inst[sl]] + bias[a]
-        return rho, tn_stats(t[lev], t[lev + 1], centre, rho).ex - bias[a]
-
+    rho_ex, stats = _observations(data, tau, difficulty, estimate, bias, t, values)
     n_ann, k = fits[0][1].shape[0], fits[0][1].shape[1]
     cells = np.bincount(data.ann * k + data.level, minlength=n_ann * k)
     counts = cells.reshape(n_ann, k).astype(np.float64)
@@ -389,8 +420,9 @@ def held_out_sums(
     for sl, rho, mean, prec in by_chunk:
         a, inst, lev, cat = data.ann[sl], data.inst[sl], data.level[sl], data.cat[sl]
         s_l = rating_deviation(
-            lev, estimate[inst] + bias[a], rho, t, values, item_var[inst] + bias_var[a]
-        )
+            lev, estimate[inst] + bias[a], rho, t, values, item_var[inst] + bias_var[a],
+            stats.pop(sl.start, None),
+        )  # fmt: skip
         rho_out = held_out_precision(
             tau[a], shape_c[cat], rate_c[cat], omega[sl], s_l, float(hyper["eta"])
         )
