@@ -5,15 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _compiled import compiled_libm
 
-from ordmix_core.numerics import jit
 from ordmix_core.results import label_model as lm
 from ordmix_core.results import label_steps
 from ordmix_core.vb import kernels
-
-# the steps call libm as ``numerics.libm`` does when compiled; without compiled code
-# (ORDMIX_NO_JIT=1) libm is numpy's, which may round differently (AVX-512)
-compiled_libm = pytest.mark.skipif(not jit.USE_JIT, reason="libm is numpy's without numba")
 
 
 @compiled_libm

@@ -5,14 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _compiled import compiled_libm
 
-from ordmix_core.numerics import jit
 from ordmix_core.results import label_choice, predictive_rows
 from ordmix_core.vb import kernels
-
-# compiled, libm is ``numerics.libm``'s; without compiled code (ORDMIX_NO_JIT=1) it is numpy's,
-# which may round differently (AVX-512)
-compiled_libm = pytest.mark.skipif(not jit.USE_JIT, reason="libm is numpy's without numba")
 
 
 def _crowd(k: int, n_ratings: int, seed: int) -> dict:
