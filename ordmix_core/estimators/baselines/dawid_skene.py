@@ -13,7 +13,7 @@ from ...numerics import libm
 from ..base import CrowdEstimator
 from ._common import level_counts, normalize_log, posterior_frame
 
-_EPS = 1e-12  # floor on confusion cells and priors before normalising (avoids log 0)
+_EPS = 1e-10  # floor on confusion cells and priors (crowd-kit's), so that no log is of 0
 
 
 def ds_m_step(post: np.ndarray, data: CrowdData, smoothing: float) -> tuple[np.ndarray, np.ndarray]:
@@ -45,18 +45,30 @@ def ds_e_step(conf: np.ndarray, priors: np.ndarray, data: CrowdData) -> tuple[np
     return normalize_log(logp + libm.log(priors)[None, :])
 
 
-class DawidSkene(CrowdEstimator):
-    """Dawid & Skene (1979) EM with the scale levels as classes.
+def ds_lower_bound(
+    post: np.ndarray, conf: np.ndarray, priors: np.ndarray, data: CrowdData
+) -> float:
+    """The EM lower bound per rating (crowd-kit's loss): the expected log joint of the ratings
+    and the classes under ``post`` (M, K), plus its entropy, over the number of ratings."""
+    logc = libm.log(conf)[data.ann, :, data.level] + libm.log(np.maximum(priors, _EPS))[None, :]
+    joint = float((post[data.inst] * logc).sum())
+    entropy = -float((libm.log(np.maximum(post, _EPS)) * post).sum())
+    return (joint + entropy) / max(data.n_ratings, 1)
 
-    Initialised from majority-vote shares (M-step first). Every confusion cell and class prior
-    gets ``smoothing`` pseudo-counts (Laplace smoothing; default 0.01), which keeps never-used
-    cells off zero. Stops when the log-likelihood changes by less than ``tol`` per rating
-    (crowd-kit's rule; on TREC, EM creeps on for hundreds of iterations after that).
-    The estimate is the posterior expected level value ``posterior_ @ scale``.
+
+class DawidSkene(CrowdEstimator):
+    """Dawid & Skene (1979) EM with the scale levels as classes, as crowd-kit 1.4.2 runs it.
+
+    Started from majority-vote shares (M-step first); each round an E-step, the class priors
+    as the posteriors' mean, an M-step, and the stop when the lower bound per rating
+    (``ds_lower_bound``) rises by less than ``tol`` (it stops, too, when the bound falls, as
+    crowd-kit does: on adult-content2 after two rounds). ``smoothing`` pseudo-counts are added
+    to every confusion cell (default 0, crowd-kit's; cells are floored at 1e-10). The estimate
+    is the posterior expected level value ``posterior_ @ scale``.
 
     Learned: ``posterior_`` (M, K) DataFrame, ``map_level_`` (M,) level index (ties: lower
     level), ``confusion_`` (N, K, K) ``[annotator, true, observed]``, ``priors_`` (K,),
-    ``log_likelihood_``, ``n_iter_``.
+    ``log_likelihood_`` (the last lower bound per rating), ``n_iter_``.
     """
 
     name = "dawid-skene"
@@ -66,7 +78,7 @@ class DawidSkene(CrowdEstimator):
         scale: Scale | Sequence[float] | str | None = None,
         max_iter: int = 100,
         tol: float = 1e-5,
-        smoothing: float = 0.01,
+        smoothing: float = 0.0,
     ) -> None:
         self.scale = scale
         self.max_iter = max_iter
@@ -79,16 +91,20 @@ class DawidSkene(CrowdEstimator):
             raise InputError("DawidSkene needs max_iter >= 1, tol >= 0 and smoothing >= 0")
         counts = level_counts(data)
         post = counts / counts.sum(axis=1, keepdims=True)  # (M, K) majority-vote shares
-        ll = -np.inf
+        conf, priors = ds_m_step(post, data, self.smoothing)
+        bound = -np.inf
         self.n_iter_ = 0
         for it in range(1, self.max_iter + 1):
+            post, _ = ds_e_step(conf, priors, data)
             conf, priors = ds_m_step(post, data, self.smoothing)
-            post, new_ll = ds_e_step(conf, priors, data)
-            gain, ll, self.n_iter_ = (new_ll - ll) / data.n_ratings, new_ll, it
-            if abs(gain) < self.tol:
+            new = ds_lower_bound(post, conf, priors, data)
+            self.n_iter_ = it
+            if new - bound < self.tol:
+                bound = new
                 break
+            bound = new
         self.confusion_, self.priors_ = conf, priors
-        self.log_likelihood_ = ll
+        self.log_likelihood_ = bound
         self.map_level_ = np.argmax(post, axis=1)
         self.posterior_ = posterior_frame(post, data)
         return post @ data.scale.values

@@ -1,0 +1,453 @@
+"""Ordinal confusion model: each item's latent level, from which its label is read.
+
+The truth of an item is one of the K levels, with a learned class prior ``rho``, and each
+annotator ``n`` answers level ``k`` for truth ``c`` with an adjacent-category (log-linear)
+probability
+
+    P_n(k | c) ∝ exp( sum_{s=1..k} a[n, s, c >= s] ),
+
+two parameters per threshold ``s``: the log-odds of stepping over ``s`` when the truth is below
+it and when it is at or above it. That is Dawid-Skene's confusion matrix with ``2(K-1)`` ordinal
+parameters instead of ``K(K-1)`` free ones, so that an annotator with a few ratings still gets a
+usable matrix. Besides, each annotator answers at random (any level, evenly) a learned share
+``gamma[n]`` of the time, careless:
+
+    P_n(k | c) = (1 - gamma[n]) * adjacent-category(k | c) + gamma[n] / K.
+
+The annotators' parameters share a Gaussian prior ``N(a_bar, inv(lam))``, learned by empirical
+Bayes (Laplace approximation), which keeps a favourite-answer spammer from looking like an
+expert and a lenient rater from moving the truth. Its mean is anchored (``anchored_mean``): the
+average annotator is unbiased, so the latent levels are the scale's levels and not types of
+disagreement. Fitted by EM: the E-step is each item's posterior over levels, the M-step splits
+each annotator's K x K table of soft truth against rating (Dawid-Skene's statistic) into its
+careless and its other part, sets ``gamma`` to the careless share and takes one Newton step on
+the other part, so a round costs one pass over the ratings plus O(annotators * K^2 * (2K)^2).
+
+Gold items, where given, are the expert's ratings: one more annotator whose confusion is
+learned freely (from a prior, ``fit``), so that what the gold items say reaches every
+annotator's matrix and, through it, every item, without forcing the crowd's latent level onto
+the expert's.
+
+All functions are pure array functions; ``fit`` orchestrates. Measured results:
+``docs/results.md``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..numerics import libm
+from ..numerics.fixed_order import cho_solve, cholesky, last_sum
+from ..vb import kernels
+from . import confusion_passes as passes
+from . import confusion_steps as label_steps
+
+#: the pseudo-items per latent level with which the expert's confusion starts from its prior
+#: (the gold items teach the rest): chosen leave-one-data-set-out over 3, 10 and 30 with 10% of
+#: each set's gold in five draws (``docs/results.md``)
+EXPERT_PRIOR_ITEMS = 3.0
+#: floor of the learned prior precisions: an annotator's parameters never go unanchored
+MIN_PRECISION = 0.3
+#: added to the prior covariance's diagonal
+PRIOR_RIDGE = 1e-6
+#: pseudo-count added to each level of the class prior (Dirichlet smoothing)
+PRIOR_COUNT = 1.0
+#: EM stops when no item's level probability moves more than this
+TOL = 1e-3
+MAX_ITER = 500
+#: each annotator's careless share at the start of the EM (``gamma``, see the module)
+CARELESS_START = 0.05
+#: each annotator's careless share counts this many ratings more at the crowd's pooled share
+#: (``careless_split``): an annotator with four ratings is not judged careless from them alone,
+#: and the EM does not crawl along their flat likelihood (labels move by < 0.001 between 10 and
+#: 30 on TREC and Web; TREC's EM takes 3 times the rounds without it)
+CARELESS_PRIOR = 30.0
+#: a Newton step never moves a parameter further than this (log-odds)
+MAX_STEP = 4.0
+#: the label model's passes run over the cores from this many ratings, and its compiled Newton
+#: step from this many annotators: it runs after the race, alone, so the cores are free (the
+#: sweeps' ``kernels.PARALLEL_MIN_RATINGS`` is for passes that share them); the bits are the
+#: same either way
+PARALLEL_MIN_RATINGS = 10_000
+NEWTON_PARALLEL_MIN = 64
+
+
+def design(k: int) -> np.ndarray:
+    """Design tensor ``D`` of shape (K, K, 2(K-1)): logit of rating k given truth c is D[c, k] @ a.
+
+    Parameter ``2(s-1) + (c >= s)`` is the log-odds of stepping over threshold ``s`` (1-based)
+    with the truth below (0) or at/above (1) it; rating ``k`` adds every threshold ``s <= k``.
+    """
+    d = np.zeros((k, k, 2 * (k - 1)))
+    for c in range(k):
+        for r in range(k):
+            for s in range(1, r + 1):
+                d[c, r, 2 * (s - 1) + int(c >= s)] = 1.0
+    return d
+
+
+# Every sum below runs in a fixed order of elementwise operations (no BLAS, LAPACK or einsum,
+# whose summation order depends on the CPU and the library build): the labels, like the
+# estimates, are the same bits on any machine.
+
+
+def _contract(x: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """``sum_{c,k} x[n, c, k] d[c, k, j]``, shape (N, J), in a fixed order."""
+    out = np.zeros((x.shape[0], d.shape[2]))
+    for c in range(d.shape[0]):
+        for k in range(d.shape[1]):
+            out += x[:, c, k, None] * d[c, k][None, :]
+    return out
+
+
+def confusion(a: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """Row-stochastic confusion matrices P[n, c, k] (N, K, K).
+
+    ``a`` (N, J) parameters, ``d`` (K, K, J) the design (compiled: ``label_steps``)."""
+    if kernels.USE_JIT:
+        return label_steps.confusion(a, d)
+    logits = np.zeros((a.shape[0], d.shape[0], d.shape[1]))
+    for j in range(d.shape[2]):
+        logits += d[None, :, :, j] * a[:, j, None, None]
+    logits -= logits.max(axis=2, keepdims=True)
+    p = libm.exp(logits)
+    return p / last_sum(p)[:, :, None]
+
+
+def careless_split(
+    t: np.ndarray, p: np.ndarray, gamma: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The M-step's share of careless answers: each annotator's soft table ``t`` (N, K, K)
+    without its careless part, and the new careless share (N,).
+
+    ``p`` (N, K, K) the adjacent-category confusion, ``gamma`` (N,) the careless shares: a
+    cell's careless part is ``gamma / K`` of its chance ``(1 - gamma) p + gamma / K``. The new
+    share is the annotator's careless total over its table's, each annotator counted with
+    ``CARELESS_PRIOR`` more ratings at the crowd's pooled share (an annotator with four
+    ratings is not judged careless from them alone, and the EM does not crawl along their
+    flat likelihood). The tables and totals compiled: ``label_steps.careless_parts``."""
+    if kernels.USE_JIT:
+        kept_t, careless, total = label_steps.careless_parts(t, p, gamma)
+    else:
+        # (N, K, K) the share of each cell from the adjacent categories
+        kept = (1.0 - gamma[:, None, None]) * p / with_careless(p, gamma)
+        total = last_sum(last_sum(t))
+        careless = last_sum(last_sum(t * (1.0 - kept)))
+        kept_t = t * kept
+    pooled = math.fsum(careless) / max(math.fsum(total), 1e-300)  # exact: any order, same bits
+    return kept_t, (careless + CARELESS_PRIOR * pooled) / (total + CARELESS_PRIOR)
+
+
+def with_careless(p: np.ndarray, gamma: np.ndarray) -> np.ndarray:
+    """The annotators' confusion (N, K, K) with their careless share ``gamma`` (N,) of answers
+    at random: ``(1 - gamma) p + gamma / K``."""
+    g = gamma[:, None, None]
+    return (1.0 - g) * p + g / p.shape[1]
+
+
+def soft_tables(
+    q: np.ndarray, annotator: np.ndarray, instance: np.ndarray, rating: np.ndarray, n: int
+) -> np.ndarray:
+    """Each annotator's K x K table of soft truth (rows) against rating (columns), shape (N, K, K).
+
+    ``q`` (M, K) is each item's level posterior; ``annotator``, ``instance``, ``rating`` (R,)
+    are integer codes, ratings as level indices 0..K-1.
+    """
+    k = q.shape[1]
+    cell = annotator * k + rating
+    t = np.empty((n, k, k))
+    for c in range(k):  # K reductions over the ratings
+        t[:, c, :] = np.bincount(cell, weights=q[instance, c], minlength=n * k).reshape(n, k)
+    return t
+
+
+def item_log_lik(
+    logp: np.ndarray, annotator: np.ndarray, instance: np.ndarray, rating: np.ndarray, m: int
+) -> np.ndarray:
+    """Log likelihood of each item's ratings at each level, shape (M, K), from log P (N, K, K)."""
+    k = logp.shape[1]
+    contrib = logp[annotator, :, rating]  # (R, K)
+    out = np.zeros((m, k))
+    for c in range(k):
+        out[:, c] = np.bincount(instance, weights=contrib[:, c], minlength=m)
+    return out
+
+
+def posterior(log_lik: np.ndarray, rho: np.ndarray) -> tuple[np.ndarray, float]:
+    """Each item's level posterior (M, K) from its log likelihood at each level (M, K) and the
+    class prior ``rho`` (K,), and the log evidence of all ratings."""
+    s = log_lik + libm.log(rho)[None, :]
+    top = s.max(axis=1, keepdims=True)
+    w = libm.exp(s - top)
+    tot = last_sum(w)[:, None]
+    q = w / tot
+    return q, float((libm.log(tot) + top).sum())
+
+
+def newton_step(
+    a: np.ndarray,
+    t: np.ndarray,
+    d: np.ndarray,
+    a_bar: np.ndarray,
+    lam: np.ndarray,
+    p: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """One Newton step per annotator on its penalised log likelihood.
+
+    ``a`` (N, J) parameters, ``t`` (N, K, K) soft tables, ``d`` (K, K, J) design, prior mean
+    ``a_bar`` (J,) and precision matrix ``lam`` (J, J). The objective, sum_{c,k} t log P(k|c)
+    minus (a - a_bar)' lam (a - a_bar) / 2, is concave, so the step is an ascent direction; it
+    is capped at ``MAX_STEP``. Returns the new parameters and the posterior covariance (the
+    negative inverse Hessian, Laplace) at the old ones, shape (N, J, J). ``p`` (N, K, K) is
+    ``confusion(a, d)`` when the caller has it already (the EM's E-step computed it). With
+    compiled code on (``kernels.USE_JIT``) the step is ``passes.newton_step``: these operations
+    annotator by annotator, the same bits.
+    """
+    p = confusion(a, d) if p is None else p
+    if kernels.USE_JIT:  # the same operations annotator by annotator, over the cores
+        parallel = a.shape[0] >= NEWTON_PARALLEL_MIN
+        return passes.newton_step(a, t, d, a_bar, lam, p, MAX_STEP, parallel)
+    k, j = d.shape[1], d.shape[2]
+    rows = last_sum(t)  # (N, K)
+    dev = a - a_bar
+    pull = np.zeros_like(a)  # (a - a_bar) @ lam
+    for i in range(j):
+        pull += dev[:, i, None] * lam[i][None, :]
+    grad = _contract(t - rows[:, :, None] * p, d) - pull
+    prec = np.broadcast_to(lam, (a.shape[0], j, j)).copy()
+    for c in range(d.shape[0]):
+        mean = np.zeros((a.shape[0], j))  # E_P[d[c, k]]
+        second = np.zeros((a.shape[0], j, j))  # E_P[d d']
+        for r in range(k):
+            w = p[:, c, r, None]
+            mean += w * d[c, r][None, :]
+            second += w[:, :, None] * np.outer(d[c, r], d[c, r])[None]
+        prec += rows[:, c, None, None] * (second - mean[:, :, None] * mean[:, None, :])
+    low = cholesky(prec)
+    step = cho_solve(low, grad[:, :, None])[:, :, 0]
+    step = np.clip(step, -MAX_STEP, MAX_STEP)
+    var = cho_solve(low, np.broadcast_to(np.eye(j), prec.shape).copy())
+    return a + step, var
+
+
+def anchored_mean(a: np.ndarray) -> np.ndarray:
+    """The prior mean (J,) of the annotators' parameters ``a`` (N, J): the average annotator
+    is unbiased, so it is ``-kappa`` for stepping over a threshold from below the truth and
+    ``+kappa`` from at or above it, at every threshold, with one sharpness ``kappa`` (the
+    mean of those half-differences over the annotators and thresholds, never below 0).
+
+    Without it the latent levels are free to become types of disagreement rather than the
+    scale's levels: on metaphor-novelty (a generous crowd) the free mean made level 3 a class
+    of items rated near-uniformly, 19% of the items against the expert's 3%."""
+    m = a.mean(axis=0)
+    kappa = max(float(np.mean(m[1::2] - m[0::2])) / 2.0, 0.0) if m.size else 0.0
+    out = np.empty_like(m)
+    out[0::2] = -kappa
+    out[1::2] = kappa
+    return out
+
+
+def prior_update(a: np.ndarray, var: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Empirical-Bayes prior mean (J,) and precision matrix (J, J) from the annotators' posteriors.
+
+    ``a`` (N, J) posterior modes, ``var`` (N, J, J) their Laplace covariances. The mean is
+    ``anchored_mean``; the covariance is the mean posterior second moment about it, each
+    parameter's variance capped at ``1 / MIN_PRECISION`` (its row and column scaled,
+    correlations kept) so that no parameter of an annotator goes unanchored, plus
+    ``PRIOR_RIDGE`` on the diagonal (a direction no annotator's parameters vary in keeps a
+    finite precision).
+    """
+    a_bar = anchored_mean(a)
+    dev = a - a_bar
+    cov = (dev[:, :, None] * dev[:, None, :] + var).mean(axis=0)
+    scale = np.sqrt(np.minimum(1.0, (1.0 / MIN_PRECISION) / np.diagonal(cov)))
+    j = cov.shape[0]
+    cov = cov * scale[:, None] * scale[None, :] + PRIOR_RIDGE * np.eye(j)
+    low = cholesky(cov[None])
+    return a_bar, cho_solve(low, np.eye(j)[None])[0]
+
+
+@dataclass(frozen=True)
+class ConfusionFit:
+    """What ``fit`` learned.
+
+    ``q`` (M, K) each item's level posterior; ``confusion`` (N, K, K) each annotator's P(k | c),
+    careless answers included; ``careful`` (N, K, K) the same without them (the
+    adjacent-category part); ``careless`` (N,) each annotator's share of answers at random;
+    ``rho`` (K,) the class prior; ``params`` (N, J), ``a_bar`` (J,), ``lam`` (J, J) the annotator
+    parameters and their learned prior; ``evidence`` the log likelihood of the ratings at the
+    end; ``n_iter`` EM iterations; ``converged`` whether the level posteriors settled;
+    ``expert`` (K, K) the expert's confusion learned from the gold items (None without gold).
+    """
+
+    q: np.ndarray
+    confusion: np.ndarray
+    careful: np.ndarray
+    careless: np.ndarray
+    rho: np.ndarray
+    params: np.ndarray
+    a_bar: np.ndarray
+    lam: np.ndarray
+    evidence: float
+    n_iter: int
+    converged: bool
+    expert: np.ndarray | None = None
+
+
+def start(instance: np.ndarray, rating: np.ndarray, m: int, k: int) -> np.ndarray:
+    """Start: each item's share of ratings at each level, smoothed by one rating spread
+    evenly."""
+    cell = instance * k + rating
+    counts = np.bincount(cell, minlength=m * k).reshape(m, k) + 1.0 / k
+    return counts / last_sum(counts)[:, None]
+
+
+def _e_step(logp, rho, annotator, instance, rating, q, by_item) -> tuple:
+    """The new level posteriors (M, K), the log evidence and ``max |q_new - q|``, by the
+    compiled pass over the ratings grouped by item (``by_item``, a ``passes.Grouped``) or,
+    when it is None, the numpy formulas (the same bits)."""
+    if by_item is not None:
+        return passes.e_step(logp, libm.log(rho), by_item, q)
+    ll = item_log_lik(logp, annotator, instance, rating, q.shape[0])
+    q_new, evidence = posterior(ll, rho)
+    return q_new, evidence, float(np.abs(q_new - q).max())
+
+
+def _groupings(annotator, instance, rating, n_annotators: int, n_instances: int) -> tuple:
+    """For the compiled passes (``passes``): the ratings parted once by annotator and grouped
+    once by item; ``(None, None)`` without compiled code (the numpy formulas then run). Parts
+    and chunks over the threads from ``PARALLEL_MIN_RATINGS`` ratings (the bits do not depend
+    on them), else one: no parallel launches."""
+    if not kernels.USE_JIT:
+        return None, None
+    big = len(rating) >= PARALLEL_MIN_RATINGS
+    threads = kernels.numba.get_num_threads() if big else 1
+    by_part = passes.partition(annotator, n_annotators, threads, instance, rating)
+    chunks = passes.N_CHUNKS if big else 1
+    by_item = passes.group(instance, n_instances, instance, annotator, rating, n_chunks=chunks)
+    return by_part, by_item
+
+
+def with_expert(
+    annotator: np.ndarray, instance: np.ndarray, rating: np.ndarray, gold: np.ndarray, n: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The ratings (R,) with the expert's after them: annotator ``n`` rates each gold item
+    (``gold`` (M,) a level index, -1 elsewhere) its gold level."""
+    items = np.flatnonzero(gold >= 0)
+    return (
+        np.concatenate([annotator, np.full(items.size, n, np.int64)]),
+        np.concatenate([instance, items]),
+        np.concatenate([rating, gold[items]]),
+    )
+
+
+def fit(
+    annotator: np.ndarray,
+    instance: np.ndarray,
+    rating: np.ndarray,
+    n_annotators: int,
+    n_instances: int,
+    n_levels: int,
+    gold: np.ndarray | None = None,
+    expert_prior: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
+    max_iter: int = MAX_ITER,
+    tol: float = TOL,
+) -> ConfusionFit:
+    """Fit the ordinal confusion model by EM (the module's docstring).
+
+    ``annotator``, ``instance``, ``rating`` (R,): integer codes, ratings as level indices
+    0..K-1; ``n_annotators``, ``n_instances``, ``n_levels``: N, M, K. ``gold`` (M,): a gold
+    item's level index, -1 elsewhere (None: no gold); a gold level is the expert's rating of
+    the item (``with_expert``), whose confusion (K, K) is learned freely from the gold items,
+    each row starting from ``expert_prior(careful, rho)`` (the crowd's careful confusions
+    (N, K, K) and the class prior, each round) worth ``EXPERT_PRIOR_ITEMS`` items.
+    """
+    k = n_levels
+    d = design(k)
+    annotator = np.asarray(annotator, np.int64)
+    instance = np.asarray(instance, np.int64)
+    rating = np.asarray(rating, np.int64)
+    n = n_annotators
+    q = start(instance, rating, n_instances, k)
+    expert = gold is not None and bool((gold >= 0).any())
+    if expert:
+        annotator, instance, rating = with_expert(annotator, instance, rating, gold, n)
+    n_all = n + int(expert)
+    a = np.zeros((n, d.shape[2]))
+    a_bar = np.zeros(d.shape[2])
+    lam = np.eye(d.shape[2])
+    rho = np.full(k, 1.0 / k)
+    e_conf = None
+    evidence = -np.inf
+    converged = False
+    n_iter = 0
+    by_part, by_item = _groupings(annotator, instance, rating, n_all, n_instances)
+    gamma = np.full(n, CARELESS_START)
+    p = confusion(a, d)  # the adjacent-category part, from the E-step to the Newton step
+    while n_iter < max_iter:
+        n_iter += 1
+        if by_part is not None:
+            t = passes.soft_tables(q, by_part, n_all)
+        else:
+            t = soft_tables(q, annotator, instance, rating, n_all)
+        crowd, gamma = careless_split(t[:n], p, gamma)
+        a, var = newton_step(a, crowd, d, a_bar, lam, p)
+        a_bar, lam = prior_update(a, var)
+        rho = (label_steps.column_sums(q) if kernels.USE_JIT else q.sum(axis=0)) + PRIOR_COUNT
+        rho /= rho.sum()
+        p = confusion(a, d)
+        logp = libm.log(with_careless(p, gamma))
+        if expert:
+            e_conf = t[n] + EXPERT_PRIOR_ITEMS * expert_prior(p, rho)
+            e_conf /= last_sum(e_conf)[:, None]
+            logp = np.concatenate([logp, libm.log(e_conf)[None]])
+        q, evidence, moved = _e_step(logp, rho, annotator, instance, rating, q, by_item)
+        if moved < tol:
+            converged = True
+            break
+    return ConfusionFit(
+        q=q,
+        confusion=libm.exp(logp[:n]),
+        careful=p,
+        careless=gamma,
+        rho=rho,
+        params=a,
+        a_bar=a_bar,
+        lam=lam,
+        evidence=evidence,
+        n_iter=n_iter,
+        converged=converged,
+        expert=e_conf,
+    )
+
+
+def own_posterior(
+    fit: ConfusionFit,
+    annotator: np.ndarray,
+    instance: np.ndarray,
+    rating: np.ndarray,
+    items: np.ndarray,
+) -> np.ndarray:
+    """The level posterior (G, K) of ``items`` (G,) from their own ratings alone, with the
+    fit's confusions and class prior (a gold item's level not imposed): what the crowd says
+    of a gold item, which the expert's answers are learned against."""
+    rows = np.full(fit.q.shape[0], -1, dtype=np.int64)
+    rows[items] = np.arange(len(items))
+    take = rows[instance] >= 0
+    ll = item_log_lik(
+        libm.log(fit.confusion), annotator[take], rows[instance[take]], rating[take], len(items)
+    )
+    return posterior(ll, fit.rho)[0]
+
+
+def gold_levels(gold: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """(M,) the level index of each item's gold value (M,; NaN: none), -1 where there is none;
+    a gold value off the scale counts as its nearest level (``values`` (K,))."""
+    known = np.isfinite(gold)
+    out = np.full(gold.shape[0], -1, dtype=np.int64)
+    out[known] = np.abs(gold[known][:, None] - values[None, :]).argmin(axis=1)
+    return out

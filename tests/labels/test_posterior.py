@@ -1,0 +1,115 @@
+"""One posterior, every item column read from it: ties, the interval, the estimate, the flag,
+and the expected gain of one more rating."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ordmix_core.labels.policy import LabelPolicy
+from ordmix_core.labels.posterior import (
+    LabelPosterior,
+    decide,
+    expected_gain,
+    level_interval,
+    mean_and_sd,
+)
+
+
+def test_decide_marks_ties():
+    p = np.array([[0.5, 0.3, 0.2], [0.4, 0.2, 0.395], [0.1, 0.1, 0.8]])
+    best, tie = decide(p, 0.01)
+    np.testing.assert_array_equal(best, [0, 0, 2])
+    np.testing.assert_array_equal(tie, [False, True, False])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.floats(0.001, 1.0), min_size=2, max_size=6),
+    st.floats(0.05, 0.99),
+)
+def test_level_interval_holds_the_label_and_the_mass(weights, mass):
+    p = np.asarray(weights)[None, :] / np.sum(weights)
+    best, _ = decide(p, 0.0)
+    lo, hi = level_interval(p, best, mass)
+    assert lo[0] <= best[0] <= hi[0]
+    assert p[0, lo[0] : hi[0] + 1].sum() >= mass - 1e-9
+    # the narrowest such run: dropping either end leaves less than the mass (or the label)
+    if hi[0] > lo[0]:
+        assert min(p[0, lo[0] + 1 : hi[0] + 1].sum(), p[0, lo[0] : hi[0]].sum()) < mass
+
+
+def test_mean_and_sd_are_the_level_values_moments():
+    p = np.array([[0.2, 0.3, 0.5], [1.0, 0.0, 0.0]])
+    values = np.array([1.0, 2.0, 4.0])
+    mean, sd = mean_and_sd(p, values)
+    np.testing.assert_allclose(mean, [0.2 + 0.6 + 2.0, 1.0])
+    var0 = 0.2 * (1 - 2.8) ** 2 + 0.3 * (2 - 2.8) ** 2 + 0.5 * (4 - 2.8) ** 2
+    np.testing.assert_allclose(sd, [np.sqrt(var0), 0.0], atol=1e-12)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.floats(0.0, 1.0), min_size=3, max_size=3).filter(lambda w: sum(w) > 0))
+def test_estimate_is_inside_the_scale(weights):
+    p = np.asarray(weights)[None, :] / np.sum(weights)
+    mean, _ = mean_and_sd(p, np.array([1.0, 2.0, 3.0]))
+    assert 1.0 <= mean[0] <= 3.0
+
+
+def _gain_by_enumeration(q, rater, report):
+    """The expected gain written out: every answer, its chance, the max after it."""
+    out = []
+    for row in q:
+        now = (row @ report).max()
+        after = 0.0
+        for k in range(rater.shape[1]):
+            joint = row * rater[:, k]
+            pk = joint.sum()
+            if pk > 0:
+                after += pk * ((joint / pk) @ report).max()
+        out.append(after - now)
+    return np.array(out)
+
+
+def test_expected_gain_matches_enumeration_and_is_never_negative():
+    rng = np.random.default_rng(3)
+    q = rng.dirichlet(np.ones(4), size=50)
+    rater = rng.dirichlet(np.ones(4) * 2, size=4) + 2 * np.eye(4)
+    rater /= rater.sum(axis=1, keepdims=True)
+    report = 0.7 * np.eye(4) + 0.3 / 4
+    got = expected_gain(q, rater, report)
+    np.testing.assert_allclose(got, _gain_by_enumeration(q, rater, report), atol=1e-12)
+    assert (got >= 0).all()
+
+
+def test_expected_gain_is_zero_for_a_settled_item_and_for_an_uninformative_rater():
+    q = np.array([[1.0, 0.0, 0.0], [0.4, 0.35, 0.25]])
+    honest = np.eye(3) * 0.8 + 0.2 / 3
+    assert expected_gain(q[:1], honest, np.eye(3))[0] == 0.0
+    noise = np.full((3, 3), 1 / 3)  # answers at random: teaches nothing
+    np.testing.assert_allclose(expected_gain(q, noise, np.eye(3)), 0.0, atol=1e-15)
+    assert expected_gain(q[1:], honest, np.eye(3))[0] > 0.0
+
+
+def test_read_gives_every_column_from_the_one_posterior():
+    p = np.array([[0.7, 0.2, 0.1], [0.4, 0.405, 0.195], [0.02, 0.03, 0.95]])
+    post = LabelPosterior(p, np.array([1.0, 2.0, 3.0]), np.array([0.1, 0.2, 0.0]), "confusion")
+    cols = post.read(LabelPolicy(tie=0.01, confidence=0.9, interval=0.9))
+    np.testing.assert_array_equal(cols["label"], [0, 1, 2])
+    np.testing.assert_allclose(cols["p_wrong"], 1 - p[np.arange(3), cols["label"]])
+    assert list(cols["flag"]) == ["uncertain", "undetermined", "confident"]
+    np.testing.assert_allclose(cols["estimate"], p @ [1.0, 2.0, 3.0])
+    for i, (lo, hi) in enumerate(zip(cols["lower"], cols["upper"], strict=True)):
+        assert lo <= cols["label"][i] <= hi and p[i, lo : hi + 1].sum() >= 0.9 - 1e-12
+    np.testing.assert_array_equal(cols["expected_gain"], [0.1, 0.2, 0.0])
+
+
+def test_rows_take_a_slice_of_every_per_item_array():
+    p = np.eye(3)[[0, 1, 2, 1]]
+    est = np.arange(4.0) / 2
+    post = LabelPosterior(p, np.arange(3.0), np.arange(4.0), "continuous", est, np.ones(4))
+    part = post.rows(slice(1, 3))
+    np.testing.assert_array_equal(part.proba, p[1:3])
+    np.testing.assert_array_equal(part.gain, [1.0, 2.0])
+    np.testing.assert_array_equal(part.estimates()[0], [0.5, 1.0])
