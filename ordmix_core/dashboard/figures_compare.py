@@ -17,6 +17,7 @@ METRIC_LABELS = {
     "ndcg": "NDCG",
     "label_error": "Label error<br>(lower is better)",
     "calibration_error": "Calibration error<br>(lower is better)",
+    "p_wrong_auroc": "AUROC of p_wrong for the<br>wrong labels (higher is better)",
     "log_loss": "Log loss of the gold level<br>(lower is better)",
 }
 #: subplots per row: six titles side by side overlap, and a method's name under each bar

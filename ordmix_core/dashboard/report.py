@@ -155,6 +155,7 @@ METRICS = {
     "ndcg": ("NDCG", False),
     "label_error": ("label error", True),
     "calibration_error": ("calibration error", True),
+    "p_wrong_auroc": ("p_wrong AUROC", False),
     "log_loss": ("log loss", True),
 }
 

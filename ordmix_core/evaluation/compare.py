@@ -18,6 +18,7 @@ from ..errors import InputError
 from ..estimators import options
 from ..estimators.base import CrowdEstimator
 from ..estimators.baselines import BASELINES
+from ..estimators.ordinal_confusion import OrdinalConfusion
 from ..estimators.ordinal_mixture import OrdinalMixture
 from ..results import decisions
 from .metrics import _gold_series, evaluate
@@ -60,6 +61,7 @@ class BaselineMethod:
 #: method name -> how to build it (``.make(model_params, random_state, granularity)``)
 METHODS: dict[str, OdmMethod | BaselineMethod] = {
     **{name: BaselineMethod(cls) for name, cls in BASELINES.items()},
+    OrdinalConfusion.name: BaselineMethod(OrdinalConfusion),
     **{f"odm-paper-{g}": OdmMethod(g, model="paper") for g in ("global", "query", "instance")},
     # the default model (``OrdinalMixture()``: extended, instance granularity unless asked)
     "odm": OdmMethod(None, default_granularity="instance"),
@@ -171,12 +173,13 @@ def compare_methods(
     the options table); ``n_restarts`` None is the estimator's default.
 
     Returns ``(table, estimates)``: one row per method with ``method, mse, correlation, ndcg,
-    label_error, calibration_error, log_loss, seconds, n_gold`` (NDCG per query when the
-    ratings have a query column; label error: share of gold items whose label is not the gold
-    level, the label being the most probable level of a method with level probabilities
-    (``shipped``), else its estimate rounded to the nearest level; calibration error and
-    log loss of those probabilities, NaN for a method without them; ``n_gold`` the gold items
-    scored), and the estimates as an instance x method frame.
+    label_error, calibration_error, p_wrong_auroc, log_loss, seconds, n_gold`` (NDCG per query
+    when the ratings have a query column; label error: share of gold items whose label is not
+    the gold level, the label being the most probable level of a method with level
+    probabilities (``shipped``), else its estimate rounded to the nearest level; calibration
+    error, the AUROC of ``p_wrong`` for the wrong labels and log loss of those probabilities,
+    NaN for a method without them; ``n_gold`` the gold items scored), and the estimates as an
+    instance x method frame.
     ``callback(method, index, total)`` is called before each fit. Gold items without ratings
     are left out with a :class:`CompareNote`; gold outside the scale is an InputError.
     """
@@ -214,14 +217,16 @@ def compare_methods(
 
 
 #: the comparison table's score columns, in order
-SCORES = ("mse", "correlation", "ndcg", "label_error", "calibration_error", "log_loss")
+SCORES = (
+    "mse", "correlation", "ndcg", "label_error", "calibration_error", "p_wrong_auroc", "log_loss",
+)  # fmt: skip
 
 
 def shipped(model: CrowdEstimator) -> tuple[pd.Series, pd.DataFrame | None]:
     """A fitted method's labels (``labels_``: what it ships) and level probabilities (index
     instance, one column per level; None for a method without them: mean, median, continuous
-    ML). The model's come from one ``item_decisions`` (its ``p_level_*``, and its labels with
-    the clear majority), a baseline's from its ``posterior_``."""
+    ML). The model's come from one ``item_decisions`` (its ``p_level_*`` and the labels read
+    from them), a baseline's from its ``posterior_``."""
     if isinstance(model, OrdinalMixture):
         dec = decisions.item_decisions(model)
         return dec["label"], dec[decisions.level_columns(model.scale_.values)]

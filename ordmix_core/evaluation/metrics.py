@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from scipy.stats import rankdata
 
 from ..errors import InputError
 from ..numerics import libm
@@ -128,6 +129,22 @@ def calibration_error(proba: np.ndarray, truth_level: np.ndarray, bins: int = EC
     return float(gap.sum() / n.sum())
 
 
+def p_wrong_auroc(proba: np.ndarray, truth_level: np.ndarray) -> float:
+    """How well ``p_wrong`` ranks the wrong labels first: the area under the ROC curve of
+    ``1 - max(proba)`` for telling the wrong labels (the most probable level is not the gold
+    one) from the right ones; 0.5 is chance, ties count half. ``proba`` (G, K),
+    ``truth_level`` (G,). NaN when every label is right or every one is wrong."""
+    proba = np.asarray(proba, dtype=float)
+    if len(proba) == 0:
+        return float("nan")
+    wrong = proba.argmax(axis=1) != np.asarray(truth_level)
+    n_wrong, n_right = int(wrong.sum()), int((~wrong).sum())
+    if n_wrong == 0 or n_right == 0:
+        return float("nan")
+    ranks = rankdata(1.0 - proba.max(axis=1))  # average ranks: ties count half
+    return float((ranks[wrong].sum() - n_wrong * (n_wrong + 1) / 2) / (n_wrong * n_right))
+
+
 def log_loss(proba: np.ndarray, truth_level: np.ndarray) -> float:
     """Mean negative log probability of the gold level, ``proba`` (G, K), ``truth_level`` (G,)
     (floored at ``LOG_LOSS_FLOOR``)."""
@@ -158,8 +175,8 @@ def evaluate(
     probable level (the model's clear majority). Returns ``{"mse", "correlation", "ndcg",
     "n_gold"}``, plus ``"label_error"`` when ``levels`` are given (of ``labels``, else of
     ``proba``'s labels, else of the estimate rounded to the nearest level), plus
-    ``"calibration_error"`` and ``"log_loss"`` (``calibration_error``, ``log_loss``; NaN without
-    ``proba``). Raises InputError.
+    ``"calibration_error"``, ``"p_wrong_auroc"`` and ``"log_loss"`` (``calibration_error``,
+    ``p_wrong_auroc``, ``log_loss``; NaN without ``proba``). Raises InputError.
     """
     est = _as_series(estimates, "estimates")
     truth = _gold_series(gold).dropna()
@@ -200,7 +217,12 @@ def _label_scores(
     lv = np.sort(levels)
     if proba is None:
         nan = float("nan")
-        return {"label_error": label_error(e, t, lv), "calibration_error": nan, "log_loss": nan}
+        return {
+            "label_error": label_error(e, t, lv),
+            "calibration_error": nan,
+            "p_wrong_auroc": nan,
+            "log_loss": nan,
+        }
     p = proba.reindex(common).to_numpy(dtype=float)
     if p.shape[1] != lv.size or not np.isfinite(p).all():
         raise InputError("the level probabilities must have one column per level of the scale")
@@ -208,6 +230,7 @@ def _label_scores(
     return {
         "label_error": float(np.mean(p.argmax(axis=1) != gold_level)),
         "calibration_error": calibration_error(p, gold_level),
+        "p_wrong_auroc": p_wrong_auroc(p, gold_level),
         "log_loss": log_loss(p, gold_level),
     }
 
