@@ -26,3 +26,13 @@ class ConvergenceWarning(UserWarning):
 class CollapseWarning(UserWarning):
     """The chosen fit attributes (nearly) every rating to spam: every restart collapsed, so the
     estimates sit at the prior mean."""
+
+
+class SpamWarning(UserWarning):
+    """The fit takes more than half of the ratings as spam: the labels rest on the few
+    ratings it believes, and the crowd (or the spam component) deserves a look."""
+
+
+class UndeterminedWarning(UserWarning):
+    """More than a tenth of the items are undetermined (their two most probable levels tie):
+    they need more ratings before their labels can be shipped."""

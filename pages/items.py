@@ -10,7 +10,8 @@ the download writes the columns of ``ordmix fit``'s items.csv, the batch those o
 import streamlit as st
 
 from ordmix_core.dashboard import figures, figures_decisions
-from ordmix_core.results import decisions, explanations, label_rules
+from ordmix_core.labels.policy import DEFAULT as LABEL_POLICY
+from ordmix_core.results import decisions, explanations
 from pages._ui import (
     csv_download,
     fit_caption,
@@ -40,12 +41,11 @@ table = items[front + [c for c in items.columns if c not in front]].reset_index(
 
 n_und = int((items["flag"] == "undetermined").sum())
 st.markdown(
-    f"Each item's **label** is its most probable level (where annotators no one flagged gave "
-    f"one level at least {label_rules.CLEAR_MAJORITY:.0%} of its ratings, that level); "
-    f"**flag** says how far to trust it: *confident* (the label is at least "
-    f"{dec.confidence:.0%} probable), *uncertain*, or *undetermined* ({n_und:,} items here): "
-    f"the ratings carry less than {decisions.MIN_INFO:.0%} of what is known about the item, "
-    f"or its two most probable levels are within {decisions.TIE:.0%} of each other. The "
+    "Each item's **label** is its most probable level; its probabilities are those of a "
+    "careful annotator's answer. **flag** says how far to trust it: *confident* (the label "
+    f"is at least {dec.confidence:.0%} probable), *uncertain*, or *undetermined* ({n_und:,} "
+    f"items here): its two most probable levels are within {LABEL_POLICY.tie:.0%} of each "
+    "other. The "
     f"interval ({lo_col.removeprefix('lower_')}% credible) runs over the levels around the "
     "label that hold that much of the probability."
 )
@@ -107,7 +107,6 @@ st.dataframe(
         "sd": st.column_config.NumberColumn("sd", format="%.3f"),
         lo_col: st.column_config.NumberColumn(lo_col.replace("_", " ") + "%", format=ends),
         hi_col: st.column_config.NumberColumn(hi_col.replace("_", " ") + "%", format=ends),
-        "rating_info": st.column_config.NumberColumn("rating info", format="%.2f"),
         "expected_gain": st.column_config.NumberColumn("expected gain", format="%.4f"),
     },
 )
@@ -148,11 +147,7 @@ elif len(view):
     )
     row = items.loc[items.index.astype(str) == pick].iloc[0]
     flags = None if dec.annotators is None else dec.annotators["flag"]
-    # what each rating counted for in the label: its omega, when the labels' model weighed it
-    weights = (m.model_.get("label_weights") or {}).get("weights", "omega")
-    weighed = m.level_proba_ is not None and m.spam_ and m.omega_ is not None
-    weighed = weighed and weights == "omega" and len(m.omega_) == len(ds.ratings)
-    its = explanations.item_ratings(ds.ratings, pick, flags, m.omega_ if weighed else None)
+    its = explanations.item_ratings(ds.ratings, pick, flags)
     st.markdown(f"**{pick}**: {explanations.label_sentence(row, len(its))}")
     c1, c2 = st.columns([3, 2])
     c1.plotly_chart(
@@ -161,21 +156,11 @@ elif len(view):
         ),
         key="items_detail_plot",
     )
-    c2.dataframe(
-        its,
-        key="items_detail_ratings",
-        hide_index=True,
-        column_config={"counted": st.column_config.NumberColumn(format="%.2f")},
-    )
+    c2.dataframe(its, key="items_detail_ratings", hide_index=True)
     c2.caption(
-        "Its ratings: the annotator, the rating, and the annotator's flag (Annotators page)"
-        + (
-            "; **counted**: how much the rating counted toward the label, the chance the fit "
-            "gives that it came from the truth rather than spam (a rating far from the others, "
-            "or from an annotator judged unreliable, counts little)."
-            if weighed
-            else "; ratings of annotators flagged unreliable weigh little in the label."
-        )
+        "Its ratings: the annotator, the rating, and the annotator's flag (Annotators page); "
+        "each annotator's answers weigh by how well they match the levels the others' ratings "
+        "point to."
     )
 
 st.plotly_chart(

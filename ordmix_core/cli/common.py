@@ -105,8 +105,7 @@ OUTPUTS_DOC = "docs/outputs.md"
 def fit_report(
     model: object, summary: dict, out: str, files: list[str], engine: str = ""
 ) -> list[str]:
-    """The closing lines of ``ordmix fit``: the items' labels, which model they come from (when
-    the held-out ratings chose it), what the gold did to them (with ``--gold``), the
+    """The closing lines of ``ordmix fit``: the items' labels and where they come from, the
     annotators' flags and the share of ratings treated as spam, and what was written where, in
     how long (``engine`` named after the time when it is not the in-memory one)."""
     dec = summary.get("decisions", {})
@@ -114,17 +113,11 @@ def fit_report(
     lines = [
         f"ordmix: {summary['n_instances']:,} items: {items.get('confident', 0):,} labelled "
         f"confidently, {items.get('uncertain', 0):,} uncertain, "
-        f"{items.get('undetermined', 0):,} undetermined (a tie, or too few ratings)"
+        f"{items.get('undetermined', 0):,} undetermined (a tie between two levels)"
     ]
-    chose = (summary.get("model_choice") or {}).get("label_choice")
-    if chose:
-        lines.append(f"ordmix: {chose['why']}")
-    weights = (summary.get("model_choice") or {}).get("label_weights")
-    if weights and weights["weights"] == "none":  # the spam fit's omega left out of the labels
-        lines.append(f"ordmix: {weights['why']}")
-    taught = (summary.get("model_choice") or {}).get("gold_labels")
-    if taught:
-        lines.append(f"ordmix: gold: {taught}")
+    labels = (summary.get("model_choice") or {}).get("labels")
+    if isinstance(labels, dict) and "model" in labels:
+        lines.append(f"ordmix: labels from the {labels['model']}")
     from ..results.decisions import truth_share
 
     spam = f"; {100 * (1.0 - truth_share(model)):.0f}% of the ratings treated as spam"

@@ -159,7 +159,6 @@ def check_fit_args(args: argparse.Namespace):
 def cmd_fit(args: argparse.Namespace) -> int:
     from ..data.crowd import crowd_from_coded
     from ..data.scale import as_scale
-    from ..estimators.spam_decision import spam_left_out
     from ..io import read_ratings
     from ..results.output_paths import listing, safe_output_dir
     from ..results.outputs import write_fit_outputs
@@ -194,9 +193,6 @@ def cmd_fit(args: argparse.Namespace) -> int:
             files = listing(tmp)
     print_warnings(caught)
     if not args.quiet:
-        # the refit's restarts are not in the progress lines: say why it ran twice
-        if (why := spam_left_out(model)) is not None:
-            print(f"ordmix: note: the spam component was left out: {why}", file=sys.stderr)
         for line in fit_report(model, summary, args.out, files):
             print(line, file=sys.stderr)
     return 0

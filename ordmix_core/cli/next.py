@@ -162,8 +162,8 @@ def _from_ratings(
 def _from_fitfolder_name(
     folder: Path, args: argparse.Namespace, review: bool
 ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
-    """Read an ``ordmix fit`` folder (``fitfolder``): items with their decision columns
-    recomputed from the posteriors (an old folder has none; ``--confidence`` may change them),
+    """Read an ``ordmix fit`` folder (``fitfolder``): items with their decision columns as
+    written (``--confidence`` reads their flags again from their level probabilities),
     annotators with the flags as written."""
     fit_folder.check_folder(folder, FIT_TABLES, "ordmix next", ", or a ratings file")
     if args.threshold is not None or (args.confidence is not None and review):
@@ -172,21 +172,15 @@ def _from_fitfolder_name(
             "holds; run ordmix next on the ratings file to choose them",
             source=str(folder),
         )
-    summary = fit_folder.read_summary(folder, ("thresholds", "scale", "lambda", "alpha", "beta"))
-    hp = summary["hyperparameters"]
-    # a fit whose labels came from a label model wrote its level probabilities: the ordinal
-    # confusion model's, or the continuous posterior's levels when the label choice chose them
-    choice = summary.get("model_choice") or {}
-    written = choice.get("labels") == "confusion" or "label_choice" in choice
-    p_cols = decisions.level_columns(hp["scale"]) if written else []
+    summary = fit_folder.read_summary(folder, ("scale",))
+    values = summary["hyperparameters"]["scale"]
+    p_cols = decisions.level_columns(values)
     items = fit_folder.read_fit_table(
-        folder, "items", ["instance", "category"], ["estimate", "sd", "n_ratings", *p_cols]
+        folder,
+        "items",
+        ["instance", "category", "flag", "label"],
+        ["estimate", "n_ratings", "p_wrong", "expected_gain", *p_cols],
     ).set_index("instance")
-    level_proba = items[p_cols].to_numpy(dtype=float) if written else None
-    if "clear_majority" in items.columns:  # empty cells: no clear majority
-        items["clear_majority"] = pd.to_numeric(items["clear_majority"], errors="coerce")
-    cats = fit_folder.read_fit_table(folder, "categories", ["category"], ["difficulty"])
-    cats = cats.set_index("category")
     num = ["n_ratings", "spam_share"]
     if review:
         num += ["p_unreliable", "reliability", "reliability_lower", "reliability_upper",
@@ -199,11 +193,6 @@ def _from_fitfolder_name(
     )
     hint = {c: no_flags for c in fit_folder.FLAG_COLUMNS}
     ann = fit_folder.read_fit_table(folder, "annotators", text, num, hint).set_index("annotator")
-    truth_share = decisions.annotators_truth_share(ann)
-    conf = {"confidence": args.confidence} if args.confidence is not None else {}
-    dec = decisions.item_decisions_from_frames(
-        items, cats, hp, truth_share, level_proba=level_proba, **conf
-    )
-    base = items[[c for c in ("query", "n_ratings") if c in items.columns]]
-    items = base.join(dec)
+    if args.confidence is not None:
+        items = decisions.reflagged(items, values, args.confidence)
     return items, (ann if review else None)

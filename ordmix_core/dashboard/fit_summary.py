@@ -13,8 +13,8 @@ from typing import Any
 import pandas as pd
 
 from ..estimators.ordinal_mixture import MODELS, OrdinalMixture
-from ..estimators.spam_decision import spam_left_out
 from ..fit import acceleration, selection
+from ..labels.policy import DEFAULT as DEFAULT_POLICY
 from ..results import decision_columns, decisions, stability
 
 
@@ -107,10 +107,8 @@ def model_line(model: OrdinalMixture) -> str:
 
     The sentence says what the default (``model="extended"``) adds to the paper's model (its
     difficulty prior too, when not the paper's), the learned spread of the annotators' biases
-    and the spammers' answer distribution, and, when the fit decided its spam component from
-    the evidence (``model_["spam_choice"]``) or its labels' model from held-out ratings
-    (``model_["label_choice"]``), which way and why; and when the labels count every rating 1
-    though the fit has a spam component (``model_["label_weights"]``), why.
+    and the spammers' answer distribution, and which model the labels come from
+    (``model_["labels"]``).
     """
     d = getattr(model, "model_", None) or {}
     if d.get("model") == "paper":
@@ -147,27 +145,18 @@ def model_line(model: OrdinalMixture) -> str:
         learned.append(f"spam answers {dist}")
     if d.get("n_gold"):
         learned.append(f"{d['n_gold']:,} gold items anchored the fit")
-    if d.get("gold_labels"):
-        learned.append(d["gold_labels"])
-    choice = d.get("spam_choice")
     text += f" (learned: {'; '.join(learned)})" if learned else ""
-    text += f". Spam component: {choice['why']}" if choice else ""
-    why = (d.get("label_choice") or {}).get("why")
-    text += f". {_capital(why)}" if why else ""
-    weights = d.get("label_weights") or {}
-    if weights.get("weights") == "none":  # the spam fit's omega left out of the labels
-        text += f". {_capital(weights['why'])}"
+    labels = d.get("labels")
+    if isinstance(labels, dict) and "model" in labels:
+        text += f". Labels: from the {labels['model']}"
     return text
 
 
 def no_spam_note(model: OrdinalMixture) -> str:
     """Why a fit without the spam component has none (the model's decision and its reason, or
     the user's switch), and what the annotator flags then rest on."""
-    left_out = spam_left_out(model)
     why = (
-        f"The model left its spam component out: {left_out}. "
-        if left_out is not None
-        else "This fit has no spam component (it was switched off): it took every rating as "
+        "This fit has no spam component (it was switched off): it took every rating as "
         "honest; refit with it on for reliabilities the fit itself estimates. "
     )
     return why + (
@@ -238,24 +227,12 @@ def moving_line(model: OrdinalMixture) -> str | None:
 
 
 def undetermined_line(items: pd.DataFrame) -> str:
-    """How many items are undetermined and why (``items``: the decision columns): too little
-    evidence, or a tie between the two most probable levels."""
-    why = decisions.undetermined_reasons(items)
-    und = why["weak"] + why["tie"]
-    parts = []
-    if why["weak"]:
-        parts.append(
-            f"{why['weak']:,} whose ratings carry less than {decisions.MIN_INFO:.0%} of what is "
-            "known about them (the prior weighs more)"
-        )
-    if why["tie"]:
-        parts.append(
-            f"{why['tie']:,} whose two most probable levels are within {decisions.TIE:.0%} of "
-            "each other (a tie)"
-        )
-    reason = f": {_in_words(parts)}" if parts else ""
+    """How many items are undetermined (``items``: the decision columns): their two most
+    probable levels tie."""
+    und = int((items["flag"] == "undetermined").sum())
     return (
-        f"{und:,} of {_count(len(items), 'item')} {_be(und)} undetermined{reason}, so their "
+        f"{und:,} of {_count(len(items), 'item')} {_be(und)} undetermined: their two most "
+        f"probable levels are within {DEFAULT_POLICY.tie:.0%} of each other (a tie), so their "
         "labels are guesses; they are marked in the Items table."
     )
 

@@ -59,6 +59,7 @@ from ..estimators.ordinal_mixture import Learned, OrdinalMixture, _emit
 from ..fit import acceleration, restarts, selection
 from ..numerics.keyed_random import id_hash
 from ..results import outputs
+from ..results.decisions import continuous_labels
 from . import block_loading, blocks
 from .client import _add_arrays, _Blocks, _Global, _Sweeps
 from .source import _short, column_mapping, read_source
@@ -212,14 +213,11 @@ class DaskOrdinalMixture(OrdinalMixture):
                 self._client, self._owned = client, owned
             elif owned:
                 _shut_down(client)
-        if self._chooses_spam() and not self.interrupted_:
-            self.model_["spam_choice"] = {
-                "spam": True,
-                "why": "the Dask engine keeps the spam component: the evidence that decides it "
-                "in memory (each rating against its item) stays on the workers",
-            }
-        # the ratings stay on the workers: labels from the continuous posterior
-        self.level_proba_ = None
+        # the ratings stay on the workers: labels from the continuous posterior (gathered items:
+        # here; items left on the cluster: per partition, ``decision_columns``)
+        self.label_result_ = None
+        if isinstance(self.items_, pd.DataFrame):
+            self.label_result_ = continuous_labels(self)
         self.model_["labels"] = "continuous"
         _emit(warn)
         return self

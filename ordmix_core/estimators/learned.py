@@ -31,11 +31,11 @@ class StoresLearned:
 
     def _item_decisions(self) -> pd.DataFrame:
         """``decisions.item_decisions`` of this fit at its defaults, computed once per fit:
-        ``labels_`` and ``probas_`` share it (kept with the ``items_`` it was made from, so
-        a refit, which makes a new ``items_``, computes it again)."""
+        ``labels_`` and ``probas_`` share it (kept with the ``label_result_`` it was read from,
+        so a refit, which makes a new one, computes it again)."""
         cached = getattr(self, "_decisions_of", None)
-        if cached is None or cached[0] is not self.items_:
-            cached = (self.items_, decisions.item_decisions(self))
+        if cached is None or cached[0] is not self.label_result_:
+            cached = (self.label_result_, decisions.item_decisions(self))
             self._decisions_of = cached
         return cached[1]
 

@@ -172,20 +172,17 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "spam",
-        OptionalFlag(none="as the model says"),
+        OptionalFlag(),
         "model spam: each rating is honest or drawn at random from the levels; off: every "
-        "rating is honest; as the model says: the paper's model always has it, the extended "
-        "one keeps it when annotators judged unreliable from their own ratings give at least "
-        "5% of the ratings and it has not explained the items away (the labels would then "
-        "predict the ratings hardly better than chance), else refits without it",
+        "rating is honest (default: as the model says, on for both models; a fit that takes "
+        "more than half of the ratings as spam says so)",
         "Spam component",
         widget="select",
         flag="--spam",
         metavar="on|off",
         in_compare=False,
         doc=(
-            'False: omega = eps = 1. None: ``model_["spam_choice"]`` has both candidates and why '
-            "(``spam_decision.SPAM_EVIDENCE``, ``spam_decision.explained_away``)."
+            "False: omega = eps = 1. None: on (``SpamWarning`` above ``SPAM_WARNING_SHARE``)."
         ),
     ),
     Option(
@@ -233,23 +230,19 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "labels",
-        OptionalChoice(("choose", "confusion", "continuous")),
-        "how each item's label and level probabilities are decided: confusion (a second "
-        "model of the same ratings whose truth is one of the levels, with an ordinal confusion "
-        "matrix and a careless share per annotator, each rating counting for the chance that "
-        "it is not spam unless that would leave the model blind), continuous (the level "
-        "intervals of the item's posterior value, as the paper) or choose (the continuous "
-        "posterior's levels when the continuous model predicts each rating from the others "
-        "better than the confusion model, else the confusion model's) (default: as --model "
-        "says)",
+        OptionalChoice(("confusion", "continuous")),
+        "the one posterior each item's label, level probabilities, interval, flag and next-"
+        "rating gain are read from: confusion (a model of the ratings whose truth is one of the "
+        "levels, with an ordinal confusion matrix per annotator, reported as a careful "
+        "annotator's answer) or continuous (the level intervals of the item's posterior value, "
+        "as the paper) (default: as --model says)",
         "Labels from",
         widget="none",
         flag="--labels",
-        metavar="choose|confusion|continuous",
+        metavar="confusion|continuous",
         in_compare=False,
         doc=(
-            "``results.label_model``, ``results.label_choice``; the Dask engine's labels are "
-            "the continuous ones."
+            "``labels.choose``; the Dask engine's labels are the continuous ones."
         ),
     ),
     Option(

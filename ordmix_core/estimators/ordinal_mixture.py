@@ -36,7 +36,7 @@ import os
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -47,15 +47,16 @@ from ..data.crowd import CrowdData, prepare
 from ..data.scale import Scale
 from ..errors import CollapseWarning, ConvergenceWarning, InputError
 from ..fit import acceleration, alternative, restarts, schedule, selection, settle
+from ..labels import confusion_model
+from ..labels.choose import choose_labels
 from ..results import decisions, outputs, reliability
 from ..vb import kernels, phases
 from ..vb import sweep as vb
-from . import level_fit, option_frontends, option_kinds, options, refit
+from . import option_frontends, option_kinds, options, refit
 from .base import CrowdEstimator
 from .engine_steps import EngineSteps
 from .learned import Learned, StoresLearned
 from .memory_engine import MemorySweeps, RestartThreads
-from .spam_decision import SPAM_EVIDENCE, explained_away, spam_choice, spam_evidence
 
 __all__ = ["MODELS", "CollapseWarning", "ConvergenceWarning", "OrdinalMixture"]
 
@@ -72,7 +73,6 @@ MODELS = {
         "spam_dist": "uniform",
         "phi": 10.0,
         "eta": 5.0,
-        "choose_spam": False,
         "labels": "continuous",
     },
     "extended": {
@@ -80,8 +80,7 @@ MODELS = {
         "spam_dist": "global",
         "phi": 2.0,
         "eta": 1.0,
-        "choose_spam": True,
-        "labels": "choose",
+        "labels": "confusion",
     },
 }
 
@@ -98,6 +97,7 @@ def difficulty_prior(model: str, phi: float | None, eta: float | None) -> tuple[
 ProgressCallback = Callable[[int, int, float], "bool | None"]
 
 
+
 @option_kinds.register_estimator
 class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
     """Lakshminarayanan & Teh's ordinal-discrete-mixture model fitted by variational Bayes.
@@ -107,17 +107,18 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
     ``fit_predict_score`` (the posterior means), and after ``fit`` ``labels_``, ``probas_``
     (indexed by ``task``) and ``skills_`` (reliability, by ``worker``); see ``base``.
 
-    Learned attributes: ``estimates_``, ``sd_`` (Series by instance), ``level_proba_`` (M, K:
-    the confusion model's level probabilities, ``label_model``; None with
-    ``labels="continuous"``), ``items_``,
+    Learned attributes: ``label_result_`` (``labels.choose.LabelResult``: the one posterior
+    every item column is read from, ``decisions.item_decisions``), ``estimates_``, ``sd_``
+    (Series by instance: that posterior's mean and sd of the level's value; the paper's model:
+    its continuous posterior's), ``items_``,
     ``annotators_``, ``categories_`` (DataFrames), ``omega_`` (per rating), ``alpha_``,
     ``beta_``, ``hyperparams_`` (with ``lambda_b`` and the learned ``pi``), ``model_`` (the
     model fitted, its stages and why), ``lower_bound_``, ``trace_`` (every restart's bound),
     ``restarts_`` (one row per restart), ``best_restart_``, ``selection_reason_``,
     ``converged_``, ``n_iter_``, ``collapsed_``, ``warnings_``, ``interrupted_``, ``seconds_``,
     ``spam_`` (whether the fitted model has the spam component), ``annotator_flags_``
-    (``reliability.annotator_flags`` at its default settings when the spam decision computed
-    them, else None; ``annotator_flags`` returns them at those settings),
+    (``reliability.annotator_flags`` at its default settings, from the posterior whose median
+    is ``annotators_["reliability"]``),
     ``ensemble_`` (the restarts near-tied with the winner, ``selection.ensemble``),
     ``ensemble_gap_`` and ``alternative_`` (the answer with the still-moving annotators
     carried the way they were going, ``alternative.alternative``; in the ensemble when near-tied;
@@ -260,52 +261,52 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
         # 2. one Generator for the whole fit: every restart draws its key from it
         rng = np.random.default_rng(self.random_state)
         # 3. the fit (_fit_data: problem, starts, the race of fit.schedule, the winner)
-        self.spam_ = self.spam is not False  # None: decided below, from the spam fit
+        self.spam_ = self.spam is not False
         warn = self._fit_data(data, gold_m, rng, callback, t0)
-        # the labels' confusion model with every rating counting 1 depends on the ratings
-        # alone: fitted beside the spam decision (and a refit), once for every _fit_levels
-        with ThreadPoolExecutor(1) as pool:
-            plain_job = None
-            used = level_fit.plain_fit_used(
-                self._label_model(), self.spam is not False, gold_m is not None
-            )
-            if used and not self.interrupted_:
-                plain_job = pool.submit(level_fit.plain_fit, data)
-            # 4. the spam decision: refit without the component when no spammers are there
-            if self._chooses_spam() and not self.interrupted_ and self.collapsed_:
-                self.model_["spam_choice"] = {
-                    "spam": True,
-                    "why": "every restart explained almost all ratings as spam (collapsed): kept, "
-                    "with its warning, as the data's own verdict; compare with --spam off",
-                }
-            elif self._chooses_spam() and not self.interrupted_:
-                flags = reliability.annotator_flags(self)
-                share = spam_evidence(self, flags)
-                self.annotator_flags_ = flags  # the outputs' flags, unless refitted below
-                spam_fit = {"spam": True, "lower_bound": self.lower_bound_, "evidence": share}
-                if share < SPAM_EVIDENCE:
-                    self.spam_ = False
-                    warn = self._fit_data(data, gold_m, rng, callback, t0)
-                self.model_["spam_choice"] = spam_choice(spam_fit, self)
-            # 5. the labels: the continuous posterior's or the ordinal confusion model's levels
-            self._fit_levels(data, gold_m, plain_job)
-            # 6. a kept spam fit that explained the items away (its omega would leave the labels'
-            #    model predicting the held-out ratings hardly better than chance): refit without it
-            weights = self.model_.get("label_weights") or {}
-            if self._chooses_spam() and self.spam_ and weights.get("weights") == "none":
-                before = self.model_["spam_choice"]
-                self.spam_ = False
-                warn = self._fit_data(data, gold_m, rng, callback, t0)
-                self.model_["spam_choice"] = explained_away(before, weights, self)
-                self._fit_levels(data, gold_m, plain_job)
-        _emit(warn)
+        # 4. each annotator's reliability: one posterior for its point, interval and flag
+        self.annotator_flags_, median = reliability.fitted_flags(self)
+        self.annotators_["reliability"] = median
+        # 5. the labels: one posterior per item, every item column read from it
+        self._choose_labels(data, gold_m)
+        label_warn = self._label_warnings()
+        self.warnings_ = [*self.warnings_, *(w.message for w in label_warn)]
+        _emit(warn + label_warn)
         return self
+
+    def _choose_labels(self, data: CrowdData, gold_m: np.ndarray | None) -> None:
+        """``label_result_``: the one posterior of every item (``labels.choose_labels``; the
+        paper's model: its continuous posterior over the scale's intervals), and the items'
+        ``estimate`` and ``sd`` read from it."""
+        if self._label_model() == "continuous":
+            self.label_result_ = decisions.continuous_labels(self)
+        else:
+            values = data.scale.values
+            gold = None if gold_m is None else confusion_model.gold_levels(gold_m, values)
+            self.label_result_ = choose_labels(
+                data.ann, data.inst, data.level, data.n_annotators, data.n_instances, values, gold
+            )
+            estimate, sd = self.label_result_.posterior.estimates()
+            if gold_m is not None:  # a gold item's value is its gold
+                known = np.isfinite(gold_m)
+                estimate = np.where(known, gold_m, estimate)
+                sd = np.where(known, 0.0, sd)
+            self.items_["estimate"] = estimate
+            self.items_["sd"] = sd
+            self.estimates_, self.sd_ = self.items_["estimate"], self.items_["sd"]
+        self.model_["labels"] = self.label_result_.describe()
+
+    def _label_warnings(self) -> list[selection.FitWarning]:
+        """What the user should know about the labels (``decisions.label_warnings``)."""
+        flags = self._item_decisions()["flag"].to_numpy()
+        undetermined = float(np.mean(flags == "undetermined")) if len(flags) else 0.0
+        # a collapsed fit says so already (CollapseWarning): no second warning about its spam
+        spam = 1.0 - decisions.truth_share(self) if self.spam_ and not self.collapsed_ else 0.0
+        return decisions.label_warnings(spam, undetermined)
 
     @property
     def labels_(self) -> pd.Series:
-        """Each task's label as ``decisions.item_decisions`` gives it (the most probable
-        level, or the level of a clear majority of trusted raters; an undetermined item keeps
-        its most probable level: see ``decisions``), Series indexed by ``task``, named
+        """Each task's label as ``decisions.item_decisions`` gives it (the most probable level
+        of its posterior; an undetermined item keeps it), Series indexed by ``task``, named
         ``agg_label``, in the scale's own values."""
         dec = self._item_decisions()
         return pd.Series(
@@ -315,9 +316,9 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
 
     @property
     def skills_(self) -> pd.Series:
-        """Each worker's reliability, the posterior probability that a rating of theirs comes
-        from the truth rather than spam (``annotators_["reliability"]``), indexed by
-        ``worker`` and named ``skill`` as in crowd-kit."""
+        """Each worker's reliability (``annotators_["reliability"]``: the median of the
+        posterior of their share of ratings from the truth rather than spam, given their own
+        ratings), indexed by ``worker`` and named ``skill`` as in crowd-kit."""
         rel = self.annotators_["reliability"]
         return pd.Series(
             rel.to_numpy(), index=pd.Index(rel.index.to_numpy(), name="worker"), name="skill"
@@ -330,18 +331,6 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
     def _label_model(self) -> str:
         """How labels are decided: ``labels``, else as ``model`` says (``MODELS``)."""
         return MODELS[self.model]["labels"] if self.labels is None else self.labels
-
-    def _fit_levels(
-        self, data: CrowdData, gold_m: np.ndarray | None, plain_job: Future | None = None
-    ) -> None:
-        """``level_proba_``, ``items_["clear_majority"]`` and the flags: ``level_fit`` (with
-        ``plain_job``, the plain confusion fit on its way, when there is one)."""
-        level_fit.fit_levels(self, data, gold_m, self._label_model(), plain_job)
-
-    def _chooses_spam(self) -> bool:
-        """Whether this fit decides the spam component from the evidence (``spam=None`` and a
-        model that does: ``extended``); else ``spam`` None means on."""
-        return self.spam is None and MODELS[self.model]["choose_spam"]
 
     def _fit_data(
         self,
@@ -390,8 +379,7 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
             cat_names = cat_ids[data.cat_of_inst]
             # the gold items as their own ratings have them: a column, and _fit_levels' map
             known = p.gold_mask is not None and not interrupted
-            self._gold_own = settle.own_ratings(p, s) if known else None
-            crowd = None if self._gold_own is None else self._gold_own[0]
+            crowd = settle.own_ratings(p, s)[0] if known else None
             items = outputs.items_frame(
                 ids, s.mu_m, s.lam_m, n_m, data.inst_query, cat_names, p.gold_mask, crowd
             )

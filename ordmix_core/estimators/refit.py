@@ -120,7 +120,7 @@ def previous_from_model(model: object) -> Previous:
 
     hp = model.hyperparams_  # type: ignore[attr-defined]
     return Previous(
-        items=_by_text(local(model.items_)[["estimate", "sd"]]),  # type: ignore[attr-defined]
+        items=_by_text(_item_columns(local(model.items_))),  # type: ignore[attr-defined]
         annotators=_by_text(_annotator_columns(model.annotators_, hp)),  # type: ignore
         categories=_by_text(local(model.categories_)[["difficulty"]]),  # type: ignore
         alpha=float(hp["alpha"]),
@@ -137,7 +137,7 @@ def read_previous(folder: str | os.PathLike) -> Previous:
     folder = check_folder(folder, ("items", "annotators", "categories"), "a warm start")
     summary = read_summary(folder, ("alpha", "beta", "scale"))
     hp = summary["hyperparameters"]
-    items = read_fit_table(folder, "items", ["instance"], ["estimate", "sd"])
+    items = read_fit_table(folder, "items", ["instance"], list(ITEM_COLUMNS))
     bias = ["bias", "bias_sd"] if hp.get("lambda_b") is not None else []
     ann = read_fit_table(
         folder, "annotators", ["annotator"], [*ANNOTATOR_COLUMNS, *bias],
@@ -155,7 +155,7 @@ def read_previous(folder: str | os.PathLike) -> Previous:
             f"summary.json's hyperparameters are not numbers ({e}); fit again", source=str(folder)
         ) from None
     return Previous(
-        items=_by_text(items.set_index("instance")[["estimate", "sd"]]),
+        items=_by_text(_item_columns(items.set_index("instance"))),
         annotators=_by_text(_annotator_columns(ann.set_index("annotator"), hp)),
         categories=_by_text(cats.set_index("category")[["difficulty"]]),
         alpha=alpha,
@@ -167,14 +167,22 @@ def read_previous(folder: str | os.PathLike) -> Previous:
     )
 
 
+#: the item columns every warm start reads: the continuous fit's q(z)
+ITEM_COLUMNS = ("z_mean", "z_sd")
 #: the annotator columns every warm start reads (``bias``, ``bias_sd`` too when the bias was
-#: modelled)
-ANNOTATOR_COLUMNS = ("expertise", "expertise_sd", "reliability")
+#: modelled): q(tau) and the continuous fit's eps
+ANNOTATOR_COLUMNS = ("expertise", "expertise_sd", "eps")
+
+
+def _item_columns(items: pd.DataFrame) -> pd.DataFrame:
+    """q(z)'s mean and sd as ``estimate`` and ``sd`` (``ITEM_COLUMNS``)."""
+    return items[list(ITEM_COLUMNS)].set_axis(["estimate", "sd"], axis=1)
 
 
 def _annotator_columns(ann: pd.DataFrame, hp: dict) -> pd.DataFrame:
-    """expertise, expertise_sd, reliability, bias, bias_sd (bias 0, sd 0 without the bias)."""
-    out = ann[list(ANNOTATOR_COLUMNS)].copy()
+    """expertise, expertise_sd, reliability (the continuous fit's eps), bias, bias_sd (bias 0,
+    sd 0 without the bias)."""
+    out = ann[list(ANNOTATOR_COLUMNS)].rename(columns={"eps": "reliability"})
     with_bias = hp.get("lambda_b") is not None
     out["bias"] = ann["bias"].to_numpy(float) if with_bias else 0.0
     out["bias_sd"] = ann["bias_sd"].to_numpy(float) if with_bias else 0.0
@@ -301,12 +309,12 @@ def _check_values(prev: Previous) -> None:
     """Posteriors a state can be built from: positive sds, precisions and rates, eps in
     [0, 1]; else one InputError naming the column."""
     checks = [
-        (prev.items["estimate"], "items", "estimate", lambda v: np.isfinite(v)),
-        (prev.items["sd"], "items", "sd", lambda v: v > 0),
+        (prev.items["estimate"], "items", "z_mean", lambda v: np.isfinite(v)),
+        (prev.items["sd"], "items", "z_sd", lambda v: v > 0),
         (prev.annotators["expertise"], "annotators", "expertise", lambda v: v > 0),
         (prev.annotators["expertise_sd"], "annotators", "expertise_sd", lambda v: v > 0),
-        (prev.annotators["reliability"], "annotators", "reliability", lambda v: v >= 0),
-        (prev.annotators["reliability"], "annotators", "reliability", lambda v: v <= 1),
+        (prev.annotators["reliability"], "annotators", "eps", lambda v: v >= 0),
+        (prev.annotators["reliability"], "annotators", "eps", lambda v: v <= 1),
         (prev.categories["difficulty"], "categories", "difficulty", lambda v: v > 0),
     ]
     if prev.lambda_b is not None:

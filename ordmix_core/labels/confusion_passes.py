@@ -175,9 +175,7 @@ def _e_chunk(
 
 
 @jit(parallel=True)
-def _e_step(
-    bounds, offsets, codes, logp, log_rho, q_old, ll, q, lse, moved
-):  # pragma: no cover
+def _e_step(bounds, offsets, codes, logp, log_rho, q_old, ll, q, lse, moved):  # pragma: no cover
     for ch in prange(bounds.size - 1):
         lo, hi = bounds[ch], bounds[ch + 1]
         moved[ch] = _e_chunk(lo, hi, offsets, codes, logp, log_rho, q_old, ll, q, lse)

@@ -1,2 +1,2 @@
-"""What a fit gives a manager: decisions (labels, flags, what to rate next), the
-label model, the output schema and the output folders."""
+"""What a fit gives a manager as tables: the decision columns (labels, flags, what to rate
+next), the annotators' reliability, the output schema and the output folders."""

@@ -4,19 +4,20 @@ annotator's evidence-aware flag, or why there are none."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pandas as pd
 
+from ..labels.policy import DEFAULT as DEFAULT_POLICY
 from . import decisions, reliability
 
 # --------------------------------------------------------------------------- learned frames
 
 #: the decision columns of items.csv, after the model's (``lower_90``/``upper_90`` at the
 #: default interval; one ``p_level_<v>`` per level, in the scale's order)
-DECISION_COLUMNS = ("label", "p_wrong", "p_level_<v>", "lower_90", "upper_90", "rating_info",
-                    "truth_weight", "expected_gain", "flag")  # fmt: skip
+DECISION_COLUMNS = ("label", "p_wrong", "p_level_<v>", "lower_90", "upper_90", "truth_weight",
+                    "expected_gain", "flag")  # fmt: skip
 
 #: the flag columns of annotators.csv (``reliability.annotator_flags``)
 FLAG_COLUMNS = ("flag", "p_unreliable", "reliability_lower", "reliability_upper",
@@ -71,13 +72,22 @@ def decide(
 
 def _partitioned_item_decisions(model: Any, items: Any, confidence: float) -> Any:
     """A Dask ``items_`` with the decision columns joined in each partition (and, at instance
-    granularity, each partition's categories alongside: both come from the same blocks)."""
+    granularity, each partition's categories alongside: both come from the same blocks): the
+    continuous posterior's (``decisions.continuous_posterior``)."""
     share = decisions.annotators_truth_share(model.annotators_)
     hp = model.hyperparams_
+    policy = replace(DEFAULT_POLICY, confidence=confidence)
 
     def join(part: pd.DataFrame, cats: pd.DataFrame) -> pd.DataFrame:
-        dec = decisions.item_decisions_from_frames(part, cats, hp, share, confidence=confidence)
-        return part.join(dec)
+        difficulty = cats["difficulty"].reindex(part["category"].astype(object))
+        post = decisions.continuous_posterior(
+            part["z_mean"].to_numpy(dtype=float),
+            part["z_sd"].to_numpy(dtype=float),
+            hp,
+            difficulty.to_numpy(dtype=float),
+            share,
+        )
+        return part.join(decisions.item_columns(post, part.index, policy))
 
     cats = model.categories_
     if isinstance(cats, pd.DataFrame):  # query or global granularity: one small table

@@ -1,53 +1,44 @@
-"""Decisions from a fit: per-item labels and level probabilities, what to rate next.
+"""Decisions from a fit: each item's decision columns, what to rate next, whom to review.
 
-A fitted :class:`~ordmix_core.estimators.ordinal_mixture.OrdinalMixture` gives point
-estimates; a manager needs to know which of them the ratings actually settle. Everything here is a
-pure function of the fit (arrays or frames in, arrays or frames out); no fitting, no I/O.
-
-Annotators: ``reliability`` (their flags from the evidence of their own ratings).
-
-Items (``item_decisions``). The probability of each level comes from the ordinal confusion
-model (``label_model``: the truth one of the levels, an ordinal confusion matrix per
-annotator), fitted to the same ratings after the continuous model (``level_proba_``); with
-``labels="continuous"`` (the paper's model) from q(z_m) = N(mu_m, 1/lambda_m) integrated over
-the scale's threshold intervals, outer ones extended to +-inf. The most probable level is the
-``label``, filled for every item, and ``p_wrong = 1 - its probability``; a label whose
-runner-up is within ``TIE`` is a tie, and the item ``undetermined``; an item that trusted
-raters clearly agree on (``clear_majority``) has their level as its label. An item is
-also ``undetermined`` when its ratings carry less than ``min_info`` of the posterior precision
-(``rating_info = 1 - lambda / lambda_m``; default 0.5: the prior weighs at least as much as
-every rating together): its label is still the most probable level, but that is the prior's
-doing (a vague prior puts most of its mass on the outer levels, whose intervals extend to
-+-inf), and the ``flag`` says not to trust it.
-``expected_gain`` is the expected fall of ``p_wrong`` from one more rating of typical
-precision (``expected_gain``); ``next_batch`` ranks items by it.
+Everything here is a pure function of a fit (arrays or frames in, arrays or frames out); no
+fitting, no I/O. Items: every decision column is read from the fit's one posterior over the
+levels (``labels.posterior.LabelPosterior``, made by ``labels.choose``; the paper's model's is
+its continuous posterior over the scale's intervals, ``continuous_posterior``) by
+``item_columns``. Annotators: their flags come from ``reliability``; ``annotators_to_review``
+lists the flagged ones with the evidence. ``next_batch`` ranks the items by the expected fall
+of ``p_wrong`` from one more rating, computed from the same posterior.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
-from scipy.special import ndtr, ndtri
+from scipy.special import ndtr
 
 from ..data.scale import level_labels
-from ..errors import InputError
-from . import label_rules
+from ..errors import InputError, SpamWarning, UndeterminedWarning
+from ..fit.selection import FitWarning
+from ..labels.choose import LabelResult
+from ..labels.policy import DEFAULT as DEFAULT_POLICY
+from ..labels.policy import LabelPolicy
+from ..labels.posterior import ITEM_FLAGS, LabelPosterior, decide
 
 #: an annotator is judged against this reliability (share of ratings from the truth)
 THRESHOLD = 0.5
 #: a flag (annotator unreliable / ok, item confident) needs at least this posterior probability
-CONFIDENCE = 0.9
-#: central credible interval of each item's value (columns ``lower_90``, ``upper_90``)
-INTERVAL = 0.9
-#: an item whose ratings carry less than this share of its posterior precision is undetermined
-MIN_INFO = 0.5
-#: an item whose two most probable levels are this close is undetermined (a tie, not a label)
-TIE = 0.01
+CONFIDENCE = DEFAULT_POLICY.confidence
+#: the label's interval holds this much of its item's probability (``lower_90``, ``upper_90``)
+INTERVAL = DEFAULT_POLICY.interval
 
 ANNOTATOR_FLAGS = ("unreliable", "ok", "undetermined")
-ITEM_FLAGS = ("confident", "uncertain", "undetermined")
+#: a fit that takes more than this share of the ratings as spam says so (``SpamWarning``)
+SPAM_WARNING_SHARE = 0.5
+#: a fit with more than this share of its items undetermined says so (``UndeterminedWarning``)
+UNDETERMINED_WARNING_SHARE = 0.1
+__all__ = ["ITEM_FLAGS"]
 
 # Gauss-Hermite nodes for the expected gain (the integrand is smooth but for kinks of the max)
 _GAIN_NODES = 64
@@ -119,31 +110,6 @@ def level_probabilities(mean: np.ndarray, sd: np.ndarray, thresholds: np.ndarray
     return np.diff(edges, axis=1)
 
 
-def credible_interval(
-    mean: np.ndarray, sd: np.ndarray, interval: float, lo: float, hi: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """Central ``interval`` credible interval of N(mean, sd^2), clipped to ``[lo, hi]``.
-
-    ``lo``, ``hi`` are the scale's outer thresholds: the model's q(z) is Gaussian and can
-    reach far beyond the scale (an unrated item's prior sd is 3.16 on a 1-3 scale), while the
-    true value is on the scale, so the ends are clipped there; an interval that equals
-    ``[lo, hi]`` says that the ratings do not narrow the value down. Returns two (M,) arrays.
-    """
-    z = ndtri(0.5 + 0.5 * interval)
-    mean = np.asarray(mean, dtype=float)
-    sd = np.asarray(sd, dtype=float)
-    return np.clip(mean - z * sd, lo, hi), np.clip(mean + z * sd, lo, hi)
-
-
-def rating_info(sd: np.ndarray, lam: float) -> np.ndarray:
-    """Share of q(z)'s precision that comes from the ratings, ``1 - lam * sd^2``; (M,).
-
-    ``lambda_m = lam + sum_l omega_l rho_l``, so this is 0 for an item whose ratings were all
-    attributed to spam (q(z) is the prior) and near 1 once one truthful rating is in.
-    """
-    return np.clip(1.0 - lam * np.asarray(sd, dtype=float) ** 2, 0.0, 1.0)
-
-
 def expected_gain(
     mean: np.ndarray,
     sd: np.ndarray,
@@ -182,150 +148,84 @@ def expected_gain(
 
 
 # --------------------------------------------------------------------------- items: frames
-def item_decisions_from_frames(
-    items: pd.DataFrame,
-    categories: pd.DataFrame,
+def continuous_posterior(
+    mean: np.ndarray,
+    sd: np.ndarray,
     hyperparams: dict,
+    difficulty: np.ndarray,
     truth_share: float,
-    truth_weight: np.ndarray | None = None,
-    level_proba: np.ndarray | None = None,
-    *,
-    interval: float = INTERVAL,
-    confidence: float = CONFIDENCE,
-    min_info: float = MIN_INFO,
-) -> pd.DataFrame:
-    """The decision columns for each item, from a fit's frames (a model or an output folder).
-
-    ``items``: index instance; columns ``estimate``, ``sd``, ``category`` (the engine's
-    ``items_`` or ``items.csv``). ``categories``: index category, column ``difficulty``.
-    ``hyperparams``: ``thresholds``, ``scale``, ``lambda``, ``alpha``, ``beta`` (the engine's
-    ``hyperparams_`` or summary.json's). ``truth_share``: share of all ratings attributed to
-    the truth. ``truth_weight``: (M,) sum of omega per item, if known.
-
-    Returns a frame indexed like ``items`` with columns ``label`` (scale value of the most
-    probable level, for every item; ``flag`` says whether to trust it), ``p_wrong`` (1 - the
-    most probable level's probability), ``p_level_<v>`` for each level v, ``lower_<pct>``,
-    ``upper_<pct>`` (the central ``interval`` credible interval, clipped to the scale's
-    outer thresholds), ``rating_info``, ``truth_weight`` (NaN if not given),
-    ``expected_gain`` and ``flag``: ``undetermined`` when ``rating_info < min_info``, else
-    ``confident`` when the label's probability is at least ``confidence``, else
-    ``uncertain``.
-
-    ``level_proba`` (M, K): the items' level probabilities from a label model, the ordinal
-    confusion model's or the continuous posterior's levels as the label choice took them
-    (``OrdinalMixture.level_proba_``, or ``items.csv``'s ``p_level_*`` of such a fit). When
-    given, they are the ``p_level_*`` columns, the label is their most probable level (the
-    decision that minimises the expected label error), ``lower``/``upper`` the narrowest run
-    of adjacent levels around the label holding ``interval`` of them, and an item whose two
-    most probable levels are within ``TIE`` is ``undetermined`` (the ratings do not decide
-    its label). An item with a ``clear_majority`` (a column of ``items``: the level that
-    trusted raters agree on, see ``level_fit.fit_levels``) has that level as its label.
-    Otherwise all come from the continuous posterior N(estimate, sd^2).
-    """
-    interval = _check_probability("the credible interval", interval)
-    confidence = _check_probability("the confidence", confidence, low=0.5)
-    min_info = _check_probability("min_info", min_info)
+) -> LabelPosterior:
+    """The continuous model's posterior as a ``LabelPosterior`` (the paper's model, and the
+    Dask engine): q(z_m) = N(mean, sd^2) over the scale's threshold intervals, its expected
+    gain (``expected_gain``) and its own estimate (the posterior mean of z, as the paper
+    reports it). ``difficulty`` (M,): each item's category's E[delta]."""
     thresholds = np.asarray(hyperparams["thresholds"], dtype=float)
     values = np.asarray(hyperparams["scale"], dtype=float)
-    lam = float(hyperparams["lambda"])
-    mean = items["estimate"].to_numpy(dtype=float)
-    sd = items["sd"].to_numpy(dtype=float)
-
-    info = rating_info(sd, lam)
-    clear = items.get("clear_majority")
-    probs, best, tie, lower, upper = _labels(
-        mean, sd, thresholds, values, level_proba, clear, interval
-    )
-    undetermined = (info < min_info) | tie
-    p_best = probs[np.arange(len(best)), best]
-    difficulty = (
-        categories["difficulty"].reindex(items["category"].astype(object)).to_numpy(dtype=float)
-    )
-    if np.isnan(difficulty).any():
-        missing = items["category"][np.isnan(difficulty)].iloc[0]
-        raise InputError(f"category {missing!r} of the items is not in the categories table")
     rho = float(hyperparams["alpha"]) / float(hyperparams["beta"]) * difficulty
-    gain = expected_gain(mean, sd, thresholds, rho, truth_share)
-
-    lo_col, hi_col = interval_columns(interval)
-    label = level_labels(values)[best]
-    out = pd.DataFrame({"label": label, "p_wrong": 1.0 - p_best}, index=items.index)
-    for col, p in zip(level_columns(values), probs.T, strict=True):
-        out[col] = p
-    out[lo_col] = lower
-    out[hi_col] = upper
-    out["rating_info"] = info
-    out["truth_weight"] = np.nan if truth_weight is None else np.asarray(truth_weight, float)
-    out["expected_gain"] = gain
-    out["flag"] = np.where(
-        undetermined, "undetermined", np.where(p_best >= confidence, "confident", "uncertain")
+    return LabelPosterior(
+        level_probabilities(mean, sd, thresholds),
+        values,
+        expected_gain(mean, sd, thresholds, rho, truth_share),
+        "continuous",
+        estimate=np.asarray(mean, dtype=float),
+        sd=np.asarray(sd, dtype=float),
     )
+
+
+def continuous_labels(model) -> LabelResult:
+    """The continuous posterior of a fitted model as its ``label_result_`` (the paper's model,
+    and the Dask engine): from ``items_``' q(z) (``z_mean``, ``z_sd``), each item's
+    category's difficulty, ``hyperparams_`` and the share of ratings taken as honest."""
+    items = model.items_
+    difficulty = model.categories_["difficulty"].reindex(items["category"].astype(object))
+    if difficulty.isna().any():
+        missing = items["category"][difficulty.isna().to_numpy()].iloc[0]
+        raise InputError(f"category {missing!r} of the items is not in the categories table")
+    post = continuous_posterior(
+        items["z_mean"].to_numpy(dtype=float),
+        items["z_sd"].to_numpy(dtype=float),
+        model.hyperparams_,
+        difficulty.to_numpy(dtype=float),
+        truth_share(model),
+    )
+    return LabelResult(post, None, None, False, DEFAULT_POLICY)
+
+
+def item_columns(
+    post: LabelPosterior,
+    index: pd.Index,
+    policy: LabelPolicy = DEFAULT_POLICY,
+    truth_weight: np.ndarray | None = None,
+) -> pd.DataFrame:
+    """The decision columns of items.csv, all read from the one posterior ``post``.
+
+    Returns a frame indexed by ``index`` with ``label`` (the most probable level, as the
+    scale writes it), ``p_wrong``, ``p_level_<v>`` for each level, ``lower_<pct>`` and
+    ``upper_<pct>`` (the label's interval, levels), ``truth_weight`` (the continuous fit's sum
+    of omega over the item's ratings; NaN when not given), ``expected_gain`` and ``flag``
+    (``posterior.ITEM_FLAGS``)."""
+    cols = post.read(policy)
+    levels = level_labels(post.values)
+    lo_col, hi_col = interval_columns(policy.interval)
+    out = pd.DataFrame({"label": levels[cols["label"]], "p_wrong": cols["p_wrong"]}, index=index)
+    for col, p in zip(level_columns(post.values), post.proba.T, strict=True):
+        out[col] = p
+    out[lo_col] = levels[cols["lower"]]
+    out[hi_col] = levels[cols["upper"]]
+    out["truth_weight"] = np.nan if truth_weight is None else np.asarray(truth_weight, float)
+    out["expected_gain"] = cols["expected_gain"]
+    out["flag"] = cols["flag"]
     return out
 
 
-def _labels(
-    mean: np.ndarray,
-    sd: np.ndarray,
-    thresholds: np.ndarray,
-    values: np.ndarray,
-    level_proba: np.ndarray | None,
-    clear: pd.Series | None,
-    interval: float,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Each item's level probabilities (M, K), label (level index), tie (bool), and the
-    label's interval (lower, upper on the scale): from ``level_proba`` when given (a clear
-    majority, ``clear``'s levels where given, decides the label and is no tie; the interval's ends
-    are levels, as ``level_labels`` gives them), else from the continuous posterior
-    N(mean, sd^2) (no ties; the interval's ends are values on the scale)."""
-    if level_proba is None:
-        probs = level_probabilities(mean, sd, thresholds)
-        lower, upper = credible_interval(mean, sd, interval, thresholds[0], thresholds[-1])
-        return probs, probs.argmax(axis=1), np.zeros(len(mean), dtype=bool), lower, upper
-    probs = np.asarray(level_proba, dtype=float)
-    best, tie = label_rules.decide(probs, TIE)
-    if clear is not None:
-        clear = clear.to_numpy(dtype=float, na_value=np.nan)
-        has = np.isfinite(clear)
-        best = np.where(has, np.searchsorted(values, np.where(has, clear, values[0])), best)
-        tie = tie & ~has
-    lo, hi = label_rules.level_interval(probs, best, interval)
-    levels = level_labels(values)  # levels, written as the labels are (``3``, not ``3.0``)
-    return probs, best, tie, levels[lo], levels[hi]
-
-
-def clear_majority_column(clear: np.ndarray, values: np.ndarray) -> pd.array:
-    """``items_["clear_majority"]`` from ``label_rules.clear_majority``'s level indices (M,),
-    -1 for none: the level as the labels give it (``3``, not ``3.0``; nullable ``Int64``
-    when the scale's values are whole numbers), missing where there is none."""
-    levels = level_labels(values)[np.maximum(clear, 0)]
-    none = np.asarray(clear) < 0
-    if levels.dtype.kind == "i":
-        return pd.arrays.IntegerArray(levels, none)
-    return np.where(none, np.nan, levels)
-
-
-def item_decisions(
-    model,
-    *,
-    interval: float = INTERVAL,
-    confidence: float = CONFIDENCE,
-    min_info: float = MIN_INFO,
-) -> pd.DataFrame:
-    """``item_decisions_from_frames`` for a fitted model; join it to ``model.items_``.
-
-    ``truth_weight`` (sum of omega over the item's ratings) is filled when the model keeps
-    ``omega_`` (the in-memory engine does; the Dask engine leaves it on the workers: NaN).
-    Computed ``ITEM_CHUNK`` items at a time (``iter_item_decisions``): the same values, with
-    temporaries of a chunk's size instead of a dozen (M, K) arrays.
-    """
-    parts = list(
-        iter_item_decisions(model, interval=interval, confidence=confidence, min_info=min_info)
-    )
+def item_decisions(model, *, confidence: float = CONFIDENCE) -> pd.DataFrame:
+    """``item_columns`` of a fitted model (join it to ``model.items_``), its label flags at
+    ``confidence``."""
+    parts = list(iter_item_decisions(model, confidence=confidence))
     return parts[0] if len(parts) == 1 else pd.concat(parts)
 
 
-#: items per chunk of ``iter_item_decisions`` (the expected gain's quadrature makes several
-#: (chunk, K) temporaries per node: ~10 MB each at 5 levels)
+#: items per chunk of ``iter_item_decisions`` (the columns of a chunk are built at once)
 ITEM_CHUNK = 1 << 18
 
 
@@ -348,12 +248,7 @@ def annotators_truth_share(annotators: pd.DataFrame) -> float:
 
 
 def iter_item_decisions(
-    model,
-    *,
-    interval: float = INTERVAL,
-    confidence: float = CONFIDENCE,
-    min_info: float = MIN_INFO,
-    chunk: int | None = None,
+    model, *, confidence: float = CONFIDENCE, chunk: int | None = None
 ) -> Iterator[pd.DataFrame]:
     """``item_decisions`` of ``model.items_``' rows ``chunk`` (default ``ITEM_CHUNK``) at a
     time, in order (at least one frame, empty when there are no items): what ``ordmix fit``
@@ -364,32 +259,53 @@ def iter_item_decisions(
     if omega is not None:
         data = model.data_
         truth_weight = np.bincount(data.inst, weights=omega, minlength=data.n_instances)
-    share = truth_share(model)
-    items = model.items_
-    proba = getattr(model, "level_proba_", None)
+    result = model.label_result_
+    confidence = _check_probability("the confidence", confidence, low=0.5)
+    policy = replace(result.policy, confidence=confidence)
+    post, items = result.posterior, model.items_
     for lo in range(0, max(len(items), 1), chunk):
         rows = slice(lo, lo + chunk)
-        yield item_decisions_from_frames(
-            items.iloc[rows],
-            model.categories_,
-            model.hyperparams_,
-            share,
+        yield item_columns(
+            post.rows(rows),
+            items.index[rows],
+            policy,
             None if truth_weight is None else truth_weight[rows],
-            None if proba is None else proba[rows],
-            interval=interval,
-            confidence=confidence,
-            min_info=min_info,
         )
 
 
+def reflagged(items: pd.DataFrame, values: Sequence[float], confidence: float) -> pd.DataFrame:
+    """An items table read back from ``items.csv`` with its ``flag`` read again from its own
+    ``p_level_*`` at ``confidence`` (the label, its probability and the ties unchanged)."""
+    confidence = _check_probability("the confidence", confidence, low=0.5)
+    p = items[level_columns(values)].to_numpy(dtype=float)
+    best, tie = decide(p, DEFAULT_POLICY.tie)
+    p_best = p[np.arange(len(p)), best]
+    out = items.copy()
+    out["flag"] = np.where(
+        tie, "undetermined", np.where(p_best >= confidence, "confident", "uncertain")
+    )
+    return out
+
+
 # --------------------------------------------------------------------------- what to do next
-def undetermined_reasons(items: pd.DataFrame, min_info: float = MIN_INFO) -> dict[str, int]:
-    """How many items are undetermined and why (``items``: the decision columns, ``flag`` and
-    ``rating_info``): ``weak``, their ratings carry less than ``min_info`` of what is known
-    about them; ``tie``, enough ratings but the two most probable levels within ``TIE``."""
-    und = (items["flag"] == "undetermined").to_numpy()
-    weak = und & (items["rating_info"].to_numpy(dtype=float) < min_info)
-    return {"weak": int(weak.sum()), "tie": int((und & ~weak).sum())}
+def label_warnings(spam_share: float, undetermined_share: float) -> list[FitWarning]:
+    """A fit's warnings about its labels: more than ``SPAM_WARNING_SHARE`` of the ratings taken
+    as spam, more than ``UNDETERMINED_WARNING_SHARE`` of the items undetermined; each one line
+    that says what to do."""
+    out = []
+    if spam_share > SPAM_WARNING_SHARE:
+        out.append(FitWarning(SpamWarning, (
+            f"{spam_share:.0%} of the ratings are taken as spam: check the annotators flagged "
+            "unreliable (ordmix next --review) and their spam_share; if your crowd has no "
+            "spammers, fit with --spam off and compare"
+        )))  # fmt: skip
+    if undetermined_share > UNDETERMINED_WARNING_SHARE:
+        out.append(FitWarning(UndeterminedWarning, (
+            f"{undetermined_share:.0%} of the items are undetermined (their two most probable "
+            "levels tie): collect more ratings for them before shipping their labels (ordmix "
+            "next ranks them)"
+        )))  # fmt: skip
+    return out
 
 
 def next_batch(items: pd.DataFrame, n: int = 50, by: str = "expected_gain") -> pd.DataFrame:

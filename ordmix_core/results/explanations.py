@@ -6,8 +6,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from . import label_rules
-
 
 def _ids(values: pd.Series | pd.Index) -> np.ndarray:
     """IDs as plain strings (the readers' Arrow-backed or categorical IDs compare alike)."""
@@ -15,19 +13,12 @@ def _ids(values: pd.Series | pd.Index) -> np.ndarray:
 
 
 def item_ratings(
-    ratings: pd.DataFrame,
-    instance: str,
-    flags: pd.Series | None = None,
-    counted: np.ndarray | None = None,
+    ratings: pd.DataFrame, instance: str, flags: pd.Series | None = None
 ) -> pd.DataFrame:
-    """One item's ratings: ``annotator``, ``rating``, the annotator's ``flag``
-    (``annotator_flags``' flag by annotator; "" without flags) and, given ``counted``, what
-    the rating counted for in the label (``counted``: the fit's ``omega_``, the chance that
-    it came from the truth rather than spam, with which the labels' model weighs it); most
-    trusted raters first (ok, undetermined, unreliable), then by rating and annotator.
-
-    ``ratings``: the long table (annotator, instance, rating) the model was fitted to;
-    ``counted`` (R,): one value per row of ``ratings``, in its order.
+    """One item's ratings: ``annotator``, ``rating`` and the annotator's ``flag``
+    (``annotator_flags``' flag by annotator; "" without flags); most trusted raters first (ok,
+    undetermined, unreliable), then by rating and annotator. ``ratings``: the long table
+    (annotator, instance, rating) the model was fitted to.
     """
     rows = np.flatnonzero(_ids(ratings["instance"]) == str(instance))
     t = ratings.iloc[rows]
@@ -37,8 +28,6 @@ def item_ratings(
         t["flag"] = by.reindex(t["annotator"]).fillna("").to_numpy()
     else:
         t["flag"] = ""
-    if counted is not None:
-        t["counted"] = np.asarray(counted, dtype=float)[rows]
     order = {"ok": 0, "undetermined": 1, "": 1, "unreliable": 2}
     t["_o"] = t["flag"].map(order).fillna(3)
     return (
@@ -80,33 +69,17 @@ def undetermined_to_rate(items: pd.DataFrame) -> pd.DataFrame:
         ["expected_gain", "n_ratings", "instance"], ascending=[False, True, True], kind="stable"
     )
     cols = ["instance"] + (["query"] if "query" in t.columns else [])
-    cols += ["label", "p_wrong", "expected_gain", "n_ratings", "rating_info"]
+    cols += ["label", "p_wrong", "expected_gain", "n_ratings"]
     return t[[c for c in cols if c in t.columns]].reset_index(drop=True)
 
 
 def label_sentence(item: pd.Series, n_ratings: int) -> str:
-    """One item's label for people: the label, its flag and the chance it is wrong, the
-    estimate, and, when trusted raters' clear majority gave the label (``clear_majority``),
-    that it did and what the fit's level probabilities say. ``item``: a row of ``items_``
-    joined with the decision columns (``label``, ``flag``, ``p_wrong``, ``estimate``,
-    ``p_level_<v>``, ``clear_majority``)."""
-    text = (
+    """One item's label for people: the label, its flag and the chance it is wrong, and the
+    estimate. ``item``: a row of ``items_`` joined with the decision columns (``label``,
+    ``flag``, ``p_wrong``, ``estimate``)."""
+    return (
         f"label **{item['label']:g}** ({item['flag']}, P(label wrong) {item['p_wrong']:.3f}), "
         f"estimate {item['estimate']:.2f} from {n_ratings:,} rating{'' if n_ratings == 1 else 's'}."
-    )
-    clear = item.get("clear_majority")
-    if clear is None or pd.isna(clear):
-        return text
-    probs = item[[c for c in item.index if str(c).startswith("p_level_")]].astype(float)
-    top = str(probs.idxmax()).removeprefix("p_level_")
-    return text + (
-        f" The label is the level that at least {label_rules.CLEAR_MAJORITY:.0%} of its ratings "
-        "give, none from an annotator flagged unreliable; "
-        + (
-            f"the fit's most probable level is {top} ({probs.max():.3f})."
-            if f"{float(clear):g}" != top
-            else "the fit's most probable level too."
-        )
     )
 
 

@@ -46,6 +46,7 @@ import numpy as np
 import pandas as pd
 
 from .._version import __version__
+from ..labels.policy import DEFAULT as DEFAULT_POLICY
 from . import decisions
 from .decision_columns import Decisions, _partitioned_item_decisions, decide
 
@@ -63,14 +64,17 @@ def items_frame(
     gold: np.ndarray | None = None,
     crowd: np.ndarray | None = None,
 ) -> pd.DataFrame:
-    """``items_``: per instance the posterior mean and sd of z, ratings, query, category.
+    """``items_``: per instance the estimate and its sd, ratings, query, category, and the
+    continuous fit's q(z) (``z_mean``, ``z_sd``: what ``--warm-start`` starts from).
 
     Inputs (M,): instance IDs (an array, or an Index whose dtype is kept), q(z)'s mean and
     precision, ratings per instance, the query of each instance (None without a query column)
     and its category's name; ``gold`` (M,) bool: items whose truth was given (a ``gold``
     column; their sd is 0), None when the fit had no gold; ``crowd`` (M,): each item's mean
     from its own ratings with its gold not imposed (``settle.own_ratings``), written for the
-    gold items only (``crowd_estimate``: the crowd's reading of a honeypot).
+    gold items only (``crowd_estimate``: the crowd's reading of a honeypot). The estimate and
+    sd are q(z)'s until the labels replace them with their own posterior's
+    (``OrdinalMixture._choose_labels``; the paper's model keeps q(z)'s).
     """
     idx = pd.Index(instances, name="instance")
     sd = 1.0 / np.sqrt(lam_m)
@@ -84,6 +88,8 @@ def items_frame(
         items["gold"] = np.asarray(gold, dtype=bool)
         if crowd is not None:
             items["crowd_estimate"] = np.where(items["gold"], crowd, np.nan)
+    items["z_mean"] = items["estimate"]
+    items["z_sd"] = items["sd"]
     return items
 
 
@@ -97,8 +103,10 @@ def annotators_frame(
     bias_mean: np.ndarray | None = None,
     bias_prec: np.ndarray | None = None,
 ) -> pd.DataFrame:
-    """``annotators_``: expertise E[tau] and its sd, reliability eps, share of ratings as spam,
-    bias (+ lenient: rates above the truth; - strict: below) and its sd.
+    """``annotators_``: expertise E[tau] and its sd, reliability, share of ratings as spam,
+    bias (+ lenient: rates above the truth; - strict: below) and its sd, and the continuous
+    fit's eps (what ``--warm-start`` starts from). The reliability is eps until the fit
+    replaces it with the median of its own posterior (``reliability.fitted_flags``).
 
     Inputs (N,): annotator IDs, ratings per annotator, q(tau)'s shape and rate, eps (ones
     without the spam component), ``truth_weight`` = sum of omega over the annotator's ratings,
@@ -114,6 +122,7 @@ def annotators_frame(
             "spam_share": 1.0 - truth_weight / np.maximum(n_ratings, 1),
             "bias": zeros if bias_mean is None else bias_mean,
             "bias_sd": zeros if bias_prec is None else 1.0 / np.sqrt(bias_prec),
+            "eps": reliability,
         },
         index=pd.Index(annotators, name="annotator"),
     )
@@ -273,6 +282,7 @@ TABLES: dict[str, Table] = {
                 "reliability_spread",
                 "unstable",
                 "still_moving",
+                "eps",
             ),  # fmt: skip
         ),
         Table("categories", "categories_", ("category",)),
@@ -298,8 +308,7 @@ def table(model: Any, name: str, dec: Decisions | None = None) -> pd.DataFrame:
 
 def items_table(model: Any, dec: Decisions | None = None) -> pd.DataFrame:
     """``items.csv``: instance, estimate, sd, n_ratings[, query], category[, gold],
-    estimate_spread, unstable (``item_stability``)[, clear_majority (labels from the confusion
-    model)], then the decision columns
+    estimate_spread, unstable (``item_stability``), then the decision columns
     (``DECISION_COLUMNS``)."""
     return table(model, "items", dec)
 
@@ -456,5 +465,5 @@ def decision_counts(model: Any, dec: Decisions) -> dict:
     else:
         counts = decided(model, "items", dec)["flag"].value_counts().compute()
     items: dict[str, Any] = {f: int(counts.get(f, 0)) for f in decisions.ITEM_FLAGS}
-    items.update(confidence=dec.confidence, min_info=decisions.MIN_INFO)
+    items.update(confidence=dec.confidence, tie=DEFAULT_POLICY.tie)
     return {"annotators": ann, "items": items}

@@ -247,7 +247,8 @@ def reliability_posterior(
 
     ``p(eps | ratings) ∝ Beta(eps; a0, b0) prod_l (1 - eps + eps exp(log_r_l))``;
     ``ann``, ``log_r``: (L,). Returns a frame of N rows: ``p_below`` = P(eps < threshold),
-    ``mean``, ``lower``, ``upper`` (central ``interval`` credible interval).
+    ``mean``, ``median`` (the point a fit reports: inside every central interval and on its
+    flag's side), ``lower``, ``upper`` (central ``interval`` credible interval).
 
     The density is log-concave in eps, so in ``u = logit(eps)`` (where the Jacobian keeps it
     unimodal with a finite mode even when all the evidence points one way) it has one mode,
@@ -306,13 +307,9 @@ def reliability_posterior(
     p_below = np.clip(cdf_at(np.full(n, u_t)), 0.0, 1.0)
     mean = np.sum(0.5 * (g[:, 1:] * eps_grid[:, 1:] + g[:, :-1] * eps_grid[:, :-1]), axis=1)
     return pd.DataFrame(
-        {
-            "p_below": p_below,
-            "mean": mean / total,
-            "lower": quantile(0.5 - 0.5 * interval),
-            "upper": quantile(0.5 + 0.5 * interval),
-        }
-    )
+        {"p_below": p_below, "mean": mean / total, "median": quantile(0.5),
+         "lower": quantile(0.5 - 0.5 * interval), "upper": quantile(0.5 + 0.5 * interval)}
+    )  # fmt: skip
 
 
 def _pull(el: np.ndarray, r: np.ndarray) -> np.ndarray:
@@ -365,7 +362,7 @@ def annotator_evidence(model) -> np.ndarray:
     thresholds = np.asarray(hp["thresholds"], dtype=float)
     expertise = model.annotators_["expertise"].to_numpy(dtype=float)
     difficulty = model.categories_["difficulty"].to_numpy(dtype=float)
-    estimate = model.items_["estimate"].to_numpy(dtype=float)
+    estimate = model.items_["z_mean"].to_numpy(dtype=float)  # the continuous fit's q(z)
     values = np.asarray(hp["scale"], dtype=float)
     ordinal = getattr(model, "ordinal", True)
     mu, lam, n_inst = float(hp["mu"]), float(hp["lambda"]), data.n_instances
@@ -402,18 +399,33 @@ def annotator_flags(
     P(reliability < threshold | their ratings) >= confidence, ``ok`` when
     P(reliability >= threshold | their ratings) >= confidence, else ``undetermined``),
     ``p_unreliable`` (that first probability), ``reliability_lower`` and ``reliability_upper``
-    (central ``confidence`` credible interval of the reliability from the same posterior),
+    (central ``confidence`` credible interval of the reliability from the same posterior,
+    whose median is ``annotators_["reliability"]``: ``fitted_flags``),
     ``flag_threshold`` and ``flag_confidence`` (the settings used, so a CSV explains itself).
     The posterior is the module docstring's; it works for fits with or without the spam
     component (the evidence compares each rating with uniform-at-``pi`` spam either way).
-    At the default settings a fit's own flags (``annotator_flags_``, computed by the default's
-    spam decision) are returned as they are, not computed again.
+    At the default settings a fit's own flags (``annotator_flags_``, computed with the fit)
+    are returned as they are, not computed again.
     """
     threshold, confidence = check_flag_settings(threshold, confidence)
     own = getattr(model, "annotator_flags_", None)
     defaults = (THRESHOLD, CONFIDENCE, tuple(RELIABILITY_PRIOR))
     if own is not None and (threshold, confidence, tuple(prior)) == defaults:
         return own
+    return _flags(model, threshold, confidence, prior)[0]
+
+
+def fitted_flags(model) -> tuple[pd.DataFrame, np.ndarray]:
+    """A fit's own flags at the default settings (``annotator_flags_``) and each annotator's
+    reliability (N,), the median of the same posterior (``annotators_["reliability"]``): one
+    posterior for the point, its interval and the flag."""
+    return _flags(model, THRESHOLD, CONFIDENCE, RELIABILITY_PRIOR)
+
+
+def _flags(
+    model, threshold: float, confidence: float, prior: Sequence[float]
+) -> tuple[pd.DataFrame, np.ndarray]:
+    """``annotator_flags``' frame and the posterior medians (N,)."""
     log_r = annotator_evidence(model)
     data = model.data_
     post = reliability_posterior(data.ann, log_r, data.n_annotators, threshold, confidence, prior)
@@ -421,7 +433,7 @@ def annotator_flags(
     flag = np.where(
         p >= confidence, "unreliable", np.where(1.0 - p >= confidence, "ok", "undetermined")
     )
-    return pd.DataFrame(
+    frame = pd.DataFrame(
         {
             "flag": flag,
             "p_unreliable": p,
@@ -432,6 +444,7 @@ def annotator_flags(
         },
         index=model.annotators_.index,
     )
+    return frame, post["median"].to_numpy()
 
 
 def fewest_ratings_to_flag(

@@ -5,6 +5,7 @@ import pandas as pd
 import pytest
 
 from ordmix_core.dashboard import figures_decisions as F
+from ordmix_core.labels.posterior import LabelPosterior
 from ordmix_core.results import decisions as D
 from ordmix_core.results import explanations
 
@@ -41,14 +42,10 @@ def test_annotator_evidence_needs_the_flag_columns():
 
 
 def test_item_level_bars_stack_to_one():
-    items = pd.DataFrame(
-        {"estimate": [1.0, 2.2, 2.0], "sd": [0.2, 0.4, 3.16], "category": "c"},
-        index=pd.Index(["x", "y", "z"], name="instance"),
-    )
-    cats = pd.DataFrame({"difficulty": [2.0]}, index=pd.Index(["c"], name="category"))
-    hp = {"thresholds": [0.5, 1.5, 2.5, 3.5], "scale": [1, 2, 3], "lambda": 0.1, "alpha": 2,
-          "beta": 1}  # fmt: skip
-    dec = D.item_decisions_from_frames(items, cats, hp, 1.0)
+    proba = np.array([[0.95, 0.04, 0.01], [0.1, 0.6, 0.3], [0.4, 0.2, 0.4]])
+    post = LabelPosterior(proba, np.array([1.0, 2.0, 3.0]), np.zeros(3), "confusion")
+    items = pd.DataFrame({"estimate": [1.0, 2.2, 2.0]}, index=pd.Index(["x", "y", "z"]))
+    dec = D.item_columns(post, items.index)
     fig = F.item_level_probabilities(dec, max_items=2)
     assert [t.name for t in fig.data] == ["1", "2", "3"]
     total = np.sum([np.asarray(t.x) for t in fig.data], axis=0)
@@ -105,15 +102,6 @@ def test_item_ratings_show_each_annotator_with_their_flag():
         "flag": ["ok", "", "unreliable"],
     }
     assert explanations.item_ratings(RATINGS, "nothing").empty
-
-
-def test_item_ratings_say_what_each_rating_counted_for():
-    """``counted``: one value per row of the ratings, in their order, carried to the item's
-    rows whatever the sort."""
-    counted = np.array([0.1, 0.2, 0.3, 0.9, 0.8, 0.7, 0.6])
-    t = explanations.item_ratings(RATINGS, "x", None, counted)
-    assert t.set_index("annotator")["counted"].to_dict() == {"s": 0.1, "h": 0.9, "g": 0.7}
-    assert "counted" not in explanations.item_ratings(RATINGS, "x")
 
 
 def test_annotator_items_and_agreement_with_the_labels():

@@ -252,36 +252,37 @@ def test_gold_items_are_known_and_marked(crowd):
     assert m.model_["n_gold"] == len(gold)
 
 
-def test_what_gold_teaches_is_read_from_the_gold_items_own_ratings(crowd, monkeypatch):
-    """``gold_map`` learns from the gold items' evidence as their ratings alone give it: the
-    estimates and the ratings' weights it gets for them are not those of the imposed gold;
-    every other item's and rating's are the fit's."""
-    from ordmix_core.results import label_model
+def test_gold_is_the_experts_answers_and_teaches_every_other_item(crowd):
+    """With gold, the labels' probabilities are the expert's answer: the gold items are the
+    expert's ratings in the label model, their confusion reports every other item, and the
+    latent posterior's temperature is the one under which the gold items' own readings best
+    predict their gold; a gold item's probabilities are its level."""
+    from ordmix_core.labels import calibration, confusion_model
 
-    seen, real = {}, label_model.level_posterior
-
-    def spy(*args, **kw):
-        seen.update(kw)
-        return real(*args, **kw)
-
-    monkeypatch.setattr(label_model, "level_posterior", spy)
     gold = crowd.gold.iloc[::5]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         m = OrdinalMixture(n_restarts=2, random_state=0).fit(crowd.ratings, gold=gold)
-    is_gold = m.items_.index.isin(gold.index)
-    fitted = m.estimates_.to_numpy()
-    np.testing.assert_array_equal(seen["estimate"][~is_gold], fitted[~is_gold])
-    assert np.abs(seen["estimate"][is_gold] - fitted[is_gold]).max() > 0.05
-    rows = is_gold[m.data_.inst]
-    np.testing.assert_array_equal(seen["own_weight"][~rows], m.omega_[~rows])
-    np.testing.assert_array_equal(seen["weight"], m.omega_)
-    assert np.abs(seen["own_weight"][rows] - m.omega_[rows]).max() > 1e-3
-    assert m.model_["gold_labels"].startswith(f"{len(gold)} gold items ")
+    res = m.label_result_
+    assert res.expert and m.model_["labels"]["model"].endswith("learned from gold")
+    np.testing.assert_array_equal(res.report, res.fit.expert)
+    d = m.data_
+    levels = confusion_model.gold_levels(
+        gold.reindex(m.items_.index).to_numpy(float), d.scale.values
+    )
+    known = levels >= 0
+    own = confusion_model.own_posterior(res.fit, d.ann, d.inst, d.level, np.flatnonzero(known))
+    rows = np.arange(known.sum())
+    scores = [np.log((calibration.tempered(own, t) @ res.report)[rows, levels[known]]).sum()
+              for t in calibration.GOLD_TEMPERATURES]  # fmt: skip
+    assert res.temperature == calibration.GOLD_TEMPERATURES[int(np.argmax(scores))]
+    p = res.posterior.proba
+    np.testing.assert_array_equal(p[known], np.eye(d.scale.k)[levels[known]])
+    want = calibration.tempered(res.fit.q[~known], res.temperature) @ res.report
+    np.testing.assert_allclose(p[~known], want, rtol=1e-12)
     # the crowd's reading of each honeypot is written for the gold items only
-    crowd = m.items_["crowd_estimate"].to_numpy()
-    np.testing.assert_array_equal(crowd[is_gold], seen["estimate"][is_gold])
-    assert np.isnan(crowd[~is_gold]).all()
+    crowd_est = m.items_["crowd_estimate"].to_numpy()
+    assert np.isfinite(crowd_est[known]).all() and np.isnan(crowd_est[~known]).all()
 
 
 def test_gold_that_matches_no_item_is_refused(crowd):

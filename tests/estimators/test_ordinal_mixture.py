@@ -6,7 +6,6 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 import pytest
-from _crowds import careless_crowd
 from _shared import need_trec
 
 from ordmix_core import CollapseWarning, InputError, OrdinalMixture
@@ -310,87 +309,30 @@ def _crowd(spammer_share: float):
     ).ratings
 
 
-@pytest.mark.parametrize("spammer_share", [0.0, 0.3])
-def test_default_decides_the_spam_component_from_the_evidence(spammer_share):
-    from ordmix_core.estimators.spam_decision import SPAM_EVIDENCE, spam_evidence
-
-    ratings = _crowd(spammer_share)
-    m = OrdinalMixture(n_restarts=3, random_state=5).fit(ratings)
-    # the first fit is the spam fit, drawn first from the same Generator: recompute its score
-    with_spam = OrdinalMixture(n_restarts=3, random_state=5, spam=True).fit(ratings)
-    share = spam_evidence(with_spam)
-    choice = m.model_["spam_choice"]
-    assert choice["candidates"][0]["evidence"] == share
-    assert choice["candidates"][0]["lower_bound"] == with_spam.lower_bound_
-    assert m.spam_ is (share >= SPAM_EVIDENCE) is choice["spam"]
-    if spammer_share:  # 9 spammers: kept, and the fit is the spam fit itself
-        assert m.spam_ and share > 0.2 and len(choice["candidates"]) == 1
-        pd.testing.assert_series_equal(m.estimates_, with_spam.estimates_)
-        assert "spammers are there" in choice["why"]
-    else:  # nobody to flag: refitted without spam, as the no-spam model would fit
-        assert not m.spam_ and share < SPAM_EVIDENCE and len(choice["candidates"]) == 2
-        assert (m.annotators_["reliability"] == 1).all() and (m.omega_ == 1).all()
-        no_spam = OrdinalMixture(n_restarts=3, random_state=5, spam=False).fit(ratings)
-        np.testing.assert_allclose(m.estimates_, no_spam.estimates_, atol=0.01)  # tol 0.1
-        assert choice["candidates"][1]["lower_bound"] == m.lower_bound_
-        assert "refitted without it" in choice["why"]
-
-
 @pytest.mark.parametrize(
-    "kw", [{"spam": True}, {"spam": False}, {"model": "paper"}], ids=["on", "off", "paper"]
-)
-def test_no_spam_decision_when_told_or_with_the_papers_model(kw):
+    "kw", [{}, {"spam": True}, {"spam": False}, {"model": "paper"}],
+    ids=["default", "on", "off", "paper"],
+)  # fmt: skip
+def test_the_spam_component_is_on_unless_switched_off(kw):
+    """One variational fit, no decision and no refit: the component is there unless the user
+    switches it off (a fit that takes most ratings as spam says so, ``SpamWarning``)."""
     m = OrdinalMixture(n_restarts=2, random_state=0, **kw).fit(_crowd(0.0))
     assert "spam_choice" not in m.model_
     assert m.spam_ is kw.get("spam", True)
+    if not m.spam_:
+        assert (m.omega_ == 1).all()
 
 
-def test_spam_options_help_states_the_evidence_threshold():
-    from ordmix_core.estimators.options import option
-    from ordmix_core.estimators.spam_decision import SPAM_EVIDENCE
-
-    assert f"at least {SPAM_EVIDENCE:.0%} of the ratings" in option("spam").help
-
-
-def test_a_collapsed_spam_fit_is_kept_not_refitted_without_spam():
+def test_a_collapsed_spam_fit_is_kept_with_its_warning():
     spam_only = simulate_crowd(n_items=60, n_annotators=8, spammer_share=1.0, random_state=4)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        m = OrdinalMixture(n_restarts=2, random_state=0).fit(spam_only.ratings)
-    assert m.collapsed_ and m.spam_
-    assert m.model_["spam_choice"]["spam"] is True
-    assert "collapsed" in m.model_["spam_choice"]["why"]
-
-
-def test_a_spam_fit_that_explained_the_items_away_is_refitted_without_spam():
-    """Careless raters on two levels: every restart of the spam fit takes every rating as
-    spam, which a crowd of spammers would also do (the test above), but here the ratings
-    agree far above chance: the labels' model, weighted by the spam fit's omega, would predict
-    the held-out ratings hardly better than chance. The fit is then the no-spam fit, and its
-    estimates see the items."""
-    ratings, gold = careless_crowd()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        m = OrdinalMixture(n_restarts=2, random_state=0).fit(ratings)
-    assert not [w for w in caught if issubclass(w.category, CollapseWarning)]
-    choice = m.model_["spam_choice"]
-    assert not m.spam_ and choice["spam"] is False and "explained the items away" in choice["why"]
-    assert "collapsed" in choice["kept_first"] and choice["candidates"][-1]["spam"] is False
-    assert (m.omega_ == 1).all() and "label_weights" not in m.model_
-    no_spam = OrdinalMixture(n_restarts=2, random_state=0, spam=False).fit(ratings)
-    assert choice["candidates"][-1]["lower_bound"] == m.lower_bound_
-    np.testing.assert_allclose(m.estimates_, no_spam.estimates_, atol=0.01)
-    spam = OrdinalMixture(n_restarts=2, random_state=0, spam=True)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        spam.fit(ratings)
-    assert spam.collapsed_  # what the refit replaced: estimates at the prior mean
-    g = gold.reindex(m.estimates_.index).to_numpy(float)
-    assert np.corrcoef(m.estimates_.to_numpy(float), g)[0, 1] > 0.7
-    assert np.std(spam.estimates_.to_numpy(float)) < 0.01
+        m = OrdinalMixture(n_restarts=2, random_state=0).fit(spam_only.ratings)
+    assert m.collapsed_ and m.spam_
+    assert [w for w in caught if issubclass(w.category, CollapseWarning)]
 
 
-def test_the_spam_decisions_flags_are_the_outputs_flags():
+def test_the_fits_flags_are_the_outputs_flags():
     from ordmix_core.results import decision_columns, reliability
 
     m = OrdinalMixture(n_restarts=2, random_state=0).fit(_crowd(0.3))
@@ -403,12 +345,6 @@ def test_the_spam_decisions_flags_are_the_outputs_flags():
     assert decision_columns.decide(m).annotators is m.annotator_flags_  # reused, not recomputed
     other = decision_columns.decide(m, confidence=0.8).annotators  # other settings: computed
     assert other is not m.annotator_flags_ and (other["flag_confidence"] == 0.8).all()
-    m.spam = False  # no spam component: the labels' flags, the same evidence as afresh
-    m.fit(_crowd(0.3))
-    fresh = SimpleNamespace(**{**vars(m), "annotator_flags_": None})
-    pd.testing.assert_frame_equal(m.annotator_flags_, reliability.annotator_flags(fresh))
-    m.labels = "continuous"  # no label model and no spam decision: nothing cached
-    assert m.fit(_crowd(0.3)).annotator_flags_ is None
 
 
 @pytest.mark.parametrize(

@@ -74,10 +74,10 @@ def test_the_start_is_the_previous_posterior_by_id(crowd, fitted):
     ratings = pd.concat([crowd, extra]).sample(frac=1.0, random_state=1)
     data, fresh, s = _start(fitted, ratings, fitted)
     items = fitted.items_.reindex(data.instances)
-    old = items["estimate"].notna().to_numpy()
+    old = items["z_mean"].notna().to_numpy()
     assert (~old).sum() == 1 and data.instances[~old][0] == "fresh"
-    np.testing.assert_array_equal(s.mu_m[old], items["estimate"][old])
-    np.testing.assert_allclose(s.lam_m[old], items["sd"][old] ** -2, rtol=1e-12)
+    np.testing.assert_array_equal(s.mu_m[old], items["z_mean"][old])
+    np.testing.assert_allclose(s.lam_m[old], items["z_sd"][old] ** -2, rtol=1e-12)
     assert s.mu_m[~old] == fresh.mu_m[~old] and s.lam_m[~old] == fresh.lam_m[~old]
     ann = fitted.annotators_.reindex(data.annotators)
     known = ann["expertise"].notna().to_numpy()
@@ -85,7 +85,7 @@ def test_the_start_is_the_previous_posterior_by_id(crowd, fitted):
     np.testing.assert_allclose(
         (np.sqrt(s.tau_shape) / s.tau_rate)[known], ann["expertise_sd"][known], rtol=1e-12
     )
-    eps = ann["reliability"][known].to_numpy()
+    eps = ann["eps"][known].to_numpy()
     np.testing.assert_array_equal(s.eps[known], np.clip(eps, 1e-3, 1 - 1e-3))
     assert (eps < 1e-3).any() and (eps > 1 - 1e-3).any()  # the clip is exercised
     assert s.eps[~known] == fresh.eps[~known] == 0.99
@@ -148,9 +148,9 @@ def test_bad_previous_results_are_one_input_error(crowd, fitted, tmp_path):
         warm.load_previous(str(empty))
     folder = save(fitted, tmp_path / "fit")
     items = pd.read_csv(folder / "items.csv", dtype=str)
-    items.loc[3, "sd"] = "-1"
+    items.loc[3, "z_sd"] = "-1"
     items.to_csv(folder / "items.csv", index=False)
-    with pytest.raises(InputError, match="items: sd of 'item00003' is -1, which no fit gives"):
+    with pytest.raises(InputError, match="items: z_sd of 'item00003' is -1, which no fit gives"):
         warm.load_previous(str(folder))
     three = quiet_fit(crowd.assign(rating=crowd["rating"].clip(upper=3)), n_restarts=1)
     msg = r"^the previous fit's scale 1,2,3 is not the data's 1,2,3,4,5"

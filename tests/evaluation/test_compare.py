@@ -15,9 +15,9 @@ def crowd():
 def test_every_table1_method_scored(crowd):
     table, est = compare_methods(crowd.ratings, crowd.gold, n_restarts=2, random_state=0)
     assert table["method"].tolist() == TABLE1
-    assert list(table.columns[:8]) == [
-        "method", "mse", "correlation", "ndcg", "label_error", "calibration_error", "log_loss",
-        "seconds",
+    assert list(table.columns[:9]) == [
+        "method", "mse", "correlation", "ndcg", "label_error", "calibration_error",
+        "p_wrong_auroc", "log_loss", "seconds",
     ]  # fmt: skip
     assert table[["mse", "correlation", "ndcg", "label_error"]].notna().all().all()
     assert list(est.columns) == TABLE1 and len(est) == 300
@@ -33,6 +33,7 @@ def test_every_table1_method_scored(crowd):
     want = label_error(est["mean"].loc[crowd.gold.index], crowd.gold, [1, 2, 3, 4, 5])
     assert by.loc["mean", "label_error"] == pytest.approx(want)
     assert np.isnan(by.loc["mean", "calibration_error"]) and np.isnan(by.loc["mean", "log_loss"])
+    assert np.isnan(by.loc["mean", "p_wrong_auroc"])
     # a method with them: its most probable level is its label, and they are scored
     ds = DawidSkene().fit(crowd.ratings).posterior_.loc[crowd.gold.index]
     gold_level = crowd.gold.to_numpy().astype(int) - 1
@@ -42,6 +43,11 @@ def test_every_table1_method_scored(crowd):
     assert by.loc["dawid-skene", "calibration_error"] == pytest.approx(
         calibration_error(ds.to_numpy(), gold_level)
     )
+    wrong = ds.to_numpy().argmax(axis=1) != gold_level
+    p_wrong = 1 - ds.to_numpy().max(axis=1)
+    pairs = p_wrong[wrong][:, None] - p_wrong[~wrong][None, :]  # AUROC: P(wrong ranked first)
+    auroc = (pairs > 0).mean() + 0.5 * (pairs == 0).mean()
+    assert by.loc["dawid-skene", "p_wrong_auroc"] == pytest.approx(auroc)
     assert table.set_index("method").loc[["odm", "odm-paper-query"], "log_loss"].notna().all()
 
 
@@ -101,9 +107,10 @@ def test_model_params_reach_the_model_rows(crowd):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         short, _ = compare_methods(
-            crowd.ratings, crowd.gold, "odm-instance", random_state=0, params={"max_iter": 1}
-        )
-        full, _ = compare_methods(crowd.ratings, crowd.gold, "odm-instance", random_state=0)
+            crowd.ratings, crowd.gold, "odm-paper-instance", random_state=0,
+            params={"max_iter": 1},
+        )  # fmt: skip
+        full, _ = compare_methods(crowd.ratings, crowd.gold, "odm-paper-instance", random_state=0)
     assert short["mse"][0] != full["mse"][0]
     with pytest.raises(InputError, match="max_iter must be a whole number"):
         compare_methods(crowd.ratings, crowd.gold, "mean", params={"max_iter": 0})
@@ -126,20 +133,23 @@ def test_gold_without_ratings_noted_and_n_gold_counts_the_scored(crowd):
         compare_methods(crowd.ratings, off, "mean")
 
 
-def test_the_defaults_label_error_is_that_of_the_labels_it_ships():
-    """compare scores items.csv's labels (a clear majority of trusted raters included), not
-    only the most probable level of the level probabilities."""
+def test_the_defaults_scores_are_those_of_the_labels_it_ships():
+    """compare scores the labels and ``p_wrong`` items.csv holds: the fit's one posterior."""
     from ordmix_core import OrdinalMixture
-    from ordmix_core.evaluation.metrics import label_error
+    from ordmix_core.evaluation.metrics import calibration_error, label_error, p_wrong_auroc
     from ordmix_core.results import decisions
 
-    crowd = simulate_crowd(  # favourite-answer spammers: some labels are a clear majority's
+    crowd = simulate_crowd(
         300, 24, 5, spammer_share=0.4, random_state=3, favourite_share=1.0, favourite_weight=0.9
     )
     table, _ = compare_methods(crowd.ratings, crowd.gold, "odm", n_restarts=2, random_state=0)
     same = OrdinalMixture(n_restarts=2, random_state=np.random.default_rng(0))
     dec = decisions.item_decisions(same.fit(crowd.ratings)).loc[crowd.gold.index]
-    most_probable = dec.filter(like="p_level_").to_numpy().argmax(axis=1) + 1
-    assert (dec["label"].to_numpy() != most_probable).sum() >= 1  # the case is exercised
-    want = label_error(dec["label"], crowd.gold, [1, 2, 3, 4, 5])
-    assert table.set_index("method").loc["odm", "label_error"] == pytest.approx(want)
+    p = dec.filter(like="p_level_").to_numpy()
+    gold_level = crowd.gold.to_numpy().astype(int) - 1
+    row = table.set_index("method").loc["odm"]
+    assert row["label_error"] == pytest.approx(
+        label_error(dec["label"], crowd.gold, [1, 2, 3, 4, 5])
+    )
+    assert row["calibration_error"] == pytest.approx(calibration_error(p, gold_level))
+    assert row["p_wrong_auroc"] == pytest.approx(p_wrong_auroc(p, gold_level))

@@ -98,7 +98,7 @@ def test_defaults_are_the_papers():
     }
     assert at.number_input(key="fit_random_state").value == 0
     assert at.toggle(key="fit_ordinal").value
-    # the spam component as the model says (the extended model decides it from the evidence)
+    # the spam component as the model says (on, for both models)
     spam = at.selectbox(key="fit_spam")
     assert spam.options == ["as the model says", "on", "off"]
     # the default is an option of its own, shown by name (not an empty "Choose an option")

@@ -17,8 +17,10 @@ from scipy.special import betaln
 from ordmix_core.data.simulate import simulate_crowd
 from ordmix_core.errors import InputError
 from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
+from ordmix_core.labels.policy import LabelPolicy
+from ordmix_core.labels.posterior import LabelPosterior
 from ordmix_core.results import decisions as D
-from ordmix_core.results import label_model, reliability
+from ordmix_core.results import reliability
 
 ROOT = Path(__file__).resolve().parents[2]
 THRESHOLDS = np.array([0.5, 1.5, 2.5, 3.5])
@@ -34,15 +36,6 @@ def test_level_probabilities_match_scipy_norm():
     for k in range(3):
         want = stats.norm.cdf(edges[k + 1], mean, sd) - stats.norm.cdf(edges[k], mean, sd)
         np.testing.assert_allclose(p[:, k], want, atol=1e-12)
-
-
-def test_credible_interval_is_the_clipped_normal_interval():
-    mean = np.array([2.0, 1.0, 3.4, 2.0])
-    sd = np.array([0.2, 0.5, 0.1, 3.16])
-    lo, hi = D.credible_interval(mean, sd, 0.9, 0.5, 3.5)
-    np.testing.assert_allclose(lo, np.clip(stats.norm.ppf(0.05, mean, sd), 0.5, 3.5))
-    np.testing.assert_allclose(hi, np.clip(stats.norm.ppf(0.95, mean, sd), 0.5, 3.5))
-    assert (lo[3], hi[3]) == (0.5, 3.5)  # the prior's interval is the whole scale
 
 
 def test_expected_gain_matches_quadrature_and_is_a_martingale():
@@ -73,45 +66,59 @@ def test_expected_gain_small_for_settled_items():
     assert g[1] > 10 * max(g[0], g[2])
 
 
-def _frames(mean, sd, lam=0.1):
+def _frames(mean, sd):
     items = pd.DataFrame(
         {"estimate": mean, "sd": sd, "category": "c"},
         index=pd.Index([f"i{k}" for k in range(len(mean))], name="instance"),
     )
-    cats = pd.DataFrame({"difficulty": [2.0]}, index=pd.Index(["c"], name="category"))
-    hp = {"thresholds": THRESHOLDS, "scale": [1, 2, 3], "lambda": lam, "alpha": 2, "beta": 1}
-    return items, cats, hp
+    hp = {"thresholds": THRESHOLDS, "scale": [1, 2, 3], "lambda": 0.1, "alpha": 2, "beta": 1}
+    return items, hp
 
 
-def test_item_decisions_label_flag_and_columns():
-    sd = np.array([0.1, 0.3, 10**0.5, 0.3])
-    items, cats, hp = _frames([1.0, 2.4, 2.0, 1.45], sd)
-    out = D.item_decisions_from_frames(items, cats, hp, truth_share=0.8)
+def test_continuous_posterior_is_the_paper_models_levels_gain_and_estimate():
+    items, hp = _frames([1.0, 2.4, 2.0, 1.45], np.array([0.1, 0.3, 10**0.5, 0.3]))
+    mean, sd = items["estimate"].to_numpy(), items["sd"].to_numpy()
+    post = D.continuous_posterior(mean, sd, hp, np.full(4, 2.0), 0.8)
+    np.testing.assert_array_equal(post.proba, D.level_probabilities(mean, sd, THRESHOLDS))
+    want = D.expected_gain(mean, sd, THRESHOLDS, np.full(4, 4.0), 0.8)
+    np.testing.assert_array_equal(post.gain, want)
+    assert post.source == "continuous"
+    np.testing.assert_array_equal(post.estimates()[0], mean)  # the paper's posterior mean of z
+
+
+def test_item_columns_read_everything_from_the_posterior():
+    proba = np.array([[0.92, 0.05, 0.03], [0.45, 0.446, 0.104], [0.2, 0.5, 0.3], [0.7, 0.2, 0.1]])
+    post = LabelPosterior(proba, np.array([1.0, 2.0, 3.0]), np.arange(4) / 10, "confusion")
+    index = pd.Index([f"i{k}" for k in range(4)], name="instance")
+    out = D.item_columns(post, index, LabelPolicy(), truth_weight=np.ones(4))
     assert list(out.columns) == [
         "label", "p_wrong", "p_level_1", "p_level_2", "p_level_3", "lower_90", "upper_90",
-        "rating_info", "truth_weight", "expected_gain", "flag",
+        "truth_weight", "expected_gain", "flag",
     ]  # fmt: skip
-    assert out["flag"].tolist() == ["confident", "uncertain", "undetermined", "uncertain"]
-    assert out["label"].tolist()[:2] == [1.0, 2.0]
-    # the prior alone still gives a most probable level (an outer one: the prior's tails
-    # beyond the outer thresholds count for them); the flag says not to trust it
-    assert out["label"].iloc[2] in (1.0, 3.0) and out["flag"].iloc[2] == "undetermined"
-    assert out["label"].iloc[3] == 1.0
-    p = out.filter(like="p_level_").to_numpy()
-    np.testing.assert_array_equal(out["label"], np.array([1.0, 2.0, 3.0])[p.argmax(axis=1)])
-    np.testing.assert_allclose(out["p_wrong"], 1 - out.filter(like="p_level_").max(axis=1))
-    np.testing.assert_allclose(out["rating_info"], 1 - 0.1 * sd**2, atol=1e-12)
+    assert out["label"].tolist() == [1, 1, 2, 1]
+    assert out["flag"].tolist() == ["confident", "undetermined", "uncertain", "uncertain"]
+    np.testing.assert_allclose(out["p_wrong"], [0.08, 0.55, 0.5, 0.3])
+    np.testing.assert_allclose(out[["p_level_1", "p_level_2", "p_level_3"]], proba)
+    assert out["lower_90"].tolist() == [1, 1, 1, 1]
+    assert out["upper_90"].tolist() == [1, 3, 3, 3]
+    np.testing.assert_array_equal(out["expected_gain"], np.arange(4) / 10)
+    # the label and the interval's ends are levels of a whole-number scale (3, not 3.0)
+    for col in ("label", "lower_90", "upper_90"):
+        assert out[col].dtype == np.int64, col
+    stricter = D.item_columns(post, index, LabelPolicy(confidence=0.95))
+    assert stricter["flag"].tolist()[0] == "uncertain"
 
 
-def test_item_decisions_bad_settings_are_input_errors():
-    items, cats, hp = _frames([2.0], [0.3])
+def test_reflagged_reads_the_flags_again_from_the_written_probabilities():
+    items = pd.DataFrame(
+        {"p_level_1": [0.92, 0.45, 0.2], "p_level_2": [0.05, 0.446, 0.5],
+         "p_level_3": [0.03, 0.104, 0.3], "flag": ["confident", "undetermined", "uncertain"]}
+    )  # fmt: skip
+    assert D.reflagged(items, [1, 2, 3], 0.95)["flag"].tolist() == [
+        "uncertain", "undetermined", "uncertain"
+    ]  # fmt: skip
     with pytest.raises(InputError, match="confidence"):
-        D.item_decisions_from_frames(items, cats, hp, 1.0, confidence=0.3)
-    with pytest.raises(InputError, match="interval"):
-        D.item_decisions_from_frames(items, cats, hp, 1.0, interval=1.0)
-    items["category"] = "other"
-    with pytest.raises(InputError, match="category 'other'"):
-        D.item_decisions_from_frames(items, cats, hp, 1.0)
+        D.reflagged(items, [1, 2, 3], 0.3)
 
 
 @given(
@@ -120,7 +127,7 @@ def test_item_decisions_bad_settings_are_input_errors():
     values=st.lists(st.floats(-10, 10), min_size=1, max_size=6, unique=True),
 )
 @settings(max_examples=80, deadline=None)
-def test_probabilities_sum_to_one_and_intervals_stay_on_the_scale(mean, log_sd, values):
+def test_probabilities_sum_to_one_and_the_gain_is_a_probability(mean, log_sd, values):
     from ordmix_core.data.scale import Scale
 
     values = sorted(values)
@@ -132,8 +139,6 @@ def test_probabilities_sum_to_one_and_intervals_stay_on_the_scale(mean, log_sd, 
     p = D.level_probabilities(mean, sd, t)
     assert np.all(p >= 0)
     np.testing.assert_allclose(p.sum(axis=1), 1.0, atol=1e-12)
-    lo, hi = D.credible_interval(mean, sd, 0.9, t[0], t[-1])
-    assert np.all((t[0] <= lo) & (lo <= hi) & (hi <= t[-1]))
     gain = D.expected_gain(mean, sd, t, np.full(mean.size, 2.0), 0.5)
     assert np.all((gain >= 0) & (gain <= 1))
 
@@ -305,15 +310,14 @@ def test_decisions_for_any_fit(crowd, spam):
     items = D.item_decisions(m)
     p = items.filter(like="p_level_").to_numpy()
     np.testing.assert_allclose(p.sum(axis=1), 1.0, atol=1e-12)
-    assert np.all((t[0] <= items["lower_90"]) & (items["lower_90"] <= items["upper_90"]))
-    assert np.all(items["upper_90"] <= t[-1])
+    values = m.scale_.values
+    assert np.all((values[0] <= items["lower_90"]) & (items["lower_90"] <= items["upper_90"]))
+    assert np.all(items["upper_90"] <= values[-1])
     assert set(items["flag"]) <= set(D.ITEM_FLAGS)
-    # every item has a label: the most probable level (or the level of a clear majority of
-    # trusted raters), undetermined items included
-    assert np.all(np.isin(items["label"], m.scale_.values))
-    clear = m.items_["clear_majority"].to_numpy(dtype=float, na_value=np.nan)
-    expected = np.where(np.isfinite(clear), clear, m.scale_.values[p.argmax(axis=1)])
-    np.testing.assert_array_equal(items["label"], expected)
+    # every item has a label, undetermined items included: the most probable level
+    np.testing.assert_array_equal(items["label"], values[p.argmax(axis=1)])
+    assert np.all((values[0] <= m.estimates_) & (m.estimates_ <= values[-1]))
+    del t
     np.testing.assert_allclose(
         items["truth_weight"], np.bincount(m.data_.inst, weights=m.omega_), rtol=1e-12
     )
@@ -360,20 +364,16 @@ def test_trec_flags_need_enough_ratings(trec):
 
 
 @pytest.mark.slow
-def test_trec_undetermined_items_are_marked(trec):
+def test_trec_items_without_truth_weight_are_ties_or_uncertain(trec):
+    """The paper's model puts many TREC items at its prior (no truth weight): its q(z) spreads
+    over the outer levels, so their labels are ties or uncertain, never confident."""
     m, items, _ = trec
-    und = items["flag"] == "undetermined"
-    assert und.sum() > 100
+    weak = items["truth_weight"] < 0.5
+    assert weak.sum() > 100
     assert items["label"].notna().all()  # a label for every item; the flag says which to trust
-    # an undetermined item's label is its q(z)'s most probable level, as any other's
-    p = items.loc[und].filter(like="p_level_").to_numpy()
-    np.testing.assert_array_equal(items.loc[und, "label"], m.scale_.values[p.argmax(axis=1)])
-    # their ratings carry no truth weight and their sd is the prior's 1/sqrt(lambda)
-    assert (items.loc[und, "truth_weight"] < 0.5).all()
-    assert (items.loc[~und, "truth_weight"] >= 0.5).all()
-    prior_sd = m.hyperparams_["lambda"] ** -0.5
-    assert np.all(items.loc[und, "sd"] > prior_sd / np.sqrt(2))
-    assert (items.loc[und, "lower_90"] == 0.5).all() and (items.loc[und, "upper_90"] == 3.5).all()
+    assert (items.loc[weak, "flag"] != "confident").all()
+    p = items.filter(like="p_level_").to_numpy()
+    np.testing.assert_array_equal(items["label"], m.scale_.values[p.argmax(axis=1)])
 
 
 @pytest.mark.slow
@@ -412,17 +412,6 @@ def test_annotator_flags_need_per_rating_results():
         reliability.annotator_flags(Fake())
 
 
-def test_undetermined_reasons_tell_a_tie_from_too_little_evidence():
-    items = pd.DataFrame(
-        {
-            "flag": ["undetermined", "undetermined", "confident", "undetermined", "uncertain"],
-            "rating_info": [0.2, 0.9, 0.1, 0.5, 0.95],
-        }
-    )
-    assert D.undetermined_reasons(items) == {"weak": 1, "tie": 2}
-    assert D.undetermined_reasons(items, min_info=0.6) == {"weak": 2, "tie": 1}
-
-
 def test_next_batch_input_errors():
     items = pd.DataFrame({"label": [1.0], "p_wrong": [0.1]}, index=pd.Index(["a"], name="instance"))
     with pytest.raises(InputError, match="expected_gain"):
@@ -447,79 +436,23 @@ def test_flags_in_chunks_of_ratings_equal_flags_in_one_pass(monkeypatch, ordinal
 
 @pytest.mark.parametrize("chunk", [1, 7, 64])
 def test_item_decisions_a_chunk_at_a_time_are_the_whole(chunk) -> None:
-    """``iter_item_decisions`` gives ``item_decisions_from_frames`` of all the items at once,
-    exactly (every column is elementwise), in chunks of ``chunk`` rows in order."""
+    """``iter_item_decisions`` gives ``item_columns`` of all the items at once, exactly
+    (every column is elementwise), in chunks of ``chunk`` rows in order."""
     crowd = simulate_crowd(n_items=50, n_annotators=6, ratings_per_item=3, random_state=5)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         m = OrdinalMixture("query", n_restarts=1, random_state=0).fit(crowd.ratings)
     d = m.data_
-    whole = D.item_decisions_from_frames(
-        m.items_,
-        m.categories_,
-        m.hyperparams_,
-        float(np.mean(m.omega_)),
+    whole = D.item_columns(
+        m.label_result_.posterior,
+        m.items_.index,
+        m.label_result_.policy,
         np.bincount(d.inst, weights=m.omega_, minlength=d.n_instances),
-        m.level_proba_,
     )
     parts = list(D.iter_item_decisions(m, chunk=chunk))
     assert [len(p) for p in parts[:-1]] == [chunk] * (len(parts) - 1)
     pd.testing.assert_frame_equal(pd.concat(parts), whole, check_exact=True)
     pd.testing.assert_frame_equal(D.item_decisions(m), whole, check_exact=True)
-
-
-def test_trusted_raters_clear_majority_is_the_label():
-    """An item whose ratings are at least 80% one level and that no flagged annotator rated
-    gets that level, whatever the level probabilities say (here: spammers whose favourite
-    answer is a level keep the model from taking such ratings at face value)."""
-    crowd = simulate_crowd(
-        n_items=150, n_annotators=15, ratings_per_item=5, spammer_share=0.4,
-        favourite_share=1.0, favourite_weight=0.9, scale=None, random_state=3,
-    )  # fmt: skip
-    ratings = crowd.ratings[["annotator", "instance", "rating"]]
-    probe = pd.DataFrame(
-        {
-            "annotator": [f"probe{i}" for i in range(10)],
-            "instance": "probe",
-            "rating": [1] * 8 + [2] * 2,
-        }
-    )
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        m = OrdinalMixture(n_restarts=2, random_state=0).fit(pd.concat([ratings, probe]))
-    dec = D.item_decisions(m)
-    flags = reliability.annotator_flags(m)
-    assert not (flags.loc[[f"probe{i}" for i in range(10)], "flag"] == "unreliable").any()
-    assert m.items_.loc["probe", "clear_majority"] == 1
-    assert m.items_["clear_majority"].dtype == "Int64"  # a level, as the labels are (1, not 1.0)
-    assert dec.loc["probe", "label"] == 1.0
-    clear = m.items_["clear_majority"].dropna()
-    assert len(clear) > 10
-    np.testing.assert_array_equal(dec.loc[clear.index, "label"], clear)
-    # the others: the most probable level of the confusion model
-    rest = dec.drop(index=clear.index)
-    p = rest[D.level_columns(m.scale_.values)].to_numpy()
-    np.testing.assert_array_equal(rest["label"], m.scale_.values[p.argmax(axis=1)])
-
-
-def test_level_probabilities_decide_label_interval_ties_and_clear_majorities():
-    """With the confusion model's level probabilities: the label is their most probable level,
-    a near-tie is undetermined, the interval is the run of levels around the label holding 90%,
-    and a clear majority of trusted raters overrules them."""
-    sd = np.full(4, 0.1)  # well rated: rating_info is high, only the probabilities decide
-    items, cats, hp = _frames([1.0, 2.0, 2.0, 3.0], sd)
-    proba = np.array([[0.92, 0.05, 0.03], [0.45, 0.446, 0.104], [0.2, 0.5, 0.3], [0.7, 0.2, 0.1]])
-    items["clear_majority"] = [np.nan, np.nan, np.nan, 3.0]
-    out = D.item_decisions_from_frames(items, cats, hp, 1.0, level_proba=proba)
-    assert out["label"].tolist() == [1.0, 1.0, 2.0, 3.0]
-    assert out["flag"].tolist() == ["confident", "undetermined", "uncertain", "uncertain"]
-    np.testing.assert_allclose(out["p_wrong"], [0.08, 0.55, 0.5, 0.9])
-    np.testing.assert_allclose(out[["p_level_1", "p_level_2", "p_level_3"]], proba)
-    assert out["lower_90"].tolist() == [1.0, 1.0, 1.0, 1.0]
-    assert out["upper_90"].tolist() == [1.0, 3.0, 3.0, 3.0]
-    # the interval's ends are levels of a whole-number scale, as the label is (3, not 3.0)
-    for col in ("label", "lower_90", "upper_90"):
-        assert out[col].dtype == np.int64, col
 
 
 def test_level_probabilities_of_a_known_value_are_its_level():
@@ -531,38 +464,6 @@ def test_level_probabilities_of_a_known_value_are_its_level():
         gain = D.expected_gain(np.array([1.0]), np.zeros(1), t, np.array([1.0]), 0.9)
     np.testing.assert_array_equal(p, [[1, 0, 0], [0, 0, 1], [0, 0, 1]])
     assert gain[0] == 0.0
-
-
-def test_clear_majority_column_is_a_level_or_missing():
-    """Level indices (-1: none) become the scale's levels as the labels are written: whole
-    numbers as nullable integers (``3``, not ``3.0``), else floats; none is missing."""
-    clear = np.array([2, -1, 0])
-    whole = pd.Series(D.clear_majority_column(clear, np.array([1.0, 2.0, 3.0])))
-    assert whole.dtype == "Int64"
-    assert whole.tolist()[0] == 3 and whole.isna().tolist() == [False, True, False]
-    half = D.clear_majority_column(clear, np.array([0.5, 1.0, 1.5]))
-    np.testing.assert_array_equal(half, [1.5, np.nan, 0.5])
-
-
-def test_level_probabilities_count_each_rating_by_its_omega():
-    """The confusion model's level probabilities are fitted with each rating counting for
-    its omega (the chance it came from the truth, not spam); without the spam component every
-    rating counts 1."""
-    crowd = simulate_crowd(n_items=120, n_annotators=12, spammer_share=0.4, random_state=6)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        kw = {"n_restarts": 2, "random_state": 0, "labels": "confusion"}
-        m = OrdinalMixture("query", **kw).fit(crowd.ratings)
-        plain = OrdinalMixture("query", spam=False, **kw)
-        plain.fit(crowd.ratings)
-    d = m.data_
-    args = (d.ann, d.inst, d.level, d.n_annotators, d.n_instances, d.scale.k)
-    assert m.spam_ and m.omega_.min() < 0.5  # some ratings taken as spam
-    want, _ = label_model.level_posterior(*args, weight=m.omega_)
-    assert m.level_proba_.tobytes() == want.tobytes()
-    unweighted, _ = label_model.level_posterior(*args)
-    assert np.abs(m.level_proba_ - unweighted).max() > 0.01
-    assert plain.level_proba_.tobytes() == unweighted.tobytes()
 
 
 def test_disputed_gold_items_are_more_than_a_level_from_their_gold():

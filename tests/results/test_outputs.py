@@ -20,6 +20,7 @@ from ordmix_core import io as oio
 from ordmix_core.cli.main import main
 from ordmix_core.data.simulate import simulate_crowd
 from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
+from ordmix_core.labels.policy import LabelPolicy
 from ordmix_core.results import decision_columns, decisions, outputs, reliability, stability
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,7 +29,7 @@ IDS = {"instance": str, "annotator": str, "query": str, "category": str}
 #: the model's item columns, the ensemble's (what near-tied restarts disagree on), then the
 #: level of a clear majority of trusted raters (labels from the confusion model: the default)
 MODEL_ITEM_COLUMNS = ["instance", "estimate", "sd", "n_ratings", "query", "category",
-                      "estimate_spread", "unstable", "clear_majority"]  # fmt: skip
+                      "z_mean", "z_sd", "estimate_spread", "unstable"]  # fmt: skip
 MODEL_ANN_COLUMNS = [
     "annotator",
     "n_ratings",
@@ -41,7 +42,8 @@ MODEL_ANN_COLUMNS = [
     "reliability_spread",
     "unstable",
     "still_moving",
-]  # fmt: skip  (bias: the extended default; then the ensemble's columns and still_moving)
+    "eps",
+]  # fmt: skip  (bias: the extended default; then the ensemble's columns, still_moving, eps)
 
 
 @pytest.fixture(scope="module")
@@ -66,8 +68,8 @@ def test_items_csv_has_the_model_then_the_decision_columns(model, folder):
     dec = decisions.item_decisions(model)
     levels = [f"p_level_{v:g}" for v in model.scale_.values]
     assert list(items.columns) == MODEL_ITEM_COLUMNS + [
-        "label", "p_wrong", *levels, "lower_90", "upper_90", "rating_info", "truth_weight",
-        "expected_gain", "flag",
+        "label", "p_wrong", *levels, "lower_90", "upper_90", "truth_weight", "expected_gain",
+        "flag",
     ]  # fmt: skip
     items = items.set_index("instance")
     pd.testing.assert_frame_equal(items[list(dec.columns)], dec, check_names=False)
@@ -133,7 +135,7 @@ def test_a_fit_without_per_rating_results_has_no_flags_and_says_why(model):
         annotators_ = model.annotators_
         categories_ = model.categories_
         hyperparams_ = model.hyperparams_
-        level_proba_ = model.level_proba_
+        label_result_ = model.label_result_
         omega_ = None
 
     dec = decision_columns.decide(NoOmega())
@@ -223,12 +225,12 @@ def test_write_fit_outputs_writes_exactly_the_declared_files(schema_model, tmp_p
 
 def test_tables_put_ids_first_in_a_fixed_order(schema_model) -> None:
     items = outputs.items_table(schema_model)
-    assert list(items.columns[:9]) == MODEL_ITEM_COLUMNS  # the model's, then the decisions
-    assert list(items.columns[9:]) == list(decisions.item_decisions(schema_model).columns)
+    assert list(items.columns[:10]) == MODEL_ITEM_COLUMNS  # the model's, then the decisions
+    assert list(items.columns[10:]) == list(decisions.item_decisions(schema_model).columns)
     np.testing.assert_array_equal(items["estimate"], schema_model.estimates_)
     ann = outputs.annotators_table(schema_model)
-    assert list(ann.columns[:11]) == MODEL_ANN_COLUMNS  # the model's columns in a fixed order
-    assert list(ann.columns[11:]) == list(reliability.annotator_flags(schema_model).columns)
+    assert list(ann.columns[:12]) == MODEL_ANN_COLUMNS  # the model's columns in a fixed order
+    assert list(ann.columns[12:]) == list(reliability.annotator_flags(schema_model).columns)
     trace = outputs.table(schema_model, "trace")  # no named index: nothing added
     assert list(trace.columns) == ["restart", "iteration", "lower_bound", "stage"]
 
@@ -238,8 +240,10 @@ def test_learned_frames_from_arrays() -> None:
         np.array(["b", "a"], dtype=object), np.array([1.0, 2.0]), np.array([4.0, 16.0]),
         np.array([3, 5]), None, np.array(["all", "all"], dtype=object),
     )  # fmt: skip
-    assert list(items.columns) == ["estimate", "sd", "n_ratings", "category"]
+    assert list(items.columns) == ["estimate", "sd", "n_ratings", "category", "z_mean", "z_sd"]
     np.testing.assert_allclose(items["sd"], [0.5, 0.25])
+    np.testing.assert_array_equal(items["z_mean"], items["estimate"])  # q(z)'s until labels
+    np.testing.assert_array_equal(items["z_sd"], items["sd"])
     ann = outputs.annotators_frame(
         np.array(["w"]), np.array([4]), np.array([2.0]), np.array([4.0]), np.array([0.9]),
         np.array([3.0]),
@@ -268,7 +272,9 @@ def test_items_frame_with_query_and_gold() -> None:
     )  # fmt: skip
     assert items.index.name == "instance" and items.index.dtype == "int64"
     assert list(items.index) == [3, 1, 2]
-    assert list(items.columns) == ["estimate", "sd", "n_ratings", "query", "category", "gold"]
+    assert list(items.columns) == [
+        "estimate", "sd", "n_ratings", "query", "category", "gold", "z_mean", "z_sd"
+    ]  # fmt: skip
     np.testing.assert_array_equal(items["estimate"], [1.5, 2.0, 4.0])
     np.testing.assert_array_equal(items["sd"], [0.5, 0.0, 2.0])  # a gold item's sd is 0
     np.testing.assert_array_equal(items["n_ratings"], [2, 0, 7])
@@ -295,6 +301,7 @@ def test_annotators_frame_with_bias_and_without_ratings() -> None:
             "spam_share": [1.0, 0.25],  # no ratings: all of none is spam, no division by 0
             "bias": [0.5, -0.25],
             "bias_sd": [0.5, 0.1],  # 1 / sqrt(precision)
+            "eps": [0.2, 0.9],  # the continuous fit's, the reliability until the fit's own
         },
         index=pd.Index(["a", "b"], name="annotator"),
     )
@@ -457,7 +464,7 @@ def test_summary_json_has_every_field_with_the_models_values(schema_model, tmp_p
         "annotators": {**{f: int((ann["flag"] == f).sum()) for f in decisions.ANNOTATOR_FLAGS},
                        "threshold": 0.5, "confidence": 0.9},
         "items": {**{f: int((items["flag"] == f).sum()) for f in decisions.ITEM_FLAGS},
-                  "confidence": 0.9, "min_info": decisions.MIN_INFO},
+                  "confidence": 0.9, "tie": 0.01},
     }  # fmt: skip
     assert isinstance(outputs.summary(m, {})["winning_restart"], int)
 
@@ -554,13 +561,11 @@ def test_dask_items_get_the_decision_columns_per_partition(
     got = outputs.decided(fit, "items", dec).compute()
     ann = schema_model.annotators_
     share = float((ann["n_ratings"] * (1 - ann["spam_share"])).sum() / ann["n_ratings"].sum())
-    ref = decisions.item_decisions_from_frames(
-        schema_model.items_, schema_model.categories_, schema_model.hyperparams_, share
-    )
+    ref = _continuous_columns(schema_model, share)
     pd.testing.assert_frame_equal(got, schema_model.items_.join(ref))
     counts = outputs.decision_counts(fit, dec)["items"]
     assert counts == {**{f: int((ref["flag"] == f).sum()) for f in decisions.ITEM_FLAGS},
-                      "confidence": 0.9, "min_info": decisions.MIN_INFO}  # fmt: skip
+                      "confidence": 0.9, "tie": 0.01}  # fmt: skip
     written = []
 
     def write_parts(table, frame, folder):
@@ -611,19 +616,26 @@ def test_dask_items_use_the_given_confidence_and_the_share_of_honest_ratings(
     got = outputs.decided(fit, "items", dec).compute()
     ann = schema_model.annotators_
     share = float((ann["n_ratings"] * (1 - ann["spam_share"])).sum() / ann["n_ratings"].sum())
-    ref = decisions.item_decisions_from_frames(
-        schema_model.items_, schema_model.categories_, schema_model.hyperparams_, share,
-        confidence=0.6,
-    )  # fmt: skip
+    ref = _continuous_columns(schema_model, share, confidence=0.6)
     pd.testing.assert_frame_equal(got[list(ref.columns)], ref)
     # a single rating: the share is that rating's honest part, not half of it
     one = pd.DataFrame({"n_ratings": [1], "spam_share": [0.25]}, index=pd.Index(["a"]))
     fit.annotators_ = one
     got = outputs.decided(fit, "items", decision_columns.decide(fit)).compute()
-    ref = decisions.item_decisions_from_frames(
-        schema_model.items_, schema_model.categories_, schema_model.hyperparams_, 0.75
-    )
+    ref = _continuous_columns(schema_model, 0.75)
     pd.testing.assert_frame_equal(got[list(ref.columns)], ref)
+
+
+def _continuous_columns(model, share: float, confidence: float = 0.9) -> pd.DataFrame:
+    """The decision columns of ``model``'s continuous posterior q(z), computed here from the
+    model's frames: what the Dask engine's partitions get."""
+    items = model.items_
+    difficulty = model.categories_["difficulty"].reindex(items["category"]).to_numpy(float)
+    post = decisions.continuous_posterior(
+        items["z_mean"].to_numpy(float), items["z_sd"].to_numpy(float), model.hyperparams_,
+        difficulty, share,
+    )  # fmt: skip
+    return decisions.item_columns(post, items.index, LabelPolicy(confidence=confidence))
 
 
 class _Override:
