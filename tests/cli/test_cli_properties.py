@@ -212,7 +212,7 @@ def test_compare_any_options_any_small_file(text, opts, methods, out_kind):
         table = pd.read_csv(out)
         assert list(table.columns) == [
             "method", "mse", "correlation", "ndcg", "label_error", "calibration_error",
-            "log_loss", "seconds", "n_gold",
+            "p_wrong_auroc", "log_loss", "seconds", "n_gold",
         ]  # fmt: skip
         assert {k: v for k, v in tree(base).items() if k != "t.csv"} == before
     finally:

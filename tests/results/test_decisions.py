@@ -100,7 +100,7 @@ def test_item_columns_read_everything_from_the_posterior():
     np.testing.assert_allclose(out["p_wrong"], [0.08, 0.55, 0.5, 0.3])
     np.testing.assert_allclose(out[["p_level_1", "p_level_2", "p_level_3"]], proba)
     assert out["lower_90"].tolist() == [1, 1, 1, 1]
-    assert out["upper_90"].tolist() == [1, 3, 3, 3]
+    assert out["upper_90"].tolist() == [1, 3, 3, 2]
     np.testing.assert_array_equal(out["expected_gain"], np.arange(4) / 10)
     # the label and the interval's ends are levels of a whole-number scale (3, not 3.0)
     for col in ("label", "lower_90", "upper_90"):
