@@ -26,14 +26,19 @@ gold items too (``gold_temperature``). Pure array functions.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+
+from ..numerics import libm
+from ..numerics.fixed_order import first_sum, last_sum, matmul
 
 
 def balanced_accuracy(confusion: np.ndarray) -> np.ndarray:
     """Each annotator's mean over the levels of their chance of answering the level (N,):
     ``mean_c P_n(c | c)``, ``confusion`` (N, K, K)."""
     k = confusion.shape[-1]
-    return np.trace(confusion, axis1=-2, axis2=-1) / k
+    return last_sum(np.diagonal(confusion, axis1=-2, axis2=-1)) / k
 
 
 def reference_confusion(
@@ -51,7 +56,7 @@ def reference_confusion(
     cum = np.cumsum(w) / max(w.sum(), 1e-300)
     take = order[: int(np.searchsorted(cum, share)) + 1]
     wt = np.asarray(n_ratings, dtype=float)[take]
-    mean = np.tensordot(wt / max(wt.sum(), 1e-300), careful[take], axes=1)  # (K, K)
+    mean = first_sum(wt / max(math.fsum(wt), 1e-300), careful[take])  # (K, K)
     return symmetric(mean, rho)
 
 
@@ -71,7 +76,7 @@ def symmetric(table: np.ndarray, rho: np.ndarray) -> np.ndarray:
     at = np.bincount(dist.ravel(), weights=(weight * table).ravel(), minlength=k)
     n = np.bincount(dist.ravel(), weights=weight.ravel(), minlength=k)
     out = (at / np.maximum(n, 1e-300))[dist]
-    return out / out.sum(axis=1, keepdims=True)
+    return out / last_sum(out)[:, None]
 
 
 #: the powers ``1/T`` of the latent posterior that gold chooses between
@@ -81,10 +86,10 @@ GOLD_TEMPERATURES = (0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
 def tempered(q: np.ndarray, temperature: float) -> np.ndarray:
     """``q`` (M, K) raised to ``1 / temperature`` and renormalised (zeros stay 0)."""
     with np.errstate(divide="ignore"):
-        logq = np.log(q) / temperature
+        logq = libm.log(q) / temperature
     logq -= logq.max(axis=1, keepdims=True)
-    w = np.exp(logq)
-    return w / w.sum(axis=1, keepdims=True)
+    w = libm.exp(logq)
+    return w / last_sum(w)[:, None]
 
 
 def gold_temperature(q_own: np.ndarray, gold: np.ndarray, expert: np.ndarray) -> float:
@@ -96,7 +101,7 @@ def gold_temperature(q_own: np.ndarray, gold: np.ndarray, expert: np.ndarray) ->
     show; the gold items can."""
     rows = np.arange(len(gold))
     scores = [
-        float(np.log(np.maximum((tempered(q_own, t) @ expert)[rows, gold], 1e-300)).sum())
+        math.fsum(libm.log(np.maximum(matmul(tempered(q_own, t), expert)[rows, gold], 1e-300)))
         for t in GOLD_TEMPERATURES
     ]
     return GOLD_TEMPERATURES[int(np.argmax(scores))]

@@ -11,11 +11,13 @@ level.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
+from ..numerics.fixed_order import first_sum, last_sum, matmul
 from . import calibration, confusion_model
 from .policy import DEFAULT, LabelPolicy
 from .posterior import LabelPosterior, expected_gain
@@ -59,7 +61,7 @@ class LabelResult:
             "em_iterations": int(f.n_iter),
             "converged": bool(f.converged),
             "level_prior": [float(x) for x in f.rho],
-            "report_agreement": float(np.einsum("c,cc->", f.rho, self.report)),
+            "report_agreement": math.fsum(f.rho * np.diagonal(self.report)),
             "temperature": float(self.temperature),
         }
 
@@ -68,7 +70,7 @@ def typical_rater(confusion: np.ndarray, n_ratings: np.ndarray) -> np.ndarray:
     """The next rating's confusion (K, K): the annotators' average, weighted by their ratings
     (the next rating comes from the crowd as it has rated so far)."""
     w = np.asarray(n_ratings, dtype=float)
-    return np.tensordot(w / max(w.sum(), 1e-300), confusion, axes=1)
+    return first_sum(w / max(math.fsum(w), 1e-300), confusion)
 
 
 def choose_labels(
@@ -132,9 +134,9 @@ def spread(
     counts = np.bincount(level, minlength=k) + 1e-3
     within = np.zeros((classes.max() + 1, k))
     within[classes, np.arange(k)] = counts
-    within /= within.sum(axis=1, keepdims=True)
+    within /= last_sum(within)[:, None]
     post = coarse.posterior
-    proba = post.proba @ within
+    proba = matmul(post.proba, within)
     if gold is not None and (gold >= 0).any():
         known = gold >= 0
         proba[known] = np.eye(k)[gold[known]]
@@ -173,7 +175,7 @@ def label_posterior(
         report = fit.expert
         temperature = calibration.gold_temperature(q_own, gold[known], report)
         q = calibration.tempered(q, temperature)
-    proba = q @ report
+    proba = matmul(q, report)
     gain = expected_gain(q, typical_rater(fit.confusion, n_ratings), report)
     if expert:
         proba[known] = np.eye(k)[gold[known]]

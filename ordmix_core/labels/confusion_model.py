@@ -244,7 +244,8 @@ def anchored_mean(a: np.ndarray) -> np.ndarray:
     scale's levels: on metaphor-novelty (a generous crowd) the free mean made level 3 a class
     of items rated near-uniformly, 19% of the items against the expert's 3%."""
     m = a.mean(axis=0)
-    kappa = max(float(np.mean(m[1::2] - m[0::2])) / 2.0, 0.0) if m.size else 0.0
+    half = m[1::2] - m[0::2]
+    kappa = max(math.fsum(half) / max(half.size, 1) / 2.0, 0.0)
     out = np.empty_like(m)
     out[0::2] = -kappa
     out[1::2] = kappa

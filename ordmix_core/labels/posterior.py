@@ -8,7 +8,8 @@ read from it here: the label is the most probable level (the Bayes decision for 
 label holding the policy's ``interval`` of the probability; the ``estimate`` is the posterior
 mean of the level's value (inside the scale by construction) and ``sd`` its posterior standard
 deviation; the ``flag`` is ``undetermined`` for a tie, ``confident`` at the policy's
-``confidence``, else ``uncertain``. Pure array functions; ``choose`` makes the posterior.
+``confidence``, else ``uncertain``. Pure array functions, their sums in a fixed order
+(``numerics.fixed_order``: the same bits on every machine); ``choose`` makes the posterior.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ..numerics.fixed_order import last_sum, matmul
 from .policy import DEFAULT, LabelPolicy
 
 ITEM_FLAGS = ("confident", "uncertain", "undetermined")
@@ -60,8 +62,8 @@ def mean_and_sd(p: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarr
     """Posterior mean and standard deviation (M,) of the level's value under ``p`` (M, K):
     a mean of the scale's values, so never outside the scale."""
     v = np.asarray(values, dtype=float)
-    mean = p @ v
-    second = p @ (v * v)
+    mean = last_sum(p * v)
+    second = last_sum(p * (v * v))
     return np.clip(mean, v[0], v[-1]), np.sqrt(np.maximum(second - mean * mean, 0.0))
 
 
@@ -75,11 +77,11 @@ def expected_gain(q: np.ndarray, rater: np.ndarray, report: np.ndarray) -> np.nd
     and moves ``q`` to ``q * rater[:, k]``, normalised; the gain is the expected largest
     reported probability after it minus the largest now (Jensen: never negative).
     """
-    now = (q @ report).max(axis=1)
+    now = matmul(q, report).max(axis=1)
     after = np.zeros(len(q))
     for k in range(rater.shape[1]):
         joint = q * rater[None, :, k]  # (M, K): P(level c and answer k)
-        after += (joint @ report).max(axis=1)  # P(k) * max of the updated report
+        after += matmul(joint, report).max(axis=1)  # P(k) * max of the updated report
     return np.maximum(after - now, 0.0)
 
 

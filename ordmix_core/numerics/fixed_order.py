@@ -4,7 +4,7 @@ Cholesky solves of small stacked matrices in a fixed order.
 numpy's ``sum`` over an axis may pair its terms differently with the array's layout and the CPU's
 vector width, and LAPACK's order depends on the library build; these loops add one term at a
 time, so a level posterior has the same bits on every machine and whatever the array's strides.
-Used by the label model (its Newton step's solves too) and the gold map.
+Used by the label model (its Newton step's solves too) and its calibration.
 """
 
 from __future__ import annotations
@@ -19,6 +19,24 @@ def last_sum(x: np.ndarray) -> np.ndarray:
     out = x[..., 0].copy()
     for i in range(1, x.shape[-1]):
         out += x[..., i]
+    return out
+
+
+def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b`` for ``a`` (..., K) and a small ``b`` (K, J), one term of the inner sum at a time
+    (elementwise products and sums: no BLAS), shape (..., J)."""
+    out = a[..., 0, None] * b[0]
+    for c in range(1, b.shape[0]):
+        out += a[..., c, None] * b[c]
+    return out
+
+
+def first_sum(w: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``sum_n w[n] x[n]`` over the first axis of ``x`` (N, ...), one term at a time, in order
+    (no BLAS): shape ``x.shape[1:]``."""
+    out = np.zeros(x.shape[1:])
+    for n in range(x.shape[0]):
+        out += w[n] * x[n]
     return out
 
 

@@ -444,7 +444,7 @@ def test_the_default_fit_of_trec_marks_what_its_still_moving_annotators_decide(
     sides = (eps[0] >= 0.5) != (eps[1] >= 0.5)
     assert (m.annotators_["unstable"].to_numpy() == sides).all() and sides[moving].all()
     # the estimates are the winner's: the alternative only marks
-    np.testing.assert_array_equal(m.items_["estimate"].to_numpy(), best.state.mu_m)
+    np.testing.assert_array_equal(m.items_["z_mean"].to_numpy(), best.state.mu_m)
     outputs.write_fit_outputs(m, tmp_path, {})
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["unstable_items"] == int(unstable.sum())

@@ -4,8 +4,8 @@ Usage (from the repository root; mutmut is not a project dependency: ``pip insta
 
     python tests/mutation/run_mutmut.py MODULE [--max-children N] [--keep]
 
-``MODULE`` is a key of ``MODULES`` (tn, updates, bound, options, outputs, gold_map,
-label_choice). The script copies ``ordmix_core/``, ``tests/``, ``demo_data/`` and
+``MODULE`` is a key of ``MODULES`` (tn, updates, bound, options, outputs, posterior,
+calibration, choose). The script copies ``ordmix_core/``, ``tests/``, ``demo_data/`` and
 ``pyproject.toml`` to ``/tmp/ordmix-mutmut/MODULE`` (so no ``mutants/`` folder or config ever
 lands in the repository), appends a ``[tool.mutmut]`` section that mutates only that module
 and runs only its tests, runs ``mutmut run`` there and prints the per-status counts and the
@@ -62,14 +62,14 @@ MODULES: dict[str, tuple[str, list[str]]] = {
          "tests/estimators/test_extensions.py::test_gold_instance_terms_are_the_log_prior_density"],
     ),
     "options": ("ordmix_core/estimators/options.py", ["tests/estimators/test_options.py"]),
-    "gold_map": (
-        "ordmix_core/results/gold_map.py",
-        ["tests/results/test_gold_map.py",
-         "tests/results/test_label_model.py::test_enough_gold_teaches_every_other_item_where_the_crowd_sits"],
+    "posterior": ("ordmix_core/labels/posterior.py", ["tests/labels/test_posterior.py"]),
+    "calibration": (
+        "ordmix_core/labels/calibration.py",
+        ["tests/labels/test_calibration.py", "tests/labels/test_choose.py"],
     ),
-    "label_choice": (
-        "ordmix_core/results/label_choice.py",
-        ["tests/results/test_label_choice.py", "tests/estimators/test_level_fit.py"],
+    "choose": (
+        "ordmix_core/labels/choose.py",
+        ["tests/labels/test_choose.py", "tests/estimators/test_one_posterior.py"],
     ),
     # "-m not slow": the TREC fit through the CLI (6 s) adds nothing the other tests miss
     "outputs": (
