@@ -97,7 +97,6 @@ def difficulty_prior(model: str, phi: float | None, eta: float | None) -> tuple[
 ProgressCallback = Callable[[int, int, float], "bool | None"]
 
 
-
 @option_kinds.register_estimator
 class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
     """Lakshminarayanan & Teh's ordinal-discrete-mixture model fitted by variational Bayes.
