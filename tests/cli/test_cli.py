@@ -501,7 +501,6 @@ FLAG_CASES = [
     # the bound alone: here the estimates' half decides when the default stops
     (["--tol", "0.01", "--tol-estimate", "0"], {"tol": 0.01, "tol_estimate": 0.0}),
     (["--tol-estimate", "0"], {"tol_estimate": 0.0}),
-    (["--schedule", "per-restart"], {"schedule": "per-restart"}),
     (["--max-iter", "2"], {"max_iter": 2}),
     (["--seed", "7"], {"random_state": 7}),
     (["--phi", "1"], {"phi": 1.0}),
