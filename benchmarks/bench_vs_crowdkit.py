@@ -92,10 +92,15 @@ def case(key: str, path: str, ordmix: list[str], peer: list[str], pairs: int) ->
     print(f"  ordmix fit FILE --out DIR {' '.join(extra)}: median {statistics.median(a):.2f} s "
           f"({fmt(a)}), peak {max(peak):.0f} MB, sweeps "
           f"{'/'.join(str(s) for s in sorted(n_sweeps))}")  # fmt: skip
-    print(f"  crowd-kit: DawidSkene(n_iter=100, tol=0): median {statistics.median(b):.2f} s "
-          f"({fmt(b)})")
-    print(f"  ratio, median of {pairs} pairs: {statistics.median(ratios):.3f} "
-          f"({fmt(ratios)}; target <= {target})", flush=True)
+    print(
+        f"  crowd-kit: DawidSkene(n_iter=100, tol=0): median {statistics.median(b):.2f} s "
+        f"({fmt(b)})"
+    )
+    print(
+        f"  ratio, median of {pairs} pairs: {statistics.median(ratios):.3f} "
+        f"({fmt(ratios)}; target <= {target})",
+        flush=True,
+    )
 
 
 def fmt(xs: list[float]) -> str:
