@@ -160,6 +160,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     from ..data.crowd import crowd_from_coded
     from ..data.scale import as_scale
     from ..io import read_ratings
+    from ..numerics.jit import compile_progress
     from ..results.output_paths import listing, safe_output_dir
     from ..results.outputs import write_fit_outputs
 
@@ -185,7 +186,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
         del coded  # the codes live on in data: no per-rating copy of the IDs remains
         progress = Progress(n_runs(model), args.quiet)
         try:
-            model.fit(data, callback=progress, gold=gold)
+            with compile_progress(progress.compiling):
+                model.fit(data, callback=progress, gold=gold)
         finally:
             progress.close()
         with safe_output_dir(args.out, _inputs(args)) as tmp:

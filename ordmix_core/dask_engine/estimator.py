@@ -268,7 +268,6 @@ class DaskOrdinalMixture(OrdinalMixture):
             runs.append(restarts.RestartRun(r, kind, state, key=key))
 
         sweeps = _Sweeps(bl, gp, local_cats, n_ratings, self.n_restarts, self.accelerate)
-        sweeps.eps_pack = self._eps_pack()
         sweeps.exact_eps = self._exact_eps()
         step = acceleration.make_step(sweeps, self.accelerate, sweeps.exact_eps)
         settle = acceleration.make_settle(sweeps, sweeps.exact_eps)

@@ -14,16 +14,14 @@ restarts side by side in threads.
 Initialisation and selection (docs/model.md): on real data the highest-bound solution can be
 the useless all-spam one. So with ``nospam_warmup`` (and the spam component) the fit first fits
 the model without the spam component (stage ``nospam``) and starts the mixture from that fit
-with ``eps = 0.99``. With ``schedule='shared'`` (the default) restart 0 runs that
-warm-up from the per-item means and every restart r > 0 branches from its result, with noise
-on the means and the expertise keyed on the IDs and the restart's key (``starts.branch_*``);
-with ``'per-restart'`` each restart warms up on its own, restart r > 0 from the means and
-expertise plus that noise (``fit/starts.py``). Without ``nospam_warmup`` restarts r > 0 also draw
-eps at random. A restart whose share of ratings attributed to the truth component falls below
-``collapse_threshold`` is *collapsed* and is chosen only if every restart collapsed (then
-with a ``CollapseWarning``). Among the rest the highest bound wins, as in the paper; the
-restarts near-tied with it form the ensemble (``selection.ensemble``) whose disagreement marks
-items and annotators unstable.
+with ``eps = 0.99``. Restart 0 runs that warm-up from the per-item means and every restart r >
+0 branches from its result, with noise on the means and the expertise keyed on the IDs and the
+restart's key (``starts.branch_*``). Without ``nospam_warmup`` restarts r > 0 start from the
+means and expertise plus that noise and also draw eps at random (``fit/starts.py``). A restart
+whose share of ratings attributed to the truth component falls below ``collapse_threshold`` is
+*collapsed* and is chosen only if every restart collapsed (then with a ``CollapseWarning``).
+Among the rest the highest bound wins, as in the paper; the restarts near-tied with it form the
+ensemble (``selection.ensemble``) whose disagreement marks items and annotators unstable.
 
 Refits (``init_from``): a fitted model or an ``ordmix fit`` folder gives the starts instead
 (``refit.refit_starts``: its posteriors matched by ID, the usual start for anything new, and
@@ -143,7 +141,6 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
         max_iter: int = 1000,
         tol: float = 1e-6,
         tol_estimate: float = 0.03,
-        schedule: str = "shared",
         phi: float | None = None,
         eta: float | None = None,
         lam: float = 0.1,
@@ -171,7 +168,6 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
         self.max_iter = max_iter
         self.tol = tol
         self.tol_estimate = tol_estimate
-        self.schedule = schedule
         self.phi = phi
         self.eta = eta
         self.lam = lam
@@ -361,7 +357,7 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
             ]
         with np.errstate(over="ignore", under="ignore"):
             branch = self._memory_branch(data, p, inputs.inst_hash, inputs.ann_hash)
-            sweeps = MemorySweeps(p, self._eps_pack())
+            sweeps = MemorySweeps(p)
             interrupted = self._race(p, runs, callback, branch, sweeps)
         phases.release_scratch()  # two floats a rating, not needed by what follows
 
@@ -402,7 +398,7 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
     ) -> bool:
         """The shared schedule (``_schedule``) with this engine's sweep (``sweeps``, made here
         when None); restarts of a round run in ``n_jobs`` threads. Returns True if stopped."""
-        sweeps = MemorySweeps(p, self._eps_pack()) if sweeps is None else sweeps
+        sweeps = MemorySweeps(p) if sweeps is None else sweeps
         step = acceleration.make_step(sweeps, self.accelerate, self._exact_eps())
         settle = acceleration.make_settle(sweeps, self._exact_eps())
         jobs = self._n_jobs(p, len(runs))

@@ -18,6 +18,7 @@ from ordmix_core.estimators.baselines import BASELINES
 from ordmix_core.estimators.option_frontends import options_for
 from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
 from ordmix_core.evaluation.compare import METHODS
+from ordmix_core.numerics import jit
 from ordmix_core.results.output_paths import FIT_FILES
 
 
@@ -400,6 +401,27 @@ def test_progress_is_a_bar_on_a_terminal_and_a_line_per_restart_otherwise():
     assert quiet.getvalue() == ""
 
 
+def test_progress_says_once_that_numba_is_compiling():
+    """While numba compiles a fit's kernels: one line "compiling (once, about N s)" in a log,
+    the same with the seconds so far on a terminal, nothing when quiet."""
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    tty, log, quiet = Tty(), io.StringIO(), io.StringIO()
+    for stream, q in ((tty, False), (log, False), (quiet, True)):
+        progress = Progress(3, quiet=q, stream=stream)
+        for report in [(0, 4, True), (1, 4, False), (1, 4, True), (2, 4, False)]:
+            progress.compiling(*report)
+        progress(0, 1, -1.0)
+        progress.close()
+    note = f"ordmix: {jit.compile_note(4)}"
+    assert log.getvalue().splitlines() == [note, "ordmix: restart 0 started (1 of 3)"]
+    assert "\n" not in tty.getvalue() and tty.getvalue().count(f"\r{note}: ") == 4
+    assert quiet.getvalue() == ""
+
+
 def test_fit_progress_and_closing_line(files, tmp_path):
     rc, err, _ = run_cli(["fit", files / "r.csv", "--out", tmp_path / "o", "--restarts", "4"])
     assert rc == 0
@@ -462,7 +484,6 @@ FLAG_CASES = [
     # the bound alone: here the estimates' half decides when the default stops
     (["--tol", "0.01", "--tol-estimate", "0"], {"tol": 0.01, "tol_estimate": 0.0}),
     (["--tol-estimate", "0"], {"tol_estimate": 0.0}),
-    (["--schedule", "per-restart"], {"schedule": "per-restart"}),
     (["--max-iter", "2"], {"max_iter": 2}),
     (["--seed", "7"], {"random_state": 7}),
     (["--phi", "1"], {"phi": 1.0}),

@@ -219,7 +219,6 @@ def test_flags_come_from_the_table():
         "max_iter",
         "tol",
         "tol_estimate",
-        "schedule",
         "random_state",
         "ordinal",
         "spam",

@@ -196,8 +196,8 @@ def test_advance_goes_on_from_a_settled_stop_in_the_mixture_only() -> None:
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_the_default_fit_settles_only_with_the_exact_eps_step(monkeypatch) -> None:
-    """The default (learned spam distribution, shared schedule) asks at its finalists' stops;
-    the paper's model and the per-restart schedule never (their fits are unchanged)."""
+    """The default (learned spam distribution) asks at its finalists' stops; the paper's
+    model never (its fits are unchanged)."""
     calls = []
     real = settle.settle_items
 
@@ -213,7 +213,4 @@ def test_the_default_fit_settles_only_with_the_exact_eps_step(monkeypatch) -> No
         assert calls
         calls.clear()
         OrdinalMixture(model="paper", random_state=0, n_restarts=3).fit(crowd.ratings)
-        OrdinalMixture(spam=True, schedule="per-restart", random_state=0, n_restarts=3).fit(
-            crowd.ratings
-        )
     assert not calls
