@@ -217,7 +217,8 @@ BAD_ARGS = [
         "argument --scale: expected a value, but '-2,-1,0,1,2' looks like an option; if it is "
         "the value, write --scale=-2,-1,0,1,2",
     ),
-    (["--scale", "a,b"], "argument --scale: must be finite numbers, strictly increasing"),
+    (["--scale", "a,b,a"], "argument --scale: must be finite numbers, strictly increasing"),
+    (["--scale", "a,b"], "rating '3.0' is not one of the scale's levels a, b; fix the rating"),
     (["--scale", "3,2,1"], "argument --scale: must be finite numbers, strictly increasing"),
     (
         ["--restarts", "99999999999999999999"],
