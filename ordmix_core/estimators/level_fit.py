@@ -132,7 +132,9 @@ def _flags_beside_held_out(
     )
     if gold is not None:
         clear = np.where(gold >= 0, -1, clear)
-    model.items_["clear_majority"] = decisions.clear_majority_column(clear, data.scale.values)
+    model.items_["clear_majority"] = decisions.clear_majority_column(
+        clear, data.scale.values, data.scale.names
+    )
     return sums
 
 

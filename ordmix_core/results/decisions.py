@@ -94,8 +94,11 @@ def interval_columns(interval: float = INTERVAL) -> tuple[str, str]:
     return f"lower_{pct}", f"upper_{pct}"
 
 
-def level_columns(values: Sequence[float]) -> list[str]:
-    """Names of the level-probability columns, ``p_level_<value>`` (e.g. ``p_level_2``)."""
+def level_columns(values: Sequence[float], names: Sequence[str] | None = None) -> list[str]:
+    """Names of the level-probability columns, ``p_level_<value>`` (e.g. ``p_level_2``), or
+    ``p_level_<name>`` for a scale of named levels (``names``, e.g. ``p_level_G``)."""
+    if names is not None:
+        return [f"p_level_{n}" for n in names]
     return [f"p_level_{float(v):g}" for v in values]
 
 
@@ -199,8 +202,9 @@ def item_decisions_from_frames(
     ``items``: index instance; columns ``estimate``, ``sd``, ``category`` (the engine's
     ``items_`` or ``items.csv``). ``categories``: index category, column ``difficulty``.
     ``hyperparams``: ``thresholds``, ``scale``, ``lambda``, ``alpha``, ``beta`` (the engine's
-    ``hyperparams_`` or summary.json's). ``truth_share``: share of all ratings attributed to
-    the truth. ``truth_weight``: (M,) sum of omega per item, if known.
+    ``hyperparams_`` or summary.json's; ``levels``, a scale's names, makes every label and
+    level column named: ``label`` ``"G"``, ``p_level_G``). ``truth_share``: share of all
+    ratings attributed to the truth. ``truth_weight``: (M,) sum of omega per item, if known.
 
     Returns a frame indexed like ``items`` with columns ``label`` (scale value of the most
     probable level, for every item; ``flag`` says whether to trust it), ``p_wrong`` (1 - the
@@ -227,6 +231,7 @@ def item_decisions_from_frames(
     min_info = _check_probability("min_info", min_info)
     thresholds = np.asarray(hyperparams["thresholds"], dtype=float)
     values = np.asarray(hyperparams["scale"], dtype=float)
+    names = hyperparams.get("levels")
     lam = float(hyperparams["lambda"])
     mean = items["estimate"].to_numpy(dtype=float)
     sd = items["sd"].to_numpy(dtype=float)
@@ -234,7 +239,7 @@ def item_decisions_from_frames(
     info = rating_info(sd, lam)
     clear = items.get("clear_majority")
     probs, best, tie, lower, upper = _labels(
-        mean, sd, thresholds, values, level_proba, clear, interval
+        mean, sd, thresholds, values, level_proba, clear, interval, names
     )
     undetermined = (info < min_info) | tie
     p_best = probs[np.arange(len(best)), best]
@@ -248,9 +253,9 @@ def item_decisions_from_frames(
     gain = expected_gain(mean, sd, thresholds, rho, truth_share)
 
     lo_col, hi_col = interval_columns(interval)
-    label = level_labels(values)[best]
+    label = level_labels(values, names)[best]
     out = pd.DataFrame({"label": label, "p_wrong": 1.0 - p_best}, index=items.index)
-    for col, p in zip(level_columns(values), probs.T, strict=True):
+    for col, p in zip(level_columns(values, names), probs.T, strict=True):
         out[col] = p
     out[lo_col] = lower
     out[hi_col] = upper
@@ -271,33 +276,46 @@ def _labels(
     level_proba: np.ndarray | None,
     clear: pd.Series | None,
     interval: float,
+    names: Sequence[str] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Each item's level probabilities (M, K), label (level index), tie (bool), and the
     label's interval (lower, upper on the scale): from ``level_proba`` when given (a clear
     majority, ``clear``'s levels where given, decides the label and is no tie; the interval's ends
     are levels, as ``level_labels`` gives them), else from the continuous posterior
-    N(mean, sd^2) (no ties; the interval's ends are values on the scale)."""
+    N(mean, sd^2) (no ties; the interval's ends are values on the scale, or with named
+    levels ``names`` the names of the levels whose intervals hold them)."""
     if level_proba is None:
         probs = level_probabilities(mean, sd, thresholds)
         lower, upper = credible_interval(mean, sd, interval, thresholds[0], thresholds[-1])
+        if names is not None:
+            inner = thresholds[1:-1]
+            lower, upper = (
+                level_labels(values, names)[np.searchsorted(inner, end, side="right")]
+                for end in (lower, upper)
+            )
         return probs, probs.argmax(axis=1), np.zeros(len(mean), dtype=bool), lower, upper
     probs = np.asarray(level_proba, dtype=float)
     best, tie = label_rules.decide(probs, TIE)
     if clear is not None:
+        if names is not None:  # a clear majority written as its level's name
+            clear = clear.astype(object).map(dict(zip(names, values, strict=True)))
         clear = clear.to_numpy(dtype=float, na_value=np.nan)
         has = np.isfinite(clear)
         best = np.where(has, np.searchsorted(values, np.where(has, clear, values[0])), best)
         tie = tie & ~has
     lo, hi = label_rules.level_interval(probs, best, interval)
-    levels = level_labels(values)  # levels, written as the labels are (``3``, not ``3.0``)
+    levels = level_labels(values, names)  # written as the labels are (``3``, not ``3.0``)
     return probs, best, tie, levels[lo], levels[hi]
 
 
-def clear_majority_column(clear: np.ndarray, values: np.ndarray) -> pd.array:
+def clear_majority_column(
+    clear: np.ndarray, values: np.ndarray, names: Sequence[str] | None = None
+) -> pd.array:
     """``items_["clear_majority"]`` from ``label_rules.clear_majority``'s level indices (M,),
     -1 for none: the level as the labels give it (``3``, not ``3.0``; nullable ``Int64``
-    when the scale's values are whole numbers), missing where there is none."""
-    levels = level_labels(values)[np.maximum(clear, 0)]
+    when the scale's values are whole numbers; its name with named levels ``names``),
+    missing where there is none."""
+    levels = level_labels(values, names)[np.maximum(clear, 0)]
     none = np.asarray(clear) < 0
     if levels.dtype.kind == "i":
         return pd.arrays.IntegerArray(levels, none)
