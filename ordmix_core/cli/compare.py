@@ -121,7 +121,7 @@ def _prepare(args: argparse.Namespace, out_is_dir: bool):
         check_input_file(path)
     (check_output_dir if out_is_dir else check_output_file)(args.out, inputs)
     ratings = read_ratings(args.ratings, scale=args.scale)
-    gold = read_gold(args.gold)
+    gold = read_gold(args.gold, scale=args.scale)
     scale = as_scale(args.scale, ratings["rating"].to_numpy())
     options.validate_params(OrdinalMixture(**kw), scale)
     params = {k: v for k, v in kw.items() if k not in FIXED_BY_METHOD}

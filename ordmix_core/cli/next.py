@@ -178,13 +178,18 @@ def _from_fitfolder_name(
     # confusion model's, or the continuous posterior's levels when the label choice chose them
     choice = summary.get("model_choice") or {}
     written = choice.get("labels") == "confusion" or "label_choice" in choice
-    p_cols = decisions.level_columns(hp["scale"]) if written else []
+    p_cols = decisions.level_columns(hp["scale"], hp.get("levels")) if written else []
     items = fit_folder.read_fit_table(
         folder, "items", ["instance", "category"], ["estimate", "sd", "n_ratings", *p_cols]
     ).set_index("instance")
     level_proba = items[p_cols].to_numpy(dtype=float) if written else None
     if "clear_majority" in items.columns:  # empty cells: no clear majority
-        items["clear_majority"] = pd.to_numeric(items["clear_majority"], errors="coerce")
+        clear = items["clear_majority"]
+        items["clear_majority"] = (
+            pd.to_numeric(clear, errors="coerce")
+            if hp.get("levels") is None
+            else clear.astype(object).where(clear.astype(str).str.strip() != "")
+        )
     cats = fit_folder.read_fit_table(folder, "categories", ["category"], ["difficulty"])
     cats = cats.set_index("category")
     num = ["n_ratings", "spam_share"]

@@ -17,7 +17,7 @@ import pandas as pd
 
 from ..data.coding import id_array
 from ..data.crowd import CrowdData, prepare
-from ..data.scale import Scale, level_labels
+from ..data.scale import Scale
 
 
 class CrowdEstimator:
@@ -104,7 +104,7 @@ class CrowdEstimator:
         return pd.DataFrame(
             proba,
             index=pd.Index(self.estimates_.index.to_numpy(), name="task"),
-            columns=pd.Index(level_labels(self.scale_.values), name="label"),
+            columns=pd.Index(self.scale_.labels, name="label"),
         )
 
     def _fit(self, data: CrowdData) -> np.ndarray:  # pragma: no cover - abstract

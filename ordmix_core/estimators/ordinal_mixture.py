@@ -215,12 +215,17 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
             pre = None
         return bias, dist, pre
 
-    def _gold_vector(self, gold: pd.Series | None, instances: Any) -> np.ndarray | None:
-        """(M,) known truth of each instance (NaN: unknown) from a Series by instance."""
+    def _gold_vector(
+        self, gold: pd.Series | None, instances: Any, scale: Scale | None = None
+    ) -> np.ndarray | None:
+        """(M,) known truth of each instance (NaN: unknown) from a Series by instance (the
+        levels' names, for a ``scale`` of named levels)."""
         if gold is None:
             return None
         if not isinstance(gold, pd.Series):
             raise InputError("gold must be a pandas Series of true values indexed by instance")
+        if scale is not None and scale.names is not None and gold.dtype.kind not in "iuf":
+            gold = pd.Series(scale.codes(gold, "gold: the truth"), index=gold.index)
         g = pd.to_numeric(gold, errors="coerce")
         if g.isna().any():
             bad = g.index[g.isna()][0]
@@ -256,7 +261,7 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
         # 1. the parameters, then the ratings validated and coded once (CrowdData)
         self._validate()  # before the data is read: a bad scale= is named as such
         data = prepare(ratings, self.scale, granularity=self.granularity)
-        gold_m = self._gold_vector(gold, data.instances)
+        gold_m = self._gold_vector(gold, data.instances, data.scale)
         # 2. one Generator for the whole fit: every restart draws its key from it
         rng = np.random.default_rng(self.random_state)
         # 3. the fit (_fit_data: problem, starts, the race of fit.schedule, the winner)
@@ -325,7 +330,7 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
 
     def _level_proba(self) -> np.ndarray:
         dec = self._item_decisions()
-        return dec[decisions.level_columns(self.scale_.values)].to_numpy()
+        return dec[decisions.level_columns(self.scale_.values, self.scale_.names)].to_numpy()
 
     def _label_model(self) -> str:
         """How labels are decided: ``labels``, else as ``model`` says (``MODELS``)."""

@@ -138,9 +138,11 @@ def hyperparams(
     values: Sequence[float],
     thresholds: Sequence[float],
     state: Any = None,
+    names: Sequence[str] | None = None,
 ) -> dict:
     """``hyperparams_``: the learned Gamma prior (alpha, beta), the fixed priors of ``p`` (a
-    ``problem.Problem``), the spam distribution ``pi`` (K,) and the scale; with the
+    ``problem.Problem``), the spam distribution ``pi`` (K,) and the scale (``levels``: the
+    names of a scale of named levels, whose ``scale`` is 1..K; absent otherwise); with the
     extensions (``state``: the winner's ``problem.State``): ``lambda_b`` (precision of the
     bias prior; None without the bias), the learned ``pi`` (global, or the Dirichlet's mean)
     and ``kappa`` (per-annotator spam distributions), ``pi_fixed`` the fixed one (keys
@@ -157,6 +159,8 @@ def hyperparams(
         "scale": [float(v) for v in values],
         "thresholds": [float(v) for v in thresholds],
     }
+    if names is not None:
+        out["levels"] = [str(n) for n in names]
     if state is not None and p.bias:
         out["lambda_b"] = float(state.lam_b)
     if learned:
