@@ -134,7 +134,10 @@ def factorize_sorted(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _code_columns(
-    cols: dict[str, pd.Series], source: str, names: Sequence[str] | None = None
+    cols: dict[str, pd.Series],
+    source: str,
+    names: Sequence[str] | None = None,
+    spelled: dict[float, str] | None = None,
 ) -> dict[str, Callable[[], Any]]:
     """:func:`_code_ids` of each ID column and :func:`numeric_ratings` of the ratings (named
     levels ``names``, if given), concurrently for big tables (pyarrow's hash and sort and
@@ -142,7 +145,7 @@ def _code_columns(
     result comes as a call that returns it or raises its InputError, so that the caller meets
     the errors in column order."""
     todo: dict[str, tuple] = {
-        c: (_code_ids, col) if c in ID_COLUMNS else (numeric_ratings, col, source, names)
+        c: (_code_ids, col) if c in ID_COLUMNS else (numeric_ratings, col, source, names, spelled)
         for c, col in cols.items()
         if c in ID_COLUMNS or c == "rating"
     }
@@ -279,7 +282,10 @@ def _code_categorical(col: pd.Series) -> tuple[np.ndarray, np.ndarray, np.ndarra
 
 
 def numeric_ratings(
-    col: pd.Series, source: str = "ratings", names: Sequence[str] | None = None
+    col: pd.Series,
+    source: str = "ratings",
+    names: Sequence[str] | None = None,
+    spelled: dict[float, str] | None = None,
 ) -> np.ndarray:
     """(L,) float ratings of a column; InputError naming the first row that is not a finite
     number, or for a column of dates, durations or complex numbers.
@@ -287,14 +293,16 @@ def numeric_ratings(
     Text is parsed per distinct value with ``pd.to_numeric`` (so ``" 3"`` and ``"3.0"`` read
     as 3 exactly as a whole-column parse would), never a Python object per row. With
     ``names`` (a scale of named levels, lowest first) each rating must be one of them and
-    becomes its level's value, 1..K (:func:`named_ratings`).
+    becomes its level's value, 1..K (:func:`named_ratings`). ``spelled``: filled, for
+    ratings given as text, with each value's first spelling (``{3.0: "3"}``), which
+    crowd-kit's labels keep.
     """
     if _is_arrow(col) and _arrow_text(col) is None:
         col = col.to_pandas()
     if names is not None:
         return named_ratings(col, names, source)
     if _arrow_text(col) is not None:
-        return _parse_distinct(col, source)
+        return _parse_distinct(col, source, spelled)
     dt = col.dtype
     kind = getattr(dt, "kind", "O")
     what = None
@@ -319,11 +327,12 @@ def numeric_ratings(
             row = int(np.flatnonzero(bad)[0])
             _refuse_rating(col.iloc[row], row, int(bad.sum()), source)
         return values
-    return _parse_distinct(col, source)
+    return _parse_distinct(col, source, spelled)
 
 
-def _parse_distinct(col, source: str) -> np.ndarray:
-    """Ratings of a text (or mixed) column, parsed once per distinct value."""
+def _parse_distinct(col, source: str, spelled: dict[float, str] | None = None) -> np.ndarray:
+    """Ratings of a text (or mixed) column, parsed once per distinct value; ``spelled``:
+    filled with each value's first spelling when every distinct value is text."""
     codes, uniques = _distinct(col)
     parsed = pd.to_numeric(pd.Series(uniques), errors="coerce")
     if pd.api.types.is_complex_dtype(parsed.dtype):
@@ -341,6 +350,9 @@ def _parse_distinct(col, source: str) -> np.ndarray:
             raw = uniques[codes[row]] if codes[row] >= 0 else None
             names = [str(u).strip() for u, b in zip(uniques, ubad[:-1], strict=True) if b]
             _refuse_rating(raw, row, int(bad.sum()), source, [n for n in names if n])
+    if spelled is not None and all(isinstance(u, str) for u in uniques):
+        for u, v in zip(uniques, uval[:-1], strict=True):
+            spelled.setdefault(float(v), u.strip())
     return uval[codes]
 
 

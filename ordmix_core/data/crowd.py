@@ -103,11 +103,12 @@ def normalize_columns(
     if names is not None and tuple(attrs.get("levels") or ()) == tuple(names):
         names = None  # a frame this function made with these names: its ratings are values
     cols = _select(df, source)
-    results = _code_columns(cols, source, names) if coded else {}
+    spelled: dict[float, str] = {}
+    results = _code_columns(cols, source, names, spelled) if coded else {}
     out = {}
     for c, col in cols.items():
         if c == "rating":
-            out[c] = results.pop(c)() if coded else numeric_ratings(col, source, names)
+            out[c] = results.pop(c)() if coded else numeric_ratings(col, source, names, spelled)
         elif coded:
             codes, uniq, blank, same = results.pop(c)()
             _refuse_empty_ids(_bad_codes(codes, blank), c, source)
@@ -121,6 +122,8 @@ def normalize_columns(
             out[c] = _as_text(col)
     frame = pd.DataFrame(out, copy=False)
     frame.attrs["source"] = source
+    if spelled:  # the ratings were text: each value's spelling, for crowd-kit's labels
+        frame.attrs["rating_text"] = spelled
     if given is not None:
         frame.attrs["levels"] = tuple(given)  # the ratings are the named levels' values
     return frame
@@ -154,6 +157,9 @@ class CrowdData:
     cat_of_inst: np.ndarray = field(default=None)  # (M,) int32 category of each instance
     categories: np.ndarray = field(default=None)  # (C,) object: category names
     granularity: str = "instance"
+    #: (K,) each level as the ratings wrote it when they were given as text (``"3"``): the
+    #: type crowd-kit's ``labels_`` and ``probas_`` keep; None for numbers or named levels
+    level_text: tuple[str, ...] | None = None
 
     @property
     def n_ratings(self) -> int:
@@ -244,7 +250,12 @@ def prepare(
         source = str(attrs.get("source") or "ratings")
     names = scale_names(scale)
     frame = normalize_columns(ratings, source, coded=True, names=names)  # the one validation
-    return crowd_from_coded(frame, scale, granularity, source, copy=True)
+    data = crowd_from_coded(frame, scale, granularity, source, copy=True)
+    spelled = frame.attrs.get("rating_text")
+    if spelled is not None and data.scale.names is None:  # text ratings: labels as written
+        text = tuple(spelled.get(float(v), f"{v:g}") for v in data.scale.values)
+        data = replace(data, level_text=text)
+    return data
 
 
 def crowd_from_coded(

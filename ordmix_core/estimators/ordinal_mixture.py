@@ -310,13 +310,17 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
     def labels_(self) -> pd.Series:
         """Each task's label as ``decisions.item_decisions`` gives it (the most probable
         level, or the level of a clear majority of trusted raters; an undetermined item keeps
-        its most probable level: see ``decisions``), Series indexed by ``task``, named
-        ``agg_label``, in the scale's own values."""
+        its most probable level: see ``decisions``), Series indexed by ``task`` in the order
+        the tasks first appear in the ratings, named ``agg_label``, in the ratings' type
+        (``label_index``)."""
         dec = self._item_decisions()
+        order = self._task_order()
+        level = pd.Index(self.scale_.labels).get_indexer(dec["label"].to_numpy()[order])
         return pd.Series(
-            dec["label"].to_numpy(), index=pd.Index(dec.index.to_numpy(), name="task"),
+            self.label_index().to_numpy()[level],
+            index=pd.Index(dec.index.to_numpy()[order], name="task"),
             name="agg_label",
-        )  # fmt: skip
+        )
 
     @property
     def skills_(self) -> pd.Series:

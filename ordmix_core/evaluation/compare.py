@@ -199,8 +199,8 @@ def compare_methods(
         e = model.fit_predict_score(data)
         seconds = time.perf_counter() - t0
         labels, proba = shipped(model)
-        if data.scale.names is not None:  # named levels: scored on their values 1..K
-            labels = pd.Series(data.scale.codes(labels), index=labels.index)
+        # scored on the levels' values: labels written as text or as names count as theirs
+        labels = pd.Series(data.scale.codes(labels), index=labels.index)
         scores = evaluate(e, truth, queries, levels=data.scale.values, proba=proba, labels=labels)
         rows.append(
             {
