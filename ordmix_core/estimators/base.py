@@ -123,6 +123,17 @@ class CrowdEstimator:
             return np.arange(len(self.estimates_))
         return pd.unique(inst)
 
+    def _task_labels(self, labels: np.ndarray) -> pd.Series:
+        """crowd-kit's ``labels_`` from each instance's label (M,) in ``estimates_``' order,
+        written as the scale's ``labels``: tasks in first-seen order, in ``label_index``' type."""
+        order = self._task_order()
+        level = pd.Index(self.scale_.labels).get_indexer(np.asarray(labels)[order])
+        return pd.Series(
+            self.label_index().to_numpy()[level],
+            index=pd.Index(self.estimates_.index.to_numpy()[order], name="task"),
+            name="agg_label",
+        )
+
     def _task_frame(self, proba: np.ndarray) -> pd.DataFrame:
         order = self._task_order()
         return pd.DataFrame(

@@ -37,7 +37,6 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -215,24 +214,22 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
             pre = None
         return bias, dist, pre
 
-    def _gold_vector(
-        self, gold: pd.Series | None, instances: Any, scale: Scale | None = None
-    ) -> np.ndarray | None:
-        """(M,) known truth of each instance (NaN: unknown) from a Series by instance (the
-        levels' names, for a ``scale`` of named levels)."""
+    def _gold_vector(self, gold: pd.Series | None, data: CrowdData) -> np.ndarray | None:
+        """(M,) known truth of each instance (NaN: unknown) from a Series by instance (names,
+        for a scale of named levels)."""
         if gold is None:
             return None
         if not isinstance(gold, pd.Series):
             raise InputError("gold must be a pandas Series of true values indexed by instance")
-        if scale is not None and scale.names is not None and gold.dtype.kind not in "iuf":
-            gold = pd.Series(scale.codes(gold, "gold: the truth"), index=gold.index)
+        if data.scale.names is not None and gold.dtype.kind not in "iuf":
+            gold = pd.Series(data.scale.codes(gold, "gold: the truth"), index=gold.index)
         g = pd.to_numeric(gold, errors="coerce")
         if g.isna().any():
             bad = g.index[g.isna()][0]
             raise InputError(f"gold: the truth of instance {bad!r} is not a number")
         g.index = g.index.astype(str)
         g = g[~g.index.duplicated(keep="first")]
-        vec = g.reindex(pd.Index(instances).astype(str)).to_numpy(dtype=float)
+        vec = g.reindex(pd.Index(data.instances).astype(str)).to_numpy(dtype=float)
         if not np.isfinite(vec).any():
             raise InputError(
                 "gold: none of the gold instances is among the rated instances; check that "
@@ -261,7 +258,7 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
         # 1. the parameters, then the ratings validated and coded once (CrowdData)
         self._validate()  # before the data is read: a bad scale= is named as such
         data = prepare(ratings, self.scale, granularity=self.granularity)
-        gold_m = self._gold_vector(gold, data.instances, data.scale)
+        gold_m = self._gold_vector(gold, data)
         # 2. one Generator for the whole fit: every restart draws its key from it
         rng = np.random.default_rng(self.random_state)
         # 3. the fit (_fit_data: problem, starts, the race of fit.schedule, the winner)
@@ -313,14 +310,7 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
         its most probable level: see ``decisions``), Series indexed by ``task`` in the order
         the tasks first appear in the ratings, named ``agg_label``, in the ratings' type
         (``label_index``)."""
-        dec = self._item_decisions()
-        order = self._task_order()
-        level = pd.Index(self.scale_.labels).get_indexer(dec["label"].to_numpy()[order])
-        return pd.Series(
-            self.label_index().to_numpy()[level],
-            index=pd.Index(dec.index.to_numpy()[order], name="task"),
-            name="agg_label",
-        )
+        return self._task_labels(self._item_decisions()["label"].to_numpy())
 
     @property
     def skills_(self) -> pd.Series:

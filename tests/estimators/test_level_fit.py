@@ -242,6 +242,6 @@ def test_the_plain_fit_is_started_only_where_fit_levels_uses_it(
     m = _fit(trec_part, gold=gold, spam=spam, labels=mode)
     m.annotator_flags_ = None
     calls = _count_plain_fits(monkeypatch)
-    gold_m = None if gold is None else m._gold_vector(gold, m.data_.instances)
+    gold_m = None if gold is None else m._gold_vector(gold, m.data_)
     level_fit.fit_levels(m, m.data_, gold_m, mode)
     assert bool(calls) == level_fit.plain_fit_used(mode, spam, with_gold)
