@@ -107,7 +107,8 @@ def fit_report(
 ) -> list[str]:
     """The closing lines of ``ordmix fit``: the items' labels, which model they come from (when
     the held-out ratings chose it), what the gold did to them (with ``--gold``), the
-    annotators' flags and the share of ratings treated as spam, and what was written where, in
+    annotators' flags and the share of ratings treated as spam, the crowd's agreement
+    (Krippendorff's ordinal alpha with its interval), and what was written where, in
     how long (``engine`` named after the time when it is not the in-memory one)."""
     dec = summary.get("decisions", {})
     items, ann = dec.get("items", {}), dec.get("annotators", {})
@@ -136,6 +137,10 @@ def fit_report(
             f"{ann.get('undetermined', 0):,} undetermined (too few ratings to judge)"
         )
     lines.append(f"ordmix: {summary['n_annotators']:,} annotators: {flags}{spam}")
+    if summary.get("agreement") is not None:
+        from ..results.agreement import words
+
+        lines.append(f"ordmix: {words(summary['agreement'])}")
     trace = getattr(model, "trace_", None)
     sweeps = f", {len(trace):,} sweeps" if trace is not None else ""
     lines.append(

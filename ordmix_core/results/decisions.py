@@ -202,9 +202,8 @@ def item_decisions_from_frames(
     ``items``: index instance; columns ``estimate``, ``sd``, ``category`` (the engine's
     ``items_`` or ``items.csv``). ``categories``: index category, column ``difficulty``.
     ``hyperparams``: ``thresholds``, ``scale``, ``lambda``, ``alpha``, ``beta`` (the engine's
-    ``hyperparams_`` or summary.json's; ``levels``, a scale's names, makes every label and
-    level column named: ``label`` ``"G"``, ``p_level_G``). ``truth_share``: share of all
-    ratings attributed to the truth. ``truth_weight``: (M,) sum of omega per item, if known.
+    ``hyperparams_`` or summary.json's; with ``levels``, names: ``label`` G, ``p_level_G``).
+    ``truth_share``: share of all ratings as truth. ``truth_weight``: (M,) omega per item.
 
     Returns a frame indexed like ``items`` with columns ``label`` (scale value of the most
     probable level, for every item; ``flag`` says whether to trust it), ``p_wrong`` (1 - the

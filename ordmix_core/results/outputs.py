@@ -323,8 +323,10 @@ def summary(model: Any, settings: dict, dec: Decisions | None = None) -> dict:
     (``decision_counts``; ``dec`` default ``decide(model)``), and the near-tied restarts'
     disagreement (``unstable_items``, ``unstable_annotators``, ``ensemble``), and how many
     annotators' reliability was still moving when the fit stopped
-    (``still_moving_annotators``)."""
+    (``still_moving_annotators``), and the crowd's agreement (``agreement``: Krippendorff's
+    ordinal alpha with its bootstrap interval; None without the ratings)."""
     stab = stability_summary(model)
+    dec = decide(model) if dec is None else dec
     return {
         "ordmix_version": __version__,
         "settings": {k: v for k, v in settings.items() if k != "func"},
@@ -348,7 +350,8 @@ def summary(model: Any, settings: dict, dec: Decisions | None = None) -> dict:
         "interrupted": bool(model.interrupted_),
         "warnings": list(model.warnings_),
         "seconds": round(model.seconds_, 3),
-        "decisions": decision_counts(model, decide(model) if dec is None else dec),
+        "decisions": decision_counts(model, dec),
+        "agreement": None if dec.agreement is None else dec.agreement.as_dict(),
     }
 
 

@@ -423,10 +423,18 @@ def test_fit_progress_and_closing_line(files, tmp_path):
     assert rc == 0
     assert len([e for e in err if " started (" in e]) == 4
     assert sorted(os.listdir(tmp_path / "o")) == sorted(FIT_FILES)
-    # four closing lines: the items' labels, which model they come from and why, the
-    # annotators' flags, what was written where
+    # five closing lines: the items' labels, which model they come from and why, the
+    # annotators' flags, the crowd's agreement, what was written where
     summary = json.loads((tmp_path / "o" / "summary.json").read_text())
     items, ann = summary["decisions"]["items"], summary["decisions"]["annotators"]
+    agree = summary["agreement"]
+    assert err[-2] == (
+        f"ordmix: agreement between annotators (Krippendorff's alpha, ordinal): "
+        f"{agree['alpha']:.3f} (95% bootstrap interval {agree['lower']:.3f} to "
+        f"{agree['upper']:.3f}), over {agree['items']:,} items rated at least twice (1: "
+        "perfect, 0: what chance gives)"
+    )
+    del err[-2]
     assert err[-3] == f"ordmix: {summary['model_choice']['label_choice']['why']}"
     assert err[-4] == (
         f"ordmix: {summary['n_instances']:,} items: {items['confident']:,} labelled "
