@@ -11,12 +11,12 @@ from ordmix_core.dashboard import figures, figures_decisions
 from ordmix_core.dashboard.fit_summary import no_spam_note
 from ordmix_core.results import decisions, explanations
 from pages._ui import (
-    csv_download,
     fit_caption,
     fit_decisions,
     fit_table_download,
     page_setup,
     require_fit,
+    review_download,
     session,
 )
 
@@ -181,13 +181,12 @@ else:
     )
     c2.caption("The items they rated, their rating against the item's label; disagreements first.")
 
-review = decisions.annotators_to_review(ann)
 c1, c2 = st.columns(2)
 with c1:
-    csv_download(review, ["annotator"], "review.csv", key="ann_review_download")
+    review = review_download(res, dec, key="ann_review_download")
     st.caption(
-        f"The {len(review):,} annotators flagged unreliable, most certain first (the file "
-        "`ordmix next --review` writes)."
+        f"The {len(review):,} annotators flagged unreliable, most certain first: the file "
+        "`ordmix next --review` writes for this fit at these settings (full numbers)."
     )
 with c2:
     fit_table_download(res, "annotators", dec, key="ann_download")

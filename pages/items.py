@@ -12,12 +12,13 @@ import streamlit as st
 from ordmix_core.dashboard import figures, figures_decisions
 from ordmix_core.results import decisions, explanations, label_rules
 from pages._ui import (
-    csv_download,
     fit_caption,
     fit_decisions,
     fit_table_download,
+    next_download,
     page_setup,
     require_fit,
+    review_download,
     session,
 )
 
@@ -220,12 +221,11 @@ rank_by = c2.selectbox(
     help="expected_gain: how much one more rating is expected to lower P(label wrong); "
     "p_wrong: the chance that the label is wrong now.",
 )
-batch = decisions.next_batch(items, int(batch_size), by=rank_by)
+batch = next_download(res, dec, int(batch_size), rank_by, key="items_batch_download")
 st.dataframe(batch, key="items_batch_table", hide_index=True)
-csv_download(batch, ["instance", "query"], "next-batch.csv", key="items_batch_download")
 st.caption(
-    f"One rating each is expected to correct {batch['expected_gain'].sum():.1f} labels. The "
-    "file has the columns `ordmix next` writes."
+    f"One rating each is expected to correct {batch['expected_gain'].sum():.1f} labels. "
+    "next.csv is the file `ordmix next --out` writes for this fit."
 )
 
 und_items = explanations.undetermined_to_rate(items)
@@ -245,8 +245,7 @@ st.subheader("Annotators to review")
 if dec.annotators is None:
     st.info(f"Annotator flags: {dec.no_flags}.")
 else:
-    review = decisions.annotators_to_review(m.annotators_.join(dec.annotators))
-    review = explanations.annotators_for_people(review)
+    review = review_download(res, dec, key="items_review_download")
     st.caption(
         f"{len(review):,} annotators whose ratings make a reliability below "
         f"{dec.threshold:g} at least {dec.confidence:.0%} probable, most certain first, with "
@@ -254,11 +253,14 @@ else:
         "Annotators page shows all the groups and lets you change the settings."
     )
     evidence = ["p_unreliable", "reliability_lower", "reliability_upper", "spam_share"]
-    st.dataframe(
-        review,
+    st.dataframe(  # rounded on the screen only: review.csv has the full numbers
+        explanations.annotators_for_people(review),
         key="items_review_table",
         hide_index=True,
         column_config={c: st.column_config.NumberColumn(format="%.3f") for c in evidence}
         | {"expertise": st.column_config.NumberColumn(format="%.3g")},
     )
-    csv_download(review, ["annotator"], "review.csv", key="items_review_download")
+    st.caption(
+        "review.csv is the file `ordmix next --review` writes for this fit (full numbers; the "
+        "Annotators page downloads the same file at its settings)."
+    )

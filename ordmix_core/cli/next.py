@@ -20,7 +20,7 @@ import pandas as pd
 
 from ..errors import InputError
 from ..estimators import option_frontends, options
-from ..results import decisions, fit_folder, reliability
+from ..results import decision_columns, decisions, fit_folder
 
 #: the tables of a fit folder ``ordmix next`` reads (besides summary.json)
 FIT_TABLES = ("items", "categories", "annotators")
@@ -102,9 +102,9 @@ def cmd_next(args: argparse.Namespace) -> int:
     for path in (out, review_out):
         if path is not None and not path.parent.exists():
             path.parent.mkdir(parents=True)
-    write_csv(batch, out, id_columns=["instance", "query"])
+    write_csv(batch, out, id_columns=list(decision_columns.NEXT_IDS))
     if review is not None:
-        write_csv(review, review_out, id_columns=["annotator"])
+        write_csv(review, review_out, id_columns=list(decision_columns.REVIEW_IDS))
     if not args.quiet:
         n_und = int((items["flag"] == "undetermined").sum())
         print(
@@ -150,21 +150,19 @@ def _from_ratings(
         finally:
             progress.close()
     print_warnings(caught)
-    settings = _flag_settings(args)
-    conf = {"confidence": settings["confidence"]} if "confidence" in settings else {}
-    items = model.items_.join(decisions.item_decisions(model, **conf))
-    if not review:
-        return items, None
-    annotators = model.annotators_.join(reliability.annotator_flags(model, **settings))
-    return items, annotators
+    # the decision columns the fit's files and the dashboard's downloads take (``decide``)
+    dec = decision_columns.decide(model, **_flag_settings(args))
+    items = model.items_.join(dec.items)
+    return items, (model.annotators_.join(dec.annotators) if review else None)
 
 
 def _from_fitfolder_name(
     folder: Path, args: argparse.Namespace, review: bool
 ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
-    """Read an ``ordmix fit`` folder (``fitfolder``): items with their decision columns
-    recomputed from the posteriors (an old folder has none; ``--confidence`` may change them),
-    annotators with the flags as written."""
+    """Read an ``ordmix fit`` folder (``fitfolder``): items with their decision columns as
+    written (the fit's own numbers: the batch is the bytes the dashboard writes for that
+    fit), recomputed from the posteriors when ``--confidence`` changes them or an old folder
+    has none; annotators with the flags as written."""
     fit_folder.check_folder(folder, FIT_TABLES, "ordmix next", ", or a ratings file")
     if args.threshold is not None or (args.confidence is not None and review):
         raise InputError(
@@ -182,6 +180,8 @@ def _from_fitfolder_name(
     items = fit_folder.read_fit_table(
         folder, "items", ["instance", "category"], ["estimate", "sd", "n_ratings", *p_cols]
     ).set_index("instance")
+    if "query" in items.columns:  # an ID column: as the ratings have it
+        items["query"] = fit_folder.unprotect(items["query"])
     level_proba = items[p_cols].to_numpy(dtype=float) if written else None
     if "clear_majority" in items.columns:  # empty cells: no clear majority
         clear = items["clear_majority"]
@@ -190,8 +190,30 @@ def _from_fitfolder_name(
             if hp.get("levels") is None
             else clear.astype(object).where(clear.astype(str).str.strip() != "")
         )
+    ann = _annotators(folder, review)
+    if args.confidence is None and all(c in items for c in _WRITTEN):  # the fit's own
+        fit_folder.parse_numbers(items, ["p_wrong", "expected_gain"], folder / "items.csv")
+        kept = [c for c in ("query", "n_ratings") if c in items.columns]
+        return items[[*kept, *_WRITTEN]], (ann if review else None)
     cats = fit_folder.read_fit_table(folder, "categories", ["category"], ["difficulty"])
     cats = cats.set_index("category")
+    truth_share = decisions.annotators_truth_share(ann)
+    conf = {"confidence": args.confidence} if args.confidence is not None else {}
+    dec = decisions.item_decisions_from_frames(
+        items, cats, hp, truth_share, level_proba=level_proba, **conf
+    )
+    base = items[[c for c in ("query", "n_ratings") if c in items.columns]]
+    items = base.join(dec)
+    return items, (ann if review else None)
+
+
+#: the decision columns of items.csv the batch is made from, as the fit wrote them
+_WRITTEN = ("label", "p_wrong", "expected_gain", "flag")
+
+
+def _annotators(folder: Path, review: bool) -> pd.DataFrame:
+    """annotators.csv of a fit folder, by annotator: the review's columns with ``review``,
+    else what the truth share needs."""
     num = ["n_ratings", "spam_share"]
     if review:
         num += ["p_unreliable", "reliability", "reliability_lower", "reliability_upper",
@@ -203,12 +225,4 @@ def _from_fitfolder_name(
         "next on the ratings file to get --review"
     )
     hint = {c: no_flags for c in fit_folder.FLAG_COLUMNS}
-    ann = fit_folder.read_fit_table(folder, "annotators", text, num, hint).set_index("annotator")
-    truth_share = decisions.annotators_truth_share(ann)
-    conf = {"confidence": args.confidence} if args.confidence is not None else {}
-    dec = decisions.item_decisions_from_frames(
-        items, cats, hp, truth_share, level_proba=level_proba, **conf
-    )
-    base = items[[c for c in ("query", "n_ratings") if c in items.columns]]
-    items = base.join(dec)
-    return items, (ann if review else None)
+    return fit_folder.read_fit_table(folder, "annotators", text, num, hint).set_index("annotator")

@@ -10,6 +10,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..errors import InputError
 from . import agreement, decisions, reliability
 
 # --------------------------------------------------------------------------- learned frames
@@ -95,3 +96,33 @@ def _partitioned_item_decisions(model: Any, items: Any, confidence: float) -> An
         return items.map_partitions(lambda part: join(part, cats), meta=join(items._meta, cats))
     meta = join(items._meta, cats._meta)
     return items.map_partitions(join, cats, align_dataframes=False, meta=meta)
+
+
+# --------------------------------------------------------------------------- ordmix next's files
+#: the ID columns of ``ordmix next``'s files, protected against spreadsheet formulas
+NEXT_IDS = ("instance", "query")
+REVIEW_IDS = ("annotator",)
+
+
+def next_table(
+    model: Any, n: int = 50, by: str = "expected_gain", dec: Decisions | None = None
+) -> pd.DataFrame:
+    """``next.csv`` of a fitted model (``ordmix next --out``, the Items page's batch): the
+    ``n`` items one more rating would help most (``decisions.next_batch``), from the items'
+    decision columns (``dec``'s, default ``decide(model)``'s): full numbers, the bytes the
+    command writes for the same fit."""
+    dec = decide(model) if dec is None else dec
+    items = dec.items
+    if items is None:
+        items = decisions.item_decisions(model, confidence=dec.confidence)
+    return decisions.next_batch(model.items_.join(items), n, by=by)
+
+
+def review_table(model: Any, dec: Decisions | None = None) -> pd.DataFrame:
+    """``review.csv`` of a fitted model (``ordmix next --review``, the Items and Annotators
+    pages' download): the annotators flagged unreliable at ``dec``'s settings, with the
+    evidence (``decisions.annotators_to_review``): full numbers, never display text."""
+    dec = decide(model, items=False) if dec is None else dec
+    if dec.annotators is None:
+        raise InputError(f"no annotators to review: the flags were {dec.no_flags}")
+    return decisions.annotators_to_review(model.annotators_.join(dec.annotators))

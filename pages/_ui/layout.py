@@ -124,6 +124,25 @@ def csv_download(df: pd.DataFrame, id_columns: list[str], file_name: str, key: s
     )
 
 
+def next_download(
+    res: FitResult, dec: decision_columns.Decisions, n: int, by: str, key: str
+) -> pd.DataFrame:
+    """The batch to rate next (``decision_columns.next_table``) and its download, next.csv:
+    the bytes ``ordmix next --out`` writes for the same fit and settings. Returns the batch."""
+    batch = decision_columns.next_table(res.model, n, by, dec)
+    csv_download(batch, list(decision_columns.NEXT_IDS), "next.csv", key)
+    return batch
+
+
+def review_download(res: FitResult, dec: decision_columns.Decisions, key: str) -> pd.DataFrame:
+    """The annotators to review (``decision_columns.review_table``: full numbers) and their
+    download, review.csv: the bytes ``ordmix next --review`` writes for the same fit and
+    settings, whichever page it is downloaded from. Returns the table."""
+    review = decision_columns.review_table(res.model, dec)
+    csv_download(review, list(decision_columns.REVIEW_IDS), "review.csv", key)
+    return review
+
+
 def fit_table_download(
     res: FitResult, name: str, dec: decision_columns.Decisions, key: str
 ) -> None:

@@ -120,9 +120,8 @@ def test_downloads_write_the_cli_columns_safely(csv_downloads):
     assert not any(a.startswith("=") for a in back["annotator"])
     res = at.session_state["ordmix"]["fit"]
     assert list(back.columns) == list(outputs.annotators_table(res.model).columns)
-    assert list(back.columns)[-len(decision_columns.FLAG_COLUMNS) :] == list(
-        decision_columns.FLAG_COLUMNS
-    )
+    flags = [*decision_columns.FLAG_COLUMNS, decision_columns.AGREEMENT_COLUMN]
+    assert list(back.columns)[-len(flags) :] == flags
 
 
 def test_a_fit_without_spam_says_why_it_has_none():
