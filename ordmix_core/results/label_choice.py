@@ -229,7 +229,11 @@ class LabelChoice:
 
     def describe(self) -> str:
         """One sentence: which labels and why (``model_["label_choice"]["why"]``)."""
-        figures = f"{self.difference:+.4f} nats a rating, {self.z:+.1f} standard errors"
+        figures = f"{self.difference:+.4f} nats a rating, " + (
+            f"{self.z:+.1f} standard errors"
+            if np.isfinite(self.z)
+            else "too few ratings to give it a standard error"
+        )
         model = "the confusion model" + (
             " with the spam component" if self.against != "alone" else ""
         )

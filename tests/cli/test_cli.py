@@ -648,3 +648,15 @@ def test_the_program_exits_with_mains_code(monkeypatch, code) -> None:
     assert exits == [code]
     with open(os.path.join(os.path.dirname(__file__), "..", "..", "pyproject.toml")) as f:
         assert 'ordmix = "ordmix_core.cli.main:run"' in f.read()
+
+
+def test_a_tiny_file_gets_no_infinite_standard_errors(tmp_path):
+    """Two ratings of one item: the held-out comparison has no spread to give a standard
+    error, and the closing line says so rather than printing -inf."""
+    (tmp_path / "tiny.csv").write_text("annotator,instance,rating\na,x,1\nb,x,2\n")
+    rc, err, _ = run_cli(["fit", tmp_path / "tiny.csv", "--out", tmp_path / "o", "--quiet"])
+    assert rc == 0
+    rc, err, _ = run_cli(["fit", tmp_path / "tiny.csv", "--out", tmp_path / "o"])
+    assert rc == 0 and not any("inf" in line.split() or "-inf" in line for line in err), err
+    (why,) = [line for line in err if "nats a rating" in line]
+    assert why.endswith("nats a rating, too few ratings to give it a standard error)")
