@@ -7,6 +7,7 @@ the Streamlit-free parts (data set, report, fit job) live in ``ordmix_core``.
 from .layout import (
     DEFAULT_DEMO,
     DEMOS,
+    RESTART_HELP,
     SIMULATED_DEMO,
     csv_download,
     fit_caption,
@@ -30,6 +31,7 @@ __all__ = [
     "DEFAULT_DEMO",
     "DEMOS",
     "KEY",
+    "RESTART_HELP",
     "SIMULATED_DEMO",
     "Session",
     "csv_download",

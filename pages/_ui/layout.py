@@ -31,6 +31,8 @@ DEMOS: dict[str, tuple[str, str]] = {
 }
 DEFAULT_DEMO = next(iter(DEMOS))
 SIMULATED_DEMO = list(DEMOS)[1]
+#: restarts are numbered from 0 on every page, as in the files of ``ordmix fit``
+RESTART_HELP = "Restarts are numbered from 0, as in restarts.csv, trace.csv and summary.json."
 
 
 # --------------------------------------------------------------------------- readers
@@ -107,7 +109,7 @@ def fit_caption(res: FitResult) -> None:
     m = res.model
     st.caption(
         f"Fit of **{res.dataset}** at {res.params.granularity} granularity: "
-        f"{len(m.restarts_)} restart(s), chosen restart {m.best_restart_ + 1}, "
+        f"{len(m.restarts_)} restart(s), chosen restart {m.best_restart_} (numbered from 0), "
         f"{m.seconds_:.1f} s."
     )
 
@@ -167,7 +169,7 @@ def sidebar_status() -> None:
             st.caption(f"Fit running: {job.status()}")
         elif res is not None:
             st.caption(
-                f"Fit: restart {res.model.best_restart_ + 1} chosen, {res.model.seconds_:.1f} s"
+                f"Fit: restart {res.model.best_restart_} chosen, {res.model.seconds_:.1f} s"
                 + (" (stopped early)" if res.stopped else "")
             )
         else:
