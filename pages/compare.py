@@ -8,7 +8,16 @@ from ordmix_core.dashboard.report import METRICS, best_at, comparison_words
 from ordmix_core.errors import InputError
 from ordmix_core.evaluation.compare import METHODS, TABLE1, compare_methods
 from ordmix_core.evaluation.experiments import spam_experiment
-from pages._ui import csv_download, kept, page_setup, require_dataset, session, show_error
+from ordmix_core.results.agreement import words
+from pages._ui import (
+    csv_download,
+    dataset_agreement,
+    kept,
+    page_setup,
+    require_dataset,
+    session,
+    show_error,
+)
 
 
 @st.cache_data(show_spinner=False, max_entries=4)
@@ -85,10 +94,16 @@ if ds.gold is None:
 
 n_gold = int(ds.gold.index.isin(ds.data.instances).sum())
 st.caption(
-    f"Data: **{ds.name}**, {n_gold:,} rated gold items. Every method is scored the same way: "
-    "MSE, Pearson correlation, NDCG (per query when there is a query column) and the label "
-    "error (each estimate rounded to the nearest level; share of gold items whose level "
-    "differs). odm is the default model, odm-paper-* the paper's."
+    f"Data: **{ds.name}**, {n_gold:,} rated gold items; "
+    f"{words(dataset_agreement(ds, ds.name, id(ds.data)).as_dict())}. Every method is scored "
+    "the same way: MSE, Pearson correlation and NDCG of its estimates (per query when there "
+    "is a query column), and the label error, the share of gold items whose label is not the "
+    "gold level. "
+    "A method's label is the one it ships: odm's is its `label` (its most probable level, or "
+    "the level a clear majority of trusted raters gave), a method with level probabilities "
+    "(majority, Dawid-Skene, GLAD) takes its most probable level, and one without (mean, "
+    "median, continuous ML) its estimate rounded to the nearest level. odm is the default "
+    "model, odm-paper-* the paper's."
 )
 available = [m for m in METHODS if not m.endswith("-query") or ds.has_query]
 default = [m for m in TABLE1 if m in available]

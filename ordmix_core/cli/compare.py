@@ -129,15 +129,19 @@ def _prepare(args: argparse.Namespace, out_is_dir: bool):
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
+    from ..data.crowd import prepare
     from ..evaluation.compare import compare_methods
     from ..io import write_csv
+    from ..results.agreement import crowd_agreement, words
     from ..results.output_paths import check_output_file
     from .common import collect_warnings, print_warnings
 
     with collect_warnings() as caught:
         params, ratings, gold, scale, seed = _prepare(args, out_is_dir=False)
+        data = prepare(ratings, scale, "instance")  # once: the methods and the agreement
+        del ratings
         table, _ = compare_methods(
-            ratings,
+            data,
             gold,
             args.methods,
             random_state=seed,
@@ -156,6 +160,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         write_csv(table, out, id_columns=[])
     print_warnings(caught)
     print(table.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+    _progress(words(crowd_agreement(data).as_dict()), quiet=args.quiet)  # the data's context
     _progress(
         f"wrote {args.out} ({len(table)} methods, {int(table['n_gold'].max())} gold items)",
         quiet=args.quiet,

@@ -13,6 +13,7 @@ from ordmix_core.dashboard.report import Dataset, make_dataset
 from ordmix_core.data.scale import fmt_scale
 from ordmix_core.errors import InputError
 from ordmix_core.results import decision_columns, decisions, outputs
+from ordmix_core.results.agreement import CrowdAgreement, crowd_agreement
 
 from .state import session
 
@@ -69,6 +70,13 @@ def fit_decisions(
     """``decision_columns.decide`` for a fit: the annotators' flags and the items' decision columns,
     cached per fit (``fit_id``) and settings (the flags take about a second on TREC)."""
     return decision_columns.decide(_res.model, threshold=threshold, confidence=confidence)
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def dataset_agreement(_ds: Dataset, name: str, data_id: int | None = None) -> CrowdAgreement:
+    """The crowd's agreement (Krippendorff's ordinal alpha and its interval) of a data set,
+    computed once per data set (``name`` and the prepared data's identity are the key)."""
+    return crowd_agreement(_ds.data)
 
 
 # --------------------------------------------------------------------------- page parts

@@ -14,6 +14,7 @@ from _crowds import careless_crowd
 
 from ordmix_core.cli.common import Progress
 from ordmix_core.cli.main import main
+from ordmix_core.data.crowd import prepare
 from ordmix_core.data.simulate import simulate_crowd
 from ordmix_core.estimators.baselines import BASELINES
 from ordmix_core.estimators.option_frontends import options_for
@@ -660,3 +661,23 @@ def test_a_tiny_file_gets_no_infinite_standard_errors(tmp_path):
     assert rc == 0 and not any("inf" in line.split() or "-inf" in line for line in err), err
     (why,) = [line for line in err if "nats a rating" in line]
     assert why.endswith("nats a rating, too few ratings to give it a standard error)")
+
+
+def test_compare_gives_the_data_sets_agreement_as_context(files, tmp_path):
+    """Beside the methods' scores, the agreement of the crowd they were scored on."""
+    import krippendorff
+
+    from ordmix_core.results import agreement
+
+    argv = ["compare", files / "r.csv", "--gold", files / "gold.csv", "--out", tmp_path / "t.csv"]
+    rc, err, _ = run_cli([*argv, "--methods", "mean"])
+    assert rc == 0
+    (line,) = [e for e in err if "Krippendorff" in e]
+    data = prepare(pd.read_csv(files / "r.csv", dtype=str))
+    counts = agreement.level_counts(data)
+    alpha = krippendorff.alpha(value_counts=counts, level_of_measurement="ordinal")
+    assert line.startswith(
+        f"ordmix: agreement between annotators (Krippendorff's alpha, ordinal): {alpha:.3f} "
+        "(95% bootstrap interval "
+    )
+    assert line == f"ordmix: {agreement.words(agreement.crowd_agreement(data).as_dict())}"
