@@ -14,7 +14,7 @@ import pandas as pd
 from ..estimators.ordinal_mixture import MODELS, OrdinalMixture
 from ..estimators.spam_decision import spam_left_out
 from ..fit import acceleration, selection
-from ..results import decision_columns, decisions, stability
+from ..results import agreement, decision_columns, decisions, stability
 
 
 def _count(n: int, what: str) -> str:
@@ -290,6 +290,8 @@ def fit_summary(model: OrdinalMixture, dec: decision_columns.Decisions | None = 
             )
     else:
         lines.append(f"Annotator flags: {dec.no_flags}.")
+    if dec.agreement is not None:
+        lines.append(_capital(agreement.words(dec.agreement.as_dict())) + ".")
     if dec.items is not None:
         lines.append(undetermined_line(dec.items))
     if model.spam_ and not warm_up_only:

@@ -124,22 +124,19 @@ def probability_text(p: float, digits: int = 3) -> str:
 
 
 #: below this fitted reliability an annotator's ratings are (almost) all taken as spam, so the
-#: fit has nothing to learn their expertise from: tables for people show none
+#: fit has little to learn their expertise from: it is mostly its prior (the pages say so)
 NO_EXPERTISE_BELOW = 0.05
 
 
 def annotators_for_people(annotators: pd.DataFrame) -> pd.DataFrame:
     """An annotators table as the pages show it: ``reliability`` as text
     (``probability_text``: "<0.001", not 1e-10), ``bias`` to 2 decimals without negative
-    zeros, ``expertise`` missing where the reliability is below ``NO_EXPERTISE_BELOW`` (it
-    would be the prior's)."""
+    zeros; every other column as the files have it (``expertise`` too: the number
+    annotators.csv holds, however little the ratings taught it)."""
     out = annotators.copy()
     out["reliability"] = [probability_text(p) for p in annotators["reliability"].astype(float)]
     if "bias" in out.columns:
         out["bias"] = clean_round(annotators["bias"], 2)
-    if "expertise" in out.columns:
-        keep = annotators["reliability"].astype(float) >= NO_EXPERTISE_BELOW
-        out["expertise"] = annotators["expertise"].where(keep)
     return out
 
 

@@ -51,6 +51,15 @@ def test_result_is_said_in_plain_words():
     assert "of 300 items are undetermined" in summary
     assert f"Chosen: restart {res.model.best_restart_}" in summary
     assert "Converged:" in summary
+    # the crowd's agreement with its interval: the krippendorff package's figure
+    import krippendorff
+
+    from ordmix_core.results import agreement
+
+    counts = agreement.level_counts(res.model.data_)
+    alpha = krippendorff.alpha(value_counts=counts, level_of_measurement="ordinal")
+    said = f"Agreement between annotators (Krippendorff's alpha, ordinal): {alpha:.3f} (95% "
+    assert said + "bootstrap interval " in summary
 
 
 KINDS = ("number_input", "text_input", "toggle", "selectbox")
