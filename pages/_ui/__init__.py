@@ -26,7 +26,7 @@ from .layout import (
     show_error,
     sidebar_status,
 )
-from .state import KEY, Session, kept, session
+from .state import KEY, Session, kept, kept_file, session
 
 __all__ = [
     "DEFAULT_DEMO",
@@ -41,6 +41,7 @@ __all__ = [
     "fit_decisions",
     "fit_table_download",
     "kept",
+    "kept_file",
     "load_demo",
     "next_download",
     "page_setup",

@@ -55,9 +55,10 @@ def read_upload(content: bytes, name: str) -> pd.DataFrame:
 
 
 @st.cache_data(show_spinner="Reading the gold file ...", max_entries=4)
-def read_upload_gold(content: bytes, name: str) -> pd.Series:
-    """An uploaded gold file as a Series truth by instance (``io.read_gold``)."""
-    return oio.read_gold(content, name)
+def read_upload_gold(content: bytes, name: str, scale: str | None = None) -> pd.Series:
+    """An uploaded gold file as a Series truth by instance (``io.read_gold``; with a scale of
+    named levels, each truth one of the names)."""
+    return oio.read_gold(content, name, scale)
 
 
 @st.cache_data(show_spinner="Weighing the evidence of each annotator's ratings ...", max_entries=8)
@@ -170,7 +171,7 @@ def sidebar_status() -> None:
         st.markdown("**ordmix** - ground truth and annotator quality from ordinal ratings")
         if ds is not None:
             st.caption(
-                f"Data: {ds.name} - {ds.n_ratings:,} ratings, scale {fmt_scale(ds.scale.values)}"
+                f"Data: {ds.name} - {ds.n_ratings:,} ratings, scale {fmt_scale(ds.scale)}"
                 + (", with gold" if ds.gold is not None else "")
             )
         if job is not None and job.running:
