@@ -194,7 +194,7 @@ else:
         help="Krippendorff's ordinal alpha of their ratings against the other annotators' "
         "ratings of the same items (the agreement column).",
     )
-    levels = list(res.model.scale_.values)
+    levels = list(res.model.scale_.labels)  # the ratings' levels, names for named levels
     st.plotly_chart(
         figures_decisions.rating_histogram(theirs["rating"], ratings["rating"], levels, who),
         key="ann_why_histogram",

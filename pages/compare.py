@@ -24,7 +24,7 @@ from pages._ui import (
 def run_comparison(
     ratings: pd.DataFrame,
     gold: pd.Series,
-    scale: tuple[float, ...],
+    scale: tuple[float | str, ...],
     methods: tuple[str, ...],
     n_restarts: int,
     seed: int,
@@ -52,7 +52,7 @@ def run_comparison(
 def run_spam_experiment(
     ratings: pd.DataFrame,
     gold: pd.Series,
-    scale: tuple[float, ...],
+    scale: tuple[float | str, ...],
     methods: tuple[str, ...],
     levels: tuple[int, ...],
     n_restarts: int,
@@ -129,7 +129,8 @@ n_restarts = kept(
     help="Restarts of every odm method. Paper: 10; fewer is faster.",
 )
 seed = kept(c3.number_input, "Seed", key="cmp_seed", default=0, min_value=0, step=1)
-scale = tuple(float(v) for v in ds.scale.values)
+# the scale as the ratings write it: its names, for a scale of named levels
+scale = ds.scale.names or tuple(float(v) for v in ds.scale.values)
 if not methods:
     st.info("Choose at least one method.")
     st.stop()

@@ -105,9 +105,7 @@ page_setup()
 st.title("Fit the ordinal-discrete-mixture")
 s = session()
 ds = require_dataset()
-st.caption(
-    f"Data: **{ds.name}** - {ds.n_ratings:,} ratings on the scale {fmt_scale(ds.scale.values)}."
-)
+st.caption(f"Data: **{ds.name}** - {ds.n_ratings:,} ratings on the scale {fmt_scale(ds.scale)}.")
 
 offered = {"granularity": [g for g in options.option("granularity").kind.choices
                            if g != "query" or ds.has_query]}  # fmt: skip

@@ -36,6 +36,9 @@ items = m.items_.join(dec.items)
 gold = ds.gold if ds is not None and ds.name == res.dataset else None
 if gold is not None:
     items["gold"] = gold.reindex(items.index)
+    if m.scale_.names is not None:  # the gold level by its name, as the label is
+        by_value = dict(zip(m.scale_.values, m.scale_.labels, strict=True))
+        items["gold"] = items["gold"].map(by_value)
 front = ["label", "flag", "p_wrong", *levels, lo_col, hi_col, "estimate", "sd", "n_ratings"]
 table = items[front + [c for c in items.columns if c not in front]].reset_index()
 
@@ -94,20 +97,31 @@ if "crowd_estimate" in view.columns:
 view = view.sort_values(sort_by, ascending=not descending, kind="stable")
 st.write(f"{len(view):,} of {len(table):,} items")
 number = {c: st.column_config.NumberColumn(format="%.3f") for c in levels}
-# the interval's ends are levels with the confusion labels (written as the label is), else values
+# the interval's ends are levels with the confusion labels (written as the label is), else
+# values; a scale of named levels writes both as its names
+named = m.scale_.names is not None
 ends = "%g" if table[lo_col].dtype.kind in "iu" else "%.3f"
+
+
+def level_column(title: str, fmt: str) -> object:
+    """A column of levels: text for named levels, else numbers in ``fmt``."""
+    if named:
+        return st.column_config.TextColumn(title)
+    return st.column_config.NumberColumn(title, format=fmt)
+
+
 st.dataframe(
     view,
     key="items_table",
     hide_index=True,
     column_config={
         **number,
-        "label": st.column_config.NumberColumn("label", format="%g"),
+        "label": level_column("label", "%g"),
         "p_wrong": st.column_config.NumberColumn("P(label wrong)", format="%.3f"),
         "estimate": st.column_config.NumberColumn("estimate", format="%.3f"),
         "sd": st.column_config.NumberColumn("sd", format="%.3f"),
-        lo_col: st.column_config.NumberColumn(lo_col.replace("_", " ") + "%", format=ends),
-        hi_col: st.column_config.NumberColumn(hi_col.replace("_", " ") + "%", format=ends),
+        lo_col: level_column(lo_col.replace("_", " ") + "%", ends),
+        hi_col: level_column(hi_col.replace("_", " ") + "%", ends),
         "rating_info": st.column_config.NumberColumn("rating info", format="%.2f"),
         "expected_gain": st.column_config.NumberColumn("expected gain", format="%.4f"),
     },
@@ -158,7 +172,7 @@ elif len(view):
     c1, c2 = st.columns([3, 2])
     c1.plotly_chart(
         figures_decisions.item_ratings_and_levels(
-            its["rating"], row[levels].to_numpy(float), list(m.scale_.values), pick
+            its["rating"], row[levels].to_numpy(float), list(m.scale_.labels), pick
         ),
         key="items_detail_plot",
     )
@@ -179,8 +193,9 @@ elif len(view):
         )
     )
 
+names = None if m.scale_.names is None else list(m.scale_.names)
 st.plotly_chart(
-    figures.estimate_distribution(items, list(m.scale_.values)), key="items_distribution"
+    figures.estimate_distribution(items, list(m.scale_.values), names), key="items_distribution"
 )
 
 if "query" in items.columns:
@@ -189,13 +204,13 @@ if "query" in items.columns:
     q = st.selectbox("Query", queries, key="items_query")
     sub = items[items["query"].astype(str) == q]
     st.plotly_chart(
-        figures.item_intervals(sub, gold, bounds=(lo_col, hi_col)), key="items_query_plot"
+        figures.item_intervals(sub, gold, (lo_col, hi_col), names), key="items_query_plot"
     )
 else:
     st.subheader("Intervals of the listed items")
     st.caption("The first 40 items of the table above, with their credible intervals.")
     st.plotly_chart(
-        figures.item_intervals(first, gold, bounds=(lo_col, hi_col)), key="items_intervals_plot"
+        figures.item_intervals(first, gold, (lo_col, hi_col), names), key="items_intervals_plot"
     )
 
 # --------------------------------------------------------------------------- what next

@@ -290,10 +290,10 @@ def fit_summary(model: OrdinalMixture, dec: decision_columns.Decisions | None = 
             )
     else:
         lines.append(f"Annotator flags: {dec.no_flags}.")
-    if dec.agreement is not None:
-        lines.append(_capital(agreement.words(dec.agreement.as_dict())) + ".")
     if dec.items is not None:
         lines.append(undetermined_line(dec.items))
+    if dec.agreement is not None:
+        lines.append(_capital(agreement.words(dec.agreement.as_dict())) + ".")
     if model.spam_ and not warm_up_only:
         spam = 1.0 - decisions.truth_share(model)
         lines.append(

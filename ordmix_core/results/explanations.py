@@ -9,6 +9,20 @@ import pandas as pd
 from . import label_rules
 
 
+def level_text(level: object) -> str:
+    """A level as the labels write it: ``3`` (not ``3.0``), ``2.5``, or a named level's name."""
+    if isinstance(level, (int, float, np.integer, np.floating)) and not isinstance(level, bool):
+        return f"{float(level):g}"
+    return str(level)
+
+
+def _levels(values: pd.Series) -> np.ndarray:
+    """Ratings or labels as compared: numbers as floats, named levels as their names."""
+    if pd.api.types.is_numeric_dtype(values.dtype):
+        return values.to_numpy(dtype=float)
+    return values.to_numpy(dtype=object)
+
+
 def _ids(values: pd.Series | pd.Index) -> np.ndarray:
     """IDs as plain strings (the readers' Arrow-backed or categorical IDs compare alike)."""
     return np.asarray(pd.Series(values).astype(str), dtype=object)
@@ -31,7 +45,7 @@ def item_ratings(
     """
     rows = np.flatnonzero(_ids(ratings["instance"]) == str(instance))
     t = ratings.iloc[rows]
-    t = pd.DataFrame({"annotator": _ids(t["annotator"]), "rating": t["rating"].to_numpy(float)})
+    t = pd.DataFrame({"annotator": _ids(t["annotator"]), "rating": _levels(t["rating"])})
     if flags is not None:
         by = pd.Series(flags.to_numpy(), index=_ids(flags.index))
         t["flag"] = by.reindex(t["annotator"]).fillna("").to_numpy()
@@ -58,8 +72,8 @@ def annotator_items(ratings: pd.DataFrame, annotator: str, items: pd.DataFrame) 
     t = ratings.loc[_ids(ratings["annotator"]) == str(annotator), ["instance", "rating"]]
     inst = _ids(t["instance"])
     by = items[["label", "estimate"]].set_axis(_ids(items.index), axis=0)
-    out = pd.DataFrame({"instance": inst, "rating": t["rating"].to_numpy(float)})
-    out["label"] = by["label"].reindex(inst).to_numpy(float)
+    out = pd.DataFrame({"instance": inst, "rating": _levels(t["rating"])})
+    out["label"] = _levels(by["label"].reindex(inst))
     out["estimate"] = by["estimate"].reindex(inst).to_numpy(float)
     out["agrees"] = out["rating"] == out["label"]
     return out.sort_values(["agrees", "instance"], kind="stable").reset_index(drop=True)
@@ -91,7 +105,8 @@ def label_sentence(item: pd.Series, n_ratings: int) -> str:
     joined with the decision columns (``label``, ``flag``, ``p_wrong``, ``estimate``,
     ``p_level_<v>``, ``clear_majority``)."""
     text = (
-        f"label **{item['label']:g}** ({item['flag']}, P(label wrong) {item['p_wrong']:.3f}), "
+        f"label **{level_text(item['label'])}** ({item['flag']}, P(label wrong) "
+        f"{item['p_wrong']:.3f}), "
         f"estimate {item['estimate']:.2f} from {n_ratings:,} rating{'' if n_ratings == 1 else 's'}."
     )
     clear = item.get("clear_majority")
@@ -104,7 +119,7 @@ def label_sentence(item: pd.Series, n_ratings: int) -> str:
         "give, none from an annotator flagged unreliable; "
         + (
             f"the fit's most probable level is {top} ({probs.max():.3f})."
-            if f"{float(clear):g}" != top
+            if level_text(clear) != top
             else "the fit's most probable level too."
         )
     )
