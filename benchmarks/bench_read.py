@@ -189,9 +189,8 @@ STAGES = (
         "sweep from the proposal",
     ),
     ("ordmix_core.estimators.ordinal_mixture", "OrdinalMixture", "_store", "learned attributes"),
-    ("ordmix_core.results.reliability", None, "annotator_flags", "spam decision's flags"),
-    ("ordmix_core.estimators.level_fit", None, "plain_fit", "plain label fit"),
-    ("ordmix_core.estimators.level_fit", None, "fit_levels", "label fit"),
+    ("ordmix_core.results.reliability", None, "fitted_flags", "annotators' flags"),
+    ("ordmix_core.estimators.ordinal_mixture", None, "choose_labels", "label fit"),
     ("ordmix_core.results.outputs", None, "write_items_csv", "items.csv"),
     ("ordmix_core.io", None, "write_csv", "other files"),
 )

@@ -127,7 +127,8 @@ def fit_report(
     model: object, summary: dict, out: str, files: list[str], engine: str = ""
 ) -> list[str]:
     """The closing lines of ``ordmix fit``: the items' labels and where they come from, the
-    annotators' flags and the share of ratings treated as spam, and what was written where, in
+    annotators' flags and the share of ratings treated as spam, the crowd's agreement
+    (Krippendorff's ordinal alpha with its interval), and what was written where, in
     how long (``engine`` named after the time when it is not the in-memory one)."""
     dec = summary.get("decisions", {})
     items, ann = dec.get("items", {}), dec.get("annotators", {})
@@ -150,6 +151,10 @@ def fit_report(
             f"{ann.get('undetermined', 0):,} undetermined (too few ratings to judge)"
         )
     lines.append(f"ordmix: {summary['n_annotators']:,} annotators: {flags}{spam}")
+    if summary.get("agreement") is not None:
+        from ..results.agreement import words
+
+        lines.append(f"ordmix: {words(summary['agreement'])}")
     trace = getattr(model, "trace_", None)
     sweeps = f", {len(trace):,} sweeps" if trace is not None else ""
     lines.append(

@@ -178,7 +178,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         if gold_path is not None:
             from ..io import read_gold
 
-            gold = read_gold(gold_path)
+            gold = read_gold(gold_path, scale=args.scale)
         options.validate_params(model, as_scale(args.scale, coded["rating"].to_numpy()))
         data = crowd_from_coded(
             coded, args.scale, model.granularity, coded.attrs["source"], copy=False

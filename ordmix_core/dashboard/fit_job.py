@@ -264,7 +264,7 @@ class FitJob:
         n = self.params.n_restarts
         stage, _ = self.stage()
         return (
-            f"{stage} - restart {self.restart + 1}/{n}, iteration {self.iteration} "
+            f"{stage} - restart {self.restart} of 0-{n - 1}, iteration {self.iteration} "
             f"- lower bound {bound} - {self.seconds:.0f} s{stopping}"
         )
 
@@ -283,7 +283,8 @@ class FitJob:
             if stopped:
                 msg = (
                     f"Stopped after {self.seconds:.1f} s: kept the best restart found so far "
-                    f"(restart {m.best_restart_ + 1} of the {len(m.restarts_)} started)."
+                    f"(restart {m.best_restart_}, of the {len(m.restarts_)} started, numbered "
+                    "from 0 as in restarts.csv)."
                 )
             else:
                 msg = f"Fit finished in {self.seconds:.1f} s."

@@ -52,7 +52,7 @@ import numpy as np
 import pandas as pd
 
 from ..data.crowd import check_granularity
-from ..data.scale import Scale, as_scale, checked_scale
+from ..data.scale import Scale, as_scale, checked_scale, fmt_scale, scale_names
 from ..errors import InputError
 from ..estimators.base import extends_params
 from ..estimators.ordinal_mixture import Learned, OrdinalMixture, _emit
@@ -178,6 +178,12 @@ class DaskOrdinalMixture(OrdinalMixture):
             raise InputError(
                 "gold items are not supported by the Dask engine yet; fit with the in-memory "
                 "engine (without --engine dask) to use them"
+            )
+        if scale_names(self.scale) is not None:
+            raise InputError(
+                f"named levels (--scale {fmt_scale(as_scale(self.scale, []))}) work with the "
+                "in-memory engine only; fit without --engine dask, or write the levels as the "
+                "numbers 1..K in their order"
             )
         if self.updates not in ("exact", "paper"):  # before a cluster is started for nothing
             raise InputError(f"updates must be 'exact' or 'paper', not {self.updates!r}")

@@ -35,7 +35,6 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -211,19 +210,22 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
             pre = None
         return bias, dist, pre
 
-    def _gold_vector(self, gold: pd.Series | None, instances: Any) -> np.ndarray | None:
-        """(M,) known truth of each instance (NaN: unknown) from a Series by instance."""
+    def _gold_vector(self, gold: pd.Series | None, data: CrowdData) -> np.ndarray | None:
+        """(M,) known truth of each instance (NaN: unknown) from a Series by instance (names,
+        for a scale of named levels)."""
         if gold is None:
             return None
         if not isinstance(gold, pd.Series):
             raise InputError("gold must be a pandas Series of true values indexed by instance")
+        if data.scale.names is not None and gold.dtype.kind not in "iuf":
+            gold = pd.Series(data.scale.codes(gold, "gold: the truth"), index=gold.index)
         g = pd.to_numeric(gold, errors="coerce")
         if g.isna().any():
             bad = g.index[g.isna()][0]
             raise InputError(f"gold: the truth of instance {bad!r} is not a number")
         g.index = g.index.astype(str)
         g = g[~g.index.duplicated(keep="first")]
-        vec = g.reindex(pd.Index(instances).astype(str)).to_numpy(dtype=float)
+        vec = g.reindex(pd.Index(data.instances).astype(str)).to_numpy(dtype=float)
         if not np.isfinite(vec).any():
             raise InputError(
                 "gold: none of the gold instances is among the rated instances; check that "
@@ -252,7 +254,7 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
         # 1. the parameters, then the ratings validated and coded once (CrowdData)
         self._validate()  # before the data is read: a bad scale= is named as such
         data = prepare(ratings, self.scale, granularity=self.granularity)
-        gold_m = self._gold_vector(gold, data.instances)
+        gold_m = self._gold_vector(gold, data)
         # 2. one Generator for the whole fit: every restart draws its key from it
         rng = np.random.default_rng(self.random_state)
         # 3. the fit (_fit_data: problem, starts, the race of fit.schedule, the winner)
@@ -278,8 +280,9 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
             values = data.scale.values
             gold = None if gold_m is None else confusion_model.gold_levels(gold_m, values)
             self.label_result_ = choose_labels(
-                data.ann, data.inst, data.level, data.n_annotators, data.n_instances, values, gold
-            )
+                data.ann, data.inst, data.level, data.n_annotators, data.n_instances, values,
+                gold, names=data.scale.names,
+            )  # fmt: skip
             estimate, sd = self.label_result_.posterior.estimates()
             if gold_m is not None:  # a gold item's value is its gold
                 known = np.isfinite(gold_m)
@@ -301,13 +304,10 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
     @property
     def labels_(self) -> pd.Series:
         """Each task's label as ``decisions.item_decisions`` gives it (the most probable level
-        of its posterior; an undetermined item keeps it), Series indexed by ``task``, named
-        ``agg_label``, in the scale's own values."""
-        dec = self._item_decisions()
-        return pd.Series(
-            dec["label"].to_numpy(), index=pd.Index(dec.index.to_numpy(), name="task"),
-            name="agg_label",
-        )  # fmt: skip
+        of its posterior; an undetermined item keeps it), Series indexed by ``task`` in the
+        order the tasks first appear in the ratings, named ``agg_label``, in the ratings' type
+        (``label_index``)."""
+        return self._task_labels(self._item_decisions()["label"].to_numpy())
 
     @property
     def skills_(self) -> pd.Series:
@@ -321,7 +321,7 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
 
     def _level_proba(self) -> np.ndarray:
         dec = self._item_decisions()
-        return dec[decisions.level_columns(self.scale_.values)].to_numpy()
+        return dec[decisions.level_columns(self.scale_.values, self.scale_.names)].to_numpy()
 
     def _label_model(self) -> str:
         """How labels are decided: ``labels``, else as ``model`` says (``MODELS``)."""
@@ -372,9 +372,9 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
             ids = id_array(data.instances)  # made here, after the sweeps (compact_ids)
             cat_ids = ids if data.categories is data.instances else id_array(data.categories)
             cat_names = cat_ids[data.cat_of_inst]
-            # the gold items as their own ratings have them: a column, and _fit_levels' map
+            # the gold items as their own ratings have them: the crowd_estimate column
             known = p.gold_mask is not None and not interrupted
-            crowd = settle.own_ratings(p, s)[0] if known else None
+            crowd = settle.own_ratings(p, s) if known else None
             items = outputs.items_frame(
                 ids, s.mu_m, s.lam_m, n_m, data.inst_query, cat_names, p.gold_mask, crowd
             )

@@ -137,11 +137,11 @@ def test_a_failed_fit_keeps_nothing_and_says_so(demo):
 def test_progress_text_names_stage_restart_iteration_and_bound(demo):
     job = FitJob(dataset=demo, params=FitParams(n_restarts=4))
     assert job.callback(0, 5, -1234.5) is True
-    assert "shared warm-up (no spam) - restart 1/4, iteration 5 - lower bound -1,234.50" in (
+    assert "shared warm-up (no spam) - restart 0 of 0-3, iteration 5 - lower bound -1,234.50" in (
         job.status()
     )
     job.callback(1, 6, -1000.0)  # the others branch from the warm-up's end
-    assert "halving round 1 of 1: 4 of 4 restarts in the race - restart 2/4, iteration 6" in (
+    assert "halving round 1 of 1: 4 of 4 restarts in the race - restart 1 of 0-3, iteration 6" in (
         job.status()
     )
     before = job.fraction()
@@ -170,7 +170,7 @@ def test_the_page_says_numba_is_compiling_instead_of_an_empty_bar(demo):
     assert 0.2 < job.fraction() < 0.3
     job.compile_report(10, 10, False)
     job.callback(0, 1, -1000.0)
-    assert job.status().startswith("shared warm-up (no spam) - restart 1/4, iteration 1")
+    assert job.status().startswith("shared warm-up (no spam) - restart 0 of 0-3, iteration 1")
     assert job.fraction() >= 0.2
 
 

@@ -504,8 +504,9 @@ def test_cli_engine_dask_writes_the_same_files(client, ratings, tmp_path, capsys
         if name == "items":  # the per-rating omega stays on the workers: no truth weight
             assert got["truth_weight"].isna().all() and mem["truth_weight"].notna().all()
             got, mem = got.drop(columns="truth_weight"), mem.drop(columns="truth_weight")
-        if name == "annotators":  # no flags without the per-rating omega (summary says why)
-            flags = list(decision_columns.FLAG_COLUMNS)
+        if name == "annotators":  # no flags without the per-rating omega (summary says why),
+            # nor the agreement, whose ratings stay on the workers
+            flags = [*decision_columns.FLAG_COLUMNS, decision_columns.AGREEMENT_COLUMN]
             assert not set(flags) & set(got.columns) and set(flags) <= set(mem.columns)
             # nor their posterior's median: the Dask engine's reliability is eps
             np.testing.assert_allclose(got["reliability"], got["eps"])
@@ -526,6 +527,7 @@ def test_cli_engine_dask_writes_the_same_files(client, ratings, tmp_path, capsys
     assert summary["n_ratings"] == len(ratings) and summary["settings"]["engine"] == "dask"
     assert summary["decisions"]["items"] == mem_summary["decisions"]["items"]
     assert "Dask engine" in summary["decisions"]["annotators"]["flags"]
+    assert summary["agreement"] is None and mem_summary["agreement"]["alpha"] is not None
     assert mem_summary["decisions"]["annotators"]["unreliable"] > 0
 
 
