@@ -235,7 +235,7 @@ def fit_summary(model: OrdinalMixture, dec: decision_columns.Decisions | None = 
 
     ``dec``: the fit's decisions (``decision_columns.decide(model)`` by default): the annotators
     flagged unreliable / ok / undetermined from the evidence of their ratings, and the items
-    whose ratings are too weak to label them.
+    whose two most probable levels tie.
     """
     dec = decision_columns.decide(model) if dec is None else dec
     ann = model.annotators_
