@@ -24,8 +24,9 @@ class FitPolicy:
     #: an item's start by less than a level
     start_noise: float = 0.5
     #: a random restart of the paper's schedule draws eps ~ U(low, low + width): reliable-ish
-    #: annotators of every degree, never an all-spam start
+    #: annotators of every degree, never an all-spam start ...
     random_eps_low: float = 0.5
+    #: ... and never above ``eps0``
     random_eps_width: float = 0.49
     #: start of the bias prior's sd, in steps: a quarter of a step (the first sweep replaces it)
     bias_sd0: float = 0.25
@@ -53,9 +54,9 @@ class FitPolicy:
 
     # ---------------------------------------------------------------- the race (``race``)
     #: the stopping rule of the shared warm-up and of a pre-stage, fixed: they are the
-    #: mixture's start, which must not move when a user tightens ``tol``; the bound alone
-    #: (``tol_estimate`` 0): a start need not be polished
+    #: mixture's start, which must not move when a user tightens ``tol`` ...
     warmup_tol: float = 1e-6
+    #: ... and the bound alone decides (``tol_estimate`` 0): a start need not be polished
     warmup_tol_estimate: float = 0.0
     #: successive halving stops dropping restarts when this many are left: they run to the
     #: end, so the fit sees whether near-tied optima disagree (the ensemble)
