@@ -231,8 +231,8 @@ st.caption(
 und_items = explanations.undetermined_to_rate(items)
 st.subheader(f"Undetermined items ({len(und_items):,}), most useful to rate first")
 st.caption(
-    "The items whose ratings are too weak to label them, or whose two most probable levels "
-    "tie, by the expected gain of one more rating (descending), then fewest ratings."
+    "The items whose two most probable levels tie, by the expected gain of one more rating "
+    "(descending), then fewest ratings."
 )
 st.dataframe(
     und_items,

@@ -37,6 +37,8 @@ DRAWS = 200
 SEED = 0
 #: the central share of the bootstrap draws reported as the interval
 INTERVAL = 0.95
+#: ratings taken at a time by an annotator's agreement (its memory: a few arrays this long)
+CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -155,23 +157,33 @@ def crowd_agreement(
 
 def annotator_agreement(data: CrowdData) -> pd.Series:
     """Each annotator's ``agreement`` (see the module), a Series by annotator in the order of
-    ``data.annotators``, NaN for one whose items no other annotator rated."""
+    ``data.annotators``, NaN for one whose items no other annotator rated. The ratings are
+    taken ``CHUNK`` at a time, so that the per-rating work costs a chunk's memory."""
     counts = level_counts(data)
     n_c = last_sum(_Patterns.of(counts).coincidences(None))
     d = ordinal_distance(n_c)
     n = float(last_sum(n_c[None, :])[0])
     pairs = float(last_sum((n_c[:, None] * n_c[None, :] * d).reshape(1, -1))[0])
     expected = pairs / (n * (n - 1.0)) if n > 1 else 0.0
-    # each rating's summed distance to every rating of its item, then without its own rater's
-    dist = _to_levels(counts, d)[data.inst, data.level]
-    others = counts.sum(axis=1)[data.inst] - 1.0
-    own_dist, own_n = _own_pairs(data, d)
-    dist -= own_dist
-    others -= own_n
-    use = others > 0
-    per = np.where(use, dist / np.where(use, others, 1.0), 0.0)
-    total = np.bincount(data.ann, weights=per, minlength=data.n_annotators)
-    used = np.bincount(data.ann, weights=use.astype(float), minlength=data.n_annotators)
+    to_levels = _to_levels(counts, d)  # (M, K) an item's summed distance to each level
+    m_item = counts.sum(axis=1).astype(float)
+    del counts
+    own_rows, own_dist, own_n = _own_pairs(data, d)
+    total = np.zeros(data.n_annotators)
+    used = np.zeros(data.n_annotators)
+    for lo in range(0, data.n_ratings, CHUNK):
+        hi = min(lo + CHUNK, data.n_ratings)
+        inst, ann = data.inst[lo:hi], data.ann[lo:hi]
+        # each rating's summed distance to every rating of its item, less its own rater's
+        dist = to_levels[inst, data.level[lo:hi]]
+        others = m_item[inst] - 1.0
+        mine = slice(*np.searchsorted(own_rows, [lo, hi]))
+        dist[own_rows[mine] - lo] -= own_dist[mine]
+        others[own_rows[mine] - lo] -= own_n[mine]
+        use = others > 0
+        per = np.where(use, dist / np.where(use, others, 1.0), 0.0)
+        total += np.bincount(ann, weights=per, minlength=data.n_annotators)
+        used += np.bincount(ann, weights=use.astype(float), minlength=data.n_annotators)
     with np.errstate(invalid="ignore", divide="ignore"):
         value = 1.0 - (total / used) / expected if expected > 0 else np.full(used.size, np.nan)
     value = np.where(used > 0, value, np.nan)
@@ -180,21 +192,28 @@ def annotator_agreement(data: CrowdData) -> pd.Series:
     )
 
 
-def _own_pairs(data: CrowdData, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per rating (L,): the summed distance to, and the number of, the other ratings of its
-    item by the same annotator (repeated pairs; zeros where there are none)."""
-    pair = data.ann.astype(np.int64) * data.n_instances + data.inst
-    _, group, size = np.unique(pair, return_inverse=True, return_counts=True)
-    group = group.ravel()
-    n = (size - 1)[group].astype(float)
-    dist = np.zeros(pair.size)
-    rep = n > 0
-    if rep.any():  # the pairs' level counts, then each rating's distance to its pair's
-        g, lev = np.unique(group[rep], return_inverse=True)[1].ravel(), data.level[rep]
-        k = d.shape[0]
-        counts = np.bincount(g * k + lev, minlength=(int(g.max()) + 1) * k).reshape(-1, k)
-        dist[rep] = _to_levels(counts, d)[g, lev]
-    return dist, n
+def _own_pairs(data: CrowdData, d: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The ratings (R,) whose annotator rated their item more than once (repeated pairs;
+    ascending), and for each the summed distance to, and the number of, the other ratings of
+    its item by the same annotator. Found by one sort of the (annotator, item) keys, then a
+    chunked lookup of the few repeated keys: no per-rating grouping."""
+    key = data.ann.astype(np.int64) * data.n_instances + data.inst
+    ordered = np.sort(key)
+    repeated = np.unique(ordered[1:][ordered[1:] == ordered[:-1]])
+    del ordered
+    if repeated.size == 0:
+        return np.zeros(0, np.int64), np.zeros(0), np.zeros(0)
+    hits = []
+    for lo in range(0, key.size, CHUNK):
+        part = key[lo : lo + CHUNK]
+        at = np.minimum(np.searchsorted(repeated, part), repeated.size - 1)
+        hits.append(np.flatnonzero(repeated[at] == part) + lo)
+    rows = np.concatenate(hits)
+    _, group, size = np.unique(key[rows], return_inverse=True, return_counts=True)
+    group, lev = group.ravel(), data.level[rows]
+    k = d.shape[0]
+    counts = np.bincount(group * k + lev, minlength=size.size * k).reshape(-1, k)
+    return rows, _to_levels(counts, d)[group, lev], (size - 1)[group].astype(float)
 
 
 def _to_levels(counts: np.ndarray, d: np.ndarray) -> np.ndarray:

@@ -108,7 +108,7 @@ def test_ordinal_mixture_skills_are_worker_reliabilities(crowdkit_frame) -> None
     assert skills.index.name == "worker" and skills.name == "skill"
     assert list(skills.index) == list(m.annotators_.index)
     assert skills.equals(m.annotators_["reliability"].rename("skill").rename_axis("worker"))
-    # labels are the decisions' (clear majority and ties included), probas their p_level_*
+    # labels are the decisions' (ties included), probas their p_level_*
     from ordmix_core.results import decisions
 
     dec = decisions.item_decisions(m)

@@ -87,6 +87,38 @@ def test_an_annotator_is_not_measured_against_their_own_repeats() -> None:
 @settings(max_examples=60, deadline=None)
 @given(
     st.lists(
+        st.tuples(st.integers(0, 4), st.integers(0, 5), st.integers(1, 4)), min_size=2, max_size=40
+    ),
+    st.sampled_from([1, 3, 1 << 20]),
+)
+def test_each_annotators_agreement_by_rating_pairs_in_chunks_of_any_size(rows, chunk) -> None:
+    """Against the definition computed rating by rating (every other annotator's rating of the
+    item, repeats of one's own left out), whatever the chunk the ratings are taken in."""
+    data = _crowd([(f"w{a}", f"i{i}", r) for a, i, r in rows])
+    n_c = agreement.coincidences(agreement.level_counts(data)).sum(axis=1)
+    d = agreement.ordinal_distance(n_c)
+    n = n_c.sum()
+    expected = (n_c[:, None] * n_c[None, :] * d).sum() / (n * (n - 1)) if n > 1 else 0.0
+    ann, inst, lev = data.ann, data.inst, data.level
+    for j, name in enumerate(agreement.id_array(data.annotators)):
+        means = [
+            np.mean([d[lev[r], lev[s]] for s in np.flatnonzero((inst == inst[r]) & (ann != j))])
+            for r in np.flatnonzero(ann == j)
+            if ((inst == inst[r]) & (ann != j)).any()
+        ]
+        want = 1 - np.mean(means) / expected if means and expected > 0 else np.nan
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(agreement, "CHUNK", chunk)
+            got = agreement.annotator_agreement(data)[name]
+        if np.isnan(want):
+            assert np.isnan(got)
+        else:
+            assert got == pytest.approx(want, rel=1e-12, abs=1e-12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
         st.tuples(st.integers(0, 5), st.integers(0, 7), st.integers(1, 4)), min_size=2, max_size=60
     )
 )

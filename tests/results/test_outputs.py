@@ -33,8 +33,8 @@ from ordmix_core.results import (
 ROOT = Path(__file__).resolve().parents[2]
 RATINGS = ROOT / "demo_data" / "simulated-ratings.csv"
 IDS = {"instance": str, "annotator": str, "query": str, "category": str}
-#: the model's item columns, the ensemble's (what near-tied restarts disagree on), then the
-#: level of a clear majority of trusted raters (labels from the confusion model: the default)
+#: the model's item columns: the posterior's estimate, the continuous fit's q(z), then the
+#: ensemble's (what near-tied restarts disagree on)
 MODEL_ITEM_COLUMNS = ["instance", "estimate", "sd", "n_ratings", "query", "category",
                       "z_mean", "z_sd", "estimate_spread", "unstable"]  # fmt: skip
 MODEL_ANN_COLUMNS = [
