@@ -121,8 +121,25 @@ def simulate_crowd(
         x = np.where(rounds[ann], np.round(x / step) * step, x)
     level = np.clip(np.searchsorted(b, x, side="right") - 1, 0, scale.k - 1)
     level = np.where(spam[ann], noise_level, level)
-    names_i = np.array([f"item{i:05d}" for i in range(n_items)], dtype=object)
-    names_a = np.array([f"worker{j:03d}" for j in range(n_annotators)], dtype=object)
+    return _as_crowd(scale, z, query, item, ann, level, spam, bias, fav)
+
+
+def _as_crowd(
+    scale: Scale,
+    z: np.ndarray,
+    query: np.ndarray,
+    item: np.ndarray,
+    ann: np.ndarray,
+    level: np.ndarray,
+    spam: np.ndarray,
+    bias: np.ndarray,
+    fav: np.ndarray,
+) -> SimulatedCrowd:
+    """The drawn crowd as frames: ``z``, ``query`` (M,) each item's truth and query; ``item``,
+    ``ann``, ``level`` (R,) each rating's codes and level index; ``spam``, ``bias``, ``fav``
+    (N,) each annotator's spammer flag, bias and favourite level index (NaN: none)."""
+    names_i = np.array([f"item{i:05d}" for i in range(z.size)], dtype=object)
+    names_a = np.array([f"worker{j:03d}" for j in range(spam.size)], dtype=object)
     ratings = pd.DataFrame(
         {
             "annotator": names_a[ann],

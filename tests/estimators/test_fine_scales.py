@@ -13,7 +13,7 @@ import pytest
 
 from ordmix_core import OrdinalMixture, Scale
 from ordmix_core.data.simulate import simulate_crowd
-from ordmix_core.estimators.ordinal_mixture import FINE_SCALE
+from ordmix_core.estimators.models import FINE_SCALE
 from ordmix_core.labels.choose import MAX_CLASSES
 
 SLIDER = Scale(np.arange(0.0, 101.0))
