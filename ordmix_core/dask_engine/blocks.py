@@ -26,13 +26,14 @@ during an accelerated sweep (as many states as the in-memory engine holds then).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from ..fit import acceleration, starts
-from ..fit.settle import settle_items
-from ..results import outputs
+from ..fit.settle import own_ratings, settle_items
+from ..results import outputs, stability
 from ..vb import kernels, phases, updates
 from ..vb.problem import Problem
 
@@ -77,6 +78,15 @@ class Block:
     n_threads: int = 1
     states: dict[int, dict[int, Local]] = field(default_factory=dict)  # restart -> slots
     work: phases.Work | None = None
+    # the label path's (``block_labels``): the block's annotators' global codes (n_b,) and
+    # each rating's local code into them, its items' gold levels (-1: none), the label fit,
+    # the one posterior, each rating's evidence and each item's truth weight
+    ann_codes: np.ndarray | None = None
+    gold_levels: np.ndarray | None = None
+    labels: Any = None
+    posterior: Any = None
+    log_r: np.ndarray | None = None
+    truth_weight: np.ndarray | None = None
 
     @property
     def groups(self) -> tuple[str, ...]:
@@ -94,7 +104,7 @@ def init_block(fit_id: str, index: int, restart: int, key: int, step: float) -> 
     mu_m, lam_m = starts.init_instances(
         b.sum_m, b.n_m, b.inst_hash, key, restart, p.mu, p.lam, p.thresholds, step
     )
-    loc = Local(mu_m, lam_m)
+    loc = Local(updates.apply_gold(mu_m, p.gold), lam_m)
     if b.local_categories:
         loc.delta_shape, loc.delta_rate = starts.init_categories(b.n_m, p.phi, p.eta)
     b.states[restart] = {0: loc}
@@ -110,7 +120,7 @@ def branch_block(
     slot = dst
     src = b.states[source][src]
     mu = starts.branch_instances(src.mu_m, b.inst_hash, key, b.problem.thresholds, step)
-    loc = Local(mu, src.lam_m.copy())
+    loc = Local(updates.apply_gold(mu, b.problem.gold), src.lam_m.copy())
     if b.local_categories:
         loc.delta_shape, loc.delta_rate = src.delta_shape.copy(), src.delta_rate.copy()
     b.states[restart] = {slot: loc}
@@ -297,6 +307,7 @@ def settle_block(fit_id: str, index: int, restart: int, src: int, dst: int, box:
         "ann": p.ann[rows], "inst": inst, "cat": inst if local else p.cat_l[rows],
         "level": p.level[rows], "mu_m": loc.mu_m[codes], "lam_m": loc.lam_m[codes],
         "delta": (loc.delta_shape[codes], loc.delta_rate[codes]) if local else None,
+        "gold": None if p.gold is None else p.gold[codes],
     }  # fmt: skip
 
 
@@ -396,16 +407,30 @@ def add_sums(*parts: dict) -> dict:
 
 
 def block_results(
-    fit_id: str, index: int, restart: int, slot: int
+    fit_id: str, index: int, restart: int, slot: int, gold: bool = False, glob: Box | None = None
 ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
     """``items`` rows of the block (indexed by instance) and, at instance granularity, its
     ``categories`` rows, from the restart's ``slot``; the same columns as
-    ``OrdinalMixture.items_`` / ``categories_``."""
+    ``OrdinalMixture.items_`` / ``categories_``. ``gold``: the fit has gold items (a ``gold``
+    column); ``glob`` (the client's global factors, a ``State`` without the per-instance
+    part) gives their own reading (``settle.own_ratings``: ``crowd_estimate``; None: the fit
+    was stopped, no such column)."""
     b = _REGISTRY[f"{fit_id}/{index}"]
+    p = b.problem
     loc = b.states[restart][slot]
     ids = pd.Index(b.inst_ids, dtype=object)
+    mask = crowd = None
+    if gold:
+        mask = np.zeros(p.n_instances, bool) if p.gold_mask is None else p.gold_mask
+        crowd = loc.mu_m if glob is None or p.gold_mask is None else None
+        if crowd is None:
+            state = replace(glob.value, mu_m=loc.mu_m, lam_m=loc.lam_m)
+            if b.local_categories:
+                state.delta_shape, state.delta_rate = loc.delta_shape, loc.delta_rate
+            crowd = own_ratings(replace(p), state)[0]
+        crowd = None if glob is None else crowd
     items = outputs.items_frame(
-        ids, loc.mu_m, loc.lam_m, b.n_m, b.query_of_inst, b.cat_name_of_inst
+        ids, loc.mu_m, loc.lam_m, b.n_m, b.query_of_inst, b.cat_name_of_inst, mask, crowd
     )
     cats = None
     if b.local_categories:
@@ -419,6 +444,19 @@ def block_means(fit_id: str, index: int, restart: int, slot: int) -> pd.Series:
     (``stability.item_stability``)."""
     b = _REGISTRY[f"{fit_id}/{index}"]
     return pd.Series(b.states[restart][slot].mu_m, index=pd.Index(b.inst_ids, dtype=object))
+
+
+def block_stability(
+    fit_id: str, index: int, items: pd.DataFrame, members: list, values: np.ndarray, step: float
+) -> pd.DataFrame:
+    """The block's ``items`` with the ensemble's columns (``stability.item_stability``) of its
+    items' means in the ``members``' ``(restart, slot)`` (the winner first)."""
+    b = _REGISTRY[f"{fit_id}/{index}"]
+    mu = np.stack([b.states[r][slot].mu_m for r, slot in members])
+    it = stability.item_stability(mu, values, step)
+    return items.assign(
+        estimate_spread=it["estimate_spread"].to_numpy(), unstable=it["unstable"].to_numpy()
+    )
 
 
 def release(fit_id: str) -> int:

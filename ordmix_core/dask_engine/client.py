@@ -108,6 +108,7 @@ class _Sweeps:
             acceleration.EPS_PACK
         )  # SQUAREM's clip of eps (``OrdinalMixture._eps_pack``)
         self.exact_eps = accelerate  # the exact eps step (``OrdinalMixture._exact_eps``)
+        self.keep_q_y = False  # every mixture state keeps its sweep's q(y) (the flags')
         self.lo, self.hi = float(gp.thresholds[0]), float(gp.thresholds[-1])
 
     def branch_fn(self, ann_hash: np.ndarray, sc) -> schedule.BranchFn:
@@ -164,7 +165,8 @@ class _Sweeps:
         s1 = bl.reduce(
             bl.run(
                 blocks.phase_xy_tau, g.restart, spam, bl.send(fac),
-                g.slot if src is None else src, dst, keep, ref, self.exact_eps and spam is True,
+                g.slot if src is None else src, dst, keep, ref,
+                (self.exact_eps or self.keep_q_y) and spam is True,
             )
         )  # fmt: skip
         if s1["bad"] > 0:
@@ -357,6 +359,11 @@ def _arrays(value) -> list:
     if isinstance(value, blocks.Factors):
         return [*value.ann, *(value.cat or ())]
     return [value]
+
+
+def _empty(frame):
+    """A block's frame without its rows (Dask's meta: its columns and their types)."""
+    return frame.iloc[:0]
 
 
 def _add_arrays(*parts: np.ndarray) -> np.ndarray:

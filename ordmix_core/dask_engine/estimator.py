@@ -45,7 +45,7 @@ import os
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import numpy as np
@@ -54,14 +54,15 @@ import pandas as pd
 from ..data.crowd import check_granularity
 from ..data.scale import Scale, as_scale, checked_scale
 from ..errors import InputError
+from ..estimators import refit
 from ..estimators.base import extends_params
-from ..estimators.ordinal_mixture import Learned, OrdinalMixture, _emit
+from ..estimators.ordinal_mixture import NO_GOLD_RATED, Learned, OrdinalMixture, _emit
 from ..fit import acceleration, restarts, selection
 from ..numerics.keyed_random import id_hash
 from ..results import outputs
-from ..results.decisions import continuous_labels
-from . import block_loading, blocks
-from .client import _add_arrays, _Blocks, _Global, _Sweeps
+from ..vb.problem import State
+from . import block_loading, blocks, label_fit
+from .client import _add_arrays, _Blocks, _empty, _Global, _Sweeps
 from .source import _short, column_mapping, read_source
 
 ProgressCallback = Callable[[int, int, float], "bool | None"]
@@ -171,30 +172,15 @@ class DaskOrdinalMixture(OrdinalMixture):
         or a Dask DataFrame with ``annotator, instance, rating[, query]`` (or aliases).
 
         ``callback(restart, iteration, F)`` after every sweep, as ``OrdinalMixture.fit``;
-        returning False stops the fit and keeps the best restart so far. ``gold`` is not
-        supported here yet (an InputError: fit with the in-memory engine).
+        returning False stops the fit and keeps the best restart so far. ``gold``: known true
+        values (a Series by instance), as ``OrdinalMixture.fit``'s.
         """
-        if gold is not None:
-            raise InputError(
-                "gold items are not supported by the Dask engine yet; fit with the in-memory "
-                "engine (without --engine dask) to use them"
-            )
         if self.updates not in ("exact", "paper"):  # before a cluster is started for nothing
             raise InputError(f"updates must be 'exact' or 'paper', not {self.updates!r}")
-        if self.init_from is not None:
-            raise InputError(
-                "init_from (a warm start from an earlier fit) works with the in-memory "
-                "OrdinalMixture only"
-            )
-        if self.labels in ("confusion", "choose"):
-            raise InputError(
-                f"labels={self.labels!r} (the ordinal confusion model's labels, or a choice "
-                "that needs them) works with the in-memory engine only; this engine's labels "
-                "come from the continuous posterior (drop --labels, or fit without --engine dask)"
-            )
+        self._validate()
+        gold = None if gold is None else self._checked_gold(gold)
+        prev = None if self.init_from is None else refit.load_previous(self.init_from)
         t0 = time.perf_counter()
-        # spam=None: the in-memory engine decides from per-rating evidence that stays on the
-        # workers here; this engine keeps the spam component (``model_["spam_choice"]``)
         self.spam_ = self.spam is not False
         self.close()
         client, owned = self._connect()
@@ -202,9 +188,11 @@ class DaskOrdinalMixture(OrdinalMixture):
         keep = False
         try:
             with np.errstate(over="ignore", under="ignore"):
-                warn = self._fit(_Blocks(client, fit_id), ratings, callback, t0)
+                self._blocks = _Blocks(client, fit_id)
+            warn = self._fit(self._blocks, ratings, callback, t0, gold, prev)
             keep = not isinstance(self.items_, pd.DataFrame)
         finally:
+            self._blocks = None
             try:
                 client.run(blocks.release, fit_id)
             except Exception:  # noqa: BLE001 - best effort; the workers may be gone
@@ -213,16 +201,12 @@ class DaskOrdinalMixture(OrdinalMixture):
                 self._client, self._owned = client, owned
             elif owned:
                 _shut_down(client)
-        # the ratings stay on the workers: labels from the continuous posterior (gathered items:
-        # here; items left on the cluster: per partition, ``decision_columns``)
-        self.label_result_ = None
-        if isinstance(self.items_, pd.DataFrame):
-            self.label_result_ = continuous_labels(self)
-        self.model_["labels"] = "continuous"
         _emit(warn)
         return self
 
-    def _fit(self, bl: _Blocks, ratings, callback, t0: float) -> list[selection.FitWarning]:
+    def _fit(
+        self, bl: _Blocks, ratings, callback, t0: float, gold: pd.Series | None, prev
+    ) -> list[selection.FitWarning]:
         from distributed import wait
 
         client = bl.client
@@ -244,6 +228,10 @@ class DaskOrdinalMixture(OrdinalMixture):
         n_c = bl.reduce(bl.run(block_loading.finalize_block, setup_f), _add_arrays)
         n_c = np.rint(n_c).astype(np.int64)
         del setup_f
+        labels = label_fit.BlockLabels(bl, annotators.size)
+        n_gold = 0 if gold is None else labels.set_gold(gold)
+        if gold is not None and n_gold == 0:
+            raise InputError(NO_GOLD_RATED)
         n_ratings = int(summary["n_ratings"])
         self.data_ = DaskData(
             sc,
@@ -268,6 +256,7 @@ class DaskOrdinalMixture(OrdinalMixture):
             runs.append(restarts.RestartRun(r, kind, state, key=key))
 
         sweeps = _Sweeps(bl, gp, local_cats, n_ratings, self.n_restarts, self.accelerate)
+        sweeps.keep_q_y = True  # the flags read the winner's (``label_fit.finish``)
         sweeps.eps_pack = self._eps_pack()
         sweeps.exact_eps = self._exact_eps()
         step = acceleration.make_step(sweeps, self.accelerate, sweeps.exact_eps)
@@ -276,10 +265,16 @@ class DaskOrdinalMixture(OrdinalMixture):
             runs, step, callback, branch=sweeps.branch_fn(ann_hash, sc), settle=settle
         )
 
+        winner: list[_Global] = []
+
         def learned(g: _Global) -> Learned:
-            parts = bl.run(blocks.block_results, g.restart, g.slot)
+            winner.append(g)
+            glob = None  # the gold items' own reading needs the global factors
+            if gold is not None and not interrupted:
+                glob = bl.send(State(**{f.name: getattr(g, f.name) for f in fields(State)}))
+            parts = bl.run(blocks.block_results, g.restart, g.slot, gold is not None, glob)
             if self.data_.n_instances > self.max_local_items:
-                items, cats = self._dask_frames(bl, parts, local_cats, summary)
+                items, cats = self._dask_frames(bl, parts, local_cats)
             else:
                 got = client.gather(parts)
                 items = pd.concat([it for it, _ in got]).sort_index(kind="stable")
@@ -297,10 +292,35 @@ class DaskOrdinalMixture(OrdinalMixture):
             got = client.gather(bl.run(blocks.block_means, g.restart, g.slot))
             return pd.concat(got).sort_index(kind="stable").to_numpy(dtype=float)
 
-        return self._store(
+        warn = self._store(
             self.data_, gp, pi, annotators, runs, interrupted, t0, learned, member_mu,
             sweeps.alternative,
         )  # fmt: skip
+        self.model_["n_gold"] = n_gold
+        label_warn = label_fit.finish(self, labels, winner[0], local_cats)
+        self.warnings_ = [*self.warnings_, *(w.message for w in label_warn)]
+        return warn + label_warn
+
+    def _partitioned_stability(self, states: list[_Global], sc: Scale):
+        """``items_`` left on the cluster with the ensemble's columns, each block's from its
+        slots of the near-tied ``states`` (``blocks.block_stability``)."""
+        import dask.dataframe as dd
+        from distributed import wait
+
+        bl = self._blocks
+        members = [(g.restart, g.slot) for g in states]
+        futs = [
+            bl.client.submit(
+                blocks.block_stability, bl.fit_id, i, it, members, sc.values, sc.step,
+                workers=[w], allow_other_workers=False, pure=False,
+            )  # fmt: skip
+            for i, (it, w) in enumerate(zip(self._item_futures, bl.workers, strict=True))
+        ]
+        wait(futs)
+        self._item_futures = futs
+        self._futures = [*self._futures, *futs]
+        meta = bl.client.submit(_empty, futs[0]).result()
+        return dd.from_delayed(futs, meta=meta, verify_meta=False)
 
     def _load_blocks(self, bl: _Blocks, ratings) -> tuple[dict, str]:
         """Read the ratings, normalise each partition, shuffle on ``instance`` and load one
@@ -351,7 +371,7 @@ class DaskOrdinalMixture(OrdinalMixture):
             return None
         return np.asarray(summary["query_min"].sort_values().index, dtype=object)
 
-    def _dask_frames(self, bl: _Blocks, parts: list, local_cats: bool, summary: dict) -> tuple:
+    def _dask_frames(self, bl: _Blocks, parts: list, local_cats: bool) -> tuple:
         """``items_`` (and local ``categories_``) as Dask DataFrames of the blocks' results,
         computed before the blocks are released; the futures are kept on the estimator."""
         import dask.dataframe as dd
@@ -359,8 +379,9 @@ class DaskOrdinalMixture(OrdinalMixture):
 
         client = bl.client
         item_f = [client.submit(operator.itemgetter(0), f) for f in parts]
-        has_query = summary["query_min"] is not None
-        items = dd.from_delayed(item_f, meta=_items_meta(has_query), verify_meta=False)
+        self._item_futures = item_f
+        meta = client.submit(_empty, item_f[0]).result()  # the columns, gold's included
+        items = dd.from_delayed(item_f, meta=meta, verify_meta=False)
         cats, cat_f = None, []
         if local_cats:
             cat_f = [client.submit(operator.itemgetter(1), f) for f in parts]
@@ -379,14 +400,6 @@ def _shut_down(client) -> None:
     client.close()
     if cluster is not None:
         cluster.close()
-
-
-def _items_meta(has_query: bool) -> pd.DataFrame:
-    """The empty ``items_`` frame (Dask's meta): ``outputs.items_frame``'s columns."""
-    empty = np.zeros(0)
-    ids = pd.Index([], dtype=object)
-    query = ids.to_numpy() if has_query else None
-    return outputs.items_frame(ids, empty, empty, empty.astype(np.int64), query, ids.to_numpy())
 
 
 def _cats_meta() -> pd.DataFrame:

@@ -96,6 +96,12 @@ def difficulty_prior(model: str, phi: float | None, eta: float | None) -> tuple[
 
 ProgressCallback = Callable[[int, int, float], "bool | None"]
 
+#: gold given for none of the rated items (both engines' message)
+NO_GOLD_RATED = (
+    "gold: none of the gold instances is among the rated instances; check that the instance "
+    "IDs match the ratings file"
+)
+
 
 
 @option_kinds.register_estimator
@@ -220,6 +226,16 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
         """(M,) known truth of each instance (NaN: unknown) from a Series by instance."""
         if gold is None:
             return None
+        g = self._checked_gold(gold)
+        vec = g.reindex(pd.Index(instances).astype(str)).to_numpy(dtype=float)
+        if not np.isfinite(vec).any():
+            raise InputError(NO_GOLD_RATED)
+        return vec
+
+    @staticmethod
+    def _checked_gold(gold: pd.Series) -> pd.Series:
+        """The gold values (float) by instance ID as text, each ID once (its first); an
+        InputError for what is not a Series of numbers."""
         if not isinstance(gold, pd.Series):
             raise InputError("gold must be a pandas Series of true values indexed by instance")
         g = pd.to_numeric(gold, errors="coerce")
@@ -227,14 +243,7 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
             bad = g.index[g.isna()][0]
             raise InputError(f"gold: the truth of instance {bad!r} is not a number")
         g.index = g.index.astype(str)
-        g = g[~g.index.duplicated(keep="first")]
-        vec = g.reindex(pd.Index(instances).astype(str)).to_numpy(dtype=float)
-        if not np.isfinite(vec).any():
-            raise InputError(
-                "gold: none of the gold instances is among the rated instances; check that "
-                "the instance IDs match the ratings file"
-            )
-        return vec
+        return g[~g.index.duplicated(keep="first")]
 
     # ------------------------------------------------------------------ fit
     def fit(

@@ -405,13 +405,27 @@ def own_posterior(
     """The level posterior (G, K) of ``items`` (G,) from their own ratings alone, with the
     fit's confusions and class prior (a gold item's level not imposed): what the crowd says
     of a gold item, which the expert's answers are learned against."""
-    rows = np.full(fit.q.shape[0], -1, dtype=np.int64)
+    log_conf = libm.log(fit.confusion)
+    return own_posterior_of(log_conf, fit.rho, annotator, instance, rating, items, fit.q.shape[0])
+
+
+def own_posterior_of(
+    log_conf: np.ndarray,
+    rho: np.ndarray,
+    annotator: np.ndarray,
+    instance: np.ndarray,
+    rating: np.ndarray,
+    items: np.ndarray,
+    m: int,
+) -> np.ndarray:
+    """``own_posterior`` from the log confusions (N, K, K) and the class prior (K,): the
+    ratings (R,) of ``m`` items, every rating of ``items`` (G,) among them (a fit's, or a
+    Dask block's with its annotators coded locally)."""
+    rows = np.full(m, -1, dtype=np.int64)
     rows[items] = np.arange(len(items))
     take = rows[instance] >= 0
-    ll = item_log_lik(
-        libm.log(fit.confusion), annotator[take], rows[instance[take]], rating[take], len(items)
-    )
-    return posterior(ll, fit.rho)[0]
+    ll = item_log_lik(log_conf, annotator[take], rows[instance[take]], rating[take], len(items))
+    return posterior(ll, rho)[0]
 
 
 def gold_levels(gold: np.ndarray, values: np.ndarray) -> np.ndarray:

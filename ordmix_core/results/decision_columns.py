@@ -7,9 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from ..labels.policy import DEFAULT as DEFAULT_POLICY
+from ..labels.posterior import LabelPosterior
 from . import decisions, reliability
 
 # --------------------------------------------------------------------------- learned frames
@@ -64,33 +66,60 @@ def decide(
     want_items, items = items, None
     if want_items and isinstance(model.items_, pd.DataFrame):
         items = decisions.item_decisions(model, confidence=confidence)
-    if getattr(model, "omega_", None) is None:
+    if getattr(model, "omega_", None) is None and getattr(model, "annotator_flags_", None) is None:
         return Decisions(items, None, threshold, confidence, NO_FLAGS)
     flags = reliability.annotator_flags(model, threshold=threshold, confidence=confidence)
     return Decisions(items, flags, threshold, confidence)
 
 
 def _partitioned_item_decisions(model: Any, items: Any, confidence: float) -> Any:
-    """A Dask ``items_`` with the decision columns joined in each partition (and, at instance
-    granularity, each partition's categories alongside: both come from the same blocks): the
-    continuous posterior's (``decisions.continuous_posterior``)."""
+    """A Dask ``items_`` with the decision columns joined in each partition, read from each
+    block's posterior (``item_posterior_``, aligned with ``items_``: the confusion model's
+    ``proba_<k>`` and ``gain``, and ``truth_weight``) or, for the continuous labels, from the
+    partition's q(z) (``decisions.continuous_posterior``; at instance granularity each
+    partition's categories alongside: both come from the same blocks)."""
+    parts = getattr(model, "item_posterior_", None)
+    policy = replace(DEFAULT_POLICY, confidence=confidence)
+    if parts is not None and getattr(model, "label_result_", None) is not None:
+        values = np.asarray(model.hyperparams_["scale"], dtype=float)
+
+        def read(part: pd.DataFrame, post: pd.DataFrame) -> pd.DataFrame:
+            cols = [c for c in post.columns if c.startswith("proba_")]
+            lp = LabelPosterior(post[cols].to_numpy(), values, post["gain"].to_numpy(), "confusion")
+            weight = post["truth_weight"].to_numpy()
+            return part.join(decisions.item_columns(lp, part.index, policy, weight))
+
+        meta = read(items._meta, parts._meta)
+        return items.map_partitions(read, parts, align_dataframes=False, meta=meta)
     share = decisions.annotators_truth_share(model.annotators_)
     hp = model.hyperparams_
-    policy = replace(DEFAULT_POLICY, confidence=confidence)
 
-    def join(part: pd.DataFrame, cats: pd.DataFrame) -> pd.DataFrame:
+    def join(part: pd.DataFrame, cats: pd.DataFrame, post: pd.DataFrame | None) -> pd.DataFrame:
         difficulty = cats["difficulty"].reindex(part["category"].astype(object))
-        post = decisions.continuous_posterior(
+        cont = decisions.continuous_posterior(
             part["z_mean"].to_numpy(dtype=float),
             part["z_sd"].to_numpy(dtype=float),
             hp,
             difficulty.to_numpy(dtype=float),
             share,
         )
-        return part.join(decisions.item_columns(post, part.index, policy))
+        weight = None if post is None else post["truth_weight"].to_numpy()
+        return part.join(decisions.item_columns(cont, part.index, policy, weight))
 
     cats = model.categories_
     if isinstance(cats, pd.DataFrame):  # query or global granularity: one small table
-        return items.map_partitions(lambda part: join(part, cats), meta=join(items._meta, cats))
-    meta = join(items._meta, cats._meta)
-    return items.map_partitions(join, cats, align_dataframes=False, meta=meta)
+        if parts is None:
+            return items.map_partitions(
+                lambda part: join(part, cats, None), meta=join(items._meta, cats, None)
+            )
+        meta = join(items._meta, cats, parts._meta)
+        return items.map_partitions(
+            lambda part, post: join(part, cats, post), parts, align_dataframes=False, meta=meta
+        )
+    if parts is None:
+        meta = join(items._meta, cats._meta, None)
+        return items.map_partitions(
+            lambda part, c: join(part, c, None), cats, align_dataframes=False, meta=meta
+        )
+    meta = join(items._meta, cats._meta, parts._meta)
+    return items.map_partitions(join, cats, parts, align_dataframes=False, meta=meta)

@@ -85,7 +85,7 @@ def _per_annotator(
     return out
 
 
-def _pull_sums(
+def pull_sums(
     ann: np.ndarray, log_r: np.ndarray, n: int
 ) -> Callable[[np.ndarray, bool], np.ndarray]:
     """``pulls(e, square)``: (N,) sums over each annotator's ratings of ``_pull(e[ann], r)``
@@ -235,7 +235,7 @@ def reliability_posterior(
 
     grid_n = nodes or grid_nodes_for(len(ann))
     return posterior_from_sums(
-        _pull_sums(ann, log_r, n), grid, n, threshold, interval, prior, grid_n
+        pull_sums(ann, log_r, n), grid, n, threshold, interval, prior, grid_n
     )
 
 
@@ -348,6 +348,14 @@ def _flags(
     log_r = evidence.annotator_evidence(model)
     data = model.data_
     post = reliability_posterior(data.ann, log_r, data.n_annotators, threshold, confidence, prior)
+    return flag_frame(post, model.annotators_.index, threshold, confidence)
+
+
+def flag_frame(
+    post: pd.DataFrame, index: pd.Index, threshold: float, confidence: float
+) -> tuple[pd.DataFrame, np.ndarray]:
+    """The flags' frame (indexed by ``index``, the annotators) read from the reliability
+    posterior ``post`` (``reliability_posterior``'s), and its medians (N,)."""
     p = post["p_below"].to_numpy()
     flag = np.where(
         p >= confidence, "unreliable", np.where(1.0 - p >= confidence, "ok", "undetermined")
@@ -361,7 +369,7 @@ def _flags(
             "flag_threshold": threshold,
             "flag_confidence": confidence,
         },
-        index=model.annotators_.index,
+        index=index,
     )
     return frame, post["median"].to_numpy()
 
