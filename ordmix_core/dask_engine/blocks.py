@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..estimators import refit
 from ..fit import acceleration, starts
 from ..fit.settle import own_ratings, settle_items
 from ..results import outputs, stability
@@ -108,6 +109,30 @@ def init_block(fit_id: str, index: int, restart: int, key: int, step: float) -> 
     if b.local_categories:
         loc.delta_shape, loc.delta_rate = starts.init_categories(b.n_m, p.phi, p.eta)
     b.states[restart] = {0: loc}
+
+
+def warm_block(fit_id: str, index: int, n_starts: int, box: Box) -> None:
+    """A refit's starts (``refit.refit_starts``) of the block's items, in slot 0 of restarts
+    0..n_starts-1 from the restarts' usual starts there (``init_block``): restart 0's with
+    the previous q(z) of the items rated before (and q(delta) at instance granularity, when
+    the previous fit's was; ``box``: ``(previous, categories too)``, a ``refit.Previous``),
+    restart r's with restart r - 1's usual q(z); the restarts past them dropped."""
+    b = _REGISTRY[f"{fit_id}/{index}"]
+    prev, categories = box.value
+    fresh = {r: slots[0] for r, slots in b.states.items()}
+    warm = Local(fresh[0].mu_m.copy(), fresh[0].lam_m.copy())
+    refit.warm_items(prev, b.inst_ids, warm.mu_m, warm.lam_m)
+    if b.local_categories:
+        warm.delta_shape, warm.delta_rate = fresh[0].delta_shape.copy(), fresh[0].delta_rate.copy()
+        if categories:
+            refit.warm_categories(prev, b.inst_ids, warm.delta_shape, warm.delta_rate)
+    b.states = {0: {0: warm}}
+    for r in range(1, n_starts):
+        z = fresh[r - 1]
+        loc = Local(z.mu_m.copy(), z.lam_m.copy())
+        if b.local_categories:
+            loc.delta_shape, loc.delta_rate = warm.delta_shape.copy(), warm.delta_rate.copy()
+        b.states[r] = {0: loc}
 
 
 def branch_block(

@@ -39,6 +39,7 @@ Flow of a fit (nothing gathers the ratings onto one process):
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import operator
 import os
@@ -255,6 +256,8 @@ class DaskOrdinalMixture(OrdinalMixture):
             state = _Global(None, None, **g._asdict(), restart=r, w_ann=w_ann)
             runs.append(restarts.RestartRun(r, kind, state, key=key))
 
+        if prev is not None:  # a refit: the previous posteriors as its starts
+            runs = self._warm_runs(bl, prev, runs, annotators, categories, gp)
         sweeps = _Sweeps(bl, gp, local_cats, n_ratings, self.n_restarts, self.accelerate)
         sweeps.keep_q_y = True  # the flags read the winner's (``label_fit.finish``)
         sweeps.eps_pack = self._eps_pack()
@@ -300,6 +303,33 @@ class DaskOrdinalMixture(OrdinalMixture):
         label_warn = label_fit.finish(self, labels, winner[0], local_cats)
         self.warnings_ = [*self.warnings_, *(w.message for w in label_warn)]
         return warn + label_warn
+
+    def _warm_runs(
+        self, bl: _Blocks, prev: refit.Previous, runs: list, annotators, categories, gp
+    ) -> list[restarts.RestartRun]:
+        """``refit.refit_starts`` of the restarts' usual starts ``runs``: the blocks' items
+        (``blocks.warm_block``), the client's annotators, categories and hyperparameters
+        (``refit.warm_globals``, ``warm_categories``), as ``OrdinalMixture._fit_data``'s."""
+        from distributed import wait
+
+        refit.check_scale(prev, gp.values)
+        kinds = refit.start_kinds(len(runs))
+        same = prev.granularity in (None, self.granularity)
+        sent = bl.client.scatter(blocks.Box((prev, same)), broadcast=True, hash=False)
+        wait(bl.run(blocks.warm_block, len(kinds), sent))
+        start = dataclasses.replace(runs[0].state)
+        refit.warm_globals(prev, annotators, gp, start)
+        if same and self.granularity != "instance":
+            names = np.array(["all"], dtype=object) if categories is None else categories
+            refit.warm_categories(prev, names, start.delta_shape, start.delta_rate)
+        out = []
+        for r, kind in enumerate(kinds):
+            g = dataclasses.replace(start, restart=r)
+            for name, value in vars(g).items():  # no array shared between the starts
+                if isinstance(value, np.ndarray):
+                    setattr(g, name, value.copy())
+            out.append(restarts.RestartRun(r, kind, g, key=runs[r].key))
+        return out
 
     def _partitioned_stability(self, states: list[_Global], sc: Scale):
         """``items_`` left on the cluster with the ensemble's columns, each block's from its
