@@ -224,6 +224,7 @@ def phase_xy_tau(
     keep: tuple[int, ...],
     ref: int | None = None,
     keep_omega: bool = False,
+    keep_q_y: tuple[int, ...] = (),
 ) -> dict:
     """Phases 1 and 2 on the block (q(z) is local, so no reduction is needed between them).
 
@@ -236,7 +237,8 @@ def phase_xy_tau(
     (``Problem.at``). ``keep_omega``: the new slot keeps the sweep's q(y) (``eps_sums``); a
     sweep from a slot (not from a proposal) drops that of the restart's slots other than its
     start, which a step always makes from the current state: the start stays current if this
-    sweep is refused (a flip, or the exact eps step's fallback), else the new slot is.
+    sweep is refused (a flip, or the exact eps step's fallback), else the new slot is; the
+    slots ``keep_q_y`` keep theirs (the winner's while the alternative sweeps: the flags').
     """
     b = _REGISTRY[f"{fit_id}/{index}"]
     p = b.problem.at(spam)
@@ -263,7 +265,7 @@ def phase_xy_tau(
     if keep_omega:
         if not isinstance(src, Proposal):  # a step starts from the current state, src
             for k, loc in slots.items():
-                if k != src:
+                if k != src and k not in keep_q_y:
                     loc.omega = None
         slots[dst].omega = b.work.omega.copy()
     return {

@@ -54,7 +54,7 @@ import pandas as pd
 
 from ..data.crowd import check_granularity
 from ..data.scale import Scale, as_scale, checked_scale
-from ..errors import InputError
+from ..errors import ClusterError, InputError
 from ..estimators import refit
 from ..estimators.base import extends_params
 from ..estimators.ordinal_mixture import NO_GOLD_RATED, Learned, OrdinalMixture, _emit
@@ -187,11 +187,20 @@ class DaskOrdinalMixture(OrdinalMixture):
         client, owned = self._connect()
         fit_id = uuid.uuid4().hex
         keep = False
+        self._blocks = bl = _Blocks(client, fit_id)
         try:
-            with np.errstate(over="ignore", under="ignore"):
-                self._blocks = _Blocks(client, fit_id)
-            warn = self._fit(self._blocks, ratings, callback, t0, gold, prev)
+            with np.errstate(over="ignore", under="ignore"), bl.watch():
+                warn = self._fit(bl, ratings, callback, t0, gold, prev)
             keep = not isinstance(self.items_, pd.DataFrame)
+        except Exception as e:
+            if bl.lost is None:
+                raise
+            raise ClusterError(
+                f"the Dask worker {bl.lost} left the cluster during the fit (killed, or out of "
+                "memory) and took its blocks of ratings with it; the fit stopped and nothing "
+                "was written: run it again (if a worker ran out of memory, give the workers "
+                "more memory or the fit more workers)"
+            ) from e
         finally:
             self._blocks = None
             try:
@@ -339,13 +348,8 @@ class DaskOrdinalMixture(OrdinalMixture):
 
         bl = self._blocks
         members = [(g.restart, g.slot) for g in states]
-        futs = [
-            bl.client.submit(
-                blocks.block_stability, bl.fit_id, i, it, members, sc.values, sc.step,
-                workers=[w], allow_other_workers=False, pure=False,
-            )  # fmt: skip
-            for i, (it, w) in enumerate(zip(self._item_futures, bl.workers, strict=True))
-        ]
+        own = [(it,) for it in self._item_futures]
+        futs = bl.run_each(blocks.block_stability, own, members, sc.values, sc.step)
         wait(futs)
         self._item_futures = futs
         self._futures = [*self._futures, *futs]

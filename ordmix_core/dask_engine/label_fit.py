@@ -62,20 +62,7 @@ class BlockLabels:
     def each(self, fn: Callable, rows: Callable[[np.ndarray], tuple], *args) -> list:
         """``fn(fit_id, i, *rows(codes_i), *args)`` on every block i, on its worker: each block
         gets its own annotators' entries (``rows`` of its codes)."""
-        bl = self.bl
-        return [
-            bl.client.submit(
-                fn,
-                bl.fit_id,
-                i,
-                *rows(codes),
-                *args,
-                workers=[w],
-                allow_other_workers=False,
-                pure=False,
-            )  # fmt: skip
-            for i, (codes, w) in enumerate(zip(self.codes, bl.workers, strict=True))
-        ]
+        return self.bl.run_each(fn, [rows(codes) for codes in self.codes], *args)
 
     def reduce(self, futs: list) -> dict:
         return self.bl.reduce(futs, block_labels.add_rows)
@@ -128,20 +115,8 @@ class BlockLabels:
             par = confusion_model.m_step(
                 par, t, sums["q_sums"], d, expert_prior if expert else None
             )
-            futs = [
-                self.bl.client.submit(
-                    block_labels.label_round,
-                    self.bl.fit_id,
-                    i,
-                    par.logp[rows],
-                    par.rho,
-                    workers=[w],
-                    allow_other_workers=False,
-                    pure=False,
-                )  # fmt: skip
-                for i, (rows, w) in enumerate(zip(logp_of, self.bl.workers, strict=True))
-            ]
-            sums = self.reduce(futs)
+            own = [(par.logp[rows],) for rows in logp_of]
+            sums = self.reduce(self.bl.run_each(block_labels.label_round, own, par.rho))
             evidence, moved = float(sums["evidence"]), sums["max_moved"]
             if moved < tol:
                 converged = True
