@@ -178,9 +178,9 @@ def assert_same_fit(
     assert_same_decisions(mem, dsk, rtol, atol)
 
 
-#: the decisions' numbers: the labels' posterior is the label fit's, a function of the
-#: ratings alone (the engines' sums agree to rounding); the flags read the continuous fit
-LABEL_TOL = 1e-9
+#: the labels' posterior, ``p_level_*`` and what is read from it: the label fit reads the
+#: ratings alone (measured: ~1e-13 apart); the paper's model's read the continuous fit (1e-9)
+LABEL_TOL = 1e-6
 
 
 def assert_same_decisions(mem, dsk, rtol: float = RTOL, atol: float = 1e-12) -> None:
