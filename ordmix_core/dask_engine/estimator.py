@@ -15,14 +15,17 @@ Flow of a fit (nothing gathers the ratings onto one process):
    broadcast; blocks run ``phases.phase_delta``, sums reduced; q(delta) (or locally, at instance
    granularity), eps, alpha, beta and F follow from ``phases``' global steps. Per sweep and
    partition, 2 x (N + C) + a few floats travel each way.
-4. Everything else is ``OrdinalMixture``'s, inherited: its parameters, the problem
+4. After the race, the in-memory default's label path on the blocks (``label_fit.finish``):
+   the annotators' flags, the label fit, the one posterior of every item; gold items on their
+   blocks' problems, a refit's starts split between the blocks and the client.
+5. Everything else is ``OrdinalMixture``'s, inherited: its parameters, the problem
    (``_problem``), every restart's kind, key and start of the global factors (``_start``,
    ``_global_start``; the blocks start their instances with the same ``starts.py`` functions),
    the schedule (``_schedule``: warm-up no-spam stage, successive halving, collapse-aware
    choice), the SQUAREM rule (``acceleration.make_step``) and the learned attributes (``_store``).
    Restarts run in turn (``n_jobs`` is accepted and ignored: the blocks' per-rating buffers
    serve one sweep at a time).
-5. SQUAREM (``accelerate``, ``acceleration.make_step``'s rule with ``_Sweeps``;
+6. SQUAREM (``accelerate``, ``acceleration.make_step``'s rule with ``_Sweeps``;
    ``acceleration.py``'s math split by parameter group): the plain sweep's phase 3 also returns each
    block's share of the squared norms of ``r`` and ``v`` over its per-instance groups (mu_m, lam_m
    and, at instance granularity, q(delta)); the client adds its own groups' (q(tau), global
@@ -104,14 +107,15 @@ class DaskOrdinalMixture(OrdinalMixture):
             sorted within it) and the cluster stays up until :meth:`close`.
 
     Learned attributes: those of ``OrdinalMixture`` (``estimates_``, ``sd_``, ``items_``,
-    ``annotators_``, ``categories_``, ``alpha_``, ``beta_``, ``hyperparams_``,
-    ``lower_bound_``, ``trace_``, ``restarts_``, ``best_restart_``, ``selection_reason_``,
-    ``converged_``, ``n_iter_``, ``collapsed_``, ``warnings_``, ``interrupted_``,
-    ``seconds_``), except ``omega_`` (per rating, left on the workers: ``None``) and
-    ``data_``, a :class:`DaskData` of sizes. ``alternative_`` is made as in memory, by
-    plain sweeps over the blocks from the winner's slot (kept meanwhile); items held as a
-    Dask DataFrame get no stability columns from it either. ``init_from`` (a warm start) is
-    refused: it is the in-memory engine's.
+    ``annotators_`` with the flags' ``reliability``, ``annotator_flags_``, ``label_result_``,
+    ``categories_``, ``alpha_``, ``beta_``, ``hyperparams_``, ``lower_bound_``, ``trace_``,
+    ``restarts_``, ``best_restart_``, ``selection_reason_``, ``converged_``, ``n_iter_``,
+    ``collapsed_``, ``warnings_``, ``interrupted_``, ``seconds_``, ``ensemble_``,
+    ``alternative_``), except ``omega_`` (per rating, left on the workers: ``None``; the items'
+    sums of it are ``truth_weight_``) and ``data_``, a :class:`DaskData` of sizes. With
+    ``items_`` a Dask DataFrame, ``label_result_`` has no ``posterior``: each block's is
+    ``item_posterior_`` (a Dask DataFrame aligned with ``items_``), and ``labels_`` /
+    ``probas_`` are not available (the files hold them).
     """
 
     name = "odm-dask"
@@ -217,16 +221,12 @@ class DaskOrdinalMixture(OrdinalMixture):
     def _fit(
         self, bl: _Blocks, ratings, callback, t0: float, gold: pd.Series | None, prev
     ) -> list[selection.FitWarning]:
-        from distributed import wait
 
         client = bl.client
         summary, label = self._load_blocks(bl, ratings)
 
         # global codes, scale, problem
-        if self.scale is None:  # inferred: refused with outlying values, as in memory
-            sc = checked_scale(summary["values"], summary["value_counts"], label)
-        else:
-            sc = as_scale(self.scale, summary["values"])
+        sc = self._scale_of(summary, label)
         annotators = np.asarray(summary["ann"].index, dtype=object)
         n_per_ann = summary["ann"].to_numpy(dtype=np.int64)
         categories = self._categories(summary)
@@ -243,28 +243,14 @@ class DaskOrdinalMixture(OrdinalMixture):
         if gold is not None and n_gold == 0:
             raise InputError(NO_GOLD_RATED)
         n_ratings = int(summary["n_ratings"])
+        n_inst = int(summary["n_instances"])
         self.data_ = DaskData(
-            sc,
-            n_ratings,
-            int(summary["n_instances"]),
-            annotators.size,
-            int(summary["n_instances"]) if local_cats else n_cat,
-            self.granularity,
-            len(bl.workers),
-        )
+            sc, n_ratings, n_inst, annotators.size, n_inst if local_cats else n_cat,
+            self.granularity, len(bl.workers),
+        )  # fmt: skip
 
-        # restarts: keys in restart order from one Generator; the blocks start q(z) themselves
-        rng = np.random.default_rng(self.random_state)
         ann_hash = id_hash(annotators)
-        runs = []
-        for r in range(self.n_restarts):
-            kind, key = self._start(r, rng)
-            g = self._global_start(gp, ann_hash, n_c, kind, key, r, sc.step)
-            wait(bl.run(blocks.init_block, r, key, sc.step))
-            w_ann = n_per_ann.astype(float)
-            state = _Global(None, None, **g._asdict(), restart=r, w_ann=w_ann)
-            runs.append(restarts.RestartRun(r, kind, state, key=key))
-
+        runs = self._start_runs(bl, gp, ann_hash, n_c, sc)
         if prev is not None:  # a refit: the previous posteriors as its starts
             runs = self._warm_runs(bl, prev, runs, annotators, categories, gp)
         sweeps = _Sweeps(bl, gp, local_cats, n_ratings, self.n_restarts, self.accelerate)
@@ -312,6 +298,31 @@ class DaskOrdinalMixture(OrdinalMixture):
         label_warn = label_fit.finish(self, labels, winner[0], local_cats)
         self.warnings_ = [*self.warnings_, *(w.message for w in label_warn)]
         return warn + label_warn
+
+    def _scale_of(self, summary: dict, label: str) -> Scale:
+        """The fit's scale: as given, or inferred from the blocks' ratings (refused with
+        outlying values, as in memory)."""
+        if self.scale is None:
+            return checked_scale(summary["values"], summary["value_counts"], label)
+        return as_scale(self.scale, summary["values"])
+
+    def _start_runs(
+        self, bl: _Blocks, gp, ann_hash: np.ndarray, n_c: np.ndarray, sc: Scale
+    ) -> list[restarts.RestartRun]:
+        """Every restart's start: keys in restart order from one Generator, the global factors
+        here (``_global_start``), the blocks' q(z) there (``blocks.init_block``)."""
+        from distributed import wait
+
+        rng = np.random.default_rng(self.random_state)
+        runs = []
+        for r in range(self.n_restarts):
+            kind, key = self._start(r, rng)
+            g = self._global_start(gp, ann_hash, n_c, kind, key, r, sc.step)
+            wait(bl.run(blocks.init_block, r, key, sc.step))
+            w_ann = gp.n_per_ann.astype(float)
+            state = _Global(None, None, **g._asdict(), restart=r, w_ann=w_ann)
+            runs.append(restarts.RestartRun(r, kind, state, key=key))
+        return runs
 
     def _warm_runs(
         self, bl: _Blocks, prev: refit.Previous, runs: list, annotators, categories, gp

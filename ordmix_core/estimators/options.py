@@ -181,9 +181,7 @@ OPTIONS: tuple[Option, ...] = (
         flag="--spam",
         metavar="on|off",
         in_compare=False,
-        doc=(
-            "False: omega = eps = 1. None: on (``SpamWarning`` above ``SPAM_WARNING_SHARE``)."
-        ),
+        doc=("False: omega = eps = 1. None: on (``SpamWarning`` above ``SPAM_WARNING_SHARE``)."),
     ),
     Option(
         "model",
@@ -241,9 +239,7 @@ OPTIONS: tuple[Option, ...] = (
         flag="--labels",
         metavar="confusion|continuous",
         in_compare=False,
-        doc=(
-            "``labels.choose``; the Dask engine's labels are the continuous ones."
-        ),
+        doc=("``labels.choose``; the Dask engine runs the same on its blocks."),
     ),
     Option(
         "updates",

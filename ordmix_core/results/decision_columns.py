@@ -25,11 +25,11 @@ DECISION_COLUMNS = ("label", "p_wrong", "p_level_<v>", "lower_90", "upper_90", "
 FLAG_COLUMNS = ("flag", "p_unreliable", "reliability_lower", "reliability_upper",
                 "flag_threshold", "flag_confidence")  # fmt: skip
 
-#: why a fit without per-rating omega (the Dask engine) has no annotator flags
+#: why a fit with neither per-rating omega nor flags of its own has no annotator flags
 NO_FLAGS = (
-    "not computed: the flags weigh each rating's evidence, and the Dask engine keeps the "
-    "per-rating results on its workers; annotators.csv has no flag columns. Fit with the "
-    "in-memory engine (or run ordmix next on the ratings) for them"
+    "not computed: the flags weigh each rating's evidence, and this fit kept neither the "
+    "per-rating results nor its flags; annotators.csv has no flag columns. Fit again (or run "
+    "ordmix next on the ratings) for them"
 )
 
 
