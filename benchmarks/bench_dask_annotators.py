@@ -2,8 +2,8 @@
 plain sweep, and the bytes a sweep sends to and from the blocks, at a given number of
 annotators.
 
-    python benchmarks/bench_dask_annotators.py --annotators 200000 [--ratings 4000000]
-        [--partitions 8] [--iters 6] [--json out.json]
+    python benchmarks/bench_dask_annotators.py --annotators 200000 [--ratings 1000000]
+        [--partitions 4] [--iters 6] [--json out.json]
 
 ``synth.synth_arrays(n_ratings, n_annotators=...)`` (5 ratings an item, 1,000 queries, 5 levels,
 30% spammers, the annotators' loads falling as 1/sqrt(rank)) as a pandas frame of string IDs,
@@ -13,7 +13,8 @@ processes x 1 thread: every progress callback is one plain sweep of the default 
 sweep (the median over the sweeps after the first): wall seconds between callbacks and the
 client process's CPU seconds (``getrusage``: its own steps and the (de)serialisation of what
 it sends and receives); the annotators a block holds (mean over the blocks, from the blocks'
-``ann_codes`` after the fit's label path). The load average goes into the report.
+``ann_codes`` after the fit's label path); the seconds before the first sweep (loading and
+encoding) and after the last (the label path). The load average goes into the report.
 """
 
 from __future__ import annotations
@@ -40,8 +41,8 @@ def _cpu_s() -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--annotators", type=int, required=True)
-    ap.add_argument("--ratings", type=int, default=4_000_000)
-    ap.add_argument("--partitions", type=int, default=8)
+    ap.add_argument("--ratings", type=int, default=1_000_000)
+    ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--iters", type=int, default=6)
     ap.add_argument("--memory-limit", default="3GiB")
     ap.add_argument("--json")
@@ -55,12 +56,17 @@ def main() -> None:
     from ordmix_core.dask_engine import DaskOrdinalMixture, label_fit
 
     a = synth_arrays(args.ratings, n_annotators=args.annotators, seed=0)
+
+    def ids(prefix: str, codes: np.ndarray) -> np.ndarray:  # text IDs, one per distinct code
+        names = np.char.add(prefix, np.arange(codes.max() + 1).astype(str)).astype(object)
+        return names[codes]
+
     frame = pd.DataFrame(
         {
-            "annotator": pd.Series(a["ann"]).map("a{:07d}".format),
-            "instance": pd.Series(a["inst"]).map("i{:08d}".format),
+            "annotator": ids("a", a["ann"]),
+            "instance": ids("i", a["inst"]),
             "rating": a["level"].astype(float) + 1.0,
-            "query": pd.Series(a["query_of_inst"][a["inst"]]).map("q{:04d}".format),
+            "query": ids("q", a["query_of_inst"][a["inst"]]),
         }
     )
     n_ann = int(np.unique(a["ann"]).size)
@@ -106,6 +112,8 @@ def main() -> None:
         "client_cpu_per_sweep_s": statistics.median(cpu),
         "annotators_per_block": statistics.mean(held) if held else None,
         "fit_s": total,
+        "load_s": stamps[0][0] - t0 if stamps else None,
+        "after_race_s": t0 + total - stamps[-1][0] if stamps else None,
         "loadavg_before": load,
         "loadavg_after": open("/proc/loadavg").read().split()[:3],
     }
