@@ -49,7 +49,7 @@ def _ds_steps():
         from ordmix_core.estimators.baselines.dawid_skene import ds_e_step, ds_m_step
 
         return (
-            lambda post, d: ds_m_step(post, d, 0.01),
+            lambda post, d: ds_m_step(post, d, 0.01)[:2],
             ds_e_step,
             "ordmix_core.estimators.baselines",
         )

@@ -189,7 +189,10 @@ STAGES = (
         "sweep from the proposal",
     ),
     ("ordmix_core.estimators.ordinal_mixture", "OrdinalMixture", "_store", "learned attributes"),
-    ("ordmix_core.results.decisions", None, "annotator_flags", "spam decision's flags"),
+    ("ordmix_core.results.reliability", None, "fitted_flags", "annotators' flags"),
+    ("ordmix_core.estimators.ordinal_mixture", None, "choose_labels", "label fit"),
+    ("ordmix_core.results.agreement", None, "annotator_agreement", "annotators' agreement"),
+    ("ordmix_core.results.agreement", None, "crowd_agreement", "crowd's agreement"),
     ("ordmix_core.results.outputs", None, "write_items_csv", "items.csv"),
     ("ordmix_core.io", None, "write_csv", "other files"),
 )

@@ -1,96 +1,106 @@
-"""Whole-process timings against crowd-kit's Dawid-Skene (the ratios the speed targets use).
+"""What a user runs, timed as whole processes: ``ordmix fit`` against crowd-kit's Dawid-Skene.
 
-Run with the interpreter of a venv that has crowd-kit, numba and ordmix (see docs/benchmarks.md)::
+    python benchmarks/bench_vs_crowdkit.py [--pairs 3] [--peer-python /tmp/ckvenv/bin/python]
 
-    /tmp/ckvenv/bin/python benchmarks/bench_vs_crowdkit.py [--repeats 3]
+crowd-kit 1.4.2 lives in its own venv, never in the project's (``python -m venv /tmp/ckvenv &&
+/tmp/ckvenv/bin/pip install crowd-kit==1.4.2``). Each case runs the two commands in turn, ours
+then the peer, ``--pairs`` times (at least 3); each run is a fresh process timed from its start
+to its exit (imports, reading the CSV, the fit, writing the result, the interpreter's exit),
+and the ratio is taken pair by pair, so that a machine that slows down during the call moves
+both runs of a pair. Printed: the median of each side, the median of the pairs' ratios (the
+figure the targets use) and their spread; for TREC also the sweeps of the fit (every restart
+and stage, from its ``trace.csv``).
 
-Every measurement is one fresh subprocess (interpreter start, imports, CSV load and fit), timed
-from outside, with ordmix's bytecode written first (``compile_ordmix``: crowd-kit's is, by pip);
-the minimum over ``--repeats`` alternating runs is reported (the machine may be
-shared), and the ratio of each run of ours to the crowd-kit run after it, with their median. Pairs:
+- ours: ``ordmix fit FILE --out DIR`` with the default options (TREC at ``--granularity
+  query``), the ``ordmix`` found on the PATH (``--ordmix`` to name another command);
+- the peer: ``PEER`` below, run by ``--peer-python``: reads the same CSV with pandas, runs
+  ``DawidSkene(n_iter=100, tol=0).fit_predict_proba`` and writes the result with ``to_csv``.
 
-1. TREC RF10 (``../shared/data/trec-rf10/ratings.csv``): ``OrdinalMixture(random_state=0)``,
-   the true default with the command line's seed (instance granularity, the default model,
-   restarts, schedule, max_iter, tol, tol_estimate: whatever model.py has at the time) vs
-   crowd-kit ``DawidSkene(n_iter=100)``.
-   Target ratio <= 1.0 (earlier budgets: 1.5, then 0.6). The sweeps of every restart and
-   stage are printed (stable across machines, unlike the times).
-2. A simulated crowd of 1,000,000 ratings written to a CSV (``synth.py``): 50 iterations of one
-   restart (``n_restarts=1, nospam_warmup=False, max_iter=50, tol=0, accelerate=False,
-   spam=True``: 50 plain sweeps, no SQUAREM proposals, no spam decision, whose evidence costs
-   about 4 s more at this size) vs crowd-kit
-   ``DawidSkene(n_iter=50, tol=-1)`` (with tol=0 it stops after ~12 iterations when the loss
-   stops changing; tol=-1 makes it run all 50). Target ratio <= 0.25.
-3. The same 1M crowd: the default fit at query granularity (``OrdinalMixture('query',
-   random_state=0)``, every restart and stage) vs crowd-kit ``DawidSkene(n_iter=100)`` (which
-   stops by its own tol after about a dozen iterations). Target ratio <= 1.0.
+Cases and targets (the median ratio ours / peer): TREC RF10 <= 0.8, adult-content2 <= 1.0, a
+simulated crowd of 1,000,000 ratings (``synth.synth_frame(1_000_000, seed=0)``, written once
+to ``--sim-csv``) <= 1.0.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
+import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TREC = os.path.join(HERE, "..", "..", "shared", "data", "trec-rf10", "ratings.csv")
+DATA = os.path.join(HERE, "..", "..", "shared", "data")
 
-OURS = """
-import sys, pandas as pd
-from ordmix_core import OrdinalMixture
-df = pd.read_csv(sys.argv[1], dtype={{"annotator": str, "instance": str, "query": str}})
-m = OrdinalMixture({kwargs}).fit(df)
-r = m.restarts_
-stages = [c for c in ("warmup_iter", "uniform_iter", "n_iter") if c in r]
-print(m.n_iter_, int(r[stages].to_numpy().sum()))
-"""
-
-THEIRS = """
+PEER = """
 import sys, pandas as pd
 from crowdkit.aggregation import DawidSkene
-df = pd.read_csv(sys.argv[1], dtype={{"annotator": str, "instance": str, "query": str}})
-df = df.rename(columns={{"annotator": "worker", "instance": "task", "rating": "label"}})
-ds = DawidSkene({kwargs}).fit(df[["worker", "task", "label"]])
-print(len(ds.loss_history_))
+df = pd.read_csv(sys.argv[1], dtype={"annotator": str, "instance": str})
+df = df.rename(columns={"annotator": "worker", "instance": "task", "rating": "label"})
+proba = DawidSkene(n_iter=100, tol=0).fit_predict_proba(df[["worker", "task", "label"]])
+proba.to_csv(sys.argv[2])
 """
 
+#: (name, ratings file, extra options of ``ordmix fit``, target of the median ratio)
+CASES = {
+    "trec": ("TREC RF10", os.path.join(DATA, "trec-rf10", "ratings.csv"),
+             ["--granularity", "query"], 0.8),
+    "adult": ("adult-content2", os.path.join(DATA, "adult-content2", "ratings.csv"), [], 1.0),
+    "1m": ("simulated crowd, 1M ratings", None, [], 1.0),
+}  # fmt: skip
 
-def timed(code: str, path: str) -> tuple[float, str]:
+
+def run(cmd: list[str]) -> tuple[float, float]:
+    """Wall seconds and peak RSS (MB) of one process, from its start to its exit."""
     t = time.perf_counter()
-    out = subprocess.run(
-        [sys.executable, "-c", code, path], capture_output=True, text=True, check=True
-    )
-    return time.perf_counter() - t, out.stdout.strip()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t
+    err = proc.stderr.read().decode(errors="replace")
+    proc.stderr.close()
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.exit(f"failed: {' '.join(cmd)}\n{err[-2000:]}")
+    return wall, usage.ru_maxrss / 1024
 
 
-def pair(name: str, path: str, ours: str, theirs: str, repeats: int, target: float) -> None:
-    a, b = [], []
-    for _ in range(repeats):
-        ta, out_a = timed(OURS.format(kwargs=ours), path)
-        tb, out_b = timed(THEIRS.format(kwargs=theirs), path)
+def sweeps(out: str) -> int:
+    """Sweeps of a fit, every restart and stage: the rows of its ``trace.csv``."""
+    with open(os.path.join(out, "trace.csv")) as f:
+        return sum(1 for _ in f) - 1
+
+
+def case(key: str, path: str, ordmix: list[str], peer: list[str], pairs: int) -> None:
+    name, _, extra, target = CASES[key]
+    work = tempfile.mkdtemp(prefix="bench-vs-crowdkit-")
+    ours_cmd = [*ordmix, "fit", path, "--out", os.path.join(work, "fit"), "--quiet", *extra]
+    peer_cmd = [*peer, "-c", PEER, path, os.path.join(work, "proba.csv")]
+    a, b, peak, n_sweeps = [], [], [], set()
+    for _ in range(pairs):
+        shutil.rmtree(os.path.join(work, "fit"), ignore_errors=True)
+        ta, pa = run(ours_cmd)
+        n_sweeps.add(sweeps(os.path.join(work, "fit")))
+        tb, _ = run(peer_cmd)
         a.append(ta)
         b.append(tb)
-    ratio = min(a) / min(b)
-    print(f"{name}")
-    print(f"  ordmix  OrdinalMixture({ours}): {min(a):7.2f} s  (runs {fmt(a)}; "
-          f"sweeps: chosen restart, all restarts and stages = {out_a})")  # fmt: skip
-    print(f"  crowdkit DawidSkene({theirs}): {min(b):7.2f} s  (runs {fmt(b)}; iterations {out_b})")
-    print(f"  ratio ordmix / crowd-kit = {ratio:.3f}  (target <= {target})")
-    # each run of ours beside the crowd-kit run right after it: how much the ratio of a
-    # single pair of runs moves with the machine's load
-    pairs = sorted(x / y for x, y in zip(a, b, strict=True))
-    print(f"  run by run: {fmt(pairs)}; median {pairs[len(pairs) // 2]:.2f}", flush=True)
-
-
-def compile_ordmix() -> None:
-    """Write ordmix's bytecode before timing. crowd-kit is imported from the bytecode pip wrote
-    when it installed it; ordmix, installed editable, from its source tree, where a first import
-    writes the bytecode, unless PYTHONDONTWRITEBYTECODE is set (as on the machines these
-    figures come from): every run would then compile ordmix's 50 modules again (0.05 s)."""
-    code = "import compileall, os, ordmix_core as m; compileall.compile_dir(os.path.dirname(m.__file__), quiet=1)"  # noqa: E501
-    subprocess.run([sys.executable, "-c", code], check=True)
+        peak.append(pa)
+    shutil.rmtree(work, ignore_errors=True)
+    ratios = sorted(x / y for x, y in zip(a, b, strict=True))
+    print(f"{name} ({path})")
+    print(f"  ordmix fit FILE --out DIR {' '.join(extra)}: median {statistics.median(a):.2f} s "
+          f"({fmt(a)}), peak {max(peak):.0f} MB, sweeps "
+          f"{'/'.join(str(s) for s in sorted(n_sweeps))}")  # fmt: skip
+    print(
+        f"  crowd-kit: DawidSkene(n_iter=100, tol=0): median {statistics.median(b):.2f} s "
+        f"({fmt(b)})"
+    )
+    print(
+        f"  ratio, median of {pairs} pairs: {statistics.median(ratios):.3f} "
+        f"({fmt(ratios)}; target <= {target})",
+        flush=True,
+    )
 
 
 def fmt(xs: list[float]) -> str:
@@ -99,34 +109,27 @@ def fmt(xs: list[float]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--trec", default=TREC)
+    ap.add_argument("--pairs", type=int, default=3)
+    ap.add_argument("--peer-python", default="/tmp/ckvenv/bin/python")
+    ap.add_argument("--ordmix", default="ordmix", help="the command that runs ordmix")
+    ap.add_argument("--cases", default="trec,adult,1m", help="comma-separated: trec, adult, 1m")
     ap.add_argument("--sim-csv", default="/tmp/ordmix_sim_1m.csv")
-    ap.add_argument("--skip-trec", action="store_true")
-    ap.add_argument("--skip-sim", action="store_true")
-    ap.add_argument("--skip-sim-default", action="store_true", help="skip the 1M default fit")
     args = ap.parse_args()
+    if args.pairs < 3:
+        ap.error("--pairs: at least 3 (the figure is a median of pairs)")
     with open("/proc/loadavg") as f:
-        print(f"# load average before the run: {' '.join(f.read().split()[:3])} (2 cores)")
-    compile_ordmix()
-    if not args.skip_trec:
-        pair("TREC RF10, default fit vs DS 100 iterations", args.trec, "random_state=0",
-             "n_iter=100", args.repeats, 1.0)  # fmt: skip
-    if args.skip_sim:
-        return
-    if not os.path.exists(args.sim_csv):
-        sys.path.insert(0, HERE)
-        from synth import synth_frame
+        print(f"# load average before the run: {' '.join(f.read().split()[:3])}, "
+              f"{os.cpu_count()} cores")  # fmt: skip
+    for key in args.cases.split(","):
+        path = CASES[key][1]
+        if key == "1m":
+            path = args.sim_csv
+            if not os.path.exists(path):
+                sys.path.insert(0, HERE)
+                from synth import synth_frame
 
-        synth_frame(1_000_000, seed=0).to_csv(args.sim_csv, index=False)
-    if not args.skip_sim_default:
-        pair("simulated 1M ratings, default fit (query granularity) vs DS 100 iterations",
-             args.sim_csv, "'query', random_state=0", "n_iter=100", args.repeats, 1.0)  # fmt: skip
-    pair("simulated 1M ratings, 50 iterations of one restart vs DS 50 iterations", args.sim_csv,
-         "'query', n_restarts=1, nospam_warmup=False, max_iter=50, tol=0.0, accelerate=False, "
-         "spam=True",
-         "n_iter=50, tol=-1.0",
-         args.repeats, 0.25)  # fmt: skip
+                synth_frame(1_000_000, seed=0).to_csv(path, index=False)
+        case(key, path, args.ordmix.split(), [args.peer_python], args.pairs)
 
 
 if __name__ == "__main__":

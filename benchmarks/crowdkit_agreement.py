@@ -1,4 +1,4 @@
-"""Cross-check ordmix's Dawid-Skene, GLAD and majority vote against crowd-kit on TREC RF10.
+"""Cross-check ordmix's Dawid-Skene, GLAD and majority vote against crowd-kit on a shared set.
 
 Not a test and not a dependency: crowd-kit lives in its own venv::
 
@@ -7,10 +7,11 @@ Not a test and not a dependency: crowd-kit lives in its own venv::
     /tmp/ckvenv/bin/pip install -e /work/main --no-deps
     /tmp/ckvenv/bin/python benchmarks/crowdkit_agreement.py [--data DIR]
 
-``DIR`` holds ``ratings.csv`` (annotator, instance, rating, query) and ``gold.csv`` (instance,
-truth); default ``<repo>/../shared/data/trec-rf10``. Prints, per method pair, the share of
-identical MAP labels and the correlation of the posterior-expected values, then each fit's
-MSE / Pearson / NDCG on gold (posterior-expected value and MAP label as estimates).
+``DIR`` holds ``ratings.csv`` (annotator, instance, rating[, query]) and ``gold.csv``
+(instance, truth); default ``<repo>/../shared/data/trec-rf10``. Prints, per method pair, the
+share of identical MAP labels and the correlation of the posterior-expected values, then each
+fit's MSE / Pearson / NDCG on gold (posterior-expected value and MAP label as estimates) and
+the label error of the labels each library ships (``labels_``).
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
     ap.add_argument(
         "--methods",
-        default="dawid-skene,dawid-skene-unsmoothed,glad,majority",
+        default="dawid-skene,glad,majority",
         help="comma-separated subset (crowd-kit's GLAD takes tens of minutes on TREC)",
     )
     ap.add_argument(
@@ -105,14 +106,12 @@ def main() -> None:
     ratings["rating"] = ratings["rating"].astype(int)
     gold = pd.read_csv(args.data / "gold.csv", dtype={"instance": str})
     gold = gold.set_index("instance")["truth"].astype(float)
-    queries = ratings.groupby("instance")["query"].first()
+    queries = ratings.groupby("instance")["query"].first() if "query" in ratings else None
     ck = ratings.rename(columns={"annotator": "worker", "instance": "task", "rating": "label"})
     ck = ck[["worker", "task", "label"]]
 
     pairs = {
         "dawid-skene": (DawidSkene(), CkDawidSkene(n_iter=100)),
-        # crowd-kit does not smooth: this pair isolates the implementation from that choice
-        "dawid-skene-unsmoothed": (DawidSkene(smoothing=0.0), CkDawidSkene(n_iter=100)),
         "glad": (GLAD(), CkGLAD(n_iter=100)),
         "majority": (MajorityVote(), CkMajorityVote()),
     }
@@ -122,7 +121,7 @@ def main() -> None:
         ap.error(f"unknown method(s) {', '.join(unknown)}; choose from {', '.join(pairs)}")
     pairs = {k: v for k, v in pairs.items() if k in wanted}
     print(
-        f"TREC RF10: {len(ratings)} ratings, {ratings['instance'].nunique()} instances, "
+        f"{args.data.name}: {len(ratings)} ratings, {ratings['instance'].nunique()} instances, "
         f"{len(gold)} gold items\n"
     )
     rows = []
@@ -130,16 +129,6 @@ def main() -> None:
         m_map, m_exp, m_sec = ours(mine, ratings)
         c_map, c_exp, c_sec, c_iter = theirs(other, ck, args.cache, name)
         print(f"{name:23s} {agreement(m_map, m_exp, c_map, c_exp)}")
-        if name == "dawid-skene-unsmoothed" and c_iter > 0:
-            # the same EM, stopped where crowd-kit stopped
-            same_iter = DawidSkene(smoothing=0.0, max_iter=c_iter, tol=0.0)
-            s_map, s_exp, s_sec = ours(same_iter, ratings)
-            label = f"  ...ours at {c_iter} its"
-            print(f"{label:23s} {agreement(s_map, s_exp, c_map, c_exp)}")
-            for kind, est in (("expected", s_exp), ("MAP", s_map)):
-                r = evaluate(est, gold, queries)
-                row = (f"dawid-skene-{c_iter}-its", "ordmix", kind)
-                rows.append((*row, r["mse"], r["correlation"], r["ndcg"], s_sec))
         for who, mp, ex, sec in (
             ("ordmix", m_map, m_exp, m_sec),
             ("crowd-kit", c_map, c_exp, c_sec),
@@ -147,6 +136,10 @@ def main() -> None:
             for kind, s in (("expected", ex), ("MAP", mp)):
                 r = evaluate(s, gold, queries)
                 rows.append((name, who, kind, r["mse"], r["correlation"], r["ndcg"], sec))
+            shipped = mine.labels_ if who == "ordmix" else mp
+            g = gold.reindex(shipped.index.astype(str)).dropna()
+            err = float(np.mean(shipped.rename(index=str).reindex(g.index).astype(float) != g))
+            rows.append((name, who, "label error of labels_", err, np.nan, np.nan, sec))
     print("\nmethod                  library    estimate     MSE  Pearson   NDCG  fit seconds")
     for name, who, kind, mse, cor, ndcg, sec in rows:
         print(f"{name:23s} {who:10s} {kind:8s} {mse:7.4f}  {cor:7.4f} {ndcg:6.4f}  {sec:8.2f}")

@@ -1,4 +1,4 @@
-"""Where the benchmark's TREC process goes (``bench_vs_crowdkit.py``'s ``OURS``, timed inside).
+"""Where a TREC process's time goes: the default fit through the API, timed inside.
 
     python benchmarks/process_timeline.py [ratings.csv] [--repeats 3]
 

@@ -5,18 +5,20 @@ threshold and the confidence are this page's widgets, and its downloads write th
 ``ordmix fit`` writes for the same settings.
 """
 
+import numpy as np
 import streamlit as st
 
 from ordmix_core.dashboard import figures, figures_decisions
 from ordmix_core.dashboard.fit_summary import no_spam_note
 from ordmix_core.results import decisions, explanations
+from ordmix_core.results.agreement import words
 from pages._ui import (
-    csv_download,
     fit_caption,
     fit_decisions,
     fit_table_download,
     page_setup,
     require_fit,
+    review_download,
     session,
 )
 
@@ -64,8 +66,8 @@ if dec.annotators is None:
 ann = res.model.annotators_.join(dec.annotators)
 total = max(int(ann["n_ratings"].sum()), 1)
 
-cols = st.columns(3)
-for col, flag in zip(cols, decisions.ANNOTATOR_FLAGS, strict=True):
+cols = st.columns(4)
+for col, flag in zip(cols, decisions.ANNOTATOR_FLAGS, strict=False):
     group = ann[ann["flag"] == flag]
     col.metric(
         flag.capitalize(),
@@ -74,6 +76,19 @@ for col, flag in zip(cols, decisions.ANNOTATOR_FLAGS, strict=True):
         border=True,
     )
     col.caption(MEANING[flag].format(t=threshold, c=confidence))
+crowd = dec.agreement
+if crowd is not None:  # how much the crowd agrees, beside the flags
+    alpha = f"{crowd.alpha:.3f}" if np.isfinite(crowd.alpha) else "-"
+    cols[3].metric(
+        "Crowd agreement (alpha)",
+        alpha,
+        help="Krippendorff's alpha with the ordinal distance over the items rated at least "
+        "twice: 1 is perfect agreement, 0 what chance gives. Each annotator's own, against "
+        "the others, is the agreement column below.",
+        border=True,
+    )
+    said = words(crowd.as_dict())
+    cols[3].caption(said[:1].upper() + said[1:] + ".")
 
 st.plotly_chart(figures_decisions.annotator_evidence(ann), key="ann_evidence")
 st.caption(
@@ -95,10 +110,15 @@ evidence_cols = {
     ),
     "expertise": st.column_config.NumberColumn(
         format="%.3g",
-        help=f"None where the fit's reliability is below {explanations.NO_EXPERTISE_BELOW:g}: "
-        "the fit "
-        "takes (almost) all their ratings as spam, so it has nothing to learn their "
-        "expertise from and shows only its prior.",
+        help="As annotators.csv has it. Where the fit's reliability is below "
+        f"{explanations.NO_EXPERTISE_BELOW:g} the fit takes (almost) all their ratings as "
+        "spam, so their expertise is mostly its prior.",
+    ),
+    "agreement": st.column_config.NumberColumn(
+        format="%.2f",
+        help="Their agreement with the other annotators on the items they share: "
+        "Krippendorff's alpha with the ordinal distance, their ratings against the others' "
+        "(1: always agree, 0: as chance would, below 0: less). annotators.csv has it.",
     ),
     "spam_share": st.column_config.NumberColumn(format="%.3f"),
     "bias": st.column_config.NumberColumn(format="%+.2f"),
@@ -107,7 +127,8 @@ evidence_cols = {
     "still_moving": st.column_config.CheckboxColumn("still moving"),
 }
 shown = ["annotator", "n_ratings", "p_unreliable", "reliability_lower", "reliability_upper",
-         "reliability", "expertise", "bias", "spam_share", "unstable", "still_moving"]  # fmt: skip
+         "agreement", "reliability", "expertise", "bias", "spam_share", "unstable",
+         "still_moving"]  # fmt: skip
 shown = [c for c in shown if c == "annotator" or c in ann.columns]
 st.caption(
     "Expertise: how precisely an annotator's honest ratings track the truth. Reliability: the "
@@ -154,7 +175,7 @@ else:
     decided = res.model.items_.join(fit_decisions(res, res.fit_id).items)
     theirs = explanations.annotator_items(ratings, who, decided)
     row = ann.loc[ann.index.astype(str) == who].iloc[0]
-    k = st.columns(4)
+    k = st.columns(5)
     k[0].metric("Ratings", f"{len(theirs):,}")
     k[1].metric(
         "Agreement with the consensus",
@@ -167,27 +188,31 @@ else:
         f"{row['reliability_lower']:.2f} to {row['reliability_upper']:.2f}",
         help=f"The {confidence:.0%} credible interval of their reliability from their ratings.",
     )
-    c1, c2 = st.columns([3, 2])
-    levels = list(res.model.scale_.values)
-    c1.plotly_chart(
+    k[4].metric(
+        "Agreement with the others (alpha)",
+        "-" if not np.isfinite(row["agreement"]) else f"{row['agreement']:.2f}",
+        help="Krippendorff's ordinal alpha of their ratings against the other annotators' "
+        "ratings of the same items (the agreement column).",
+    )
+    levels = list(res.model.scale_.labels)  # the ratings' levels, names for named levels
+    st.plotly_chart(
         figures_decisions.rating_histogram(theirs["rating"], ratings["rating"], levels, who),
         key="ann_why_histogram",
     )
-    c2.dataframe(
+    st.dataframe(  # the whole width: every column readable, the estimate included
         theirs,
         key="ann_why_items",
         hide_index=True,
         column_config={"estimate": st.column_config.NumberColumn(format="%.2f")},
     )
-    c2.caption("The items they rated, their rating against the item's label; disagreements first.")
+    st.caption("The items they rated, their rating against the item's label; disagreements first.")
 
-review = decisions.annotators_to_review(ann)
 c1, c2 = st.columns(2)
 with c1:
-    csv_download(review, ["annotator"], "review.csv", key="ann_review_download")
+    review = review_download(res, dec, key="ann_review_download")
     st.caption(
-        f"The {len(review):,} annotators flagged unreliable, most certain first (the file "
-        "`ordmix next --review` writes)."
+        f"The {len(review):,} annotators flagged unreliable, most certain first: the file "
+        "`ordmix next --review` writes for this fit at these settings (full numbers)."
     )
 with c2:
     fit_table_download(res, "annotators", dec, key="ann_download")

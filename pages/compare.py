@@ -8,14 +8,23 @@ from ordmix_core.dashboard.report import METRICS, best_at, comparison_words
 from ordmix_core.errors import InputError
 from ordmix_core.evaluation.compare import METHODS, TABLE1, compare_methods
 from ordmix_core.evaluation.experiments import spam_experiment
-from pages._ui import csv_download, kept, page_setup, require_dataset, session, show_error
+from ordmix_core.results.agreement import words
+from pages._ui import (
+    csv_download,
+    dataset_agreement,
+    kept,
+    page_setup,
+    require_dataset,
+    session,
+    show_error,
+)
 
 
 @st.cache_data(show_spinner=False, max_entries=4)
 def run_comparison(
     ratings: pd.DataFrame,
     gold: pd.Series,
-    scale: tuple[float, ...],
+    scale: tuple[float | str, ...],
     methods: tuple[str, ...],
     n_restarts: int,
     seed: int,
@@ -43,7 +52,7 @@ def run_comparison(
 def run_spam_experiment(
     ratings: pd.DataFrame,
     gold: pd.Series,
-    scale: tuple[float, ...],
+    scale: tuple[float | str, ...],
     methods: tuple[str, ...],
     levels: tuple[int, ...],
     n_restarts: int,
@@ -85,10 +94,16 @@ if ds.gold is None:
 
 n_gold = int(ds.gold.index.isin(ds.data.instances).sum())
 st.caption(
-    f"Data: **{ds.name}**, {n_gold:,} rated gold items. Every method is scored the same way: "
-    "MSE, Pearson correlation, NDCG (per query when there is a query column) and the label "
-    "error (each estimate rounded to the nearest level; share of gold items whose level "
-    "differs). odm is the default model, odm-paper-* the paper's."
+    f"Data: **{ds.name}**, {n_gold:,} rated gold items; "
+    f"{words(dataset_agreement(ds, ds.name, id(ds.data)).as_dict())}. Every method is scored "
+    "the same way: MSE, Pearson correlation and NDCG of its estimates (per query when there "
+    "is a query column), and the label error, the share of gold items whose label is not the "
+    "gold level. "
+    "A method's label is the one it ships: odm's is its `label` (the most probable level of "
+    "its posterior), a method with level probabilities "
+    "(majority, Dawid-Skene, GLAD) takes its most probable level, and one without (mean, "
+    "median, continuous ML) its estimate rounded to the nearest level. odm is the default "
+    "model, odm-paper-* the paper's."
 )
 available = [m for m in METHODS if not m.endswith("-query") or ds.has_query]
 default = [m for m in TABLE1 if m in available]
@@ -114,7 +129,8 @@ n_restarts = kept(
     help="Restarts of every odm method. Paper: 10; fewer is faster.",
 )
 seed = kept(c3.number_input, "Seed", key="cmp_seed", default=0, min_value=0, step=1)
-scale = tuple(float(v) for v in ds.scale.values)
+# the scale as the ratings write it: its names, for a scale of named levels
+scale = ds.scale.names or tuple(float(v) for v in ds.scale.values)
 if not methods:
     st.info("Choose at least one method.")
     st.stop()

@@ -3,8 +3,8 @@
 import streamlit as st
 
 from ordmix_core.dashboard import figures
-from ordmix_core.dashboard.fit_summary import restarts_from_one, selection_explanation
-from pages._ui import fit_caption, page_setup, require_fit
+from ordmix_core.dashboard.fit_summary import selection_explanation
+from pages._ui import RESTART_HELP, fit_caption, page_setup, require_fit
 
 page_setup()
 st.title("Convergence")
@@ -26,14 +26,13 @@ for w in m.warnings_:
     st.warning(w)
 if m.interrupted_:
     st.info("The fit was stopped: only the restarts run before the stop are shown.")
-st.info(f"Selection: {restarts_from_one(selection_explanation(m))}.")
+st.info(f"Selection: {selection_explanation(m)}.")
 
-# restarts are counted from 1 for people (the engine's frames count from 0)
-best = m.best_restart_ + 1
-trace = m.trace_.assign(restart=m.trace_["restart"] + 1)
-restarts = m.restarts_.set_axis(m.restarts_.index + 1, axis=0)
+# restarts are numbered from 0, as in restarts.csv, trace.csv and summary.json
+best = m.best_restart_
+trace, restarts = m.trace_, m.restarts_
 k = st.columns(4)
-k[0].metric("Chosen restart", best)
+k[0].metric("Chosen restart", best, help=RESTART_HELP)
 k[1].metric("Converged", "yes" if m.converged_ else "no")
 k[2].metric("Iterations (chosen)", m.n_iter_)
 k[3].metric("Lower bound (chosen)", f"{m.lower_bound_:,.2f}")

@@ -20,6 +20,7 @@ from ordmix_core.errors import InputError
 from ordmix_core.estimators import option_frontends, option_kinds, options
 from ordmix_core.results.decisions import truth_share
 from pages._ui import (
+    RESTART_HELP,
     fit_caption,
     fit_decisions,
     kept,
@@ -104,9 +105,7 @@ page_setup()
 st.title("Fit the ordinal-discrete-mixture")
 s = session()
 ds = require_dataset()
-st.caption(
-    f"Data: **{ds.name}** - {ds.n_ratings:,} ratings on the scale {fmt_scale(ds.scale.values)}."
-)
+st.caption(f"Data: **{ds.name}** - {ds.n_ratings:,} ratings on the scale {fmt_scale(ds.scale)}.")
 
 offered = {"granularity": [g for g in options.option("granularity").kind.choices
                            if g != "query" or ds.has_query]}  # fmt: skip
@@ -179,7 +178,7 @@ if res is not None:
     st.subheader("Result")
     fit_caption(res)
     k = st.columns(5)
-    k[0].metric("Chosen restart", m.best_restart_ + 1, help="Restarts are counted from 1.")
+    k[0].metric("Chosen restart", m.best_restart_, help=RESTART_HELP)
     k[1].metric("Converged", "yes" if m.converged_ else "no")
     k[2].metric("Iterations", m.n_iter_)
     k[3].metric("Seconds", f"{m.seconds_:.1f}")

@@ -13,12 +13,13 @@ from ordmix_core.dashboard import figures, figures_decisions
 from ordmix_core.labels.policy import DEFAULT as LABEL_POLICY
 from ordmix_core.results import decisions, explanations
 from pages._ui import (
-    csv_download,
     fit_caption,
     fit_decisions,
     fit_table_download,
+    next_download,
     page_setup,
     require_fit,
+    review_download,
     session,
 )
 
@@ -36,6 +37,9 @@ items = m.items_.join(dec.items)
 gold = ds.gold if ds is not None and ds.name == res.dataset else None
 if gold is not None:
     items["gold"] = gold.reindex(items.index)
+    if m.scale_.names is not None:  # the gold level by its name, as the label is
+        by_value = dict(zip(m.scale_.values, m.scale_.labels, strict=True))
+        items["gold"] = items["gold"].map(by_value)
 front = ["label", "flag", "p_wrong", *levels, lo_col, hi_col, "estimate", "sd", "n_ratings"]
 table = items[front + [c for c in items.columns if c not in front]].reset_index()
 
@@ -93,20 +97,31 @@ if "crowd_estimate" in view.columns:
 view = view.sort_values(sort_by, ascending=not descending, kind="stable")
 st.write(f"{len(view):,} of {len(table):,} items")
 number = {c: st.column_config.NumberColumn(format="%.3f") for c in levels}
-# the interval's ends are levels with the confusion labels (written as the label is), else values
+# the interval's ends are levels with the confusion labels (written as the label is), else
+# values; a scale of named levels writes both as its names
+named = m.scale_.names is not None
 ends = "%g" if table[lo_col].dtype.kind in "iu" else "%.3f"
+
+
+def level_column(title: str, fmt: str) -> object:
+    """A column of levels: text for named levels, else numbers in ``fmt``."""
+    if named:
+        return st.column_config.TextColumn(title)
+    return st.column_config.NumberColumn(title, format=fmt)
+
+
 st.dataframe(
     view,
     key="items_table",
     hide_index=True,
     column_config={
         **number,
-        "label": st.column_config.NumberColumn("label", format="%g"),
+        "label": level_column("label", "%g"),
         "p_wrong": st.column_config.NumberColumn("P(label wrong)", format="%.3f"),
         "estimate": st.column_config.NumberColumn("estimate", format="%.3f"),
         "sd": st.column_config.NumberColumn("sd", format="%.3f"),
-        lo_col: st.column_config.NumberColumn(lo_col.replace("_", " ") + "%", format=ends),
-        hi_col: st.column_config.NumberColumn(hi_col.replace("_", " ") + "%", format=ends),
+        lo_col: level_column(lo_col.replace("_", " ") + "%", ends),
+        hi_col: level_column(hi_col.replace("_", " ") + "%", ends),
         "expected_gain": st.column_config.NumberColumn("expected gain", format="%.4f"),
     },
 )
@@ -152,7 +167,7 @@ elif len(view):
     c1, c2 = st.columns([3, 2])
     c1.plotly_chart(
         figures_decisions.item_ratings_and_levels(
-            its["rating"], row[levels].to_numpy(float), list(m.scale_.values), pick
+            its["rating"], row[levels].to_numpy(float), list(m.scale_.labels), pick
         ),
         key="items_detail_plot",
     )
@@ -163,8 +178,9 @@ elif len(view):
         "point to."
     )
 
+names = None if m.scale_.names is None else list(m.scale_.names)
 st.plotly_chart(
-    figures.estimate_distribution(items, list(m.scale_.values)), key="items_distribution"
+    figures.estimate_distribution(items, list(m.scale_.values), names), key="items_distribution"
 )
 
 if "query" in items.columns:
@@ -173,13 +189,13 @@ if "query" in items.columns:
     q = st.selectbox("Query", queries, key="items_query")
     sub = items[items["query"].astype(str) == q]
     st.plotly_chart(
-        figures.item_intervals(sub, gold, bounds=(lo_col, hi_col)), key="items_query_plot"
+        figures.item_intervals(sub, gold, (lo_col, hi_col), names), key="items_query_plot"
     )
 else:
     st.subheader("Intervals of the listed items")
     st.caption("The first 40 items of the table above, with their credible intervals.")
     st.plotly_chart(
-        figures.item_intervals(first, gold, bounds=(lo_col, hi_col)), key="items_intervals_plot"
+        figures.item_intervals(first, gold, (lo_col, hi_col), names), key="items_intervals_plot"
     )
 
 # --------------------------------------------------------------------------- what next
@@ -205,19 +221,18 @@ rank_by = c2.selectbox(
     help="expected_gain: how much one more rating is expected to lower P(label wrong); "
     "p_wrong: the chance that the label is wrong now.",
 )
-batch = decisions.next_batch(items, int(batch_size), by=rank_by)
+batch = next_download(res, dec, int(batch_size), rank_by, key="items_batch_download")
 st.dataframe(batch, key="items_batch_table", hide_index=True)
-csv_download(batch, ["instance", "query"], "next-batch.csv", key="items_batch_download")
 st.caption(
-    f"One rating each is expected to correct {batch['expected_gain'].sum():.1f} labels. The "
-    "file has the columns `ordmix next` writes."
+    f"One rating each is expected to correct {batch['expected_gain'].sum():.1f} labels. "
+    "next.csv is the file `ordmix next --out` writes for this fit."
 )
 
 und_items = explanations.undetermined_to_rate(items)
 st.subheader(f"Undetermined items ({len(und_items):,}), most useful to rate first")
 st.caption(
-    "The items whose ratings are too weak to label them, or whose two most probable levels "
-    "tie, by the expected gain of one more rating (descending), then fewest ratings."
+    "The items whose two most probable levels tie, by the expected gain of one more rating "
+    "(descending), then fewest ratings."
 )
 st.dataframe(
     und_items,
@@ -230,8 +245,7 @@ st.subheader("Annotators to review")
 if dec.annotators is None:
     st.info(f"Annotator flags: {dec.no_flags}.")
 else:
-    review = decisions.annotators_to_review(m.annotators_.join(dec.annotators))
-    review = explanations.annotators_for_people(review)
+    review = review_download(res, dec, key="items_review_download")
     st.caption(
         f"{len(review):,} annotators whose ratings make a reliability below "
         f"{dec.threshold:g} at least {dec.confidence:.0%} probable, most certain first, with "
@@ -239,11 +253,14 @@ else:
         "Annotators page shows all the groups and lets you change the settings."
     )
     evidence = ["p_unreliable", "reliability_lower", "reliability_upper", "spam_share"]
-    st.dataframe(
-        review,
+    st.dataframe(  # rounded on the screen only: review.csv has the full numbers
+        explanations.annotators_for_people(review),
         key="items_review_table",
         hide_index=True,
         column_config={c: st.column_config.NumberColumn(format="%.3f") for c in evidence}
         | {"expertise": st.column_config.NumberColumn(format="%.3g")},
     )
-    csv_download(review, ["annotator"], "review.csv", key="items_review_download")
+    st.caption(
+        "review.csv is the file `ordmix next --review` writes for this fit (full numbers; the "
+        "Annotators page downloads the same file at its settings)."
+    )

@@ -15,6 +15,8 @@ import warnings
 from collections.abc import Iterator
 from typing import TextIO
 
+from ..numerics import jit
+
 
 class Progress:
     """Progress on stderr: a bar updated in place on a terminal, else one line per restart.
@@ -34,6 +36,8 @@ class Progress:
         self.peak = 0.0
         self.last = 0.0
         self.drawn = False
+        self.compile_start: float | None = None  # when numba started compiling, if it did
+        self.note = ""
         self.lock = threading.Lock()
 
     def __call__(self, restart: int, iteration: int, bound: float) -> None:
@@ -64,6 +68,23 @@ class Progress:
             )
             self.stream.flush()
             self.drawn = True
+
+    def compiling(self, done: int, total: int, active: bool) -> None:
+        """numba compiling the fit's kernels (``jit.compile_progress``): one line, "ordmix:
+        compiling (once, about N s)", on a terminal with the seconds so far."""
+        if self.quiet:
+            return
+        with self.lock:
+            if self.compile_start is None:
+                self.compile_start = time.monotonic()
+                self.note = f"ordmix: {jit.compile_note(total)}"
+                if not self.tty:
+                    print(self.note, file=self.stream, flush=True)
+            if self.tty:
+                seconds = time.monotonic() - self.compile_start
+                self.stream.write(f"\r{self.note}: {seconds:.0f} s\x1b[K")
+                self.stream.flush()
+                self.drawn = True
 
     def close(self) -> None:
         """End the bar's line (a terminal only)."""
@@ -106,7 +127,8 @@ def fit_report(
     model: object, summary: dict, out: str, files: list[str], engine: str = ""
 ) -> list[str]:
     """The closing lines of ``ordmix fit``: the items' labels and where they come from, the
-    annotators' flags and the share of ratings treated as spam, and what was written where, in
+    annotators' flags and the share of ratings treated as spam, the crowd's agreement
+    (Krippendorff's ordinal alpha with its interval), and what was written where, in
     how long (``engine`` named after the time when it is not the in-memory one)."""
     dec = summary.get("decisions", {})
     items, ann = dec.get("items", {}), dec.get("annotators", {})
@@ -129,6 +151,10 @@ def fit_report(
             f"{ann.get('undetermined', 0):,} undetermined (too few ratings to judge)"
         )
     lines.append(f"ordmix: {summary['n_annotators']:,} annotators: {flags}{spam}")
+    if summary.get("agreement") is not None:
+        from ..results.agreement import words
+
+        lines.append(f"ordmix: {words(summary['agreement'])}")
     trace = getattr(model, "trace_", None)
     sweeps = f", {len(trace):,} sweeps" if trace is not None else ""
     lines.append(

@@ -121,7 +121,7 @@ def _prepare(args: argparse.Namespace, out_is_dir: bool):
         check_input_file(path)
     (check_output_dir if out_is_dir else check_output_file)(args.out, inputs)
     ratings = read_ratings(args.ratings, scale=args.scale)
-    gold = read_gold(args.gold)
+    gold = read_gold(args.gold, scale=args.scale)
     scale = as_scale(args.scale, ratings["rating"].to_numpy())
     options.validate_params(OrdinalMixture(**kw), scale)
     params = {k: v for k, v in kw.items() if k not in FIXED_BY_METHOD}
@@ -129,15 +129,19 @@ def _prepare(args: argparse.Namespace, out_is_dir: bool):
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
+    from ..data.crowd import prepare
     from ..evaluation.compare import compare_methods
     from ..io import write_csv
+    from ..results.agreement import crowd_agreement, words
     from ..results.output_paths import check_output_file
     from .common import collect_warnings, print_warnings
 
     with collect_warnings() as caught:
         params, ratings, gold, scale, seed = _prepare(args, out_is_dir=False)
+        data = prepare(ratings, scale, "instance")  # once: the methods and the agreement
+        del ratings
         table, _ = compare_methods(
-            ratings,
+            data,
             gold,
             args.methods,
             random_state=seed,
@@ -156,6 +160,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         write_csv(table, out, id_columns=[])
     print_warnings(caught)
     print(table.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+    _progress(words(crowd_agreement(data).as_dict()), quiet=args.quiet)  # the data's context
     _progress(
         f"wrote {args.out} ({len(table)} methods, {int(table['n_gold'].max())} gold items)",
         quiet=args.quiet,

@@ -156,6 +156,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     from ..data.crowd import crowd_from_coded
     from ..data.scale import as_scale
     from ..io import read_ratings
+    from ..numerics.jit import compile_progress
     from ..results.output_paths import listing, safe_output_dir
     from ..results.outputs import write_fit_outputs
 
@@ -171,7 +172,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         if gold_path is not None:
             from ..io import read_gold
 
-            gold = read_gold(gold_path)
+            gold = read_gold(gold_path, scale=args.scale)
         options.validate_params(model, as_scale(args.scale, coded["rating"].to_numpy()))
         data = crowd_from_coded(
             coded, args.scale, model.granularity, coded.attrs["source"], copy=False
@@ -179,7 +180,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
         del coded  # the codes live on in data: no per-rating copy of the IDs remains
         progress = Progress(n_runs(model), args.quiet)
         try:
-            model.fit(data, callback=progress, gold=gold)
+            with compile_progress(progress.compiling):
+                model.fit(data, callback=progress, gold=gold)
         finally:
             progress.close()
         with safe_output_dir(args.out, _inputs(args)) as tmp:

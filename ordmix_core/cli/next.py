@@ -20,7 +20,7 @@ import pandas as pd
 
 from ..errors import InputError
 from ..estimators import option_frontends, options
-from ..results import decisions, fit_folder, reliability
+from ..results import decision_columns, decisions, fit_folder
 
 #: the tables of a fit folder ``ordmix next`` reads (besides summary.json)
 FIT_TABLES = ("items", "categories", "annotators")
@@ -102,9 +102,9 @@ def cmd_next(args: argparse.Namespace) -> int:
     for path in (out, review_out):
         if path is not None and not path.parent.exists():
             path.parent.mkdir(parents=True)
-    write_csv(batch, out, id_columns=["instance", "query"])
+    write_csv(batch, out, id_columns=list(decision_columns.NEXT_IDS))
     if review is not None:
-        write_csv(review, review_out, id_columns=["annotator"])
+        write_csv(review, review_out, id_columns=list(decision_columns.REVIEW_IDS))
     if not args.quiet:
         n_und = int((items["flag"] == "undetermined").sum())
         print(
@@ -150,21 +150,19 @@ def _from_ratings(
         finally:
             progress.close()
     print_warnings(caught)
-    settings = _flag_settings(args)
-    conf = {"confidence": settings["confidence"]} if "confidence" in settings else {}
-    items = model.items_.join(decisions.item_decisions(model, **conf))
-    if not review:
-        return items, None
-    annotators = model.annotators_.join(reliability.annotator_flags(model, **settings))
-    return items, annotators
+    # the decision columns the fit's files and the dashboard's downloads take (``decide``)
+    dec = decision_columns.decide(model, **_flag_settings(args))
+    items = model.items_.join(dec.items)
+    return items, (model.annotators_.join(dec.annotators) if review else None)
 
 
 def _from_fitfolder_name(
     folder: Path, args: argparse.Namespace, review: bool
 ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
     """Read an ``ordmix fit`` folder (``fitfolder``): items with their decision columns as
-    written (``--confidence`` reads their flags again from their level probabilities),
-    annotators with the flags as written."""
+    written (the fit's own numbers: the batch is the bytes the dashboard writes for that fit;
+    ``--confidence`` reads their flags again from their level probabilities), annotators with
+    the flags as written."""
     fit_folder.check_folder(folder, FIT_TABLES, "ordmix next", ", or a ratings file")
     if args.threshold is not None or (args.confidence is not None and review):
         raise InputError(
@@ -172,27 +170,35 @@ def _from_fitfolder_name(
             "holds; run ordmix next on the ratings file to choose them",
             source=str(folder),
         )
-    summary = fit_folder.read_summary(folder, ("scale",))
-    values = summary["hyperparameters"]["scale"]
-    p_cols = decisions.level_columns(values)
+    hp = fit_folder.read_summary(folder, ("scale",))["hyperparameters"]
+    values, names = hp["scale"], hp.get("levels")
+    p_cols = decisions.level_columns(values, names)
     items = fit_folder.read_fit_table(
-        folder,
-        "items",
-        ["instance", "category", "flag", "label"],
-        ["estimate", "n_ratings", "p_wrong", "expected_gain", *p_cols],
+        folder, "items", ["instance", "category", *_WRITTEN], ["n_ratings", *p_cols]
     ).set_index("instance")
-    num = ["n_ratings", "spam_share"]
-    if review:
-        num += ["p_unreliable", "reliability", "reliability_lower", "reliability_upper",
-                "expertise"]  # fmt: skip
-    text = ["annotator", "flag"] if review else ["annotator"]
+    if "query" in items.columns:  # an ID column: as the ratings have it
+        items["query"] = fit_folder.unprotect(items["query"])
+    fit_folder.parse_numbers(items, ["p_wrong", "expected_gain"], folder / "items.csv")
+    if args.confidence is not None:
+        items = decisions.reflagged(items, values, args.confidence, names)
+    kept = [c for c in ("query", "n_ratings") if c in items.columns]
+    return items[[*kept, *_WRITTEN]], (_annotators(folder) if review else None)
+
+
+#: the decision columns of items.csv the batch is made from, as the fit wrote them
+_WRITTEN = ("label", "p_wrong", "expected_gain", "flag")
+
+
+def _annotators(folder: Path) -> pd.DataFrame:
+    """annotators.csv of a fit folder, by annotator, with the review's columns."""
+    num = ["n_ratings", "spam_share", "p_unreliable", "reliability", "reliability_lower",
+           "reliability_upper", "expertise"]  # fmt: skip
     no_flags = (
         " (a folder from an ordmix fit without evidence flags: an older version, or the Dask "
         "engine, which keeps the per-rating results they need on its workers); run ordmix "
         "next on the ratings file to get --review"
     )
     hint = {c: no_flags for c in fit_folder.FLAG_COLUMNS}
-    ann = fit_folder.read_fit_table(folder, "annotators", text, num, hint).set_index("annotator")
-    if args.confidence is not None:
-        items = decisions.reflagged(items, values, args.confidence)
-    return items, (ann if review else None)
+    return fit_folder.read_fit_table(
+        folder, "annotators", ["annotator", "flag"], num, hint
+    ).set_index("annotator")

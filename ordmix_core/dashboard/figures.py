@@ -235,8 +235,18 @@ def annotator_distributions(annotators: pd.DataFrame) -> go.Figure:
     return _layout(fig, "Distributions over annotators", showlegend=False)
 
 
-def estimate_distribution(items: pd.DataFrame, scale: list[float] | None = None) -> go.Figure:
-    """Histogram of the posterior means, with the scale levels as vertical lines.
+def _named_axis(fig: go.Figure, axis: str, values: list[float], names: list[str] | None) -> None:
+    """Ticks at the levels' values, labelled with their names (a scale of named levels)."""
+    if names is not None:
+        fig.update_layout({axis: {"tickmode": "array", "tickvals": list(values),
+                                  "ticktext": list(names)}})  # fmt: skip
+
+
+def estimate_distribution(
+    items: pd.DataFrame, scale: list[float] | None = None, level_names: list[str] | None = None
+) -> go.Figure:
+    """Histogram of the posterior means, with the scale levels as vertical lines (ticked with
+    their ``level_names``, for a scale of named levels: the means are on their positions).
 
     With a ``flag`` column (``decisions.item_decisions``) the bars are stacked by flag, so the
     undetermined items, which sit at the prior's mean, show as what they are.
@@ -257,6 +267,7 @@ def estimate_distribution(items: pd.DataFrame, scale: list[float] | None = None)
         fig.add_vline(x=float(v), line_dash="dot", line_color="#888")
     fig.update_xaxes(title="estimate (posterior mean of z)")
     fig.update_yaxes(title="items")
+    _named_axis(fig, "xaxis", scale or [], level_names)
     return _layout(fig, "Distribution of the estimates", showlegend="flag" in items.columns)
 
 
@@ -269,14 +280,19 @@ ITEM_FLAG_NAMES = {
 
 
 def item_intervals(
-    items: pd.DataFrame, gold: pd.Series | None = None, bounds: tuple[str, str] | None = None
+    items: pd.DataFrame,
+    gold: pd.Series | None = None,
+    bounds: tuple[str, str] | None = None,
+    level_names: list[str] | None = None,
 ) -> go.Figure:
     """Estimates of some items with intervals, sorted, with gold where known.
 
     ``bounds``: the names of two columns holding each item's credible interval (e.g.
     ``decisions.interval_columns()``: the levels around its label), drawn as a bar of their
     own beside the estimate, which need not lie inside it; without them, 95% intervals
-    (+-1.96 sd) of the Gaussian q(z), which can reach beyond the scale.
+    (+-1.96 sd) of the Gaussian q(z), which can reach beyond the scale. ``level_names``: a
+    scale of named levels, lowest first: the bounds are names, drawn at their positions 1..K,
+    and the axis is ticked with the names.
     """
     _need(items, ["estimate", "sd", *(bounds or ())], "the interval plot")
     it = items.sort_values("estimate")
@@ -288,7 +304,12 @@ def item_intervals(
         name = "estimate, 95% interval"
         label = "95% intervals"
     else:
-        lo, hi = (it[c].to_numpy(dtype=float) for c in bounds)
+        where = None if level_names is None else {n: i + 1.0 for i, n in enumerate(level_names)}
+        lo, hi = (
+            it[c].to_numpy(dtype=float) if where is None else it[c].map(where).to_numpy(float)
+            for c in bounds
+        )
+        ends = np.column_stack([it[c].astype(str).to_numpy() for c in bounds])
         fig.add_trace(
             go.Bar(
                 x=names,
@@ -297,8 +318,10 @@ def item_intervals(
                 name=f"label's {bounds[0].removeprefix('lower_')}% levels",
                 marker_color="rgba(31, 119, 180, 0.25)",
                 width=0.5,
-                customdata=hi,
-                hovertemplate="%{x}<br>levels %{base:g} to %{customdata:g}<extra></extra>",
+                customdata=ends if level_names is not None else hi,
+                hovertemplate="%{x}<br>levels %{customdata[0]} to %{customdata[1]}<extra></extra>"
+                if level_names is not None
+                else "%{x}<br>levels %{base:g} to %{customdata:g}<extra></extra>",
             )
         )
         error, name = None, "estimate"
@@ -326,6 +349,8 @@ def item_intervals(
         )
     fig.update_xaxes(title="item", showticklabels=len(it) <= 40)
     fig.update_yaxes(title="estimate")
+    if level_names is not None:
+        _named_axis(fig, "yaxis", [i + 1.0 for i in range(len(level_names))], level_names)
     return _layout(fig, f"{len(it)} item(s): estimates and {label}")
 
 

@@ -23,6 +23,11 @@ METRIC_LABELS = {
 #: subplots per row: six titles side by side overlap, and a method's name under each bar
 #: needs the width
 PER_ROW = 3
+#: the figure's title at the top of the figure, and the room (px) above the top row of plots:
+#: the title's line, then the subplot titles' lines (two at most, ``METRIC_LABELS``), so that
+#: neither sits on the other
+TITLE = {"y": 1.0, "yref": "container", "yanchor": "top", "pad": {"t": 12}}
+TOP_MARGIN = 120
 
 
 def _grid(metrics: list[str]) -> go.Figure:
@@ -72,7 +77,14 @@ def metric_bars(table: pd.DataFrame) -> go.Figure:
             **_cell(j),
         )
     fig.update_xaxes(tickangle=-45, automargin=True)
-    return _layout(fig, "Methods compared on the gold items (best in red)", showlegend=False)
+    return _titled(
+        _layout(fig, "Methods compared on the gold items (best in red)", showlegend=False)
+    )
+
+
+def _titled(fig: go.Figure) -> go.Figure:
+    """The grid's title at the top and the subplot titles below it (``TITLE``, ``TOP_MARGIN``)."""
+    return fig.update_layout(title=TITLE, margin={"t": TOP_MARGIN})
 
 
 def spam_curves(results: pd.DataFrame) -> go.Figure:
@@ -111,4 +123,4 @@ def spam_curves(results: pd.DataFrame) -> go.Figure:
         dtick=max(1, int(np.ceil(span / 10))),
         tickformat="d",
     )
-    return _layout(fig, "Spam experiment: quality as spammers are added")
+    return _titled(_layout(fig, "Spam experiment: quality as spammers are added"))

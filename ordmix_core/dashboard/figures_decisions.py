@@ -10,6 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from ..results.decisions import ANNOTATOR_FLAGS
+from ..results.explanations import level_text
 
 FLAG_COLORS = {
     "unreliable": "#d62728",
@@ -128,16 +129,18 @@ def _level_colors(k: int) -> list[str]:
     return pc.sample_colorscale("RdYlBu_r", [i / (k - 1) for i in range(k)])
 
 
-def _shares(ratings: pd.Series | np.ndarray, levels: list[float]) -> tuple[np.ndarray, int]:
-    """Share of ``ratings`` at each level, and their number."""
-    r = np.asarray(ratings, dtype=float)
+def _shares(ratings: pd.Series | np.ndarray, levels: list) -> tuple[np.ndarray, int]:
+    """Share of ``ratings`` at each level (values, or a named scale's names), and their
+    number."""
+    numbers = all(isinstance(v, (int, float, np.integer, np.floating)) for v in levels)
+    r = np.asarray(ratings, dtype=float if numbers else object)
     counts = np.array([(r == v).sum() for v in levels], dtype=float)
     return counts / max(r.size, 1), int(r.size)
 
 
 def _grouped_levels(bars: list[tuple[str, np.ndarray, list[str], str]], levels, title: str):
     fig = go.Figure()
-    names = [f"{v:g}" for v in levels]
+    names = [level_text(v) for v in levels]
     for name, y, text, color in bars:
         fig.add_trace(
             go.Bar(

@@ -23,6 +23,7 @@ from ..errors import InputError
 from ..estimators import option_frontends, option_kinds
 from ..estimators.ordinal_mixture import OrdinalMixture, difficulty_prior
 from ..fit.schedule import KEEP
+from ..numerics import jit
 from .report import Dataset
 
 #: sweeps of the first halving round (``OrdinalMixture``'s ``prune_start``)
@@ -132,6 +133,10 @@ class FitJob:
     error: str | None = None
     collected: bool = False
     peak: float = 0.0  # the bar never goes back
+    compile_note: str | None = None  # "compiling (once, about N s)" once numba started
+    compile_expected: float = 0.0  # its N
+    compile_started: float | None = None
+    compiling: bool = False  # numba is compiling a kernel right now
 
     #: sweeps a restart typically needs (warm-up and mixture), for the progress estimate
     TYPICAL_ITERATIONS = 40
@@ -148,6 +153,14 @@ class FitJob:
         self.restart, self.iteration, self.bound = restart, iteration, bound
         return not self.stop.is_set()
 
+    def compile_report(self, done: int, total: int, active: bool) -> None:
+        """numba compiling the fit's kernels (``jit.compile_progress``), in the worker."""
+        if self.compile_started is None:
+            self.compile_started = time.perf_counter()
+            self.compile_note = jit.compile_note(total)
+            self.compile_expected = float(jit.compile_seconds(total))
+        self.compiling = active
+
     def run(self) -> None:
         """Fit (in the worker thread); errors become :attr:`error`, never an exception.
 
@@ -156,7 +169,8 @@ class FitJob:
         try:
             model = OrdinalMixture(scale=self.dataset.scale, **self.params.engine_kwargs())
             gold = self.dataset.gold if self.params.use_gold else None
-            self.model = model.fit(self.dataset.data, callback=self.callback, gold=gold)
+            with jit.compile_progress(self.compile_report):
+                self.model = model.fit(self.dataset.data, callback=self.callback, gold=gold)
         except InputError as err:
             self.error = str(err)
         except Exception as err:  # noqa: BLE001 - shown to the user instead of a traceback
@@ -226,6 +240,11 @@ class FitJob:
         1 only once the fit is done."""
         if self.done.is_set():
             return 1.0
+        if self.compile_started is not None and self.reports == 0:
+            # compiling before the first sweep: half of the bar over the expected seconds
+            spent = time.perf_counter() - self.compile_started
+            self.peak = max(self.peak, 0.5 * min(spent / self.compile_expected, 0.95))
+            return float(self.peak)
         _, total = self.stage()
         x = self.reports / total
         # 90% at the expected number of sweeps; beyond it the bar slows down towards 1
@@ -237,12 +256,15 @@ class FitJob:
         """One line: restart, iteration, current bound, elapsed time."""
         if self.done.is_set():
             return f"finished in {self.seconds:.1f} s"
-        bound = "..." if np.isnan(self.bound) else f"{self.bound:,.2f}"
         stopping = " - stopping ..." if self.stop.is_set() else ""
+        if self.compiling and self.compile_started is not None:
+            spent = time.perf_counter() - self.compile_started
+            return f"{self.compile_note}: {spent:.0f} s so far{stopping}"
+        bound = "..." if np.isnan(self.bound) else f"{self.bound:,.2f}"
         n = self.params.n_restarts
         stage, _ = self.stage()
         return (
-            f"{stage} - restart {self.restart + 1}/{n}, iteration {self.iteration} "
+            f"{stage} - restart {self.restart} of 0-{n - 1}, iteration {self.iteration} "
             f"- lower bound {bound} - {self.seconds:.0f} s{stopping}"
         )
 
@@ -261,7 +283,8 @@ class FitJob:
             if stopped:
                 msg = (
                     f"Stopped after {self.seconds:.1f} s: kept the best restart found so far "
-                    f"(restart {m.best_restart_ + 1} of the {len(m.restarts_)} started)."
+                    f"(restart {m.best_restart_}, of the {len(m.restarts_)} started, numbered "
+                    "from 0 as in restarts.csv)."
                 )
             else:
                 msg = f"Fit finished in {self.seconds:.1f} s."

@@ -2,12 +2,11 @@
 
 ``fit_summary`` gives the Fit page's lines (and ``selection_explanation``, ``model_line``,
 ``no_spam_note``, ``ensemble_line``, ``moving_line``, ``undetermined_line`` each one part),
-``page_warnings`` the fit's warnings it shows; restarts are counted from 1 for people
-(``restarts_from_one``)."""
+``page_warnings`` the fit's warnings it shows. Restarts are numbered from 0 everywhere, as in
+``restarts.csv``, ``trace.csv`` and ``summary.json``."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import pandas as pd
@@ -15,7 +14,7 @@ import pandas as pd
 from ..estimators.ordinal_mixture import MODELS, OrdinalMixture
 from ..fit import acceleration, selection
 from ..labels.policy import DEFAULT as DEFAULT_POLICY
-from ..results import decision_columns, decisions, stability
+from ..results import agreement, decision_columns, decisions, stability
 
 
 def _count(n: int, what: str) -> str:
@@ -43,12 +42,6 @@ def page_warnings(model: OrdinalMixture, stop_said: bool) -> list[str]:
     engine's note that the fit was stopped when the page already says so (``stop_said``: its
     own message, which names the seconds run and the restart kept), so a stop is said once."""
     return [w for w in model.warnings_ if not (stop_said and w == selection.STOP_WARNING)]
-
-
-def restarts_from_one(text: str) -> str:
-    """``text`` with every "restart N" counted from 1 (the engine counts restarts from 0; the
-    dashboard shows them to a user from 1)."""
-    return re.sub(r"\b(restart) (\d+)\b", lambda m: f"{m[1]} {int(m[2]) + 1}", text)
 
 
 def selection_explanation(model: OrdinalMixture) -> str:
@@ -242,7 +235,7 @@ def fit_summary(model: OrdinalMixture, dec: decision_columns.Decisions | None = 
 
     ``dec``: the fit's decisions (``decision_columns.decide(model)`` by default): the annotators
     flagged unreliable / ok / undetermined from the evidence of their ratings, and the items
-    whose ratings are too weak to label them.
+    whose two most probable levels tie.
     """
     dec = decision_columns.decide(model) if dec is None else dec
     ann = model.annotators_
@@ -276,6 +269,8 @@ def fit_summary(model: OrdinalMixture, dec: decision_columns.Decisions | None = 
         lines.append(f"Annotator flags: {dec.no_flags}.")
     if dec.items is not None:
         lines.append(undetermined_line(dec.items))
+    if dec.agreement is not None:
+        lines.append(_capital(agreement.words(dec.agreement.as_dict())) + ".")
     if model.spam_ and not warm_up_only:
         spam = 1.0 - decisions.truth_share(model)
         lines.append(
@@ -283,7 +278,7 @@ def fit_summary(model: OrdinalMixture, dec: decision_columns.Decisions | None = 
             "that a rating is spam rather than drawn from the item's truth)."
         )
     lines.append(model_line(model) + ".")
-    lines.append(f"Chosen: {restarts_from_one(selection_explanation(model))}.")
+    lines.append(f"Chosen: {selection_explanation(model)}.")
     if not warm_up_only:
         lines.append(ensemble_line(model))
     if model.interrupted_ and not model.converged_:

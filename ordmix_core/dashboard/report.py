@@ -48,13 +48,14 @@ class Dataset:
         """The long table ``annotator, instance, rating[, query]`` in the input's row order.
 
         Rebuilt from ``data`` on first use (for the methods that take a DataFrame), so the
-        checks are not run a second time; ratings are the scale's values.
+        checks are not run a second time; ratings are the scale's values, or the names of a
+        scale of named levels (as the file wrote them).
         """
         d = self.data
         cols = {
             "annotator": d.annotators[d.ann],
             "instance": id_array(d.instances)[d.inst],
-            "rating": d.values,
+            "rating": d.values if d.scale.names is None else d.scale.labels[d.level],
         }
         if d.inst_query is not None:
             cols["query"] = d.inst_query[d.inst]
@@ -81,6 +82,18 @@ def make_dataset(
             source="gold",
         )
     return Dataset(name=name, data=data, gold=gold)
+
+
+def rescale(ds: Dataset, scale: str) -> Dataset:
+    """The data set's ratings and gold on another scale (``--scale`` text). Named levels are
+    read again from their names, so reordering the names reorders the levels (the gold too:
+    a gold item keeps its name, not its position)."""
+    gold = ds.gold
+    if gold is not None and ds.scale.names is not None:
+        names = ds.scale.labels[ds.scale.index_of(gold.to_numpy(dtype=float))]
+        new = Scale.parse(scale)
+        gold = pd.Series(new.codes(names, "gold: the truth"), index=gold.index, name=gold.name)
+    return make_dataset(ds.name, ds.ratings, gold, scale)
 
 
 def guess_column(columns: list[str], canonical: str) -> str | None:
@@ -128,8 +141,10 @@ def validation_report(ds: Dataset) -> dict[str, Any]:
         "single_rating_items": int((per_item == 1).sum()),
         "duplicate_pairs": _repeats(pair),
         "exact_duplicate_rows": _repeats(row),
-        "scale": fmt_scale(levels),
-        "level_counts": pd.DataFrame({"level": levels, "ratings": counts}).set_index("level"),
+        "scale": fmt_scale(d.scale),
+        "level_counts": pd.DataFrame({"level": d.scale.labels, "ratings": counts}).set_index(
+            "level"
+        ),
         "unused_levels": [float(v) for v, n in zip(levels, counts, strict=True) if n == 0],
         "gold": None,
     }

@@ -149,9 +149,6 @@ class _Sweeps:
         self.next_slot = {r: 1 for r in range(n_restarts)}  # slot 0: the start
         self.pinned: tuple[int, ...] = ()  # slots every plain sweep keeps (``alternative``)
         self.tops: dict[int, tuple] = {}  # each restart's last settle's top item (``settle_top``)
-        self.eps_pack = (
-            acceleration.EPS_PACK
-        )  # SQUAREM's clip of eps (``OrdinalMixture._eps_pack``)
         self.exact_eps = accelerate  # the exact eps step (``OrdinalMixture._exact_eps``)
         self.keep_q_y = False  # every mixture state keeps its sweep's q(y) (the flags')
         self.lo, self.hi = float(gp.thresholds[0]), float(gp.thresholds[-1])
@@ -348,7 +345,7 @@ class _Sweeps:
         ``blocks.Proposal``; ``(globals, proposal)`` or None (no usable or valid step)."""
         terms = {
             g: acceleration.group_terms(
-                g, *(acceleration.group_value(s, g) for s in (s0, s1, s2)), self.eps_pack
+                g, *(acceleration.group_value(s, g) for s in (s0, s1, s2)), acceleration.EPS_PACK
             )
             for g in CLIENT_GROUPS
         }

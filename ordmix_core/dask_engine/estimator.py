@@ -56,7 +56,7 @@ import numpy as np
 import pandas as pd
 
 from ..data.crowd import check_granularity
-from ..data.scale import Scale, as_scale, checked_scale
+from ..data.scale import Scale, as_scale, checked_scale, fmt_scale, scale_names
 from ..errors import ClusterError, InputError
 from ..estimators import refit
 from ..estimators.base import extends_params
@@ -180,6 +180,12 @@ class DaskOrdinalMixture(OrdinalMixture):
         returning False stops the fit and keeps the best restart so far. ``gold``: known true
         values (a Series by instance), as ``OrdinalMixture.fit``'s.
         """
+        if scale_names(self.scale) is not None:
+            raise InputError(
+                f"named levels (--scale {fmt_scale(as_scale(self.scale, []))}) work with the "
+                "in-memory engine only; fit without --engine dask, or write the levels as the "
+                "numbers 1..K in their order"
+            )
         if self.updates not in ("exact", "paper"):  # before a cluster is started for nothing
             raise InputError(f"updates must be 'exact' or 'paper', not {self.updates!r}")
         self._validate()
@@ -255,7 +261,6 @@ class DaskOrdinalMixture(OrdinalMixture):
             runs = self._warm_runs(bl, prev, runs, annotators, categories, gp)
         sweeps = _Sweeps(bl, gp, local_cats, n_ratings, self.n_restarts, self.accelerate)
         sweeps.keep_q_y = True  # the flags read the winner's (``label_fit.finish``)
-        sweeps.eps_pack = self._eps_pack()
         sweeps.exact_eps = self._exact_eps()
         step = acceleration.make_step(sweeps, self.accelerate, sweeps.exact_eps)
         settle = acceleration.make_settle(sweeps, sweeps.exact_eps)

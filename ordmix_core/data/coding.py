@@ -133,13 +133,19 @@ def factorize_sorted(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     return (codes if codes.flags.writeable else codes.copy()), id_array(uniques)
 
 
-def _code_columns(cols: dict[str, pd.Series], source: str) -> dict[str, Callable[[], Any]]:
-    """:func:`_code_ids` of each ID column and :func:`numeric_ratings` of the ratings,
-    concurrently for big tables (pyarrow's hash and sort and ``id_hash``'s kernels release the
-    GIL, so the columns share the cores). Each column's result comes as a call that returns it
-    or raises its InputError, so that the caller meets the errors in column order."""
+def _code_columns(
+    cols: dict[str, pd.Series],
+    source: str,
+    names: Sequence[str] | None = None,
+    spelled: dict[float, str] | None = None,
+) -> dict[str, Callable[[], Any]]:
+    """:func:`_code_ids` of each ID column and :func:`numeric_ratings` of the ratings (named
+    levels ``names``, if given), concurrently for big tables (pyarrow's hash and sort and
+    ``id_hash``'s kernels release the GIL, so the columns share the cores). Each column's
+    result comes as a call that returns it or raises its InputError, so that the caller meets
+    the errors in column order."""
     todo: dict[str, tuple] = {
-        c: (_code_ids, col) if c in ID_COLUMNS else (numeric_ratings, col, source)
+        c: (_code_ids, col) if c in ID_COLUMNS else (numeric_ratings, col, source, names, spelled)
         for c, col in cols.items()
         if c in ID_COLUMNS or c == "rating"
     }
@@ -275,17 +281,28 @@ def _code_categorical(col: pd.Series) -> tuple[np.ndarray, np.ndarray, np.ndarra
     return full[codes], uniq[used], blank[used], False
 
 
-def numeric_ratings(col: pd.Series, source: str = "ratings") -> np.ndarray:
+def numeric_ratings(
+    col: pd.Series,
+    source: str = "ratings",
+    names: Sequence[str] | None = None,
+    spelled: dict[float, str] | None = None,
+) -> np.ndarray:
     """(L,) float ratings of a column; InputError naming the first row that is not a finite
     number, or for a column of dates, durations or complex numbers.
 
     Text is parsed per distinct value with ``pd.to_numeric`` (so ``" 3"`` and ``"3.0"`` read
-    as 3 exactly as a whole-column parse would), never a Python object per row.
+    as 3 exactly as a whole-column parse would), never a Python object per row. With
+    ``names`` (a scale of named levels, lowest first) each rating must be one of them and
+    becomes its level's value, 1..K (:func:`named_ratings`). ``spelled``: filled, for
+    ratings given as text, with each value's first spelling (``{3.0: "3"}``), which
+    crowd-kit's labels keep.
     """
     if _is_arrow(col) and _arrow_text(col) is None:
         col = col.to_pandas()
+    if names is not None:
+        return named_ratings(col, names, source)
     if _arrow_text(col) is not None:
-        return _parse_distinct(col, source)
+        return _parse_distinct(col, source, spelled)
     dt = col.dtype
     kind = getattr(dt, "kind", "O")
     what = None
@@ -310,11 +327,12 @@ def numeric_ratings(col: pd.Series, source: str = "ratings") -> np.ndarray:
             row = int(np.flatnonzero(bad)[0])
             _refuse_rating(col.iloc[row], row, int(bad.sum()), source)
         return values
-    return _parse_distinct(col, source)
+    return _parse_distinct(col, source, spelled)
 
 
-def _parse_distinct(col, source: str) -> np.ndarray:
-    """Ratings of a text (or mixed) column, parsed once per distinct value."""
+def _parse_distinct(col, source: str, spelled: dict[float, str] | None = None) -> np.ndarray:
+    """Ratings of a text (or mixed) column, parsed once per distinct value; ``spelled``:
+    filled with each value's first spelling when every distinct value is text."""
     codes, uniques = _distinct(col)
     parsed = pd.to_numeric(pd.Series(uniques), errors="coerce")
     if pd.api.types.is_complex_dtype(parsed.dtype):
@@ -332,6 +350,37 @@ def _parse_distinct(col, source: str) -> np.ndarray:
             raw = uniques[codes[row]] if codes[row] >= 0 else None
             names = [str(u).strip() for u, b in zip(uniques, ubad[:-1], strict=True) if b]
             _refuse_rating(raw, row, int(bad.sum()), source, [n for n in names if n])
+    if spelled is not None and all(isinstance(u, str) for u in uniques):
+        for u, v in zip(uniques, uval[:-1], strict=True):
+            spelled.setdefault(float(v), u.strip())
+    return uval[codes]
+
+
+def named_ratings(col: pd.Series, names: Sequence[str], source: str = "ratings") -> np.ndarray:
+    """(L,) the value 1..K of each rating, a name of the scale's levels (``names``, lowest
+    first; compared as text without surrounding spaces), matched once per distinct value.
+    InputError naming the first row whose rating is empty or not one of the names."""
+    codes, uniques = _distinct(col)
+    where = {str(n): float(i + 1) for i, n in enumerate(names)}
+
+    def text(u: object) -> str:
+        return f"{u:g}" if isinstance(u, (float, np.floating)) else str(u).strip()
+
+    uval = np.array([where.get(text(u), np.nan) for u in uniques] + [np.nan])  # -1: missing
+    bad = np.isnan(uval)[codes]
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raw = uniques[codes[row]] if codes[row] >= 0 else None
+        where_ = f"row {row + 2} {_ROW}"
+        if raw is None or (not isinstance(raw, str) and pd.isna(raw)) or not text(raw):
+            msg = f"{where_}: empty rating cell; fill it in or delete the row"
+        else:
+            msg = (
+                f"{where_}: rating {text(raw)[:40]!r} is not one of the scale's levels "
+                f"{', '.join(names)}; fix the rating or give the scale that includes it "
+                "(--scale, lowest level first)"
+            )
+        raise InputError(f"{msg} ({int(bad.sum())} such row(s))", source=source)
     return uval[codes]
 
 
@@ -368,8 +417,9 @@ def _refuse_rating(
         elif 2 <= len(names) <= NAMED_LEVELS_MAX:
             shown = ", ".join(repr(n[:20]) for n in sorted(names))
             fix = (
-                f"the ratings hold the names {shown}: write them as numbers in the scale's "
-                "order, lowest level first (1, 2, ...)"
+                f"the ratings hold the names {shown}: give their order as the scale, lowest "
+                f"level first (--scale {','.join(n[:20] for n in sorted(names))}, reordered "
+                "to the levels' true order)"
             )
         msg = f"{where}: rating {text!r} is not a number{hint}; {fix}"
     raise InputError(f"{msg} ({n_bad} such row(s))", source=source)
@@ -394,7 +444,7 @@ def rating_levels(
         row = int(np.flatnonzero(off)[0])
         raise InputError(
             f"row {row + 2} {_ROW}: rating {ratings[row]:g} is not on the scale "
-            f"{fmt_scale(sc.values)} ({int(off.sum())} such row(s)); fix the rating or give the "
+            f"{fmt_scale(sc)} ({int(off.sum())} such row(s)); fix the rating or give the "
             "scale that includes it (--scale)",
             source=source,
         )

@@ -42,7 +42,7 @@ from .columns import (
     visible,
 )
 from .queries import instance_queries, query_clash
-from .scale import Scale, as_scale
+from .scale import Scale, as_scale, scale_names
 
 GRANULARITIES = ("instance", "query", "global")
 
@@ -81,25 +81,34 @@ def _select(df, source: str) -> dict:
     return {c: out[c] for c in ("annotator", "instance", "rating", "query") if c in out}
 
 
-def normalize_columns(df, source: str = "ratings", *, coded: bool = False) -> pd.DataFrame:
+def normalize_columns(
+    df, source: str = "ratings", *, coded: bool = False, names: Sequence[str] | None = None
+) -> pd.DataFrame:
     """Rename aliases to ``annotator, instance, rating[, query]`` and check what is there.
 
     IDs become text (leading zeros kept): a Categorical keeps its codes with its categories as
     strings, any other column becomes ``str``; with ``coded`` every ID column becomes a
     Categorical whose categories are the sorted distinct IDs (codes + dictionary: what
-    :func:`prepare` takes without recoding). Ratings become float. The result remembers
+    :func:`prepare` takes without recoding). Ratings become float: with ``names`` (a scale
+    of named levels, lowest first) each rating is one of them, read as its value 1..K.
+    The result remembers
     ``source`` (``attrs["source"]``) so that :func:`prepare` names the file. ``df`` may also
     be a ``pyarrow.Table`` of text columns (the readers'), coded without going through pandas.
     Raises InputError.
     """
     if not coded and _is_arrow(df) and hasattr(df, "to_pandas"):
         df = df.to_pandas()
+    attrs = getattr(df, "attrs", None) or {}
+    given = names
+    if names is not None and tuple(attrs.get("levels") or ()) == tuple(names):
+        names = None  # a frame this function made with these names: its ratings are values
     cols = _select(df, source)
-    results = _code_columns(cols, source) if coded else {}
+    spelled: dict[float, str] = {}
+    results = _code_columns(cols, source, names, spelled) if coded else {}
     out = {}
     for c, col in cols.items():
         if c == "rating":
-            out[c] = results.pop(c)() if coded else numeric_ratings(col, source)
+            out[c] = results.pop(c)() if coded else numeric_ratings(col, source, names, spelled)
         elif coded:
             codes, uniq, blank, same = results.pop(c)()
             _refuse_empty_ids(_bad_codes(codes, blank), c, source)
@@ -113,6 +122,10 @@ def normalize_columns(df, source: str = "ratings", *, coded: bool = False) -> pd
             out[c] = _as_text(col)
     frame = pd.DataFrame(out, copy=False)
     frame.attrs["source"] = source
+    if spelled:  # the ratings were text: each value's spelling, for crowd-kit's labels
+        frame.attrs["rating_text"] = spelled
+    if given is not None:
+        frame.attrs["levels"] = tuple(given)  # the ratings are the named levels' values
     return frame
 
 
@@ -144,6 +157,9 @@ class CrowdData:
     cat_of_inst: np.ndarray = field(default=None)  # (M,) int32 category of each instance
     categories: np.ndarray = field(default=None)  # (C,) object: category names
     granularity: str = "instance"
+    #: (K,) each level as the ratings wrote it when they were given as text (``"3"``): the
+    #: type crowd-kit's ``labels_`` and ``probas_`` keep; None for numbers or named levels
+    level_text: tuple[str, ...] | None = None
 
     @property
     def n_ratings(self) -> int:
@@ -226,16 +242,20 @@ def prepare(
     anything unusable.
     """
     if isinstance(ratings, CrowdData):
-        if scale is not None and not np.array_equal(
-            as_scale(scale, []).values, ratings.scale.values
-        ):
+        if scale is not None and not as_scale(scale, []).same_as(ratings.scale):
             raise InputError("a prepared CrowdData already has its scale; do not pass another")
         return ratings.with_granularity(granularity)
     if source is None:
         attrs = getattr(ratings, "attrs", None) or {}
         source = str(attrs.get("source") or "ratings")
-    frame = normalize_columns(ratings, source, coded=True)  # the one validation
-    return crowd_from_coded(frame, scale, granularity, source, copy=True)
+    names = scale_names(scale)
+    frame = normalize_columns(ratings, source, coded=True, names=names)  # the one validation
+    data = crowd_from_coded(frame, scale, granularity, source, copy=True)
+    spelled = frame.attrs.get("rating_text")
+    if spelled is not None and data.scale.names is None:  # text ratings: labels as written
+        text = tuple(spelled.get(float(v), f"{v:g}") for v in data.scale.values)
+        data = replace(data, level_text=text)
+    return data
 
 
 def crowd_from_coded(

@@ -2,7 +2,11 @@
 
 ``Scale`` holds ``v_1 < ... < v_K`` and its thresholds (midpoints, half a step outside the
 outer levels: the paper's 0.5 ... 5.5 for 1..5); ``as_scale`` and ``checked_scale`` make one
-from the ratings and refuse an inferred scale with outlying values, naming them."""
+from the ratings and refuse an inferred scale with outlying values, naming them.
+
+Named levels (``G,P,R,X``, ``low,medium,high``): a scale given as names, lowest first, has
+the values 1..K and keeps the names (``Scale.names``); the engine works on the values, and
+every label, level column and chart shows the names (``Scale.labels``, ``level_labels``)."""
 
 from __future__ import annotations
 
@@ -32,10 +36,13 @@ class Scale:
     """An ordinal scale ``v_1 < ... < v_K`` and its thresholds ``b_0 < ... < b_K``.
 
     Inner thresholds sit at the midpoints; the outer ones half a step outside
-    (the paper's 0.5 ... 5.5 for 1..5). A one-level scale gets ``v +- 0.5``.
+    (the paper's 0.5 ... 5.5 for 1..5). A one-level scale gets ``v +- 0.5``. ``names``: the
+    levels' names, lowest first, for a scale of named levels (:meth:`named`: values 1..K);
+    None for a scale of numbers.
     """
 
     values: np.ndarray
+    names: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         v = np.asarray(self.values, dtype=float)
@@ -46,6 +53,51 @@ class Scale:
                 f"the rating scale {fmt_scale(v)} must be strictly increasing without repeats"
             )
         object.__setattr__(self, "values", v)
+        if self.names is not None:
+            object.__setattr__(self, "names", _check_names(self.names, v.size))
+
+    @classmethod
+    def named(cls, names: Sequence[str]) -> Scale:
+        """A scale of named levels, lowest first (``["G", "P", "R", "X"]``): values 1..K."""
+        names = tuple(str(n).strip() for n in names)
+        return cls(np.arange(1.0, len(names) + 1.0), names)
+
+    @property
+    def labels(self) -> np.ndarray:
+        """The levels as labels are written: the names, else :func:`level_labels`' values."""
+        return level_labels(self.values, self.names)
+
+    @property
+    def text(self) -> str:
+        """The scale as ``--scale`` takes it: ``G,P,R,X`` or ``1,2,3,4,5``."""
+        return ",".join(self.names) if self.names is not None else fmt_scale(self.values)
+
+    def same_as(self, other: Scale) -> bool:
+        """The same levels: the same values and the same names (or none)."""
+        return np.array_equal(self.values, other.values) and self.names == other.names
+
+    def codes(self, labels: Sequence[object], what: str = "label") -> np.ndarray:
+        """The values (K,) of ``labels`` written as this scale writes them (names, or
+        numbers); NaN for a missing one. InputError naming the first that is not a level."""
+        labels = pd.Series(labels, dtype=object)
+        missing = labels.isna().to_numpy() | (labels.astype(str).str.strip() == "").to_numpy()
+        if self.names is not None:
+            where = {n: v for n, v in zip(self.names, self.values, strict=True)}
+            out = np.array([where.get(str(x).strip(), np.inf) for x in labels], dtype=float)
+        else:
+            num = pd.to_numeric(labels, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+            on = np.isfinite(num)
+            on[on] = self.index_of(num[on]) >= 0
+            out = np.where(on, num, np.inf)
+        out[missing] = np.nan
+        bad = np.isinf(out)
+        if bad.any():
+            first = labels[bad].iloc[0]
+            raise InputError(
+                f"{what} {str(first)[:40]!r} is not a level of the scale {self.text}"
+                f" ({int(bad.sum())} such); use the scale's levels"
+            )
+        return out
 
     @property
     def k(self) -> int:
@@ -83,34 +135,67 @@ class Scale:
 
     @classmethod
     def parse(cls, text: str) -> Scale:
-        """Parse ``"1,2,3,4,5"`` (as given to ``--scale``)."""
-        try:
-            vals = [float(t) for t in str(text).split(",") if t.strip() != ""]
-        except ValueError:
+        """Parse ``"1,2,3,4,5"`` or names lowest first, ``"G,P,R,X"`` (as given to
+        ``--scale``): numbers when every level is one, else every level is a name."""
+        tokens = [t.strip() for t in str(text).split(",") if t.strip() != ""]
+        if not tokens:
             raise InputError(
-                f"--scale {text!r} is not a comma-separated list of numbers; "
-                "write it like --scale 1,2,3,4,5"
-            ) from None
-        return cls(np.array(vals))
+                f"--scale {text!r} names no level; write the levels lowest first, like "
+                "--scale 1,2,3,4,5 or --scale low,medium,high"
+            )
+        if all(_is_number(t) for t in tokens):
+            return cls(np.array([float(t) for t in tokens]))
+        return cls.named(tokens)
 
 
-def level_labels(values: Sequence[float]) -> np.ndarray:
-    """The scale's values as labels: int64 when every value is a whole number (a label is
-    ``3``, as the annotators gave it, not ``3.0``), else float64."""
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _check_names(names: Sequence[object], k: int) -> tuple[str, ...]:
+    """Named levels as kept: text, stripped, one per value, none blank, no repeats."""
+    out = tuple(str(n).strip() for n in names)
+    if len(out) != k:
+        raise InputError(f"the rating scale has {k} levels but {len(out)} names")
+    if any(not n for n in out):
+        raise InputError("a level of the rating scale has an empty name; name every level")
+    dup = sorted({n for n in out if out.count(n) > 1})
+    if dup:
+        raise InputError(
+            f"the rating scale names {', '.join(map(repr, dup))} more than once; "
+            "give each level once, lowest first"
+        )
+    return out
+
+
+def level_labels(values: Sequence[float], names: Sequence[str] | None = None) -> np.ndarray:
+    """The scale's levels as labels: its names when it has them (an object array), else its
+    values, int64 when every value is a whole number (a label is ``3``, as the annotators
+    gave it, not ``3.0``), else float64."""
+    if names is not None:
+        return np.array(list(names), dtype=object)
     v = np.asarray(values, dtype=float)
     whole = np.all(np.isfinite(v)) and np.all(v == np.round(v)) and np.all(np.abs(v) < 2**53)
     return v.astype(np.int64) if whole else v
 
 
-def fmt_scale(values: Sequence[float]) -> str:
+def fmt_scale(values: Scale | Sequence[float]) -> str:
+    """A scale (its names, when it has them) or its values as ``--scale`` takes them."""
+    if isinstance(values, Scale):
+        return values.text
     return ",".join(f"{x:g}" for x in values)
 
 
 def as_scale(scale: Scale | Sequence[float] | str | None, ratings: np.ndarray) -> Scale:
     """Resolve a scale argument; ``None`` means the distinct values seen, as they are.
 
-    The inferred scale is checked for outlying values by :func:`rating_levels` (which
-    ``prepare`` runs, naming the file and the rows), not here.
+    A list holding a name that is not a number (``["low", "medium", "high"]``) is a scale of
+    named levels, lowest first. The inferred scale is checked for outlying values by
+    :func:`rating_levels` (which ``prepare`` runs, naming the file and the rows), not here.
     """
     if scale is None:
         return Scale(_distinct_levels(np.asarray(ratings, dtype=float))[0])
@@ -118,7 +203,15 @@ def as_scale(scale: Scale | Sequence[float] | str | None, ratings: np.ndarray) -
         return scale
     if isinstance(scale, str):
         return Scale.parse(scale)
-    return Scale(np.asarray(list(scale), dtype=float))
+    levels = list(scale)
+    if any(isinstance(v, str) and not _is_number(v) for v in levels):
+        return Scale.named(levels)
+    return Scale(np.asarray(levels, dtype=float))
+
+
+def scale_names(scale: Scale | Sequence[float] | str | None) -> tuple[str, ...] | None:
+    """The names of a scale argument's levels (None: numbers, or no scale given)."""
+    return None if scale is None else as_scale(scale, np.empty(0)).names
 
 
 def infer_scale(

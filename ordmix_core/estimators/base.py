@@ -5,6 +5,12 @@ returns ``self``. crowd-kit's names mean what they mean there: ``fit_predict`` g
 task's label, ``fit_predict_proba`` each task's probability of each level (``labels_`` and
 ``probas_`` after ``fit``, indexed by ``task`` as crowd-kit's are); ``fit_predict_score``
 gives the per-instance estimate on the scale (``estimates_``, indexed by ``instance``).
+
+A drop-in for crowd-kit: ``labels_`` and ``probas_`` list the tasks in the order they first
+appear in the ratings (crowd-kit's; ``estimates_`` and the other frames are sorted by ID), and
+give the labels in the type of the ratings passed: the text as written when the ratings were
+text (``pd.read_csv(..., dtype=str)``: ``"3"``, so ``proba["3"]`` works), the names of a
+scale of named levels, else the scale's values (``3`` for whole numbers).
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ import pandas as pd
 
 from ..data.coding import id_array
 from ..data.crowd import CrowdData, prepare
-from ..data.scale import Scale, level_labels
+from ..data.scale import Scale
 
 
 class CrowdEstimator:
@@ -73,8 +79,9 @@ class CrowdEstimator:
 
     @property
     def probas_(self) -> pd.DataFrame:
-        """Each task's probability of each level: DataFrame indexed by ``task``, one column
-        per level of the scale (its own values), rows summing to 1. A method without level
+        """Each task's probability of each level: DataFrame indexed by ``task`` (in the order
+        the tasks first appear in the ratings), one column per level of the scale, named as
+        the labels are (``label_index``), rows summing to 1. A method without level
         probabilities (mean, median) puts all of it on the level nearest its estimate."""
         proba = self._level_proba()
         if proba is None:
@@ -86,8 +93,8 @@ class CrowdEstimator:
 
     @property
     def labels_(self) -> pd.Series:
-        """Each task's label, its most probable level (the scale's own values: integers when
-        the scale's are), Series indexed by ``task`` named ``agg_label`` as in crowd-kit."""
+        """Each task's label, its most probable level (in the ratings' type, ``label_index``),
+        Series indexed by ``task`` (first-seen order) named ``agg_label`` as in crowd-kit."""
         proba = self.probas_
         return pd.Series(
             proba.columns.to_numpy()[proba.to_numpy().argmax(axis=1)],
@@ -100,11 +107,39 @@ class CrowdEstimator:
         post = getattr(self, "posterior_", None)
         return None if post is None else post.to_numpy(dtype=float)
 
+    def label_index(self) -> pd.Index:
+        """The levels as crowd-kit's labels give them (``probas_``' columns, named ``label``):
+        the ratings' own text when they were given as text, the names of a scale of named
+        levels, else the scale's values (integers when they are whole numbers)."""
+        text = getattr(getattr(self, "data_", None), "level_text", None)
+        labels = self.scale_.labels if text is None else np.array(text, dtype=object)
+        return pd.Index(labels, name="label")
+
+    def _task_order(self) -> np.ndarray:
+        """Positions of ``estimates_``' instances in the order their tasks first appear in
+        the ratings (crowd-kit's order); the sorted order when the ratings are not kept."""
+        inst = getattr(getattr(self, "data_", None), "inst", None)
+        if inst is None:
+            return np.arange(len(self.estimates_))
+        return pd.unique(inst)
+
+    def _task_labels(self, labels: np.ndarray) -> pd.Series:
+        """crowd-kit's ``labels_`` from each instance's label (M,) in ``estimates_``' order,
+        written as the scale's ``labels``: tasks in first-seen order, in ``label_index``' type."""
+        order = self._task_order()
+        level = pd.Index(self.scale_.labels).get_indexer(np.asarray(labels)[order])
+        return pd.Series(
+            self.label_index().to_numpy()[level],
+            index=pd.Index(self.estimates_.index.to_numpy()[order], name="task"),
+            name="agg_label",
+        )
+
     def _task_frame(self, proba: np.ndarray) -> pd.DataFrame:
+        order = self._task_order()
         return pd.DataFrame(
-            proba,
-            index=pd.Index(self.estimates_.index.to_numpy(), name="task"),
-            columns=pd.Index(level_labels(self.scale_.values), name="label"),
+            proba[order],
+            index=pd.Index(self.estimates_.index.to_numpy()[order], name="task"),
+            columns=self.label_index(),
         )
 
     def _fit(self, data: CrowdData) -> np.ndarray:  # pragma: no cover - abstract

@@ -2,9 +2,9 @@
 
 ``EngineSteps`` is a part of ``OrdinalMixture``: each restart's kind and key (``_start``), its
 global factors' start (``_global_start``), the race of ``fit.schedule`` with the model's
-stages and tolerances (``_schedule``), SQUAREM's clip and the exact eps step (``_eps_pack``,
-``_exact_eps``); and the in-memory engine's starts of the items (``_initial_state``,
-``_initial_from_key``) and its branches from the shared warm-up (``_memory_branch``).
+stages and tolerances (``_schedule``), the exact eps step (``_exact_eps``); and the in-memory
+engine's starts of the items (``_initial_state``, ``_initial_from_key``) and its branches from
+the shared warm-up (``_memory_branch``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..data.crowd import CrowdData
-from ..fit import acceleration, restarts, schedule, starts
+from ..fit import restarts, schedule, starts
 from ..numerics import libm
 from ..numerics.keyed_random import id_hash
 from ..vb import sweep as vb
@@ -119,24 +119,14 @@ class EngineSteps:
             p.phi, p.eta, p.bias, p.spam_dist, libm.exp(p.log_pi),
         )  # fmt: skip
 
-    def _eps_pack(self) -> float:
-        """SQUAREM's clip of eps (``acceleration.EPS_PACK``; the earlier one with its
-        schedule, ``per-restart``, so that earlier fits are reproduced)."""
-        return (
-            acceleration.EPS_PACK
-            if self.schedule == "shared"
-            else acceleration.EPS_PACK_PER_RESTART
-        )
-
     def _exact_eps(self) -> bool:
         """Whether mixture sweeps start from each annotator's exact eps optimum
-        (``acceleration.make_step``): with ``accelerate``, the current schedule and a learned spam
-        distribution. The earlier schedule, ``per-restart``, keeps eq. (5)'s EM step
-        alone, so that earlier fits are reproduced; so does a fixed (uniform) spam
-        distribution, whose highest bound is the all-spam answer: there the exact step found
-        it (the paper's model on TREC RF10: Pearson 0.01 against 0.40; ``docs/benchmarks.md``)."""
+        (``acceleration.make_step``): with ``accelerate`` and a learned spam distribution. A
+        fixed (uniform) spam distribution keeps eq. (5)'s EM step alone: its highest bound is
+        the all-spam answer, and there the exact step found it (the paper's model on TREC
+        RF10: Pearson 0.01 against 0.40; ``docs/benchmarks.md``)."""
         learned = self._extensions()[1] != "uniform"
-        return bool(self.accelerate) and self.schedule == "shared" and learned
+        return bool(self.accelerate) and learned
 
     def _schedule(
         self,
@@ -158,7 +148,6 @@ class EngineSteps:
             max_iter=self.max_iter,
             tol=self.tol,
             tol_estimate=self.tol_estimate,
-            schedule=self.schedule,
             branch=branch,
             prune=self.prune_restarts,
             prune_start=self.prune_start,

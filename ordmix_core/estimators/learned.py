@@ -95,7 +95,9 @@ class StoresLearned:
         self.categories_ = categories
         self.omega_ = omega
         self.alpha_, self.beta_ = float(s.alpha), float(s.beta)
-        self.hyperparams_ = outputs.hyperparams(s.alpha, s.beta, p, pi, sc.values, sc.thresholds, s)
+        self.hyperparams_ = outputs.hyperparams(
+            s.alpha, s.beta, p, pi, sc.values, sc.thresholds, s, sc.names
+        )
         self.model_ = outputs.model_description(
             self.model, p, self._extensions()[2], self.hyperparams_, p.gold_mask
         )

@@ -24,10 +24,9 @@ class MemorySweeps:
     """The in-memory engine's sweeps for ``acceleration.make_step``: ``vb.sweep`` over all ratings,
     SQUAREM's proposal from whole states."""
 
-    def __init__(self, p: vb.Problem, eps_pack: float = acceleration.EPS_PACK) -> None:
+    def __init__(self, p: vb.Problem) -> None:
         self.problems = {key: p.at(key) for key in (True, False, "uniform")}
         self.lo, self.hi = p.thresholds[0], p.thresholds[-1]
-        self.eps_pack = eps_pack
         self._ann_groups: tuple[np.ndarray, np.ndarray] | None = None
 
     def sweep(self, state: vb.State, spam: bool, history: tuple | None) -> tuple:
@@ -35,7 +34,7 @@ class MemorySweeps:
         return new, f, None
 
     def propose(self, s0: vb.State, s1: vb.State, s2: vb.State, extra: None) -> vb.State | None:
-        return acceleration.squarem_proposal(s0, s1, s2, self.lo, self.hi, self.eps_pack)
+        return acceleration.squarem_proposal(s0, s1, s2, self.lo, self.hi)
 
     def sweep_proposal(self, proposal: vb.State, spam: bool, states: tuple) -> tuple:
         return vb.sweep(self.problems[spam], proposal)

@@ -238,7 +238,10 @@ class ScaleKind(_Kind):
     none: str | None = "the distinct ratings seen"
 
     def describe(self) -> str:
-        return "finite numbers, strictly increasing without repeats, such as 1,2,3,4,5"
+        return (
+            "finite numbers, strictly increasing without repeats, such as 1,2,3,4,5, or the "
+            "levels' names, lowest first, such as low,medium,high"
+        )
 
     def check(self, value: Any) -> Any:
         if value is None:
@@ -272,7 +275,7 @@ def check_scale(sc: Scale) -> None:
         thresholds = sc.thresholds
     if not (math.isfinite(span) and span <= MAX_SCALE_SPAN) or not np.all(np.isfinite(thresholds)):
         raise ValueError(
-            f"must span at most {MAX_SCALE_SPAN:g}, not {fmt_scale(sc.values)}; values that "
+            f"must span at most {MAX_SCALE_SPAN:g}, not {fmt_scale(sc)}; values that "
             "large are usually codes or typos, not ratings"
         )
 

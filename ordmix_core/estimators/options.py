@@ -338,18 +338,6 @@ OPTIONS: tuple[Option, ...] = (
         widget="none",
     ),
     Option(
-        "schedule",
-        Choice(("shared", "per-restart")),
-        "how restarts start: shared (one no-spam warm-up, the other restarts branch from it "
-        "with their own noise; successive halving keeps two restarts to the end, to compare "
-        "near-tied answers) or per-restart (a warm-up each and halving down to one, and "
-        "reliabilities by the paper's EM step alone: the earlier schedule, to "
-        "reproduce earlier results)",
-        "Restart schedule",
-        widget="none",
-        flag="--schedule",
-    ),
-    Option(
         "prune_restarts",
         Flag(),
         "drop the worse half of the unfinished restarts after each round (successive halving)",
@@ -373,7 +361,7 @@ OPTIONS: tuple[Option, ...] = (
         "Accelerate",
         widget="none",
         doc=(
-            "The trace stays monotone. With ``schedule='shared'`` and a learned ``spam_dist`` "
+            "The trace stays monotone. With a learned ``spam_dist`` "
             "every mixture sweep also starts from each annotator's reliability at the exact "
             "optimum given the rest (``updates.eps_block``; eq. (5) is one EM step towards it), "
             "kept only when the bound does not fall (``fit.acceleration``)."

@@ -14,16 +14,14 @@ restarts side by side in threads.
 Initialisation and selection (docs/model.md): on real data the highest-bound solution can be
 the useless all-spam one. So with ``nospam_warmup`` (and the spam component) the fit first fits
 the model without the spam component (stage ``nospam``) and starts the mixture from that fit
-with ``eps = 0.99``. With ``schedule='shared'`` (the default) restart 0 runs that
-warm-up from the per-item means and every restart r > 0 branches from its result, with noise
-on the means and the expertise keyed on the IDs and the restart's key (``starts.branch_*``);
-with ``'per-restart'`` each restart warms up on its own, restart r > 0 from the means and
-expertise plus that noise (``fit/starts.py``). Without ``nospam_warmup`` restarts r > 0 also draw
-eps at random. A restart whose share of ratings attributed to the truth component falls below
-``collapse_threshold`` is *collapsed* and is chosen only if every restart collapsed (then
-with a ``CollapseWarning``). Among the rest the highest bound wins, as in the paper; the
-restarts near-tied with it form the ensemble (``selection.ensemble``) whose disagreement marks
-items and annotators unstable.
+with ``eps = 0.99``. Restart 0 runs that warm-up from the per-item means and every restart r >
+0 branches from its result, with noise on the means and the expertise keyed on the IDs and the
+restart's key (``starts.branch_*``). Without ``nospam_warmup`` restarts r > 0 start from the
+means and expertise plus that noise and also draw eps at random (``fit/starts.py``). A restart
+whose share of ratings attributed to the truth component falls below ``collapse_threshold`` is
+*collapsed* and is chosen only if every restart collapsed (then with a ``CollapseWarning``).
+Among the rest the highest bound wins, as in the paper; the restarts near-tied with it form the
+ensemble (``selection.ensemble``) whose disagreement marks items and annotators unstable.
 
 Refits (``init_from``): a fitted model or an ``ordmix fit`` folder gives the starts instead
 (``refit.refit_starts``: its posteriors matched by ID, the usual start for anything new, and
@@ -37,7 +35,6 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -103,7 +100,6 @@ NO_GOLD_RATED = (
 )
 
 
-
 @option_kinds.register_estimator
 class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
     """Lakshminarayanan & Teh's ordinal-discrete-mixture model fitted by variational Bayes.
@@ -150,7 +146,6 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
         max_iter: int = 1000,
         tol: float = 1e-6,
         tol_estimate: float = 0.03,
-        schedule: str = "shared",
         phi: float | None = None,
         eta: float | None = None,
         lam: float = 0.1,
@@ -178,7 +173,6 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
         self.max_iter = max_iter
         self.tol = tol
         self.tol_estimate = tol_estimate
-        self.schedule = schedule
         self.phi = phi
         self.eta = eta
         self.lam = lam
@@ -222,22 +216,26 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
             pre = None
         return bias, dist, pre
 
-    def _gold_vector(self, gold: pd.Series | None, instances: Any) -> np.ndarray | None:
-        """(M,) known truth of each instance (NaN: unknown) from a Series by instance."""
+    def _gold_vector(self, gold: pd.Series | None, data: CrowdData) -> np.ndarray | None:
+        """(M,) known truth of each instance (NaN: unknown) from a Series by instance (names,
+        for a scale of named levels)."""
         if gold is None:
             return None
-        g = self._checked_gold(gold)
-        vec = g.reindex(pd.Index(instances).astype(str)).to_numpy(dtype=float)
+        g = self._checked_gold(gold, data.scale)
+        vec = g.reindex(pd.Index(data.instances).astype(str)).to_numpy(dtype=float)
         if not np.isfinite(vec).any():
             raise InputError(NO_GOLD_RATED)
         return vec
 
     @staticmethod
-    def _checked_gold(gold: pd.Series) -> pd.Series:
-        """The gold values (float) by instance ID as text, each ID once (its first); an
-        InputError for what is not a Series of numbers."""
+    def _checked_gold(gold: pd.Series, scale: Scale | None = None) -> pd.Series:
+        """The gold values (float) by instance ID as text, each ID once (its first): the
+        levels' values for names of a named ``scale``; an InputError for what is not a Series
+        of numbers (or of the scale's names)."""
         if not isinstance(gold, pd.Series):
             raise InputError("gold must be a pandas Series of true values indexed by instance")
+        if scale is not None and scale.names is not None and gold.dtype.kind not in "iuf":
+            gold = pd.Series(scale.codes(gold, "gold: the truth"), index=gold.index)
         g = pd.to_numeric(gold, errors="coerce")
         if g.isna().any():
             bad = g.index[g.isna()][0]
@@ -266,7 +264,7 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
         # 1. the parameters, then the ratings validated and coded once (CrowdData)
         self._validate()  # before the data is read: a bad scale= is named as such
         data = prepare(ratings, self.scale, granularity=self.granularity)
-        gold_m = self._gold_vector(gold, data.instances)
+        gold_m = self._gold_vector(gold, data)
         # 2. one Generator for the whole fit: every restart draws its key from it
         rng = np.random.default_rng(self.random_state)
         # 3. the fit (_fit_data: problem, starts, the race of fit.schedule, the winner)
@@ -292,8 +290,9 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
             values = data.scale.values
             gold = None if gold_m is None else confusion_model.gold_levels(gold_m, values)
             self.label_result_ = choose_labels(
-                data.ann, data.inst, data.level, data.n_annotators, data.n_instances, values, gold
-            )
+                data.ann, data.inst, data.level, data.n_annotators, data.n_instances, values,
+                gold, names=data.scale.names,
+            )  # fmt: skip
             estimate, sd = self.label_result_.posterior.estimates()
             if gold_m is not None:  # a gold item's value is its gold
                 known = np.isfinite(gold_m)
@@ -315,13 +314,10 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
     @property
     def labels_(self) -> pd.Series:
         """Each task's label as ``decisions.item_decisions`` gives it (the most probable level
-        of its posterior; an undetermined item keeps it), Series indexed by ``task``, named
-        ``agg_label``, in the scale's own values."""
-        dec = self._item_decisions()
-        return pd.Series(
-            dec["label"].to_numpy(), index=pd.Index(dec.index.to_numpy(), name="task"),
-            name="agg_label",
-        )  # fmt: skip
+        of its posterior; an undetermined item keeps it), Series indexed by ``task`` in the
+        order the tasks first appear in the ratings, named ``agg_label``, in the ratings' type
+        (``label_index``)."""
+        return self._task_labels(self._item_decisions()["label"].to_numpy())
 
     @property
     def skills_(self) -> pd.Series:
@@ -335,7 +331,7 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
 
     def _level_proba(self) -> np.ndarray:
         dec = self._item_decisions()
-        return dec[decisions.level_columns(self.scale_.values)].to_numpy()
+        return dec[decisions.level_columns(self.scale_.values, self.scale_.names)].to_numpy()
 
     def _label_model(self) -> str:
         """How labels are decided: ``labels``, else as ``model`` says (``MODELS``)."""
@@ -371,7 +367,7 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
             ]
         with np.errstate(over="ignore", under="ignore"):
             branch = self._memory_branch(data, p, inputs.inst_hash, inputs.ann_hash)
-            sweeps = MemorySweeps(p, self._eps_pack())
+            sweeps = MemorySweeps(p)
             interrupted = self._race(p, runs, callback, branch, sweeps)
         phases.release_scratch()  # two floats a rating, not needed by what follows
 
@@ -386,9 +382,9 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
             ids = id_array(data.instances)  # made here, after the sweeps (compact_ids)
             cat_ids = ids if data.categories is data.instances else id_array(data.categories)
             cat_names = cat_ids[data.cat_of_inst]
-            # the gold items as their own ratings have them: a column, and _fit_levels' map
+            # the gold items as their own ratings have them: the crowd_estimate column
             known = p.gold_mask is not None and not interrupted
-            crowd = settle.own_ratings(p, s)[0] if known else None
+            crowd = settle.own_ratings(p, s) if known else None
             items = outputs.items_frame(
                 ids, s.mu_m, s.lam_m, n_m, data.inst_query, cat_names, p.gold_mask, crowd
             )
@@ -412,7 +408,7 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
     ) -> bool:
         """The shared schedule (``_schedule``) with this engine's sweep (``sweeps``, made here
         when None); restarts of a round run in ``n_jobs`` threads. Returns True if stopped."""
-        sweeps = MemorySweeps(p, self._eps_pack()) if sweeps is None else sweeps
+        sweeps = MemorySweeps(p) if sweeps is None else sweeps
         step = acceleration.make_step(sweeps, self.accelerate, self._exact_eps())
         settle = acceleration.make_settle(sweeps, self._exact_eps())
         jobs = self._n_jobs(p, len(runs))

@@ -202,6 +202,8 @@ def compare_methods(
         e = model.fit_predict_score(data)
         seconds = time.perf_counter() - t0
         labels, proba = shipped(model)
+        # scored on the levels' values: labels written as text or as names count as theirs
+        labels = pd.Series(data.scale.codes(labels), index=labels.index)
         scores = evaluate(e, truth, queries, levels=data.scale.values, proba=proba, labels=labels)
         rows.append(
             {
@@ -229,7 +231,7 @@ def shipped(model: CrowdEstimator) -> tuple[pd.Series, pd.DataFrame | None]:
     from them), a baseline's from its ``posterior_``."""
     if isinstance(model, OrdinalMixture):
         dec = decisions.item_decisions(model)
-        return dec["label"], dec[decisions.level_columns(model.scale_.values)]
+        return dec["label"], dec[decisions.level_columns(model.scale_.values, model.scale_.names)]
     return model.labels_, getattr(model, "posterior_", None)
 
 
@@ -247,7 +249,11 @@ def _model_params(params: Mapping[str, Any] | None, n_restarts: int | None) -> d
 
 
 def _check_gold(gold: pd.Series | pd.DataFrame, data: CrowdData) -> pd.Series:
-    """The gold items that have ratings; InputError if none has or a truth is off the scale."""
+    """The gold items that have ratings; InputError if none has or a truth is off the scale.
+    With named levels a truth may be a level's name (read as its value)."""
+    named = data.scale.names is not None and isinstance(gold, pd.Series)
+    if named and gold.dtype.kind not in "iuf":
+        gold = pd.Series(data.scale.codes(gold, "gold: the truth"), index=gold.index)
     truth = _gold_series(gold).dropna()
     rated = truth.index.isin(pd.Index(id_array(data.instances)))
     if not rated.any():
@@ -272,7 +278,7 @@ def _check_gold(gold: pd.Series | pd.DataFrame, data: CrowdData) -> pd.Series:
         i = int(np.flatnonzero(off)[0])
         raise InputError(
             f"gold: instance {str(truth.index[i])!r} has truth {t[i]:g}, outside the rating "
-            f"scale {fmt_scale(data.scale.values)} ({int(off.sum())} such item(s)); fix the "
+            f"scale {fmt_scale(data.scale)} ({int(off.sum())} such item(s)); fix the "
             "gold file or give the scale with --scale"
         )
     return truth

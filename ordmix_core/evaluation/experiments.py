@@ -58,11 +58,13 @@ def add_spam(data: CrowdData, per_instance: int, rng: np.random.Generator) -> pd
     an instance's fake ratings come from distinct fake annotators where there are enough.
     Returns a long ratings frame (annotator, instance, rating[, query]).
     """
+    # the ratings as the scale writes them: its values, or the names of named levels
+    written = data.scale.values if data.scale.names is None else data.scale.labels
     real = pd.DataFrame(
         {
             "annotator": data.annotators[data.ann],
             "instance": id_array(data.instances)[data.inst],
-            "rating": data.values,
+            "rating": written[data.level],
         }
     )
     if data.inst_query is not None:
@@ -82,7 +84,7 @@ def add_spam(data: CrowdData, per_instance: int, rng: np.random.Generator) -> pd
         {
             "annotator": np.char.add("fake-spammer-", fake_ann.ravel().astype(str)).astype(object),
             "instance": id_array(data.instances)[inst],
-            "rating": data.scale.values[rng.integers(0, data.scale.k, n_fake)],
+            "rating": written[rng.integers(0, data.scale.k, n_fake)],
         }
     )
     if data.inst_query is not None:

@@ -172,7 +172,7 @@ def evaluate(
     level of ``levels``, in order), where it has them: the label is then their most probable
     level (ties: the lower), and they are scored too. ``labels``: the labels the method ships
     (Series by instance ID, values on the scale), when they are not simply ``proba``'s most
-    probable level (the model's clear majority). Returns ``{"mse", "correlation", "ndcg",
+    probable level (a vote's tie rule, say). Returns ``{"mse", "correlation", "ndcg",
     "n_gold"}``, plus ``"label_error"`` when ``levels`` are given (of ``labels``, else of
     ``proba``'s labels, else of the estimate rounded to the nearest level), plus
     ``"calibration_error"``, ``"p_wrong_auroc"`` and ``"log_loss"`` (``calibration_error``,

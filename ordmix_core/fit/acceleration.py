@@ -51,11 +51,9 @@ _POS = ("lam_m", "tau_shape", "tau_rate", "delta_shape", "delta_rate", "ab", "bi
 #: eps is clipped to [EPS_PACK, 1 - EPS_PACK] before its logit: annotators within 1e-8 of
 #: certainty (the update floors eps at 1e-10) all pack to the same value, so their last bits,
 #: which differ with the summation order, do not enter the step length through a logit of ~23
-#: (with 1e-12, ``EPS_PACK_PER_RESTART``, the two engines' accelerated fits drifted apart by
-#: up to 2.5e-5 relative over the longer fits of the estimate-aware stopping rule; now ~1e-10)
+#: (with 1e-12 the two engines' accelerated fits drifted apart by up to 2.5e-5 relative over
+#: the longer fits of the estimate-aware stopping rule; now ~1e-10)
 EPS_PACK = 1e-8
-#: the earlier clip (``schedule='per-restart'`` keeps it, to reproduce earlier fits)
-EPS_PACK_PER_RESTART = 1e-12
 #: largest step length tried; beyond it the proposal is mostly extrapolation noise
 MAX_STEP = 8.0
 

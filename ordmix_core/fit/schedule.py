@@ -1,12 +1,10 @@
 """The restart schedule shared by the in-memory and the Dask engine (``race``).
 
-Warm starts (``init == 'warm'``) begin with a fit without the spam component. With the
-``shared`` schedule (the default) only the first warm restart runs that warm-up and
-every other one branches from its result (``branch``: the engine adds the restart's own keyed
-noise), so ten restarts pay for one warm-up; with ``per-restart`` (kept to reproduce earlier
-fits) each runs its own. Then mixture sweeps in rounds of doubling length; with pruning the worse
-half of the unfinished restarts is dropped after each round (successive halving), down to
-``KEEP`` restarts that run to the end (the ``shared`` schedule; ``per-restart``: down to one),
+Warm starts (``init == 'warm'``) begin with a fit without the spam component. Only the first
+warm restart runs that warm-up and every other one branches from its result (``branch``: the
+engine adds the restart's own keyed noise), so ten restarts pay for one warm-up. Then mixture
+sweeps in rounds of doubling length; with pruning the worse half of the unfinished restarts is
+dropped after each round (successive halving), down to ``KEEP`` restarts that run to the end,
 in rounds of ``FINAL_ROUND`` sweeps after which one out of reach of the leader stops (its bound
 plus the gain projected for it more than ``selection.OUTRUN_GAPS`` near-tie gaps below: it
 could neither win nor join the ensemble); then the winner is selected. The engine supplies
@@ -27,17 +25,12 @@ from .restarts import Callback, MapRuns, RestartRun, SettleFn, StepFn, Stop, map
 from .selection import out_of_reach
 from .stopping import advance
 
-#: the restart schedules (``OrdinalMixture(schedule=...)``): ``shared``, one no-spam warm-up
-#: that the other warm restarts branch from, halving down to ``KEEP``; ``per-restart``, the
-#: earlier schedule (a warm-up each with the fit's own tolerances, halving down to
-#: one, no resuming), kept to reproduce earlier results
-SCHEDULES = ("shared", "per-restart")
-#: the stopping rule of the shared warm-up and of a pre-stage (``shared``), fixed: they are
+#: the stopping rule of the shared warm-up and of a pre-stage, fixed: they are
 #: the mixture's start, which must not move when a user tightens ``tol`` for a more precise
 #: answer
 WARMUP_TOL = 1e-6
 WARMUP_TOL_ESTIMATE = 0.0  # the bound alone: a start need not be polished
-#: successive halving stops dropping restarts when this many are left (``shared``): they run
+#: successive halving stops dropping restarts when this many are left: they run
 #: to the end, so the fit sees whether near-tied optima disagree (``ensemble``)
 KEEP = 2
 #: once halving is down to ``KEEP``, the last stage runs in rounds of this many sweeps, after
@@ -83,7 +76,6 @@ def race(
     map_runs: MapRuns = map_sequential,
     pre_stage: str | None = None,
     tol_estimate: float = 0.0,
-    schedule: str = "per-restart",
     branch: BranchFn | None = None,
     settle: SettleFn | None = None,
 ) -> bool:
@@ -91,40 +83,37 @@ def race(
 
     A warm restart first runs the no-spam model (its trace goes to ``warmup_trace``) to
     convergence or half of ``max_iter``, then ``start_mixture(run)`` (the engine resets eps).
-    With ``schedule='shared'`` (and ``branch``) only the first warm restart does, with the
-    fixed ``WARMUP_TOL`` / ``WARMUP_TOL_ESTIMATE`` (a ``pre_stage`` too: only the last stage
-    follows ``tol`` and ``tol_estimate``); the others start from ``branch(its final
-    state, run)`` (``shared_iter`` records the warm-up's sweeps). ``pre_stage``: a
+    With ``branch`` only the first warm restart does (without, each warm restart its own);
+    the warm-up and a ``pre_stage`` stop by the fixed ``WARMUP_TOL`` / ``WARMUP_TOL_ESTIMATE``,
+    only the last stage by ``tol`` and ``tol_estimate``; the others start from ``branch(its
+    final state, run)`` (``shared_iter`` records the warm-up's sweeps). ``pre_stage``: a
     stage key passed to ``step`` instead of ``spam``, run in rounds as the mixture is (so
     pruned the same way) after ``start_mixture``; the restarts it did not drop then continue
     with the mixture rounds (the extended model: the mixture with the spam distribution held
     uniform, then learned); its trace goes to ``stage_trace``. With ``prune``, after each
     round the worse half of the unfinished restarts (collapsed first, then by bound) is
-    dropped (successive halving), never below ``KEEP`` with the shared schedule, whose last
-    stage then runs in rounds of ``FINAL_ROUND`` sweeps after which a restart out of reach of
-    the leader stops (``stop_outrun``: marked ``dropped`` and ``outrun``); there, if
-    every restart that finished then collapsed, the dropped ones are resumed where they
-    stopped and run to the end too (so halving never returns a collapsed fit where running
-    every restart would not). ``max_iter`` caps each restart's sweeps of all stages together.
+    dropped (successive halving), never below ``KEEP``, and the last stage then runs in rounds
+    of ``FINAL_ROUND`` sweeps after which a restart out of reach of the leader stops
+    (``stop_outrun``: marked ``dropped`` and ``outrun``); there, if every restart that
+    finished then collapsed, the dropped ones are resumed where they stopped and run to the
+    end too (so halving never returns a collapsed fit where running every restart would
+    not).
+    ``max_iter`` caps each restart's sweeps of all stages together.
     ``map_runs(fn, runs)`` applies ``fn`` to each run, in turn or side by side: each
     restart's arithmetic is its own, so the result does not depend on it. Returns True if
     the fit was stopped (the restarts still running are marked ``stopped``). ``settle``:
     passed to ``advance`` for the mixture's rounds.
     """
-    if schedule not in SCHEDULES:
-        raise ValueError(f"schedule must be one of {SCHEDULES}, not {schedule!r}")
-    shared = schedule == "shared"
     race = _Race(
         step, start_mixture, spam, max_iter, (tol, tol_estimate),
-        (WARMUP_TOL, WARMUP_TOL_ESTIMATE) if shared else (tol, tol_estimate),
-        KEEP if shared else 1, collapse_threshold if spam else -np.inf, callback, map_runs,
-        pre_stage, settle,
+        (WARMUP_TOL, WARMUP_TOL_ESTIMATE), KEEP, collapse_threshold if spam else -np.inf,
+        callback, map_runs, pre_stage, settle,
     )  # fmt: skip
     try:
-        # 1. warm-ups: the first warm restart's, which the others branch from (shared), or
-        #    each warm restart its own
+        # 1. warm-ups: the first warm restart's, which the others branch from (``branch``),
+        #    else each warm restart its own
         warm = [run for run in runs if run.init == "warm"]
-        if shared and branch is not None and len(warm) > 1:
+        if branch is not None and len(warm) > 1:
             race.warm_up(warm[0])
             for run in warm[1:]:
                 race.branch_from(warm[0], run, branch)
@@ -134,7 +123,7 @@ def race(
         # 2. the stages in rounds of doubling length, the worse half dropped after each
         race.stages(runs, prune_start if prune else max_iter, prune)
         # 3. every restart that finished collapsed: the dropped ones resume to the end
-        if shared and prune and not race.any_healthy(runs):
+        if prune and not race.any_healthy(runs):
             race.revive(runs)
         return False
     except Stop:

@@ -199,20 +199,13 @@ def _annotator_view(p: Problem, s: State) -> np.ndarray:
     return np.stack([s.eps, bias, libm.log(s.tau_shape / s.tau_rate)])
 
 
-def own_ratings(p: Problem, s: State) -> tuple[np.ndarray, np.ndarray | None]:
+def own_ratings(p: Problem, s: State) -> np.ndarray:
     """What the gold items' own ratings say of them, everything else held: the items' means
-    (M,), each gold item's from its block solved with its gold not imposed, and q(y) (L,),
-    with the gold items' ratings' from there (``s.omega`` without the spam component). The
-    evidence from which ``results.gold_map`` learns what gold teaches must not contain the
-    gold. Without gold items: ``s``'s own."""
+    (M,), each gold item's from its block solved with its gold not imposed (the
+    ``crowd_estimate`` a manager compares with the gold to find disputed honeypots). Without
+    gold items: ``s``'s own."""
     if p.gold_mask is None:
-        return s.mu_m, s.omega
-    free = p.with_gold(None)
+        return s.mu_m
     with np.errstate(over="ignore", under="ignore"):  # as in the sweeps
-        solved, _ = settle_items(free, s, hold=~p.gold_mask)
-        omega = s.omega
-        if p.spam and omega is not None:
-            rows = np.flatnonzero(p.gold_mask[p.inst])
-            omega = np.array(omega, dtype=float, copy=True)
-            omega[rows] = settle_rows.q_xy(free, solved, rows).omega
-    return solved.mu_m, omega
+        solved, _ = settle_items(p.with_gold(None), s, hold=~p.gold_mask)
+    return solved.mu_m

@@ -15,6 +15,7 @@ from ..data import id_hash
 from ..data.coding import rating_levels
 from ..data.columns import GOLD_ALIASES, map_aliases
 from ..data.crowd import CrowdData, Scale, crowd_from_coded, normalize_columns
+from ..data.scale import scale_names
 from ..errors import InputError
 from .parquet import read_parquet
 from .sniff import PARQUET_EXTENSIONS, ROW, TEXT_EXTENSIONS, Source, kind_fix, load, preview
@@ -106,8 +107,10 @@ def read_ratings(
     float. With ``scale`` given, every rating must be on it; without, ``prepare`` infers it
     from the values seen and checks it. Repeated (annotator, instance) pairs are kept as
     separate ratings. The frame remembers the file (``attrs["source"]``) for later messages.
+    A scale of named levels (``"G,P,R,X"``) reads each rating as one of the names and
+    gives its value 1..K (the frame's ``attrs["levels"]`` keeps the names).
     """
-    df = read_coded(source, name)
+    df = read_coded(source, name, scale_names(scale))
     if scale is not None:
         rating_levels(df["rating"].to_numpy(), scale, df.attrs["source"])
     return df
@@ -123,25 +126,33 @@ def read_crowd(
     fits): :func:`read_ratings`' checks and coding, then ``prepare``'s, without coding or
     checking anything twice and without a second copy of any per-rating array. What a fit
     keeps of the file is its codes, each distinct ID once and the levels."""
-    frame = read_coded(source, name)
+    frame = read_coded(source, name, scale_names(scale))
     return crowd_from_coded(frame, scale, granularity, frame.attrs["source"], copy=False)
 
 
-def read_coded(source: Source, name: str | None = None) -> pd.DataFrame:
-    """:func:`read_ratings` without the scale check: the columns checked and coded, the
-    parse's buffers handed back."""
+def read_coded(
+    source: Source, name: str | None = None, names: Sequence[str] | None = None
+) -> pd.DataFrame:
+    """:func:`read_ratings` without the scale check: the columns checked and coded (the
+    ratings as the values of the named levels ``names``, when given), the parse's buffers
+    handed back."""
     table, label = read_arrow(source, name, large=False, coding=True)  # 4 bytes an offset
-    df = normalize_columns(table, label, coded=True)  # codes the Arrow columns directly
+    df = normalize_columns(table, label, coded=True, names=names)  # codes the Arrow columns
     del table
     _release_arrow_memory()
     return df
 
 
-def read_gold(source: Source, name: str | None = None) -> pd.Series:
+def read_gold(
+    source: Source,
+    name: str | None = None,
+    scale: Scale | Sequence[float] | str | None = None,
+) -> pd.Series:
     """Read known true labels: a float Series named ``truth`` indexed by instance (string).
 
     Columns ``instance, truth`` (or ``task``/``item`` and ``true_label``/``label``/``gold``).
-    An instance listed twice must have the same truth both times.
+    An instance listed twice must have the same truth both times. With a scale of named
+    levels (``"G,P,R,X"``) each truth is one of the names, read as its value 1..K.
     """
     df, label = read_arrow(source, name)
     df = df.to_pandas()
@@ -163,15 +174,26 @@ def read_gold(source: Source, name: str | None = None) -> pd.Series:
             f"row {row + 2} {ROW}: empty 'instance' cell; fill it in or delete the row",
             source=label,
         )
-    truth = pd.to_numeric(df["truth"], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+    names = scale_names(scale)
+    if names is None:
+        truth = pd.to_numeric(df["truth"], errors="coerce").to_numpy(float, na_value=np.nan)
+    else:
+        where = {n: float(i + 1) for i, n in enumerate(names)}
+        truth = df["truth"].astype(str).str.strip().map(where).to_numpy(float, na_value=np.nan)
     bad = ~np.isfinite(truth)
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
         raw = str(df["truth"].iloc[row])
         what = "empty" if raw.strip() == "" else repr(raw[:40])
+        rule = (
+            "true labels must be numbers on the rating scale"
+            if names is None
+            else f"true labels must be the scale's levels {', '.join(names)}"
+        )
         raise InputError(
-            f"row {row + 2} {ROW}: truth {what} is not a number ({int(bad.sum())} such "
-            "row(s)); true labels must be numbers on the rating scale",
+            f"row {row + 2} {ROW}: truth {what} is not "
+            f"{'a number' if names is None else 'a level of the scale'} ({int(bad.sum())} "
+            f"such row(s)); {rule}",
             source=label,
         )
     s = pd.Series(truth, index=pd.Index(inst.to_numpy(dtype=object), name="instance"))

@@ -82,11 +82,13 @@ def choose_labels(
     values: np.ndarray,
     gold: np.ndarray | None = None,
     policy: LabelPolicy = DEFAULT,
+    names: tuple[str, ...] | None = None,
 ) -> LabelResult:
     """Fit the label model once and make the one posterior of every item.
 
     ``ann``, ``inst``, ``level`` (R,): codes, ratings as level indices; ``values`` (K,): the
-    scale; ``gold`` (M,): a gold item's level index, -1 elsewhere (None: no gold).
+    scale (``names``: its levels' names, a scale of named levels); ``gold`` (M,): a gold
+    item's level index, -1 elsewhere (None: no gold).
 
     A scale of more than ``MAX_CLASSES`` levels (a 0..100 slider) is fitted on
     ``MAX_CLASSES`` classes of adjacent levels (``level_classes``), and each class's
@@ -102,7 +104,7 @@ def choose_labels(
             None if gold is None else np.where(gold >= 0, classes[np.maximum(gold, 0)], -1),
             policy,
         )  # fmt: skip
-        return spread(coarse, classes, level, values, gold)
+        return spread(coarse, classes, level, values, gold, names)
     n_ratings = np.bincount(ann, minlength=n_annotators)
 
     def expert_prior(careful: np.ndarray, rho: np.ndarray) -> np.ndarray:
@@ -111,7 +113,7 @@ def choose_labels(
     fit = confusion_model.fit(
         ann, inst, level, n_annotators, n_instances, len(values), gold, expert_prior
     )
-    return label_posterior(fit, ann, inst, level, values, gold, policy)
+    return label_posterior(fit, ann, inst, level, values, gold, policy, names)
 
 
 def level_classes(k: int, n_classes: int) -> np.ndarray:
@@ -126,6 +128,7 @@ def spread(
     level: np.ndarray,
     values: np.ndarray,
     gold: np.ndarray | None,
+    names: tuple[str, ...] | None = None,
 ) -> LabelResult:
     """A posterior over classes of levels (``coarse``) spread over the levels (K,): each
     class's probability shared among its levels as all the ratings in it are (plus 1e-3 a
@@ -137,7 +140,7 @@ def spread(
     if gold is not None and (gold >= 0).any():
         known = gold >= 0
         proba[known] = np.eye(k)[gold[known]]
-    fine = LabelPosterior(proba, np.asarray(values, float), post.gain, post.source)
+    fine = LabelPosterior(proba, np.asarray(values, float), post.gain, post.source, names=names)
     return replace(coarse, posterior=fine, classes=classes)
 
 
@@ -168,6 +171,7 @@ def label_posterior(
     values: np.ndarray,
     gold: np.ndarray | None = None,
     policy: LabelPolicy = DEFAULT,
+    names: tuple[str, ...] | None = None,
 ) -> LabelResult:
     """The one posterior of every item from a fitted label model (``choose_labels``' second
     half: the map to a careful annotator's answer, or to the expert's learned from gold)."""
@@ -187,5 +191,5 @@ def label_posterior(
     if expert:
         proba[known] = np.eye(k)[gold[known]]
         gain[known] = 0.0
-    post = LabelPosterior(proba, np.asarray(values, float), gain, "confusion")
+    post = LabelPosterior(proba, np.asarray(values, float), gain, "confusion", names=names)
     return LabelResult(post, fit, report, expert, policy, temperature)

@@ -95,7 +95,8 @@ class LabelPosterior:
     from (``confusion``: the ordinal confusion model, calibrated to a careful annotator;
     ``continuous``: the paper's continuous posterior over the scale's intervals);
     ``estimate``, ``sd`` (M,): the model's own estimate where it has one (the continuous
-    posterior's mean of z), else None: the posterior mean of the level's value.
+    posterior's mean of z), else None: the posterior mean of the level's value; ``names``
+    (K,): the levels' names on a scale of named levels, else None.
     """
 
     proba: np.ndarray
@@ -104,6 +105,7 @@ class LabelPosterior:
     source: str
     estimate: np.ndarray | None = None
     sd: np.ndarray | None = None
+    names: tuple[str, ...] | None = None
 
     def rows(self, sl: slice) -> LabelPosterior:
         """The posterior of the items ``sl`` (a slice of them)."""

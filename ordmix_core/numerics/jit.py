@@ -9,12 +9,15 @@ plain Python.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import gc
 import glob
 import os
 import stat
 import tempfile
+import threading
 import types
+from collections.abc import Callable, Iterator
 
 #: how numba's OpenMP threads wait between parallel passes, unless the user chose
 #: (``OMP_WAIT_POLICY``): asleep, not spinning. A sweep is three short parallel passes, and a
@@ -122,12 +125,98 @@ if HAVE_NUMBA:  # pragma: no branch
     atexit.register(freeze_at_exit)
 
 
+#: every kernel ``jit`` made that numba compiles on its own (an ``inline="always"`` function is
+#: compiled into its callers): what ``uncompiled`` and ``compile_progress`` look at
+KERNELS: list = []
+
+#: seconds a first run spends compiling when none of ``KERNELS`` is in the cache, for the
+#: "about N s" of ``compile_note`` (scaled by the share of them still to compile): the first
+#: ``ordmix fit`` of TREC RF10 (query granularity) with numba's cache empty, less a warm one,
+#: on the 2-core machine of ``docs/benchmarks.md``
+COMPILE_SECONDS = 40.0
+
+
 def jit(**flags):
     """``numba.njit`` with the on-disk cache when there is one (``CACHE``) and numpy's error
     model: a division by zero gives inf or nan, as in numpy, rather than a check before every
-    division for Python's ZeroDivisionError (2% of a TREC sweep's first pass).
+    division for Python's ZeroDivisionError (2% of a TREC sweep's first pass). The kernel
+    joins ``KERNELS`` unless it is inlined.
 
     numba keys its cache on a kernel's bytecode and its file's time stamp, not on these flags:
     a change of flags reaches a cached kernel only when its source file changes."""
     flags.setdefault("error_model", "numpy")
-    return njit(cache=CACHE, **flags)
+    make = njit(cache=CACHE, **flags)
+    if not HAVE_NUMBA or flags.get("inline") == "always":
+        return make
+
+    def register(fn):
+        kernel = make(fn)
+        KERNELS.append(kernel)
+        return kernel
+
+    return register
+
+
+def _in_cache(kernel) -> bool:
+    """Whether numba's on-disk cache holds code of ``kernel`` for its source as it is now
+    (numba's index of the kernel, which it empties when the source file changed)."""
+    try:
+        return bool(kernel._cache._cache_file._load_index())
+    except Exception:  # noqa: BLE001 - no on-disk cache (numba's NullCache), or another numba
+        return False
+
+
+def uncompiled() -> list:
+    """The kernels (of the modules imported so far) whose first call in this process will
+    compile them: neither compiled here yet nor in the on-disk cache. Empty without
+    compiled code (``USE_JIT`` False)."""
+    if not USE_JIT:
+        return []
+    return [k for k in KERNELS if not k.overloads and not _in_cache(k)]
+
+
+def compile_seconds(n_pending: int) -> int:
+    """About how long ``n_pending`` of ``KERNELS`` take to compile: ``COMPILE_SECONDS`` times
+    their share, to 5 s."""
+    share = n_pending / max(len(KERNELS), 1)
+    return max(5, 5 * round(COMPILE_SECONDS * share / 5))
+
+
+def compile_note(n_pending: int) -> str:
+    """What a front end says while ``n_pending`` kernels are to compile."""
+    return f"compiling (once, about {compile_seconds(n_pending)} s)"
+
+
+@contextlib.contextmanager
+def compile_progress(report: Callable[[int, int, bool], None]) -> Iterator[list]:
+    """While the block runs, ``report(done, total, compiling)`` at the start and the end of
+    each compile of a kernel that was ``uncompiled()`` on entry (``total`` of them; with
+    ``compiling`` True from a start to its end). Yields that list; nothing is reported
+    when it is empty. numba compiles on whichever thread first calls a kernel, one at a time,
+    so the report may come from a restart's thread."""
+    pending = uncompiled()
+    if not pending:
+        yield pending
+        return
+    from numba.core import event
+
+    waiting = {id(k) for k in pending}
+    done = [0]
+    lock = threading.Lock()
+
+    class Listener(event.Listener):
+        def on_start(self, ev):
+            if id(ev.data["dispatcher"]) in waiting:
+                report(done[0], len(pending), True)
+
+        def on_end(self, ev):
+            key = id(ev.data["dispatcher"])
+            with lock:
+                if key not in waiting:
+                    return
+                waiting.discard(key)
+                done[0] += 1
+            report(done[0], len(pending), False)
+
+    with event.install_listener("numba:compile", Listener()):
+        yield pending

@@ -1,6 +1,7 @@
 """The decision columns of the output files, computed once per fit (``decide``): each item's
-label, level probabilities, interval and flag (by partition for a Dask ``items_``), and each
-annotator's evidence-aware flag, or why there are none."""
+label, level probabilities, interval and flag (by partition for a Dask ``items_``), each
+annotator's evidence-aware flag and agreement with the others, or why there are none, and the
+crowd's agreement (``agreement``)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..errors import InputError
 from ..labels.policy import DEFAULT as DEFAULT_POLICY
 from ..labels.posterior import LabelPosterior
-from . import decisions, reliability
+from . import agreement, decisions, reliability
 
 # --------------------------------------------------------------------------- learned frames
 
@@ -24,6 +26,9 @@ DECISION_COLUMNS = ("label", "p_wrong", "p_level_<v>", "lower_90", "upper_90", "
 #: the flag columns of annotators.csv (``reliability.annotator_flags``)
 FLAG_COLUMNS = ("flag", "p_unreliable", "reliability_lower", "reliability_upper",
                 "flag_threshold", "flag_confidence")  # fmt: skip
+#: annotators.csv's last column: each annotator's agreement with the others
+#: (``agreement.annotator_agreement``), beside the flags' evidence
+AGREEMENT_COLUMN = "agreement"
 
 #: why a fit with neither per-rating omega nor flags of its own has no annotator flags
 NO_FLAGS = (
@@ -40,9 +45,10 @@ class Decisions:
     ``items``: ``decisions.item_decisions`` indexed by instance, or None when ``items_`` is a
     Dask DataFrame (joined per partition instead) or when not asked for (``decide(model,
     items=False)``: ``write_fit_outputs`` computes them a chunk at a time and fills
-    ``item_counts``, the items per flag); ``annotators``: ``annotator_flags``, or None when the
-    fit kept no per-rating omega (``no_flags`` says why); ``threshold``, ``confidence``: the
-    settings used.
+    ``item_counts``, the items per flag); ``annotators``: ``annotator_flags`` with each
+    annotator's ``agreement``, or None when the fit kept no per-rating omega (``no_flags``
+    says why); ``threshold``, ``confidence``: the settings used; ``agreement``: the crowd's
+    (``agreement.crowd_agreement``), None without the ratings.
     """
 
     items: pd.DataFrame | None
@@ -51,6 +57,7 @@ class Decisions:
     confidence: float
     no_flags: str | None = None
     item_counts: dict[str, int] | None = None
+    agreement: agreement.CrowdAgreement | None = None
 
 
 def decide(
@@ -69,7 +76,12 @@ def decide(
     if getattr(model, "omega_", None) is None and getattr(model, "annotator_flags_", None) is None:
         return Decisions(items, None, threshold, confidence, NO_FLAGS)
     flags = reliability.annotator_flags(model, threshold=threshold, confidence=confidence)
-    return Decisions(items, flags, threshold, confidence)
+    # a new frame: the fit's own flags (``annotator_flags_``) stay as they are
+    flags = flags.assign(
+        **{AGREEMENT_COLUMN: agreement.annotator_agreement(model.data_).to_numpy()}
+    )
+    crowd = agreement.crowd_agreement(model.data_)
+    return Decisions(items, flags, threshold, confidence, agreement=crowd)
 
 
 def _partitioned_item_decisions(model: Any, items: Any, confidence: float) -> Any:
@@ -123,3 +135,33 @@ def _partitioned_item_decisions(model: Any, items: Any, confidence: float) -> An
         )
     meta = join(items._meta, cats._meta, parts._meta)
     return items.map_partitions(join, cats, parts, align_dataframes=False, meta=meta)
+
+
+# --------------------------------------------------------------------------- ordmix next's files
+#: the ID columns of ``ordmix next``'s files, protected against spreadsheet formulas
+NEXT_IDS = ("instance", "query")
+REVIEW_IDS = ("annotator",)
+
+
+def next_table(
+    model: Any, n: int = 50, by: str = "expected_gain", dec: Decisions | None = None
+) -> pd.DataFrame:
+    """``next.csv`` of a fitted model (``ordmix next --out``, the Items page's batch): the
+    ``n`` items one more rating would help most (``decisions.next_batch``), from the items'
+    decision columns (``dec``'s, default ``decide(model)``'s): full numbers, the bytes the
+    command writes for the same fit."""
+    dec = decide(model) if dec is None else dec
+    items = dec.items
+    if items is None:
+        items = decisions.item_decisions(model, confidence=dec.confidence)
+    return decisions.next_batch(model.items_.join(items), n, by=by)
+
+
+def review_table(model: Any, dec: Decisions | None = None) -> pd.DataFrame:
+    """``review.csv`` of a fitted model (``ordmix next --review``, the Items and Annotators
+    pages' download): the annotators flagged unreliable at ``dec``'s settings, with the
+    evidence (``decisions.annotators_to_review``): full numbers, never display text."""
+    dec = decide(model, items=False) if dec is None else dec
+    if dec.annotators is None:
+        raise InputError(f"no annotators to review: the flags were {dec.no_flags}")
+    return decisions.annotators_to_review(model.annotators_.join(dec.annotators))

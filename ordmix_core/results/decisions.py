@@ -85,8 +85,11 @@ def interval_columns(interval: float = INTERVAL) -> tuple[str, str]:
     return f"lower_{pct}", f"upper_{pct}"
 
 
-def level_columns(values: Sequence[float]) -> list[str]:
-    """Names of the level-probability columns, ``p_level_<value>`` (e.g. ``p_level_2``)."""
+def level_columns(values: Sequence[float], names: Sequence[str] | None = None) -> list[str]:
+    """Names of the level-probability columns, ``p_level_<value>`` (e.g. ``p_level_2``), or
+    ``p_level_<name>`` for a scale of named levels (``names``, e.g. ``p_level_G``)."""
+    if names is not None:
+        return [f"p_level_{n}" for n in names]
     return [f"p_level_{float(v):g}" for v in values]
 
 
@@ -162,6 +165,7 @@ def continuous_posterior(
     thresholds = np.asarray(hyperparams["thresholds"], dtype=float)
     values = np.asarray(hyperparams["scale"], dtype=float)
     rho = float(hyperparams["alpha"]) / float(hyperparams["beta"]) * difficulty
+    names = hyperparams.get("levels")
     return LabelPosterior(
         level_probabilities(mean, sd, thresholds),
         values,
@@ -169,6 +173,7 @@ def continuous_posterior(
         "continuous",
         estimate=np.asarray(mean, dtype=float),
         sd=np.asarray(sd, dtype=float),
+        names=None if names is None else tuple(names),
     )
 
 
@@ -203,12 +208,13 @@ def item_columns(
     scale writes it), ``p_wrong``, ``p_level_<v>`` for each level, ``lower_<pct>`` and
     ``upper_<pct>`` (the label's interval, levels), ``truth_weight`` (the continuous fit's sum
     of omega over the item's ratings; NaN when not given), ``expected_gain`` and ``flag``
-    (``posterior.ITEM_FLAGS``)."""
+    (``posterior.ITEM_FLAGS``). A scale of named levels writes the names (``label`` G,
+    ``p_level_G``)."""
     cols = post.read(policy)
-    levels = level_labels(post.values)
+    levels = level_labels(post.values, post.names)
     lo_col, hi_col = interval_columns(policy.interval)
     out = pd.DataFrame({"label": levels[cols["label"]], "p_wrong": cols["p_wrong"]}, index=index)
-    for col, p in zip(level_columns(post.values), post.proba.T, strict=True):
+    for col, p in zip(level_columns(post.values, post.names), post.proba.T, strict=True):
         out[col] = p
     out[lo_col] = levels[cols["lower"]]
     out[hi_col] = levels[cols["upper"]]
@@ -273,11 +279,17 @@ def iter_item_decisions(
         )
 
 
-def reflagged(items: pd.DataFrame, values: Sequence[float], confidence: float) -> pd.DataFrame:
+def reflagged(
+    items: pd.DataFrame,
+    values: Sequence[float],
+    confidence: float,
+    names: Sequence[str] | None = None,
+) -> pd.DataFrame:
     """An items table read back from ``items.csv`` with its ``flag`` read again from its own
-    ``p_level_*`` at ``confidence`` (the label, its probability and the ties unchanged)."""
+    ``p_level_*`` (``p_level_<name>`` with named levels ``names``) at ``confidence`` (the
+    label, its probability and the ties unchanged)."""
     confidence = _check_probability("the confidence", confidence, low=0.5)
-    p = items[level_columns(values)].to_numpy(dtype=float)
+    p = items[level_columns(values, names)].to_numpy(dtype=float)
     best, tie = decide(p, DEFAULT_POLICY.tie)
     p_best = p[np.arange(len(p)), best]
     out = items.copy()

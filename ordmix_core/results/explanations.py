@@ -7,6 +7,20 @@ import numpy as np
 import pandas as pd
 
 
+def level_text(level: object) -> str:
+    """A level as the labels write it: ``3`` (not ``3.0``), ``2.5``, or a named level's name."""
+    if isinstance(level, (int, float, np.integer, np.floating)) and not isinstance(level, bool):
+        return f"{float(level):g}"
+    return str(level)
+
+
+def _levels(values: pd.Series) -> np.ndarray:
+    """Ratings or labels as compared: numbers as floats, named levels as their names."""
+    if pd.api.types.is_numeric_dtype(values.dtype):
+        return values.to_numpy(dtype=float)
+    return values.to_numpy(dtype=object)
+
+
 def _ids(values: pd.Series | pd.Index) -> np.ndarray:
     """IDs as plain strings (the readers' Arrow-backed or categorical IDs compare alike)."""
     return np.asarray(pd.Series(values).astype(str), dtype=object)
@@ -22,7 +36,7 @@ def item_ratings(
     """
     rows = np.flatnonzero(_ids(ratings["instance"]) == str(instance))
     t = ratings.iloc[rows]
-    t = pd.DataFrame({"annotator": _ids(t["annotator"]), "rating": t["rating"].to_numpy(float)})
+    t = pd.DataFrame({"annotator": _ids(t["annotator"]), "rating": _levels(t["rating"])})
     if flags is not None:
         by = pd.Series(flags.to_numpy(), index=_ids(flags.index))
         t["flag"] = by.reindex(t["annotator"]).fillna("").to_numpy()
@@ -47,8 +61,8 @@ def annotator_items(ratings: pd.DataFrame, annotator: str, items: pd.DataFrame) 
     t = ratings.loc[_ids(ratings["annotator"]) == str(annotator), ["instance", "rating"]]
     inst = _ids(t["instance"])
     by = items[["label", "estimate"]].set_axis(_ids(items.index), axis=0)
-    out = pd.DataFrame({"instance": inst, "rating": t["rating"].to_numpy(float)})
-    out["label"] = by["label"].reindex(inst).to_numpy(float)
+    out = pd.DataFrame({"instance": inst, "rating": _levels(t["rating"])})
+    out["label"] = _levels(by["label"].reindex(inst))
     out["estimate"] = by["estimate"].reindex(inst).to_numpy(float)
     out["agrees"] = out["rating"] == out["label"]
     return out.sort_values(["agrees", "instance"], kind="stable").reset_index(drop=True)
@@ -78,7 +92,8 @@ def label_sentence(item: pd.Series, n_ratings: int) -> str:
     estimate. ``item``: a row of ``items_`` joined with the decision columns (``label``,
     ``flag``, ``p_wrong``, ``estimate``)."""
     return (
-        f"label **{item['label']:g}** ({item['flag']}, P(label wrong) {item['p_wrong']:.3f}), "
+        f"label **{level_text(item['label'])}** ({item['flag']}, P(label wrong) "
+        f"{item['p_wrong']:.3f}), "
         f"estimate {item['estimate']:.2f} from {n_ratings:,} rating{'' if n_ratings == 1 else 's'}."
     )
 
@@ -97,22 +112,19 @@ def probability_text(p: float, digits: int = 3) -> str:
 
 
 #: below this fitted reliability an annotator's ratings are (almost) all taken as spam, so the
-#: fit has nothing to learn their expertise from: tables for people show none
+#: fit has little to learn their expertise from: it is mostly its prior (the pages say so)
 NO_EXPERTISE_BELOW = 0.05
 
 
 def annotators_for_people(annotators: pd.DataFrame) -> pd.DataFrame:
     """An annotators table as the pages show it: ``reliability`` as text
     (``probability_text``: "<0.001", not 1e-10), ``bias`` to 2 decimals without negative
-    zeros, ``expertise`` missing where the reliability is below ``NO_EXPERTISE_BELOW`` (it
-    would be the prior's)."""
+    zeros; every other column as the files have it (``expertise`` too: the number
+    annotators.csv holds, however little the ratings taught it)."""
     out = annotators.copy()
     out["reliability"] = [probability_text(p) for p in annotators["reliability"].astype(float)]
     if "bias" in out.columns:
         out["bias"] = clean_round(annotators["bias"], 2)
-    if "expertise" in out.columns:
-        keep = annotators["reliability"].astype(float) >= NO_EXPERTISE_BELOW
-        out["expertise"] = annotators["expertise"].where(keep)
     return out
 
 

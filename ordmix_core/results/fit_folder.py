@@ -22,7 +22,10 @@ from ..errors import InputError
 from ..io import FORMULA_PREFIXES, read_table
 from .decision_columns import FLAG_COLUMNS
 
-__all__ = ["FLAG_COLUMNS", "check_folder", "read_fit_table", "read_summary", "table_path"]
+__all__ = [
+    "FLAG_COLUMNS", "check_folder", "parse_numbers", "read_fit_table", "read_summary",
+    "table_path",
+]  # fmt: skip
 
 
 def table_path(folder: Path, name: str) -> Path | None:
@@ -102,19 +105,25 @@ def read_fit_table(
         if c not in out.columns:
             why = (hint or {}).get(c, "; give a folder written by ordmix fit")
             raise InputError(f"no column {c!r}{why}", source=str(path))
-    for c in numbers:
-        v = pd.to_numeric(out[c], errors="coerce")
+    parse_numbers(out, numbers, path)
+    for c in text:
+        out[c] = unprotect(out[c])
+    return out
+
+
+def parse_numbers(table: pd.DataFrame, columns: Sequence[str], path: Path | str) -> None:
+    """``columns`` of a table read as text, parsed as numbers in place; InputError naming the
+    first row of ``path`` where one is not a number."""
+    for c in columns:
+        v = pd.to_numeric(table[c], errors="coerce")
         if v.isna().any():
             row = int(np.flatnonzero(v.isna().to_numpy())[0])
             raise InputError(
                 f"row {row + 2} (counting the header as row 1): {c!r} is "
-                f"{out[c].iloc[row]!r}, not a number; fit again",
+                f"{table[c].iloc[row]!r}, not a number; fit again",
                 source=str(path),
             )
-        out[c] = v
-    for c in text:
-        out[c] = unprotect(out[c])
-    return out
+        table[c] = v
 
 
 def unprotect(ids: pd.Series) -> pd.Series:

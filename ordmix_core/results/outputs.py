@@ -145,9 +145,11 @@ def hyperparams(
     values: Sequence[float],
     thresholds: Sequence[float],
     state: Any = None,
+    names: Sequence[str] | None = None,
 ) -> dict:
     """``hyperparams_``: the learned Gamma prior (alpha, beta), the fixed priors of ``p`` (a
-    ``problem.Problem``), the spam distribution ``pi`` (K,) and the scale; with the
+    ``problem.Problem``), the spam distribution ``pi`` (K,) and the scale (``levels``: the
+    names of a scale of named levels, whose ``scale`` is 1..K; absent otherwise); with the
     extensions (``state``: the winner's ``problem.State``): ``lambda_b`` (precision of the
     bias prior; None without the bias), the learned ``pi`` (global, or the Dirichlet's mean)
     and ``kappa`` (per-annotator spam distributions), ``pi_fixed`` the fixed one (keys
@@ -164,6 +166,8 @@ def hyperparams(
         "scale": [float(v) for v in values],
         "thresholds": [float(v) for v in thresholds],
     }
+    if names is not None:
+        out["levels"] = [str(n) for n in names]
     if state is not None and p.bias:
         out["lambda_b"] = float(state.lam_b)
     if learned:
@@ -326,8 +330,10 @@ def summary(model: Any, settings: dict, dec: Decisions | None = None) -> dict:
     (``decision_counts``; ``dec`` default ``decide(model)``), and the near-tied restarts'
     disagreement (``unstable_items``, ``unstable_annotators``, ``ensemble``), and how many
     annotators' reliability was still moving when the fit stopped
-    (``still_moving_annotators``)."""
+    (``still_moving_annotators``), and the crowd's agreement (``agreement``: Krippendorff's
+    ordinal alpha with its bootstrap interval; None without the ratings)."""
     stab = stability_summary(model)
+    dec = decide(model) if dec is None else dec
     return {
         "ordmix_version": __version__,
         "settings": {k: v for k, v in settings.items() if k != "func"},
@@ -351,7 +357,8 @@ def summary(model: Any, settings: dict, dec: Decisions | None = None) -> dict:
         "interrupted": bool(model.interrupted_),
         "warnings": list(model.warnings_),
         "seconds": round(model.seconds_, 3),
-        "decisions": decision_counts(model, decide(model) if dec is None else dec),
+        "decisions": decision_counts(model, dec),
+        "agreement": None if dec.agreement is None else dec.agreement.as_dict(),
     }
 
 

@@ -447,8 +447,9 @@ def _pass_xy(codes, levels, inst_f, ann_f, cat_f, flags, tnc, out, acc) -> None:
     n_chunks = acc[0].shape[0]
     n_rat = codes[0].size
     for t in prange(n_chunks):
-        start, stop = t * n_rat // n_chunks, (t + 1) * n_rat // n_chunks
-        _xy_chunk(t, start, stop, codes, levels, inst_f, ann_f, cat_f, flags, tnc, out, acc)
+        c = np.int64(t)  # signed, as range's index: one compiled chunk for both copies
+        start, stop = c * n_rat // n_chunks, (c + 1) * n_rat // n_chunks
+        _xy_chunk(c, start, stop, codes, levels, inst_f, ann_f, cat_f, flags, tnc, out, acc)
 
 
 @_jit()
@@ -484,8 +485,9 @@ def _pass_tau(codes, ex, var_ws, omega, inst_f, e_delta, acc_ann, acc_b) -> None
     n_chunks = acc_ann.shape[0]
     n_rat = codes[0].size
     for t in prange(n_chunks):
-        start, stop = t * n_rat // n_chunks, (t + 1) * n_rat // n_chunks
-        _tau_chunk(t, start, stop, codes, ex, var_ws, omega, inst_f, e_delta, acc_ann, acc_b)
+        c = np.int64(t)  # signed, as range's index: one compiled chunk for both copies
+        start, stop = c * n_rat // n_chunks, (c + 1) * n_rat // n_chunks
+        _tau_chunk(c, start, stop, codes, ex, var_ws, omega, inst_f, e_delta, acc_ann, acc_b)
 
 
 @_jit()
@@ -513,15 +515,18 @@ def _pass_delta(codes, ws, e_tau, bias_f, acc_cat) -> None:
     n_chunks = acc_cat.shape[0]
     n_rat = codes[0].size
     for t in prange(n_chunks):
-        start, stop = t * n_rat // n_chunks, (t + 1) * n_rat // n_chunks
-        _delta_chunk(t, start, stop, codes, ws, e_tau, bias_f, acc_cat)
+        c = np.int64(t)  # signed, as range's index: one compiled chunk for both copies
+        start, stop = c * n_rat // n_chunks, (c + 1) * n_rat // n_chunks
+        _delta_chunk(c, start, stop, codes, ws, e_tau, bias_f, acc_cat)
 
 
 def parallel_and_serial(driver):
     """One driver compiled twice: over chunks in numba's threads, and on the calling thread
     (``prange`` runs as ``range`` there; ``nogil`` so restarts can run side by side). The
     chunks are the same, so both give bit-identical results. The serial copy gets its own
-    name, so numba caches the two apart."""
+    name, so numba caches the two apart. A driver hands its chunk function the chunk's index
+    as ``np.int64`` (numba types ``prange``'s index unsigned, ``range``'s signed): both copies
+    then call the one compiled chunk instead of compiling it twice."""
     serial = types.FunctionType(
         driver.__code__, driver.__globals__, driver.__name__ + "_serial", driver.__defaults__
     )

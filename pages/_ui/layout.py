@@ -13,6 +13,7 @@ from ordmix_core.dashboard.report import Dataset, make_dataset
 from ordmix_core.data.scale import fmt_scale
 from ordmix_core.errors import InputError
 from ordmix_core.results import decision_columns, decisions, outputs
+from ordmix_core.results.agreement import CrowdAgreement, crowd_agreement
 
 from .state import session
 
@@ -31,6 +32,8 @@ DEMOS: dict[str, tuple[str, str]] = {
 }
 DEFAULT_DEMO = next(iter(DEMOS))
 SIMULATED_DEMO = list(DEMOS)[1]
+#: restarts are numbered from 0 on every page, as in the files of ``ordmix fit``
+RESTART_HELP = "Restarts are numbered from 0, as in restarts.csv, trace.csv and summary.json."
 
 
 # --------------------------------------------------------------------------- readers
@@ -52,9 +55,10 @@ def read_upload(content: bytes, name: str) -> pd.DataFrame:
 
 
 @st.cache_data(show_spinner="Reading the gold file ...", max_entries=4)
-def read_upload_gold(content: bytes, name: str) -> pd.Series:
-    """An uploaded gold file as a Series truth by instance (``io.read_gold``)."""
-    return oio.read_gold(content, name)
+def read_upload_gold(content: bytes, name: str, scale: str | None = None) -> pd.Series:
+    """An uploaded gold file as a Series truth by instance (``io.read_gold``; with a scale of
+    named levels, each truth one of the names)."""
+    return oio.read_gold(content, name, scale)
 
 
 @st.cache_data(show_spinner="Weighing the evidence of each annotator's ratings ...", max_entries=8)
@@ -67,6 +71,13 @@ def fit_decisions(
     """``decision_columns.decide`` for a fit: the annotators' flags and the items' decision columns,
     cached per fit (``fit_id``) and settings (the flags take about a second on TREC)."""
     return decision_columns.decide(_res.model, threshold=threshold, confidence=confidence)
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def dataset_agreement(_ds: Dataset, name: str, data_id: int | None = None) -> CrowdAgreement:
+    """The crowd's agreement (Krippendorff's ordinal alpha and its interval) of a data set,
+    computed once per data set (``name`` and the prepared data's identity are the key)."""
+    return crowd_agreement(_ds.data)
 
 
 # --------------------------------------------------------------------------- page parts
@@ -107,7 +118,7 @@ def fit_caption(res: FitResult) -> None:
     m = res.model
     st.caption(
         f"Fit of **{res.dataset}** at {res.params.granularity} granularity: "
-        f"{len(m.restarts_)} restart(s), chosen restart {m.best_restart_ + 1}, "
+        f"{len(m.restarts_)} restart(s), chosen restart {m.best_restart_} (numbered from 0), "
         f"{m.seconds_:.1f} s."
     )
 
@@ -122,6 +133,25 @@ def csv_download(df: pd.DataFrame, id_columns: list[str], file_name: str, key: s
         key=key,
         icon=":material/download:",
     )
+
+
+def next_download(
+    res: FitResult, dec: decision_columns.Decisions, n: int, by: str, key: str
+) -> pd.DataFrame:
+    """The batch to rate next (``decision_columns.next_table``) and its download, next.csv:
+    the bytes ``ordmix next --out`` writes for the same fit and settings. Returns the batch."""
+    batch = decision_columns.next_table(res.model, n, by, dec)
+    csv_download(batch, list(decision_columns.NEXT_IDS), "next.csv", key)
+    return batch
+
+
+def review_download(res: FitResult, dec: decision_columns.Decisions, key: str) -> pd.DataFrame:
+    """The annotators to review (``decision_columns.review_table``: full numbers) and their
+    download, review.csv: the bytes ``ordmix next --review`` writes for the same fit and
+    settings, whichever page it is downloaded from. Returns the table."""
+    review = decision_columns.review_table(res.model, dec)
+    csv_download(review, list(decision_columns.REVIEW_IDS), "review.csv", key)
+    return review
 
 
 def fit_table_download(
@@ -141,14 +171,14 @@ def sidebar_status() -> None:
         st.markdown("**ordmix** - ground truth and annotator quality from ordinal ratings")
         if ds is not None:
             st.caption(
-                f"Data: {ds.name} - {ds.n_ratings:,} ratings, scale {fmt_scale(ds.scale.values)}"
+                f"Data: {ds.name} - {ds.n_ratings:,} ratings, scale {fmt_scale(ds.scale)}"
                 + (", with gold" if ds.gold is not None else "")
             )
         if job is not None and job.running:
             st.caption(f"Fit running: {job.status()}")
         elif res is not None:
             st.caption(
-                f"Fit: restart {res.model.best_restart_ + 1} chosen, {res.model.seconds_:.1f} s"
+                f"Fit: restart {res.model.best_restart_} chosen, {res.model.seconds_:.1f} s"
                 + (" (stopped early)" if res.stopped else "")
             )
         else:

@@ -103,6 +103,17 @@ def session() -> Session:
     return Session(st.session_state)
 
 
+def kept_file(uploaded: Any, name: str) -> tuple[str, bytes, str] | None:
+    """An upload that survives page changes: ``(file name, content, upload id)`` of the file
+    in the uploader, else of the last one it held in this session (streamlit's uploader
+    forgets its file once the page is left); None when there has been none or it was
+    forgotten (``session().set(name, None)``)."""
+    s = session()
+    if uploaded is not None:
+        s.set(name, (uploaded.name, uploaded.getvalue(), uploaded.file_id))
+    return s.get(name)
+
+
 def kept(widget: Callable[..., Any], label: str, *, key: str, default: Any, **kw: Any) -> Any:
     """A widget whose value survives page changes (streamlit forgets unrendered widgets)."""
     memory = session().widgets

@@ -13,11 +13,13 @@ from _cli_helpers import run_cli
 
 from ordmix_core.cli.common import Progress
 from ordmix_core.cli.main import main
+from ordmix_core.data.crowd import prepare
 from ordmix_core.data.simulate import simulate_crowd
 from ordmix_core.estimators.baselines import BASELINES
 from ordmix_core.estimators.option_frontends import options_for
 from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
 from ordmix_core.evaluation.compare import METHODS
+from ordmix_core.numerics import jit
 from ordmix_core.results.output_paths import FIT_FILES
 
 
@@ -216,7 +218,8 @@ BAD_ARGS = [
         "argument --scale: expected a value, but '-2,-1,0,1,2' looks like an option; if it is "
         "the value, write --scale=-2,-1,0,1,2",
     ),
-    (["--scale", "a,b"], "argument --scale: must be finite numbers, strictly increasing"),
+    (["--scale", "a,b,a"], "argument --scale: must be finite numbers, strictly increasing"),
+    (["--scale", "a,b"], "rating '3.0' is not one of the scale's levels a, b; fix the rating"),
     (["--scale", "3,2,1"], "argument --scale: must be finite numbers, strictly increasing"),
     (
         ["--restarts", "99999999999999999999"],
@@ -400,15 +403,44 @@ def test_progress_is_a_bar_on_a_terminal_and_a_line_per_restart_otherwise():
     assert quiet.getvalue() == ""
 
 
+def test_progress_says_once_that_numba_is_compiling():
+    """While numba compiles a fit's kernels: one line "compiling (once, about N s)" in a log,
+    the same with the seconds so far on a terminal, nothing when quiet."""
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    tty, log, quiet = Tty(), io.StringIO(), io.StringIO()
+    for stream, q in ((tty, False), (log, False), (quiet, True)):
+        progress = Progress(3, quiet=q, stream=stream)
+        for report in [(0, 4, True), (1, 4, False), (1, 4, True), (2, 4, False)]:
+            progress.compiling(*report)
+        progress(0, 1, -1.0)
+        progress.close()
+    note = f"ordmix: {jit.compile_note(4)}"
+    assert log.getvalue().splitlines() == [note, "ordmix: restart 0 started (1 of 3)"]
+    assert "\n" not in tty.getvalue() and tty.getvalue().count(f"\r{note}: ") == 4
+    assert quiet.getvalue() == ""
+
+
 def test_fit_progress_and_closing_line(files, tmp_path):
     rc, err, _ = run_cli(["fit", files / "r.csv", "--out", tmp_path / "o", "--restarts", "4"])
     assert rc == 0
     assert len([e for e in err if " started (" in e]) == 4
     assert sorted(os.listdir(tmp_path / "o")) == sorted(FIT_FILES)
-    # four closing lines: the items' labels, which model they come from, the annotators'
-    # flags, what was written where
+    # five closing lines: the items' labels, which model they come from, the annotators'
+    # flags, the crowd's agreement, what was written where
     summary = json.loads((tmp_path / "o" / "summary.json").read_text())
     items, ann = summary["decisions"]["items"], summary["decisions"]["annotators"]
+    agree = summary["agreement"]
+    assert err[-2] == (
+        f"ordmix: agreement between annotators (Krippendorff's alpha, ordinal): "
+        f"{agree['alpha']:.3f} (95% bootstrap interval {agree['lower']:.3f} to "
+        f"{agree['upper']:.3f}), over {agree['items']:,} items rated at least twice (1: "
+        "perfect, 0: what chance gives)"
+    )
+    del err[-2]
     assert err[-3] == f"ordmix: labels from the {summary['model_choice']['labels']['model']}"
     assert err[-4] == (
         f"ordmix: {summary['n_instances']:,} items: {items['confident']:,} labelled "
@@ -462,7 +494,6 @@ FLAG_CASES = [
     # the bound alone: here the estimates' half decides when the default stops
     (["--tol", "0.01", "--tol-estimate", "0"], {"tol": 0.01, "tol_estimate": 0.0}),
     (["--tol-estimate", "0"], {"tol_estimate": 0.0}),
-    (["--schedule", "per-restart"], {"schedule": "per-restart"}),
     (["--max-iter", "2"], {"max_iter": 2}),
     (["--seed", "7"], {"random_state": 7}),
     (["--phi", "1"], {"phi": 1.0}),
@@ -591,3 +622,37 @@ def test_the_program_exits_with_mains_code(monkeypatch, code) -> None:
     assert exits == [code]
     with open(os.path.join(os.path.dirname(__file__), "..", "..", "pyproject.toml")) as f:
         assert 'ordmix = "ordmix_core.cli.main:run"' in f.read()
+
+
+def test_a_tiny_file_fits_without_infinities(tmp_path):
+    """Two ratings of one item: too little for an interval of the agreement or a standard
+    error anywhere, and the closing lines and summary.json say so rather than print inf or
+    NaN (summary.json stays strict JSON)."""
+    (tmp_path / "tiny.csv").write_text("annotator,instance,rating\na,x,1\nb,x,2\n")
+    rc, err, _ = run_cli(["fit", tmp_path / "tiny.csv", "--out", tmp_path / "o"])
+    assert rc == 0 and not any(w in {"inf", "-inf", "nan"} for e in err for w in e.split()), err
+
+    def refuse(constant: str) -> None:
+        raise AssertionError(f"summary.json holds {constant}")
+
+    json.loads((tmp_path / "o" / "summary.json").read_text(), parse_constant=refuse)
+
+
+def test_compare_gives_the_data_sets_agreement_as_context(files, tmp_path):
+    """Beside the methods' scores, the agreement of the crowd they were scored on."""
+    import krippendorff
+
+    from ordmix_core.results import agreement
+
+    argv = ["compare", files / "r.csv", "--gold", files / "gold.csv", "--out", tmp_path / "t.csv"]
+    rc, err, _ = run_cli([*argv, "--methods", "mean"])
+    assert rc == 0
+    (line,) = [e for e in err if "Krippendorff" in e]
+    data = prepare(pd.read_csv(files / "r.csv", dtype=str))
+    counts = agreement.level_counts(data)
+    alpha = krippendorff.alpha(value_counts=counts, level_of_measurement="ordinal")
+    assert line.startswith(
+        f"ordmix: agreement between annotators (Krippendorff's alpha, ordinal): {alpha:.3f} "
+        "(95% bootstrap interval "
+    )
+    assert line == f"ordmix: {agreement.words(agreement.crowd_agreement(data).as_dict())}"

@@ -58,7 +58,7 @@ def test_next_from_fit_folder_matches_the_ratings_route(fit_dir, tmp_path, capsy
     from_fit = pd.read_csv(b, dtype={"instance": str})
     assert from_dir["instance"].tolist() == from_fit["instance"].tolist()
     pd.testing.assert_series_equal(from_dir["p_wrong"], from_fit["p_wrong"], rtol=1e-9)
-    # the labels too: a clear majority of trusted raters decides them either way
+    # the labels and flags too: read from the same posterior either way
     pd.testing.assert_series_equal(from_dir["label"], from_fit["label"])
     pd.testing.assert_series_equal(from_dir["flag"], from_fit["flag"])
 

@@ -125,7 +125,6 @@ def test_undetermined_items_most_useful_first():
             "n_ratings": [4, 1, 2, 1],
             "label": 1.0,
             "p_wrong": 0.5,
-            "rating_info": 0.2,
         },
         index=pd.Index(["a", "b", "c", "d"], name="instance"),
     )

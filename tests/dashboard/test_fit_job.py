@@ -26,6 +26,7 @@ from ordmix_core.dashboard.report import make_dataset
 from ordmix_core.data.simulate import simulate_crowd
 from ordmix_core.estimators import option_frontends
 from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
+from ordmix_core.numerics import jit
 from ordmix_core.results import decisions, reliability
 
 DEMO = Path(__file__).resolve().parents[2] / "demo_data"
@@ -136,11 +137,11 @@ def test_a_failed_fit_keeps_nothing_and_says_so(demo):
 def test_progress_text_names_stage_restart_iteration_and_bound(demo):
     job = FitJob(dataset=demo, params=FitParams(n_restarts=4))
     assert job.callback(0, 5, -1234.5) is True
-    assert "shared warm-up (no spam) - restart 1/4, iteration 5 - lower bound -1,234.50" in (
+    assert "shared warm-up (no spam) - restart 0 of 0-3, iteration 5 - lower bound -1,234.50" in (
         job.status()
     )
     job.callback(1, 6, -1000.0)  # the others branch from the warm-up's end
-    assert "halving round 1 of 1: 4 of 4 restarts in the race - restart 2/4, iteration 6" in (
+    assert "halving round 1 of 1: 4 of 4 restarts in the race - restart 1 of 0-3, iteration 6" in (
         job.status()
     )
     before = job.fraction()
@@ -156,6 +157,21 @@ def test_progress_text_names_stage_restart_iteration_and_bound(demo):
     assert "stopping" in job.status()
     with pytest.raises(RuntimeError, match="still running"):
         job.outcome(has_previous=False)
+
+
+def test_the_page_says_numba_is_compiling_instead_of_an_empty_bar(demo):
+    """While numba compiles before the first sweep: the status says "compiling (once, about
+    N s)" with the seconds so far, and the bar moves over half its length with them; once the
+    sweeps report, the usual status, and the bar does not go back."""
+    job = FitJob(dataset=demo, params=FitParams(n_restarts=4))
+    job.compile_report(0, 10, True)
+    assert job.status().startswith(f"{jit.compile_note(10)}: ")
+    job.compile_started -= 0.5 * job.compile_expected  # half the expected seconds went by
+    assert 0.2 < job.fraction() < 0.3
+    job.compile_report(10, 10, False)
+    job.callback(0, 1, -1000.0)
+    assert job.status().startswith("shared warm-up (no spam) - restart 0 of 0-3, iteration 1")
+    assert job.fraction() >= 0.2
 
 
 def test_progress_is_not_fooled_by_the_warm_up_a_branch_inherits(demo):

@@ -562,7 +562,7 @@ def assert_same_folders(mem, dsk, rtol: float = EST_RTOL, atol: float = EST_ATOL
     summary = json.loads((dsk / "summary.json").read_text())
     want = json.loads((mem / "summary.json").read_text())
     assert set(summary) == set(want)
-    for key in ("winning_restart", "iterations", "decisions", "warnings", "n_ratings"):
+    for key in ("winning_restart", "iterations", "decisions", "warnings", "n_ratings", "agreement"):
         assert summary[key] == want[key], key
     assert summary["model_choice"]["labels"].keys() == want["model_choice"]["labels"].keys()
 

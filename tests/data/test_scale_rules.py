@@ -90,3 +90,68 @@ def test_an_instance_belongs_to_one_query() -> None:
             OrdinalMixture(gran).fit(df)
     ok = OrdinalMixture("query", n_restarts=1).fit(df.assign(query=["q1", "q1", "q1", "q1"]))
     assert list(ok.categories_.index) == ["q1"]
+
+
+# --------------------------------------------------------------------------- named levels
+
+
+def test_a_scale_of_names_is_values_one_to_k_that_keep_the_names() -> None:
+    sc = Scale.parse(" G, P ,R,X ")
+    assert sc.names == ("G", "P", "R", "X") and sc.values.tolist() == [1.0, 2.0, 3.0, 4.0]
+    assert sc.text == "G,P,R,X" and sc.labels.tolist() == ["G", "P", "R", "X"]
+    assert list(sc.thresholds) == [0.5, 1.5, 2.5, 3.5, 4.5]  # the engine sees 1..4
+    assert Scale.parse("1,2,3").names is None and Scale.parse("1,2,3").labels.dtype == np.int64
+    assert Scale.parse("0,1,x").names == ("0", "1", "x")  # one name makes every level a name
+    from ordmix_core.data.scale import as_scale
+
+    assert as_scale(["low", "medium", "high"], []).names == ("low", "medium", "high")
+    assert as_scale(["1", "2"], []).names is None and as_scale((1, 2), []).names is None
+    assert not sc.same_as(Scale.parse("1,2,3,4")) and sc.same_as(Scale.named("GPRX"))
+    for bad, why in (("G,P,G", "names 'G' more than once"), (" , ", "names no level")):
+        with pytest.raises(InputError, match=why):
+            Scale.parse(bad)
+    with pytest.raises(InputError, match="has an empty name"):
+        Scale.named(["a", " "])
+    with pytest.raises(InputError, match="2 levels but 3 names"):
+        Scale(np.array([1.0, 2.0]), ("a", "b", "c"))
+
+
+def test_labels_written_as_the_scale_writes_them_map_to_their_values() -> None:
+    sc = Scale.parse("G,P,R,X")
+    got = sc.codes(["X", " G", None, "", "P"])
+    assert got[[0, 1, 4]].tolist() == [4.0, 1.0, 2.0] and np.isnan(got[[2, 3]]).all()
+    with pytest.raises(InputError, match=r"gold 'g' is not a level of the scale G,P,R,X \(1 such"):
+        sc.codes(["G", "g"], "gold")
+    num = Scale.parse("1,2,3")
+    assert num.codes(["2", 3, 1.0]).tolist() == [2.0, 3.0, 1.0]
+    with pytest.raises(InputError, match="'7' is not a level of the scale 1,2,3"):
+        num.codes(["2", "7"])
+
+
+def test_ratings_written_as_names_are_read_in_the_order_given() -> None:
+    from ordmix_core import prepare
+
+    levels = ["Not relevant", "Relevant", "Highly relevant"]
+    df = pd.DataFrame(
+        {
+            "annotator": ["a", "b", "c", "a", "b"],
+            "instance": ["x", "x", "x", "y", "y"],
+            "rating": ["Relevant", " Highly relevant", "Relevant", "Not relevant", "Relevant"],
+        }
+    )
+    d = prepare(df, levels)
+    assert d.scale.names == tuple(levels) and d.values.tolist() == [2.0, 3.0, 2.0, 1.0, 2.0]
+    backwards = prepare(df, levels[::-1])  # the order is the user's, not the file's
+    assert backwards.values.tolist() == [2.0, 1.0, 2.0, 3.0, 2.0]
+    with pytest.raises(InputError) as e:
+        prepare(df.assign(rating=["Relevant", "relevant", "x", "y", "Relevant"]), levels)
+    assert str(e.value) == (
+        "ratings: row 3 (counting the header as row 1): rating 'relevant' is not one of the "
+        "scale's levels Not relevant, Relevant, Highly relevant; fix the rating or give the "
+        "scale that includes it (--scale, lowest level first) (3 such row(s))"
+    )
+    with pytest.raises(InputError, match="row 2 .*: empty rating cell"):
+        prepare(df.assign(rating=[None, "Relevant", "Relevant", "Relevant", "Relevant"]), levels)
+    # without the order, the refusal names the names and asks for it
+    with pytest.raises(InputError, match="give their order as the scale, lowest level first"):
+        prepare(df)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+from pathlib import Path
 
 import pytest
 
@@ -107,7 +108,7 @@ def test_ordinal_mixture_skills_are_worker_reliabilities(crowdkit_frame) -> None
     assert skills.index.name == "worker" and skills.name == "skill"
     assert list(skills.index) == list(m.annotators_.index)
     assert skills.equals(m.annotators_["reliability"].rename("skill").rename_axis("worker"))
-    # labels are the decisions' (clear majority and ties included), probas their p_level_*
+    # labels are the decisions' (ties included), probas their p_level_*
     from ordmix_core.results import decisions
 
     dec = decisions.item_decisions(m)
@@ -133,4 +134,104 @@ def test_labels_and_probas_share_one_computation_of_the_decisions(
     m.fit(crowdkit_frame.iloc[:8])  # t3 gone: the decisions must be the new fit's
     assert len(calls) == 2 and sorted(m.labels_.index) == ["t1", "t2"]
     assert len(calls) == 2 and list(m.probas_.index) == ["t1", "t2"]
-    assert first[0].index.tolist() == ["t1", "t2", "t3"]
+    assert len(calls) == 2 and first[0].index.tolist() == ["t1", "t2", "t3"]
+
+
+# --- a crowd-kit script, unchanged, on ordmix: crowd-kit's shapes written down from its source
+def crowdkit_shapes(data):
+    """``(labels_, probas_)`` in crowd-kit 1.4.2's shapes (crowd-kit is not a dependency).
+
+    From its source (``crowdkit/aggregation``): ``DawidSkene._e_step`` sums per task with
+    ``groupby("task", sort=False)`` (tasks in first-seen order) and sets the columns to
+    ``pd.Index(columns, name="label", dtype=data.label.dtype)`` (the input's label type), the
+    levels sorted as its ``MajorityVote`` start's ``groupby(["task", "label"])`` sorts them;
+    ``utils.get_most_probable_labels`` is ``probas.idxmax(axis="columns")``, and
+    ``base.BaseClassificationAggregator.labels_`` is named ``agg_label``. The numbers here are
+    a plain vote's: only the shapes are crowd-kit's.
+    """
+    import pandas as pd
+
+    counts = data.groupby(["task", "label"]).size().unstack("label", fill_value=0)
+    counts = counts.reindex(data["task"].drop_duplicates())  # first-seen order
+    probas = counts.div(counts.sum(axis=1), axis=0)
+    probas.columns = pd.Index(probas.columns, name="label", dtype=data["label"].dtype)
+    probas.index.name = "task"
+    return probas.idxmax(axis="columns").rename("agg_label"), probas
+
+
+class _CrowdKitShapes:
+    """A stand-in with crowd-kit's interface and shapes (``crowdkit_shapes``)."""
+
+    def fit(self, data):
+        self.labels_, self.probas_ = crowdkit_shapes(data)
+        return self
+
+    def fit_predict(self, data):
+        return self.fit(data).labels_
+
+    def fit_predict_proba(self, data):
+        return self.fit(data).probas_
+
+
+def user_script(aggregator, path):
+    """A crowd-kit user's script, as the README reads ratings: every column as text."""
+    import pandas as pd
+
+    df = pd.read_csv(path, dtype=str).rename(
+        columns={"annotator": "worker", "instance": "task", "rating": "label"}
+    )[["worker", "task", "label"]]
+    labels = aggregator.fit_predict(df)
+    proba = aggregator.fit_predict_proba(df)
+    joined = df.join(labels, on="task")
+    return {
+        "df": df,
+        "labels": labels,
+        "proba": proba,
+        "agree": float((joined["label"] == joined["agg_label"]).mean()),
+        "p_first_level": proba[df["label"].min()],  # crowd-kit's proba["1"]
+        "first_task_label": labels.iloc[0],  # positional code
+    }
+
+
+SIMULATED = Path(__file__).resolve().parents[2] / "demo_data" / "simulated-ratings.csv"
+
+
+def test_a_crowdkit_script_runs_unchanged_on_ordmix(tmp_path) -> None:
+    """The same script through crowd-kit's shapes and ``OrdinalMixture``: labels in the
+    input's type (text), tasks in first-seen order, crowd-kit's names; the labels agree with
+    the ratings as often as a vote's do, and ``proba["1"]`` works."""
+    import pandas as pd
+
+    path = tmp_path / "ratings.csv"  # the demo's ratings in an order that is not the IDs'
+    pd.read_csv(SIMULATED, dtype=str).sample(frac=1.0, random_state=0).to_csv(path, index=False)
+    ck = user_script(_CrowdKitShapes(), path)
+    om = user_script(OrdinalMixture(n_restarts=2, random_state=0), path)
+    df = om["df"]
+    first_seen = df["task"].drop_duplicates().tolist()
+    assert first_seen != sorted(first_seen)  # the order is a real check here
+    for run in (ck, om):
+        labels, proba = run["labels"], run["proba"]
+        assert labels.dtype == df["label"].dtype and proba.columns.dtype == df["label"].dtype
+        assert all(isinstance(x, str) for x in labels)
+        assert labels.index.name == "task" and labels.name == "agg_label"
+        assert proba.index.name == "task" and proba.columns.name == "label"
+        assert labels.index.tolist() == first_seen == proba.index.tolist()
+        assert run["first_task_label"] == labels[first_seen[0]]
+        assert run["p_first_level"].index.tolist() == first_seen
+    assert om["proba"].columns.tolist() == ck["proba"].columns.tolist() == list("12345")
+    assert abs(om["agree"] - ck["agree"]) < 0.1 and om["agree"] > 0.5  # not 0: the same type
+
+
+def test_the_scripts_labels_are_the_most_probable_levels(tmp_path) -> None:
+    """crowd-kit's ``labels_`` is ``probas_.idxmax(axis=1)``; ordmix's is too, on the first
+    1,500 tasks of AdultContent2 (favourite-answer spammers, where an override would show)."""
+    import pandas as pd
+    from _shared import need_adult
+
+    ratings = pd.read_csv(need_adult() / "ratings.csv", dtype=str)
+    keep = ratings["instance"].drop_duplicates().iloc[:1500]
+    path = tmp_path / "ratings.csv"
+    ratings[ratings["instance"].isin(keep)].to_csv(path, index=False)
+    for aggregator in (_CrowdKitShapes(), OrdinalMixture(n_restarts=2, random_state=0)):
+        run = user_script(aggregator, path)
+        assert run["labels"].equals(run["proba"].idxmax(axis=1).rename("agg_label"))

@@ -219,7 +219,6 @@ def test_flags_come_from_the_table():
         "max_iter",
         "tol",
         "tol_estimate",
-        "schedule",
         "random_state",
         "ordinal",
         "spam",
@@ -405,10 +404,17 @@ def test_scale_kind_takes_a_scale_text_or_numbers_and_refuses_what_cannot_be_a_s
     assert o.check(arr) is arr
     for bad in (5, 2.5, {"a": 1}):
         assert _message(o.kind, bad).endswith(
-            f"such as 1,2,3,4,5 (or None: the distinct ratings seen), not {bad!r}"
+            f"such as low,medium,high (or None: the distinct ratings seen), not {bad!r}"
         )
-    for bad in ([3, 2, 1], "1,x", [1, float("nan")]):  # refused by the scale itself
+    # named levels, lowest first: text that is not all numbers names every level
+    assert o.check("G,P,R,X") == "G,P,R,X" and o.kind.parse(" low, high ") == " low, high "
+    assert o.check(["low", "high"]) == ["low", "high"] and o.check("1,x") == "1,x"
+    for bad in ([3, 2, 1], "G,P,G", ["a", " "], [1, float("nan")]):  # refused by the scale
         assert _message(o.kind, bad).endswith(f"(or None: the distinct ratings seen), not {bad!r}")
+    for bad in ("G,P,G", " , "):
+        assert _message(o.kind, bad).endswith(f"(or None: the distinct ratings seen), not {bad!r}")
+        with pytest.raises(ValueError, match=f"not {bad!r}$"):
+            o.kind.parse(bad)
     with pytest.raises(ValueError, match=r"not '1,1'$"):
         o.kind.parse("1,1")
     with pytest.raises(ValueError, match="must span at most 1e"):

@@ -342,7 +342,10 @@ def test_the_fits_flags_are_the_outputs_flags():
     pd.testing.assert_frame_equal(m.annotator_flags_, reliability.annotator_flags(fresh))
     assert reliability.annotator_flags(m) is m.annotator_flags_  # reused at the defaults
     assert reliability.annotator_flags(m, prior=(2.0, 2.0)) is not m.annotator_flags_
-    assert decision_columns.decide(m).annotators is m.annotator_flags_  # reused, not recomputed
+    # reused, not recomputed: the fit's own flags, with the agreement beside them
+    reused = decision_columns.decide(m).annotators
+    pd.testing.assert_frame_equal(reused.drop(columns="agreement"), m.annotator_flags_)
+    assert "agreement" not in m.annotator_flags_  # the fit's own frame left as it was
     other = decision_columns.decide(m, confidence=0.8).annotators  # other settings: computed
     assert other is not m.annotator_flags_ and (other["flag_confidence"] == 0.8).all()
 

@@ -23,10 +23,11 @@ sum of estimates (abs)      0.13          7.7e-7
 sum of sd (abs)             0.39          2.4e-6
 ==========================  ============  ==============
 
-The default schedule and stopping rule are not the ones the fixture was made with (now a
-shared warm-up, halving down to two, the relative bound change and the items' remaining
-change); the fit here asks for the fixture's through options (``OLD_RULES``), so the paper's
-model keeps giving its earlier results.
+The default stopping rule is not the one the fixture was made with (now the relative bound
+change and the items' remaining change); the fit here asks for the fixture's through options
+(``OLD_RULES``), so the paper's model keeps giving its earlier results. The fixture was stored
+again when the per-restart schedule (a warm-up per restart, halving down to one) was removed:
+since then it holds the shared warm-up's fits.
 
 Another machine (another libm, another SIMD width) changes rounding the same way, so the
 tolerances below are these spreads times about 2 (``TOL``); a change of the model, the
@@ -60,12 +61,12 @@ TOL = {
 
 
 def OLD_RULES(lower_bound: float) -> dict:  # noqa: N802 - a constant's role
-    """The options that give the schedule and stopping rule the fixture was made with
-    (the earlier ones): a warm-up per restart and halving down to one (``per-restart``), the
-    bound alone deciding convergence (``tol_estimate=0``) at ``|dF| < 0.1`` absolute, which
-    the relative ``tol`` expresses at the stored final bound (the bound moves by well under
-    1% over a fit's sweeps, so no stop moves by a sweep: the fixture matches as before)."""
-    return {"schedule": "per-restart", "tol_estimate": 0.0, "tol": 0.1 / abs(lower_bound)}
+    """The options that give the stopping rule the fixture was made with (the earlier one):
+    the bound alone deciding convergence (``tol_estimate=0``) at ``|dF| < 0.1`` absolute,
+    which the relative ``tol`` expresses at the stored final bound (the bound moves by well
+    under 1% over a fit's sweeps, so no stop moves by a sweep: the fixture matches as
+    before)."""
+    return {"tol_estimate": 0.0, "tol": 0.1 / abs(lower_bound)}
 
 
 @pytest.fixture
@@ -87,8 +88,8 @@ def test_fit_matches_stored_fixture(name: str, one_numba_thread) -> None:
     tol = TOL[name]
     ratings = read_ratings(ROOT / stored["data"])
     # restarts in this thread (n_jobs=1 changes no result), where numba is pinned to 1 thread;
-    # the fixture was made with the paper's model, the per-restart schedule and the bound
-    # alone as stopping rule (``OLD_RULES``)
+    # the fixture was made with the paper's model and the bound alone as stopping rule
+    # (``OLD_RULES``)
     params = {"model": "paper", **OLD_RULES(stored["lower_bound"]), **stored["params"]}
     m = OrdinalMixture(**params, n_jobs=1).fit(ratings)
 

@@ -124,12 +124,6 @@ def test_warm_start_kinds_and_stages(crowd) -> None:
     for i in (1, 2):
         assert r.loc[i, "warmup_iter"] == len(_trace(m, i, "nospam")) == 0
         assert r.loc[i, "shared_iter"] == r.loc[0, "warmup_iter"]
-    own = OrdinalMixture("query", n_restarts=3, schedule="per-restart", random_state=0).fit(crowd)
-    r = own.restarts_
-    for i in range(3):
-        # the per-restart schedule: every restart its own warm-up
-        assert r.loc[i, "warmup_iter"] == len(_trace(own, i, "nospam")) > 0
-        assert r.loc[i, "shared_iter"] == 0
     cold = OrdinalMixture("query", n_restarts=3, nospam_warmup=False, random_state=0).fit(crowd)
     r = cold.restarts_
     assert list(r["init"]) == ["data", "random", "random"]
@@ -164,25 +158,22 @@ def test_random_restarts_draw_eps_like_the_paper(crowd, monkeypatch) -> None:
     assert not np.allclose(starts[1].eps, starts[2].eps)
 
 
-@pytest.mark.parametrize("schedule", ["shared", "per-restart"])
-def test_warm_restarts_enter_the_mixture_at_eps_099(crowd, monkeypatch, schedule) -> None:
+def test_warm_restarts_enter_the_mixture_at_eps_099(crowd, monkeypatch) -> None:
     calls = record_sweeps(monkeypatch)
-    OrdinalMixture(
-        "query", n_restarts=3, n_jobs=1, accelerate=False, schedule=schedule, random_state=0
-    ).fit(crowd)
+    OrdinalMixture("query", n_restarts=3, n_jobs=1, accelerate=False, random_state=0).fit(crowd)
     first = [c for c in calls if c.before.omega is None]
-    # no-spam warm-ups: one shared, or one per restart
-    assert len(first) == (1 if schedule == "shared" else 3)
+    # one no-spam warm-up, shared
+    assert len(first) == 1
     assert not any(c.problem.spam for c in first)
     # each restart enters the mixture once, with eps reset to 0.99 (after a mixture sweep eps
     # is the mean of omega per annotator, never 0.99 for everyone)
     mixture_first = [c for c in calls if c.problem.spam and np.all(c.before.eps == 0.99)]
     assert len(mixture_first) == 3
     assert all(c.before.omega is not None for c in mixture_first)  # from the warm-up's state
-    if schedule == "shared":  # the branches: the warm-up's fit plus each restart's own noise
-        mu = [c.before.mu_m for c in mixture_first]
-        assert not np.allclose(mu[1], mu[0]) and not np.allclose(mu[2], mu[1])
-        assert np.all(mixture_first[1].before.lam_m == mixture_first[0].before.lam_m)
+    # the branches: the warm-up's fit plus each restart's own noise
+    mu = [c.before.mu_m for c in mixture_first]
+    assert not np.allclose(mu[1], mu[0]) and not np.allclose(mu[2], mu[1])
+    assert np.all(mixture_first[1].before.lam_m == mixture_first[0].before.lam_m)
 
 
 # ------------------------------------------------------------------ the collapse guard
@@ -276,10 +267,9 @@ def test_collapse_warning_from_a_real_fit() -> None:
 @pytest.mark.filterwarnings("ignore::ordmix_core.estimators.ordinal_mixture.CollapseWarning")
 def test_pruning_does_not_turn_a_healthy_fit_into_a_collapsed_one(guarded) -> None:
     """Successive halving ranks unfinished restarts by bound, which favours the ones heading
-    for the all-spam solution: here it drops all three restarts that end healthy. With the
-    shared schedule the pruned ones are resumed when every kept one collapsed, so the fit
-    is as healthy as without pruning; the per-restart schedule returns a collapsed
-    answer (kept below, as the case this guards against)."""
+    for the all-spam solution: here it drops all three restarts that end healthy. The pruned
+    ones are resumed when every kept one collapsed, so the fit is as healthy as without
+    pruning."""
     df, kw = guarded
     full = OrdinalMixture("global", **kw).fit(df)
     assert not full.collapsed_
@@ -287,8 +277,6 @@ def test_pruning_does_not_turn_a_healthy_fit_into_a_collapsed_one(guarded) -> No
     assert not pruned.collapsed_, pruned.restarts_
     assert pruned.best_restart_ == full.best_restart_
     assert pruned.lower_bound_ == pytest.approx(full.lower_bound_, rel=1e-12)
-    old = OrdinalMixture("global", **{**kw, "prune_restarts": True, "schedule": "per-restart"})
-    assert old.fit(df).collapsed_
 
 
 # ------------------------------------------------------------------ out of reach of the leader
@@ -318,7 +306,7 @@ def _scripted_race(limits: dict[int, float], rate: float, map_runs=None) -> list
 
     schedule.race(
         runs, step, lambda run: None, spam=True, max_iter=2000, tol=1e-9, prune=True,
-        prune_start=5, collapse_threshold=0.05, schedule="shared",
+        prune_start=5, collapse_threshold=0.05,
         **({"map_runs": map_runs} if map_runs else {}),
     )  # fmt: skip
     return runs

@@ -108,21 +108,18 @@ def test_own_ratings_solve_the_gold_items_as_if_they_were_not_gold() -> None:
     crowd = simulate_crowd(n_items=60, n_annotators=8, spammer_share=0.3, random_state=4)
     p, s = problem_and_state(crowd.ratings, "instance", True, "global", gold_every=3)
     s, _ = _sweeps(p, s, 3)
-    mu, omega = settle.own_ratings(p, s)
-    gold, rows = p.gold_mask, p.gold_mask[p.inst]
-    # everything but the gold items and their ratings is held
+    mu = settle.own_ratings(p, s)
+    gold = p.gold_mask
+    # everything but the gold items is held
     assert np.array_equal(mu[~gold], s.mu_m[~gold])
-    assert np.array_equal(omega[~rows], s.omega[~rows])
     # each gold item as the blocks of the problem without gold solve it (items' blocks are
-    # independent with the annotators held), its ratings' q(y) from there
+    # independent with the annotators held)
     free, _ = settle.settle_items(p.with_gold(None), s)
     np.testing.assert_allclose(mu[gold], free.mu_m[gold], rtol=0, atol=1e-12)
     assert np.abs(mu[gold] - s.mu_m[gold]).max() > 0.1  # the gold was imposed, now it is not
-    assert np.abs(omega[rows] - s.omega[rows]).max() > 1e-3
     # without gold: the state's own
     plain = p.with_gold(None)
-    mu0, omega0 = settle.own_ratings(plain, s)
-    assert mu0 is s.mu_m and omega0 is s.omega
+    assert settle.own_ratings(plain, s) is s.mu_m
 
 
 class _Engine:
@@ -196,8 +193,8 @@ def test_advance_goes_on_from_a_settled_stop_in_the_mixture_only() -> None:
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_the_default_fit_settles_only_with_the_exact_eps_step(monkeypatch) -> None:
-    """The default (learned spam distribution, shared schedule) asks at its finalists' stops;
-    the paper's model and the per-restart schedule never (their fits are unchanged)."""
+    """The default (learned spam distribution) asks at its finalists' stops; the paper's
+    model never (its fits are unchanged)."""
     calls = []
     real = settle.settle_items
 
@@ -213,7 +210,4 @@ def test_the_default_fit_settles_only_with_the_exact_eps_step(monkeypatch) -> No
         assert calls
         calls.clear()
         OrdinalMixture(model="paper", random_state=0, n_restarts=3).fit(crowd.ratings)
-        OrdinalMixture(spam=True, schedule="per-restart", random_state=0, n_restarts=3).fit(
-            crowd.ratings
-        )
     assert not calls

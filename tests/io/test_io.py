@@ -185,6 +185,13 @@ MALFORMED: list[tuple[str, str, bytes, str | None, list[str]]] = [
         "1,2,3,4,5",
         ["row 3", "3.5 is not on the scale"],
     ),
+    (
+        "named rating off the given scale",
+        "levels.csv",
+        HDR + b"w1,t1,low\nw1,t2,Medium\n",
+        "low,medium,high",
+        ["row 3", "'Medium' is not one of the scale's levels low, medium, high", "--scale"],
+    ),
 ]
 
 
@@ -347,6 +354,26 @@ def test_read_table_is_text_and_read_ratings_is_coded():
         assert isinstance(df[c].dtype, pd.CategoricalDtype)
         assert list(df[c].cat.categories) == cats  # sorted distinct IDs, each stored once
     assert df["annotator"].tolist() == ["w2", "w1", "w2"]
+
+
+def test_named_levels_are_read_once_and_fit_again_unchanged():
+    """``read_ratings`` with a scale of names gives the levels' values and remembers the
+    names, so a fit with the same scale takes the frame as it is; ``read_crowd`` agrees."""
+    from ordmix_core import OrdinalMixture
+
+    content = HDR + b"w1,t1,low\nw2,t1,high\nw1,t2, medium\nw2,t2,medium\nw3,t2,high\n"
+    df = read_ratings(content, name="n.csv", scale="low,medium,high")
+    assert df["rating"].tolist() == [1.0, 3.0, 2.0, 2.0, 3.0]
+    assert df.attrs["levels"] == ("low", "medium", "high")
+    data = prepare(df, "low,medium,high")
+    assert data.level.tolist() == [0, 2, 1, 1, 2] and data.scale.names == ("low", "medium", "high")
+    crowd = read_crowd(content, name="n.csv", scale="low,medium,high")
+    assert crowd.level.tolist() == data.level.tolist() and crowd.scale.same_as(data.scale)
+    m = OrdinalMixture(scale="low,medium,high", n_restarts=1, random_state=0).fit(df)
+    assert m.probas_.columns.tolist() == ["low", "medium", "high"]
+    assert set(m.labels_) <= {"low", "medium", "high"}
+    with pytest.raises(InputError, match="rating 'low' is not a number"):
+        read_ratings(content, name="n.csv")  # no order given: refused, naming the names
 
 
 def test_read_crowd_is_prepare_of_read_ratings():
@@ -567,6 +594,17 @@ def test_gold_aliases_and_consistent_duplicates():
     assert g.name == "truth" and g.index.name == "instance"
     assert g.to_dict() == {"007": 3.0, "t2": 1.0}
     assert g.dtype == float
+
+
+def test_gold_written_as_named_levels():
+    g = read_gold(b"instance,truth\nt1,G\nt2, X\nt3,P\n", name="g.csv", scale="G,P,R,X")
+    assert g.to_dict() == {"t1": 1.0, "t2": 4.0, "t3": 2.0}
+    with pytest.raises(InputError) as err:
+        read_gold(b"instance,truth\nt1,G\nt2,x\n", name="g.csv", scale="G,P,R,X")
+    assert str(err.value) == (
+        "g.csv: row 3 (counting the header as row 1): truth 'x' is not a level of the scale "
+        "(1 such row(s)); true labels must be the scale's levels G, P, R, X"
+    )
 
 
 @pytest.mark.parametrize(

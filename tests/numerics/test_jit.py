@@ -68,3 +68,67 @@ def test_numbas_openmp_threads_sleep_between_passes_unless_the_user_chose(chosen
     # unset, libgomp says PASSIVE too but spins 300,000 times first: asleep means no spinning
     asleep = "GOMP_SPINCOUNT = '0'" in run.stderr
     assert asleep == (want == "PASSIVE"), run.stderr
+
+
+KERNEL_MODULE = """
+from ordmix_core.numerics.jit import jit
+
+@jit(nogil=True)
+def twice(x):
+    return 2.0 * x
+
+@jit(inline="always")
+def inlined(x):
+    return x + 1.0
+"""
+
+FIRST_CALLS = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import kernel_module
+from ordmix_core.numerics import jit
+mine = [k for k in jit.KERNELS if k.py_func.__module__ == "kernel_module"]
+reports = []
+with jit.compile_progress(lambda *r: reports.append(r)) as pending:
+    kernel_module.twice(1.5)
+    kernel_module.twice(2.5)
+n = len(pending)
+print(len(mine), kernel_module.twice in pending, reports == [(0, n, True), (1, n, False)])
+"""
+
+
+@pytest.mark.skipif(not jit.USE_JIT, reason="compiled code only")
+def test_a_kernel_is_reported_while_it_compiles_and_not_once_it_is_cached(tmp_path) -> None:
+    """``compile_progress`` reports the start and the end of the compile of a kernel that
+    neither this process nor numba's cache has compiled, once, against every kernel then
+    waiting; the next process loads it from the cache and hears nothing of it (the other
+    kernels it never calls stay waiting). An inlined function is not a kernel of its own."""
+    (tmp_path / "kernel_module.py").write_text(KERNEL_MODULE)
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+    runs = [
+        subprocess.run(
+            [sys.executable, "-c", FIRST_CALLS, str(tmp_path)],
+            capture_output=True, text=True, check=True, env=env,
+        ).stdout.strip()
+        for _ in range(2)
+    ]  # fmt: skip
+    assert runs == ["1 True True", "1 False False"]
+
+
+def test_the_compile_note_scales_the_first_runs_seconds_by_the_kernels_left(monkeypatch):
+    """All of ``KERNELS`` to compile: ``COMPILE_SECONDS``; a share of them, that share, to 5 s
+    and at least 5 s."""
+    monkeypatch.setattr(jit, "KERNELS", [object()] * 8)
+    assert jit.compile_note(8) == f"compiling (once, about {round(jit.COMPILE_SECONDS)} s)"
+    assert jit.compile_seconds(4) == 5 * round(jit.COMPILE_SECONDS / 2 / 5)
+    assert jit.compile_seconds(0) == 5
+
+
+def test_nothing_compiles_without_compiled_code(monkeypatch):
+    """``ORDMIX_NO_JIT`` (``USE_JIT`` False): no kernel is waiting to compile, and the
+    progress reports nothing."""
+    monkeypatch.setattr(jit, "USE_JIT", False)
+    reports = []
+    with jit.compile_progress(lambda *r: reports.append(r)) as pending:
+        pass
+    assert jit.uncompiled() == [] and pending == [] and reports == []

@@ -120,9 +120,8 @@ def test_downloads_write_the_cli_columns_safely(csv_downloads):
     assert not any(a.startswith("=") for a in back["annotator"])
     res = at.session_state["ordmix"]["fit"]
     assert list(back.columns) == list(outputs.annotators_table(res.model).columns)
-    assert list(back.columns)[-len(decision_columns.FLAG_COLUMNS) :] == list(
-        decision_columns.FLAG_COLUMNS
-    )
+    flags = [*decision_columns.FLAG_COLUMNS, decision_columns.AGREEMENT_COLUMN]
+    assert list(back.columns)[-len(flags) :] == flags
 
 
 def test_a_fit_without_spam_says_why_it_has_none():
@@ -146,7 +145,8 @@ def test_unreliable_tab_puts_the_most_certain_and_biggest_first():
 
 
 def test_numbers_are_rounded_for_people():
-    """No 1e-10 reliability, no -0.00 bias, no expertise for those taken as all spam."""
+    """No 1e-10 reliability, no -0.00 bias; the expertise annotators.csv has, also for those
+    taken as all spam (not "None")."""
     at = demo_and_fit()
     at.switch_page("pages/annotators.py").run()
     fitted = at.session_state["ordmix"]["fit"].model.annotators_
@@ -158,9 +158,10 @@ def test_numbers_are_rounded_for_people():
         bias = table["bias"].to_numpy(float)
         assert not (np.signbit(bias) & (bias == 0)).any()  # no negative zero
         np.testing.assert_array_equal(bias, np.round(bias, 2))
-        near_zero = want < 0.05
-        assert table.loc[near_zero, "expertise"].isna().all()
-        assert table.loc[~near_zero, "expertise"].notna().all()
+        expertise = fitted.loc[table["annotator"], "expertise"].to_numpy()
+        np.testing.assert_array_equal(table["expertise"].to_numpy(float), expertise)
+    spammers = tables(at)["ann_table_unreliable"]
+    assert (fitted.loc[spammers["annotator"], "reliability"] < 0.05).any()  # the case shown
 
 
 def test_why_a_flagged_annotator_is_flagged():
@@ -186,6 +187,10 @@ def test_why_a_flagged_annotator_is_flagged():
     m = {x.label: x.value for x in at.metric}
     assert m["Agreement with the consensus"] == f"{agree:.0%}"
     assert m["Ratings"] == str(len(own))
+    ann = outputs.annotators_table(res.model).set_index("annotator")
+    assert m["Agreement with the others (alpha)"] == f"{ann.loc[who, 'agreement']:.2f}"
+    # the items table has the page's width, not a column's: its estimate is not cut off
+    assert not any("agrees" in d.value.columns for col in at.columns for d in col.dataframe)
     fig = charts(at)["ann_why_histogram"]
     mine, crowd = fig["data"]
     assert who in mine["name"] and "crowd" in crowd["name"]

@@ -55,3 +55,21 @@ def test_without_gold_the_page_says_what_it_needs():
     assert_clean(at)
     assert any("gold" in i for i in texts(at.info))
     assert not at.get("plotly_chart")
+
+
+def test_the_caption_says_how_each_method_is_labelled_and_the_crowds_agreement():
+    """The label error of odm comes from its shipped ``label`` (its posterior's most probable
+    level), not from its estimate rounded; and the data set's agreement is given."""
+    from ordmix_core.results import agreement
+
+    at = load_simulated_demo(new_app())
+    at.switch_page("pages/compare.py").run()
+    assert_clean(at)
+    (caption,) = [c for c in texts(at.caption) if "rated gold items" in c]
+    assert "each estimate rounded" not in caption
+    assert "odm's is its `label` (the most probable level of its posterior)" in caption
+    assert "(mean, median, continuous ML) its estimate rounded to the nearest level" in caption
+    ds = at.session_state["ordmix"]["dataset"]
+    crowd = agreement.crowd_agreement(ds.data)
+    assert agreement.words(crowd.as_dict()) in caption
+    assert f"Krippendorff's alpha, ordinal): {crowd.alpha:.3f} (95% bootstrap" in caption

@@ -12,13 +12,13 @@ def test_traces_per_restart_with_the_winner_marked():
     assert_clean(at)
     fig = charts(at)["conv_traces"]
     restarts_drawn = {t["legendgroup"] for t in fig["data"]}
-    # counted from 1, as the Fit page's status and result
-    assert restarts_drawn == {f"r{r + 1}" for r in model.restarts_.index}
+    # numbered from 0, as trace.csv, restarts.csv and summary.json number them
+    assert restarts_drawn == {f"r{r}" for r in model.restarts_.index}
     # one legend entry per restart: the warm-up is the dashed part of the same entry, the
     # mixture with uniform spam the dotted part
     legend = [t["name"] for t in fig["data"] if t.get("showlegend", True)]
     assert sorted(legend) == sorted(
-        f"restart {r + 1}" + (" (chosen)" if r == model.best_restart_ else "")
+        f"restart {r}" + (" (chosen)" if r == model.best_restart_ else "")
         for r in model.restarts_.index
     )
     assert {t["line"]["dash"] for t in fig["data"]} == {"dash", "dot", "solid"}
@@ -27,19 +27,18 @@ def test_traces_per_restart_with_the_winner_marked():
     assert chosen and all(t["line"]["width"] > 2 for t in chosen)
     others = [t for t in fig["data"] if "(chosen)" not in t["name"]]
     assert others and all(t["line"]["width"] < 2 for t in others)
-    assert all(f"r{model.best_restart_ + 1}" == t["legendgroup"] for t in chosen)
+    assert all(f"r{model.best_restart_}" == t["legendgroup"] for t in chosen)
     assert any(
-        f"chosen: restart {model.best_restart_ + 1}" in a["text"]
-        for a in fig["layout"]["annotations"]
+        f"chosen: restart {model.best_restart_}" in a["text"] for a in fig["layout"]["annotations"]
     )
 
     table = at.dataframe[0].value
     assert len(table) == len(model.restarts_)
-    assert table.loc[table["chosen"], "restart"].tolist() == [model.best_restart_ + 1]
+    assert table.loc[table["chosen"], "restart"].tolist() == [model.best_restart_]
     assert {"n_iter", "warmup_iter", "converged", "collapsed", "truth_share"} <= set(table)
-    assert any(f"Selection: restart {model.best_restart_ + 1} " in i for i in texts(at.info))
+    assert any(f"Selection: restart {model.best_restart_} " in i for i in texts(at.info))
     m = {x.label: x.value for x in at.metric}
-    assert m["Converged"] == "yes" and m["Chosen restart"] == str(model.best_restart_ + 1)
+    assert m["Converged"] == "yes" and m["Chosen restart"] == str(model.best_restart_)
 
 
 def test_collapse_and_warnings_are_shown():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 
 import pandas as pd
-from test_app_main import assert_clean, fit_current, load_simulated_demo, new_app, texts
+from test_app_main import assert_clean, fit_current, load_simulated_demo, new_app, texts, ui
 
 GOOD = (
     b"worker_id,doc,score,topic\n"
@@ -141,6 +141,8 @@ def test_sidebar_shows_the_new_data_and_no_old_fit_at_once():
     assert "No fit yet." in side
     assert any("Loaded ratings.csv" in m for m in texts(at.success))
     at.radio(key="data_source").set_value("Demo data set").run()
+    assert at.selectbox(key="data_demo").value == ui().SIMULATED_DEMO  # remembered
+    at.selectbox(key="data_demo").set_value(ui().DEFAULT_DEMO)
     at.button(key="data_load_demo").click().run()
     assert any(c.startswith("Data: TREC 2010") for c in texts(at.sidebar.caption))
 
@@ -198,3 +200,31 @@ def test_million_row_upload_is_handled():
     assert not at.error, texts(at.error)
     assert metrics(at)["Ratings"] == "1,000,000"
     assert seconds < 90, seconds
+
+
+def test_going_back_to_data_keeps_the_upload_its_mapping_and_gold():
+    """Data -> Fit -> Data: "Ratings from" stays on the upload, the uploaded ratings and gold
+    files stay (streamlit's uploader forgets them), with the mapping chosen by hand, so the
+    page never says "Loaded: ratings.csv" beside a demo it did not load."""
+    at = upload(new_app(), GOOD, gold=("gold.csv", b"instance,truth\n007,1\n009,1\n"))
+    for canon, col in (("annotator", "worker_id"), ("instance", "doc"), ("rating", "score"),
+                       ("query", "topic")):  # fmt: skip
+        keyed(at.selectbox, f"data_map_{canon}").set_value(col)
+    at.button(key="data_use_upload").click().run()
+    assert_clean(at)
+    at = fit_current(at, restarts=1)
+    at.switch_page("pages/data.py").run()
+    assert_clean(at)
+    assert at.radio(key="data_source").value == "Upload a file"
+    assert any("Loaded: ratings.csv" in h for h in texts(at.header))
+    assert any(w.startswith("**ratings.csv**: 7 rows") for w in texts(at.markdown))
+    kept = " ".join(texts(at.caption))
+    assert "**ratings.csv**, uploaded earlier, is kept" in kept
+    assert "**gold.csv**, uploaded earlier, is kept" in kept
+    assert mapping(at) == {"annotator": "worker_id", "instance": "doc", "rating": "score",
+                           "query": "topic"}  # fmt: skip
+    at.button(key="data_use_upload").click().run()  # the kept files load as before
+    assert not at.error, texts(at.error)
+    assert metrics(at)["Gold items"] == "2" and metrics(at)["Ratings"] == "7"
+    at.button(key="data_forget_gold").click().run()
+    assert "gold.csv" not in " ".join(texts(at.caption))

@@ -49,8 +49,17 @@ def test_result_is_said_in_plain_words():
     flags = reliability.annotator_flags(res.model)["flag"]
     assert f"{int((flags == 'unreliable').sum())} of 30 annotators are unreliable" in summary
     assert "of 300 items are undetermined" in summary
-    assert f"Chosen: restart {res.model.best_restart_ + 1}" in summary
+    assert f"Chosen: restart {res.model.best_restart_}" in summary
     assert "Converged:" in summary
+    # the crowd's agreement with its interval: the krippendorff package's figure
+    import krippendorff
+
+    from ordmix_core.results import agreement
+
+    counts = agreement.level_counts(res.model.data_)
+    alpha = krippendorff.alpha(value_counts=counts, level_of_measurement="ordinal")
+    said = f"Agreement between annotators (Krippendorff's alpha, ordinal): {alpha:.3f} (95% "
+    assert said + "bootstrap interval " in summary
 
 
 KINDS = ("number_input", "text_input", "toggle", "selectbox")
@@ -117,7 +126,7 @@ def test_result_and_settings_survive_page_changes():
     assert_clean(at)
     assert at.session_state["ordmix"]["fit"] is before
     assert at.number_input(key="fit_n_restarts").value == 3
-    assert metrics(at)["Chosen restart"] == str(before.model.best_restart_ + 1)
+    assert metrics(at)["Chosen restart"] == str(before.model.best_restart_)
 
 
 def test_variants_without_spam_and_real_valued():
@@ -292,17 +301,28 @@ def test_fit_runs_in_a_thread_so_the_page_can_poll():
     assert s.fit.model is job.model
 
 
-def test_restarts_are_counted_from_one_everywhere_on_the_page():
-    """The running status says "restart 3/10" (from 1): the result, its caption and the
-    summary count the same way."""
+def test_restarts_are_numbered_as_the_files_number_them(tmp_path):
+    """One numbering everywhere: the result, its caption, the summary and the sidebar name the
+    chosen restart as summary.json's winning_restart and restarts.csv's row do (from 0)."""
+    import json
+
+    import pandas as pd
+
+    from ordmix_core.results.outputs import write_fit_outputs
+
     at = demo_and_fit(restarts=3)
     res = at.session_state["ordmix"]["fit"]
-    best = res.model.best_restart_ + 1
+    write_fit_outputs(res.model, tmp_path, settings={})
+    best = json.loads((tmp_path / "summary.json").read_text())["winning_restart"]
+    restarts = pd.read_csv(tmp_path / "restarts.csv")
+    assert restarts["restart"].tolist() == [0, 1, 2] and best == res.model.best_restart_
     assert metrics(at)["Chosen restart"] == str(best)
-    assert any(f"chosen restart {best}," in c for c in texts(at.caption))
+    assert any(f"chosen restart {best} (numbered from 0)," in c for c in texts(at.caption))
     summary = " ".join(texts(at.info))
     assert f"Chosen: restart {best} " in summary
-    assert f"restart {best - 1} " not in summary.split("Chosen:", 1)[1].split(";")[0]
+    assert f"restart {best + 1} " not in summary.split("Chosen:", 1)[1].split(";")[0]
+    sidebar = " ".join(texts(at.sidebar.caption))
+    assert f"Fit: restart {best} chosen" in sidebar
 
 
 def test_the_share_of_ratings_taken_as_spam_is_in_the_summary():

@@ -128,7 +128,7 @@ def test_what_to_rate_next_and_annotators_to_review(csv_downloads):
     assert len(batch) == 25
     assert batch["instance"].tolist() == want["instance"].tolist()
     labels = [d.label for d in at.get("download_button")]
-    assert labels == ["Download items.csv", "Download next-batch.csv", "Download review.csv"]
+    assert labels == ["Download items.csv", "Download next.csv", "Download review.csv"]
     files = {b.split(b"\n", 1)[0]: b for b in written}
     got = pd.read_csv(io.BytesIO(files[b",".join(c.encode() for c in want.columns)]), dtype=str)
     assert got["instance"].tolist() == want["instance"].tolist()  # the columns of ordmix next

@@ -198,10 +198,10 @@ def test_upload_fit_flags_and_the_next_batch(server, chromium, tmp_path):
     size = page.get_by_role("spinbutton", name="Items in the batch")
     size.fill("20")
     size.press("Enter")
-    path = tmp_path / "next-batch.csv"
+    path = tmp_path / "next.csv"
     for _ in range(20):  # the rerun with the new size may still be on its way
         with page.expect_download() as info:
-            page.get_by_role("button", name="Download next-batch.csv").click()
+            page.get_by_role("button", name="Download next.csv").click()
         info.value.save_as(path)
         batch = pd.read_csv(path, dtype={"instance": str, "query": str})
         if len(batch) == 20:
@@ -291,4 +291,92 @@ def test_simulator_options_then_the_why_of_items_and_annotators(server, chromium
     expect(page.get_by_role("heading", name="Why an annotator is flagged")).to_be_visible()
     expect(page.get_by_text("Agreement with the consensus")).to_be_visible()
     expect(page.get_by_text("against the crowd's").first).to_be_visible()
+    no_traceback(page)
+
+
+def test_named_levels_from_an_upload_survive_data_fit_data_and_compare(server, chromium, tmp_path):
+    """AdultContent2's first items written back as G < P < R < X, uploaded with their gold,
+    the order typed on the Data page: the gold-checked fit gives the labels and probabilities
+    the command line gives on 1..4, named. Going back to Data keeps the upload; Compare's
+    figure keeps its title clear of the subplot titles and gives the crowd's agreement."""
+    import pandas as pd
+    from _cli_helpers import run_cli
+    from playwright.sync_api import expect
+    from test_cli_named_levels import LEVEL_COLUMNS, _inputs, _named
+
+    paths = _inputs(tmp_path, 800)  # numbers and letters, ratings and gold
+    out = tmp_path / "cli"
+    argv = ["fit", paths["numbers"], "--gold", paths["numbers-gold"], "--out", out]
+    rc, err, _ = run_cli([*argv, "--restarts", "2", "--quiet"])
+    assert rc == 0, err
+
+    page = open_app(chromium, server)
+    page.get_by_text("Upload a file").click()
+    inputs = page.locator('[data-testid="stFileUploaderDropzoneInput"]')
+    inputs.nth(0).set_input_files(paths["letters"])
+    expect(page.get_by_text("letters.csv:")).to_be_visible()
+    inputs.nth(1).set_input_files(paths["letters-gold"])
+    scale = page.get_by_role("textbox", name="Rating scale")
+    scale.fill("G,P,R,X")
+    scale.press("Enter")
+    page.get_by_role("button", name="Use this data").click()
+    expect(page.get_by_text("Loaded: letters.csv")).to_be_visible()
+    sidebar = page.locator('[data-testid="stSidebar"]')
+    expect(sidebar.get_by_text("scale G,P,R,X, with gold")).to_be_visible()
+    no_traceback(page)
+
+    nav = page.locator('[data-testid="stSidebarNav"]')
+    nav.get_by_text("Fit", exact=True).click()
+    restarts = page.get_by_role("spinbutton", name="Restarts")
+    restarts.fill("2")
+    restarts.press("Enter")
+    page.get_by_text("Use gold in the fit").click()
+    page.get_by_role("button", name="Run fit").click()
+    expect(page.get_by_text("Fit finished in")).to_be_visible()
+    expect(page.get_by_text("Agreement between annotators (Krippendorff's alpha")).to_be_visible()
+    no_traceback(page)
+
+    # back to Data: the upload, its gold and the source are still there
+    nav.get_by_text("Data", exact=True).click()
+    expect(page.get_by_text("Loaded: letters.csv")).to_be_visible()
+    expect(page.get_by_role("radio", name="Upload a file")).to_be_checked()
+    expect(page.get_by_text("letters.csv, uploaded earlier, is kept")).to_be_visible()
+    expect(page.get_by_text("letters-gold.csv, uploaded earlier, is kept")).to_be_visible()
+    no_traceback(page)
+
+    # the items as the command line's fit of the numbers, named
+    nav.get_by_text("Items", exact=True).click()
+    expect(page.get_by_role("heading", name="Items", exact=True)).to_be_visible()
+    with page.expect_download() as info:
+        page.get_by_role("button", name="Download items.csv").click()
+    info.value.save_as(tmp_path / "items.csv")
+    got = pd.read_csv(tmp_path / "items.csv", dtype=str, keep_default_na=False)
+    want = pd.read_csv(out / "items.csv", dtype=str, keep_default_na=False)
+    want = _named(want.replace("", None), LEVEL_COLUMNS).fillna("")
+    assert set(got["label"]) <= set("GPRX")
+    pd.testing.assert_frame_equal(got, want)
+    no_traceback(page)
+
+    nav.get_by_text("Annotators", exact=True).click()
+    metrics = page.locator('[data-testid="stMetric"]')
+    expect(metrics.filter(has_text="Crowd agreement (alpha)")).to_be_visible()
+    no_traceback(page)
+
+    nav.get_by_text("Compare", exact=True).click()
+    expect(page.get_by_text("agreement between annotators (Krippendorff's alpha")).to_be_visible()
+    box = page.locator('[data-testid="stMultiSelect"]').first
+    for chip in box.locator('[data-baseweb="tag"]').all()[::-1]:
+        if chip.inner_text().strip() not in ("mean", "majority"):
+            chip.locator('[role="presentation"]').last.click()
+    rounds = page.get_by_role("spinbutton", name="Restarts (odm)")
+    rounds.fill("1")
+    rounds.press("Enter")
+    page.get_by_role("button", name="Compare methods").click()
+    chart = page.locator('[data-testid="stPlotlyChart"]').first
+    title = chart.locator("text.gtitle")
+    expect(title).to_contain_text("Methods compared on the gold items")
+    mse = chart.locator("g.annotation", has_text="MSE").first
+    expect(mse).to_be_visible()
+    t, m = title.bounding_box(), mse.bounding_box()
+    assert t["y"] + t["height"] <= m["y"], (t, m)  # the title above, not on, "MSE"
     no_traceback(page)

@@ -21,13 +21,20 @@ from ordmix_core.cli.main import main
 from ordmix_core.data.simulate import simulate_crowd
 from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
 from ordmix_core.labels.policy import LabelPolicy
-from ordmix_core.results import decision_columns, decisions, outputs, reliability, stability
+from ordmix_core.results import (
+    agreement,
+    decision_columns,
+    decisions,
+    outputs,
+    reliability,
+    stability,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 RATINGS = ROOT / "demo_data" / "simulated-ratings.csv"
 IDS = {"instance": str, "annotator": str, "query": str, "category": str}
-#: the model's item columns, the ensemble's (what near-tied restarts disagree on), then the
-#: level of a clear majority of trusted raters (labels from the confusion model: the default)
+#: the model's item columns: the posterior's estimate, the continuous fit's q(z), then the
+#: ensemble's (what near-tied restarts disagree on)
 MODEL_ITEM_COLUMNS = ["instance", "estimate", "sd", "n_ratings", "query", "category",
                       "z_mean", "z_sd", "estimate_spread", "unstable"]  # fmt: skip
 MODEL_ANN_COLUMNS = [
@@ -79,7 +86,7 @@ def test_items_csv_has_the_model_then_the_decision_columns(model, folder):
 
 def test_annotators_csv_has_the_flags_with_their_evidence(model, folder):
     ann = pd.read_csv(folder / "annotators.csv", dtype=IDS)
-    assert list(ann.columns) == MODEL_ANN_COLUMNS + list(decision_columns.FLAG_COLUMNS)
+    assert list(ann.columns) == [*MODEL_ANN_COLUMNS, *decision_columns.FLAG_COLUMNS, "agreement"]
     flags = reliability.annotator_flags(model)
     pd.testing.assert_frame_equal(
         ann.set_index("annotator")[list(flags.columns)], flags, check_names=False
@@ -219,7 +226,8 @@ def test_tables_put_ids_first_in_a_fixed_order(schema_model) -> None:
     np.testing.assert_array_equal(items["estimate"], schema_model.estimates_)
     ann = outputs.annotators_table(schema_model)
     assert list(ann.columns[:12]) == MODEL_ANN_COLUMNS  # the model's columns in a fixed order
-    assert list(ann.columns[12:]) == list(reliability.annotator_flags(schema_model).columns)
+    flags = list(reliability.annotator_flags(schema_model).columns)
+    assert list(ann.columns[12:]) == [*flags, "agreement"]  # the evidence, then the agreement
     trace = outputs.table(schema_model, "trace")  # no named index: nothing added
     assert list(trace.columns) == ["restart", "iteration", "lower_bound", "stage"]
 
@@ -445,6 +453,9 @@ def test_summary_json_has_every_field_with_the_models_values(schema_model, tmp_p
         },
     }
     decisions_part = summary.pop("decisions")
+    # the crowd's agreement: ``agreement.crowd_agreement`` of the ratings (tests/results/
+    # test_agreement.py checks it against the krippendorff package)
+    assert summary.pop("agreement") == agreement.crowd_agreement(m.data_).as_dict()
     assert summary == expected
     assert summary["n_categories"] == m.items_["query"].nunique()  # query granularity
     ann = pd.read_csv(tmp_path / "annotators.csv")
@@ -498,8 +509,12 @@ def test_decide_uses_the_settings_it_is_given(schema_model) -> None:
     assert (dec.threshold, dec.confidence, dec.no_flags) == (0.7, 0.8, None)
     pd.testing.assert_frame_equal(dec.items, decisions.item_decisions(schema_model, confidence=0.8))
     pd.testing.assert_frame_equal(
-        dec.annotators, reliability.annotator_flags(schema_model, threshold=0.7, confidence=0.8)
+        dec.annotators,
+        reliability.annotator_flags(schema_model, threshold=0.7, confidence=0.8).assign(
+            agreement=agreement.annotator_agreement(schema_model.data_).to_numpy()
+        ),
     )
+    assert dec.agreement == agreement.crowd_agreement(schema_model.data_)
     with pytest.raises(Exception, match="confidence"):
         decision_columns.decide(schema_model, confidence=2.0)
 
@@ -808,17 +823,19 @@ def test_decide_reuses_the_fits_own_flags_only_at_the_default_settings(schema_mo
     from types import SimpleNamespace
 
     fresh = reliability.annotator_flags(schema_model)
-    mine = fresh.copy()
+    mine = fresh.assign(p_unreliable=0.123)  # marked: a recomputation would not have it
     m = SimpleNamespace(**{k: getattr(schema_model, k) for k in vars(schema_model)})
     m.annotator_flags_ = mine
-    assert decision_columns.decide(m).annotators is mine  # the fit's own object, not recomputed
+    got = decision_columns.decide(m).annotators
+    pd.testing.assert_frame_equal(got.drop(columns="agreement"), mine)  # the fit's own flags
+    assert "agreement" not in mine  # and left as they were
     for kw in ({"threshold": 0.6}, {"confidence": 0.8}):
         other = decision_columns.decide(m, **kw).annotators
-        assert other is not mine and len(other) == len(mine)
+        assert (other["p_unreliable"] != 0.123).all() and len(other) == len(mine)
     m.annotator_flags_ = None
-    pd.testing.assert_frame_equal(decision_columns.decide(m).annotators, fresh)
+    pd.testing.assert_frame_equal(decision_columns.decide(m).annotators.iloc[:, :-1], fresh)
     del m.annotator_flags_  # a model from before the attribute existed
-    pd.testing.assert_frame_equal(decision_columns.decide(m).annotators, fresh)
+    pd.testing.assert_frame_equal(decision_columns.decide(m).annotators.iloc[:, :-1], fresh)
 
 
 def test_items_csv_written_in_chunks_is_the_whole_table(schema_model, tmp_path, monkeypatch):

@@ -79,5 +79,3 @@ def test_posterior_mode_compiled_equals_numpy(monkeypatch, chunk):
         modes.append(reliability._posterior_mode(pulls, 8, 1.0, 1.0))
     for fast, slow in zip(*modes, strict=True):
         assert fast.tobytes() == slow.tobytes()
-
-

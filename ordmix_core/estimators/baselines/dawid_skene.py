@@ -16,8 +16,12 @@ from ._common import level_counts, normalize_log, posterior_frame
 _EPS = 1e-10  # floor on confusion cells and priors (crowd-kit's), so that no log is of 0
 
 
-def ds_m_step(post: np.ndarray, data: CrowdData, smoothing: float) -> tuple[np.ndarray, np.ndarray]:
-    """Confusion matrices (N, K, K) ``[n, true, observed]`` and class priors (K,).
+def ds_m_step(
+    post: np.ndarray, data: CrowdData, smoothing: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Confusion matrices (N, K, K) ``[n, true, observed]``, class priors (K,) and the soft
+    tables they were normalised from (N, K, K): ``sum post[item, true]`` over each annotator's
+    ratings of each observed level.
 
     ``post`` (M, K) are the class posteriors; ``smoothing`` pseudo-counts are added to every
     confusion cell and prior before normalising.
@@ -25,13 +29,13 @@ def ds_m_step(post: np.ndarray, data: CrowdData, smoothing: float) -> tuple[np.n
     k, n = data.scale.k, data.n_annotators
     idx = data.ann * k + data.level  # (L,) cell (annotator, observed)
     pr = post[data.inst]  # (L, K)
-    conf = np.empty((n, k, k))
+    table = np.empty((n, k, k))
     for t in range(k):  # K reductions over L ratings
-        conf[:, t, :] = np.bincount(idx, weights=pr[:, t], minlength=n * k).reshape(n, k)
-    conf = np.maximum(conf + smoothing, _EPS)  # the floor only matters when smoothing = 0
+        table[:, t, :] = np.bincount(idx, weights=pr[:, t], minlength=n * k).reshape(n, k)
+    conf = np.maximum(table + smoothing, _EPS)  # the floor only matters when smoothing = 0
     conf /= conf.sum(axis=2, keepdims=True)
     priors = np.maximum(post.sum(axis=0) + smoothing, _EPS)
-    return conf, priors / priors.sum()
+    return conf, priors / priors.sum(), table
 
 
 def ds_e_step(conf: np.ndarray, priors: np.ndarray, data: CrowdData) -> tuple[np.ndarray, float]:
@@ -46,14 +50,16 @@ def ds_e_step(conf: np.ndarray, priors: np.ndarray, data: CrowdData) -> tuple[np
 
 
 def ds_lower_bound(
-    post: np.ndarray, conf: np.ndarray, priors: np.ndarray, data: CrowdData
+    post: np.ndarray, conf: np.ndarray, priors: np.ndarray, table: np.ndarray, n_ratings: int
 ) -> float:
-    """The EM lower bound per rating (crowd-kit's loss): the expected log joint of the ratings
-    and the classes under ``post`` (M, K), plus its entropy, over the number of ratings."""
-    logc = libm.log(conf)[data.ann, :, data.level] + libm.log(np.maximum(priors, _EPS))[None, :]
-    joint = float((post[data.inst] * logc).sum())
+    """The EM lower bound per rating as crowd-kit computes it (its loss): every rating's
+    expected log probability, ``sum_c post[item, c] (log conf[n, c, r] + log prior[c])``, from
+    the M-step's soft ``table`` (N, K, K) (``sum_{n,c,r} table log conf`` and the class totals
+    of the table against the log priors), plus the entropy of ``post`` (M, K), over the ratings."""
+    joint = float((table * libm.log(conf)).sum())
+    joint += float((table.sum(axis=(0, 2)) * libm.log(np.maximum(priors, _EPS))).sum())
     entropy = -float((libm.log(np.maximum(post, _EPS)) * post).sum())
-    return (joint + entropy) / max(data.n_ratings, 1)
+    return (joint + entropy) / max(n_ratings, 1)
 
 
 class DawidSkene(CrowdEstimator):
@@ -91,13 +97,13 @@ class DawidSkene(CrowdEstimator):
             raise InputError("DawidSkene needs max_iter >= 1, tol >= 0 and smoothing >= 0")
         counts = level_counts(data)
         post = counts / counts.sum(axis=1, keepdims=True)  # (M, K) majority-vote shares
-        conf, priors = ds_m_step(post, data, self.smoothing)
+        conf, priors, _ = ds_m_step(post, data, self.smoothing)
         bound = -np.inf
         self.n_iter_ = 0
         for it in range(1, self.max_iter + 1):
             post, _ = ds_e_step(conf, priors, data)
-            conf, priors = ds_m_step(post, data, self.smoothing)
-            new = ds_lower_bound(post, conf, priors, data)
+            conf, priors, table = ds_m_step(post, data, self.smoothing)
+            new = ds_lower_bound(post, conf, priors, table, data.n_ratings)
             self.n_iter_ = it
             if new - bound < self.tol:
                 bound = new
