@@ -23,7 +23,7 @@ from ..labels import confusion_model, confusion_ratings
 from ..labels.calibration import tempered
 from ..labels.posterior import ITEM_FLAGS, LabelPosterior, expected_gain, mean_and_sd
 from ..numerics.fixed_order import matmul
-from ..results import evidence, outputs, reliability
+from ..results import agreement, evidence, outputs, reliability
 from ..vb import updates
 from .blocks import _REGISTRY, Block, Box
 
@@ -275,3 +275,27 @@ def flag_grid(fit_id: str, index: int, mode: np.ndarray, width: np.ndarray, z: n
 def flags_done(fit_id: str, index: int) -> None:
     """Drop the block's evidence (8 bytes a rating) once the flags are made."""
     _block(fit_id, index).log_r = None
+
+
+# --------------------------------------------------------------------------- the agreement
+def agreement_patterns(fit_id: str, index: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rating patterns of the block's items rated at least twice and their
+    counts (``agreement.rating_patterns``, ``k`` levels); the block keeps its items' level
+    counts (M_b, K) for ``agreement_rows``."""
+    b = _block(fit_id, index)
+    p = b.problem
+    flat = np.bincount(p.inst.astype(np.int64) * k + p.level, minlength=p.n_instances * k)
+    b.item_levels = flat.reshape(p.n_instances, k)
+    return agreement.rating_patterns(b.item_levels)
+
+
+def agreement_rows(fit_id: str, index: int, d: np.ndarray) -> dict:
+    """The block's annotators' agreement sums (``agreement.agreement_sums``) at the crowd's
+    ordinal distance ``d`` (K, K), as rows; the level counts are dropped."""
+    b = _block(fit_id, index)
+    p = b.problem
+    total, used = agreement.agreement_sums(
+        p.inst, b.ann_local, p.level, b.item_levels, b.ann_codes.size, d
+    )
+    b.item_levels = None
+    return _rows(b.ann_codes, total=total, used=used)

@@ -81,13 +81,15 @@ class Block:
     work: phases.Work | None = None
     # the label path's (``block_labels``): the block's annotators' global codes (n_b,) and
     # each rating's local code into them, its items' gold levels (-1: none), the label fit,
-    # the one posterior, each rating's evidence and each item's truth weight
+    # the one posterior, each rating's evidence, each item's truth weight and its ratings at
+    # each level (the agreement's)
     ann_codes: np.ndarray | None = None
     gold_levels: np.ndarray | None = None
     labels: Any = None
     posterior: Any = None
     log_r: np.ndarray | None = None
     truth_weight: np.ndarray | None = None
+    item_levels: np.ndarray | None = None
 
     @property
     def groups(self) -> tuple[str, ...]:

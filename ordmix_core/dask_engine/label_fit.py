@@ -14,6 +14,8 @@ fit, one posterior per item and the annotators' flags, with the blocks' sums.
 - The flags (``reliability.fitted_flags``): each block's ratings' evidence against the
   continuous fit's winner (``flag_evidence``); the reliability posterior's bisection and grid
   from the blocks' per-annotator sums (``reliability.posterior_from_sums``).
+- The agreement (``agreement``): the crowd's alpha from the blocks' distinct rating patterns,
+  added (the in-memory figure's bits), each annotator's from the blocks' per-annotator sums.
 
 Per annotator only the block's own annotators' entries travel (``block_labels.add_rows``).
 The sums are the in-memory ones added in another order, so the answers agree to rounding
@@ -35,7 +37,7 @@ from ..labels.policy import DEFAULT as DEFAULT_POLICY
 from ..labels.policy import LabelPolicy
 from ..labels.posterior import LabelPosterior
 from ..numerics import libm
-from ..results import reliability
+from ..results import agreement, reliability
 from ..results.decision_columns import _partitioned_item_decisions
 from ..results.decisions import (
     CONFIDENCE,
@@ -158,9 +160,10 @@ class BlockLabels:
         result = LabelResult(None, fit, report, expert, policy, temperature, classes)
         return result, counts
 
-    def rows(self, index: pd.Index, values: np.ndarray) -> tuple:
+    def rows(self, index: pd.Index, values: np.ndarray, names: tuple | None = None) -> tuple:
         """The items' posterior gathered from the blocks in ``index``'s order (the items'
-        IDs; None when the labels are the continuous posterior's) and their ``estimate``,
+        IDs; None when the labels are the continuous posterior's; ``names``: the levels', on
+        a scale of named levels) and their ``estimate``,
         ``sd`` (the confusion model's) and ``truth_weight`` (a frame by ``index``)."""
         frame = pd.concat(self.bl.client.gather(self.bl.run(block_labels.label_frame)))
         frame = frame.iloc[frame.index.get_indexer(index)]
@@ -169,7 +172,7 @@ class BlockLabels:
         if cols:
             post = LabelPosterior(
                 frame[cols].to_numpy(), np.asarray(values, float), frame["gain"].to_numpy(),
-                "confusion",
+                "confusion", names=names,
             )  # fmt: skip
         rest = [c for c in ("estimate", "sd", "truth_weight") if c in frame.columns]
         return post, frame[rest].set_axis(index)
@@ -228,6 +231,19 @@ class BlockLabels:
         wait(self.bl.run(block_labels.flags_done))
         return reliability.flag_frame(post, model.annotators_.index, THRESHOLD, CONFIDENCE)
 
+    # ------------------------------------------------------------------ the agreement
+    def agreement(self, k: int) -> tuple[np.ndarray, agreement.CrowdAgreement]:
+        """Each annotator's agreement (N,) and the crowd's (``agreement``'s figures on ``k``
+        levels): the patterns of every block merged on the client, the crowd's ordinal
+        distance sent back, the blocks' per-annotator sums added."""
+        parts = self.bl.client.gather(self.bl.run(block_labels.agreement_patterns, k))
+        patterns = agreement.merged_patterns(parts, k)
+        crowd = agreement.patterns_agreement(patterns)
+        d, expected = agreement.expected_disagreement(patterns)
+        sums = self.reduce(self.bl.run(block_labels.agreement_rows, d))
+        total, used = (self.dense(sums, key, self.n) for key in ("rows_total", "rows_used"))
+        return agreement.agreement_from_sums(total, used, expected), crowd
+
 
 def _add(*parts: dict) -> dict:
     """Counts of the blocks added."""
@@ -245,6 +261,9 @@ def finish(model, labels: BlockLabels, winner, local_categories: bool) -> list:
     model.annotator_flags_ = flags
     model.annotators_["reliability"] = median
     values = np.asarray(model.scale_.values, float)
+    each, crowd = labels.agreement(values.size)
+    model.annotator_agreement_ = pd.Series(each, index=flags.index, name="agreement")
+    model.crowd_agreement_ = crowd
     result, counts = None, None
     if model._label_model() != "continuous":
         k = values.size
@@ -261,7 +280,7 @@ def finish(model, labels: BlockLabels, winner, local_categories: bool) -> list:
         fit = labels.fit(k, classes, expert_prior)
         result, counts = labels.posterior(fit, n_ratings, values, classes, level_counts)
     if isinstance(model.items_, pd.DataFrame):
-        post, cols = labels.rows(model.items_.index, values)
+        post, cols = labels.rows(model.items_.index, values, model.scale_.names)
         model.truth_weight_ = cols["truth_weight"].to_numpy()
         if result is None:
             model.label_result_ = continuous_labels(model)

@@ -68,7 +68,9 @@ def decide(
     items: bool = True,
 ) -> Decisions:
     """The decision columns of a fitted model (``decisions.item_decisions`` and
-    ``reliability.annotator_flags`` at these settings); ``items=False``: the annotators' only."""
+    ``reliability.annotator_flags`` at these settings, the annotators' and the crowd's
+    agreement: the fit's ``annotator_agreement_`` and ``crowd_agreement_`` when it has them,
+    else computed from its ``data_``); ``items=False``: the annotators' only."""
     threshold, confidence = decisions.check_flag_settings(threshold, confidence)
     want_items, items = items, None
     if want_items and isinstance(model.items_, pd.DataFrame):
@@ -76,11 +78,14 @@ def decide(
     if getattr(model, "omega_", None) is None and getattr(model, "annotator_flags_", None) is None:
         return Decisions(items, None, threshold, confidence, NO_FLAGS)
     flags = reliability.annotator_flags(model, threshold=threshold, confidence=confidence)
+    # the fit's own agreement when it computed it where its ratings are (the Dask engine's)
+    each = getattr(model, "annotator_agreement_", None)
+    crowd = getattr(model, "crowd_agreement_", None)
+    if each is None or crowd is None:
+        each = agreement.annotator_agreement(model.data_)
+        crowd = agreement.crowd_agreement(model.data_)
     # a new frame: the fit's own flags (``annotator_flags_``) stay as they are
-    flags = flags.assign(
-        **{AGREEMENT_COLUMN: agreement.annotator_agreement(model.data_).to_numpy()}
-    )
-    crowd = agreement.crowd_agreement(model.data_)
+    flags = flags.assign(**{AGREEMENT_COLUMN: each.to_numpy()})
     return Decisions(items, flags, threshold, confidence, agreement=crowd)
 
 
@@ -94,10 +99,13 @@ def _partitioned_item_decisions(model: Any, items: Any, confidence: float) -> An
     policy = replace(DEFAULT_POLICY, confidence=confidence)
     if parts is not None and getattr(model, "label_result_", None) is not None:
         values = np.asarray(model.hyperparams_["scale"], dtype=float)
+        names = model.hyperparams_.get("levels")
+        names = None if names is None else tuple(names)
 
         def read(part: pd.DataFrame, post: pd.DataFrame) -> pd.DataFrame:
             cols = [c for c in post.columns if c.startswith("proba_")]
-            lp = LabelPosterior(post[cols].to_numpy(), values, post["gain"].to_numpy(), "confusion")
+            proba, gain = post[cols].to_numpy(), post["gain"].to_numpy()
+            lp = LabelPosterior(proba, values, gain, "confusion", names=names)
             weight = post["truth_weight"].to_numpy()
             return part.join(decisions.item_columns(lp, part.index, policy, weight))
 

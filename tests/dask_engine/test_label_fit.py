@@ -1,10 +1,11 @@
 """The whole default through both engines on real and simulated crowds (``ordmix fit``, the
 same seed): the Dask engine's label path (``dask_engine.label_fit``) gives the in-memory
-labels, level probabilities and flags.
+labels, level probabilities, flags and agreement.
 
 TREC RF10, web-zhou2014 (``../shared/data``) and a simulated crowd of 1M ratings, each through
 ``ordmix fit`` and ``ordmix fit --engine dask`` on a 2-process local cluster: the same files
-and columns, the same ``label`` and ``flag`` of every item, ``p_level_*`` within 1e-6.
+and columns, the same ``label`` and ``flag`` of every item, ``p_level_*`` within 1e-6, the
+same agreement (the crowd's exactly, each annotator's to rounding).
 web-zhou2014 and the simulated crowd also end on the same winning restart with the same
 annotators' flags. TREC's continuous fit does not: its race is decided by the rounding of its
 sums (SQUAREM amplifies it), and the in-memory engine itself ends elsewhere when only the
@@ -61,7 +62,7 @@ def both_engines(ratings: Path, tmp: Path, scheduler: str, *extra: str) -> tuple
 
 def same_labels(mem: Path, dsk: Path) -> None:
     """The same files and columns, every item's label and flag, ``p_level_*`` within
-    ``LABEL_TOL``."""
+    ``LABEL_TOL``, the same agreement."""
     assert sorted(p.name for p in dsk.iterdir()) == sorted(p.name for p in mem.iterdir())
     for name in ("items", "annotators", "categories", "trace", "restarts"):
         got = pd.read_csv(dsk / f"{name}.csv", nrows=0).columns
@@ -73,6 +74,13 @@ def same_labels(mem: Path, dsk: Path) -> None:
     np.testing.assert_allclose(b[levels], a[levels], rtol=0, atol=LABEL_TOL)
     for col in ("estimate", "sd", "p_wrong", "expected_gain"):
         np.testing.assert_allclose(b[col], a[col], rtol=0, atol=LABEL_TOL)
+    # the agreement reads the ratings alone: the crowd's the same bits, each annotator's to
+    # the rounding of their sums over the blocks
+    x = pd.read_csv(mem / "annotators.csv", dtype=IDS).set_index("annotator")
+    y = pd.read_csv(dsk / "annotators.csv", dtype=IDS).set_index("annotator").loc[x.index]
+    np.testing.assert_allclose(y["agreement"], x["agreement"], rtol=1e-12, atol=1e-14)
+    summaries = [json.loads((f / "summary.json").read_text()) for f in (mem, dsk)]
+    assert summaries[0]["agreement"] == summaries[1]["agreement"]
 
 
 def test_trec_as_in_memory(scheduler, tmp_path):
