@@ -216,7 +216,7 @@ def cmd_fit_dask(args: argparse.Namespace, model) -> int:
             if getattr(args, "gold", None) is not None:
                 from ..io import read_gold
 
-                gold = read_gold(args.gold)
+                gold = read_gold(args.gold, scale=args.scale)
             progress = Progress(n_runs(model), args.quiet)
             try:
                 model.fit(args.ratings, callback=progress, gold=gold)

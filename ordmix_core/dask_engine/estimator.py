@@ -56,7 +56,7 @@ import numpy as np
 import pandas as pd
 
 from ..data.crowd import check_granularity
-from ..data.scale import Scale, as_scale, checked_scale, fmt_scale, scale_names
+from ..data.scale import Scale, as_scale, checked_scale, scale_names
 from ..errors import ClusterError, InputError
 from ..estimators import refit
 from ..estimators.base import extends_params
@@ -180,16 +180,11 @@ class DaskOrdinalMixture(OrdinalMixture):
         returning False stops the fit and keeps the best restart so far. ``gold``: known true
         values (a Series by instance), as ``OrdinalMixture.fit``'s.
         """
-        if scale_names(self.scale) is not None:
-            raise InputError(
-                f"named levels (--scale {fmt_scale(as_scale(self.scale, []))}) work with the "
-                "in-memory engine only; fit without --engine dask, or write the levels as the "
-                "numbers 1..K in their order"
-            )
         if self.updates not in ("exact", "paper"):  # before a cluster is started for nothing
             raise InputError(f"updates must be 'exact' or 'paper', not {self.updates!r}")
         self._validate()
-        gold = None if gold is None else self._checked_gold(gold)
+        given = None if self.scale is None else as_scale(self.scale, np.empty(0))
+        gold = None if gold is None else self._checked_gold(gold, given)
         prev = None if self.init_from is None else refit.load_previous(self.init_from)
         t0 = time.perf_counter()
         self.spam_ = self.spam is not False
@@ -389,7 +384,8 @@ class DaskOrdinalMixture(OrdinalMixture):
                 if c in mapping.values()
             }
         )
-        norm = ddf.map_partitions(block_loading.normalize_block, mapping, label, meta=meta)
+        names = scale_names(self.scale)
+        norm = ddf.map_partitions(block_loading.normalize_block, mapping, label, names, meta=meta)
         parts = norm.shuffle(on="instance", npartitions=n_parts).to_delayed()
         import dask
 

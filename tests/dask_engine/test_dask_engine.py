@@ -528,6 +528,10 @@ def test_cli_engine_dask_writes_the_same_files(client, ratings, tmp_path, capsys
     assert trace["stage"].isin(["uniform", "mixture"]).sum() > 5
     summary = json.loads((tmp_path / "dsk" / "summary.json").read_text())
     assert summary["n_ratings"] == len(ratings) and summary["settings"]["engine"] == "dask"
+    # the agreement, computed on the blocks: the crowd's figure and every annotator's
+    annotators = pd.read_csv(tmp_path / "dsk" / "annotators.csv")
+    assert annotators[decision_columns.AGREEMENT_COLUMN].notna().all()
+    assert summary["agreement"]["alpha"] is not None
     assert summary["decisions"]["annotators"]["unreliable"] > 0
 
 
@@ -565,6 +569,30 @@ def assert_same_folders(mem, dsk, rtol: float = EST_RTOL, atol: float = EST_ATOL
     for key in ("winning_restart", "iterations", "decisions", "warnings", "n_ratings", "agreement"):
         assert summary[key] == want[key], key
     assert summary["model_choice"]["labels"].keys() == want["model_choice"]["labels"].keys()
+
+
+def test_cli_named_levels_and_their_gold_as_in_memory(client, ratings, tmp_path):
+    """A scale of named levels (``--scale``, lowest first) with gold given as names: both
+    engines read the names and write the same folders, labels, intervals and
+    ``p_level_<name>`` columns in the names."""
+    names = ["none", "low", "mid", "high", "top"]
+    by_value = dict(zip([1.0, 2.0, 3.0, 4.0, 5.0], names, strict=True))
+    path, gold = tmp_path / "r.csv", tmp_path / "gold.csv"
+    ratings.assign(rating=ratings["rating"].map(by_value)).to_csv(path, index=False)
+    firsts = ratings.groupby("instance")["rating"].first().iloc[::8]
+    firsts.map(by_value).rename("truth").rename_axis("instance").to_csv(gold)
+    common = ["--restarts", "2", "--seed", "4", "--quiet", "--scale", ",".join(names)]
+    common += ["--gold", str(gold)]
+    assert main(["fit", str(path), "--out", str(tmp_path / "mem"), *common]) == 0
+    args = ["fit", str(path), "--out", str(tmp_path / "dsk"), *common, "--engine", "dask"]
+    assert main([*args, "--scheduler", client.scheduler.address]) == 0
+    assert_same_folders(tmp_path / "mem", tmp_path / "dsk")
+    items = pd.read_csv(tmp_path / "dsk" / "items.csv")
+    assert [c for c in items.columns if c.startswith("p_level_")] == [f"p_level_{n}" for n in names]
+    assert items["label"].isin(names).all() and items["lower_90"].isin(names).all()
+    # the gold items' truth read as their names' values: their labels are the names given
+    gold_items = items.set_index("instance").loc[firsts.index.astype(str)]
+    assert (gold_items["label"] == firsts.map(by_value).to_numpy()).all()
 
 
 def test_cli_bad_file_one_error_line(tmp_path, capsys):
