@@ -456,7 +456,7 @@ def block_results(
             state = replace(glob.value, mu_m=loc.mu_m, lam_m=loc.lam_m)
             if b.local_categories:
                 state.delta_shape, state.delta_rate = loc.delta_shape, loc.delta_rate
-            crowd = own_ratings(replace(p), state)[0]
+            crowd = own_ratings(replace(p), state)
         crowd = None if glob is None else crowd
     items = outputs.items_frame(
         ids, loc.mu_m, loc.lam_m, b.n_m, b.query_of_inst, b.cat_name_of_inst, mask, crowd
