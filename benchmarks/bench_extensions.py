@@ -39,7 +39,7 @@ VARIANTS = {  # name: (bias, spam_dist)
 
 def per_sweep(path: str, n_sweeps: int) -> None:
     from ordmix_core.data.crowd import prepare
-    from ordmix_core.fit import starts
+    from ordmix_core.fit import restarts
     from ordmix_core.io import read_ratings
     from ordmix_core.vb import phases, sweep
 
@@ -53,7 +53,7 @@ def per_sweep(path: str, n_sweeps: int) -> None:
             data, mu=data.scale.center, lam=0.1, phi=10.0, eta=5.0, pi=np.full(k, 1 / k),
             ordinal=True, spam=True, exact=True, bias=bias, spam_dist=dist,
         )  # fmt: skip
-        g = starts.init_globals(
+        g = restarts.init_globals(
             n_n, np.arange(n_n.size, dtype=np.uint64), np.ones(data.n_instances), 0, 0, step,
             True, False, 10.0, 5.0, bias, dist, np.full(k, 1 / k),
         )  # fmt: skip

@@ -18,11 +18,11 @@ from pathlib import Path
 import numpy as np
 
 from ordmix_core import OrdinalMixture
-from ordmix_core.fit import selection
+from ordmix_core.fit import restarts
 from ordmix_core.io import read_ratings
 
 DEMO = Path(__file__).resolve().parents[1] / "demo_data" / "trec-rf10-ratings.csv"
-SELECT = selection.select
+SELECT = restarts.select
 TIGHTER = {
     "100x": dict(tol=1e-8, tol_estimate=3e-4),
     "300x estimates": dict(tol=1e-8, tol_estimate=1e-4),
@@ -37,13 +37,13 @@ def fit(df, seed: int, **kw) -> tuple[OrdinalMixture, dict]:
         seen.update({run.restart: run for run in results})
         return SELECT(results, *args, **kwargs)
 
-    selection.select = spy
+    restarts.select = spy
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return OrdinalMixture(random_state=seed, **kw).fit(df), seen
     finally:
-        selection.select = SELECT
+        restarts.select = SELECT
 
 
 def main() -> None:

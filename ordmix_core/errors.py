@@ -1,10 +1,13 @@
 """What a fit tells its user: the one exception for a user's mistake, and the warning classes.
 
-Warnings are chosen by class where they arise (``selection.fit_warnings``), never by matching
-their text; both subclass ``UserWarning``, so filters on it keep working.
+Warnings are chosen by class where they arise (``race.fit_warnings``), never by matching
+their text; each subclasses ``UserWarning``, so filters on it keep working. A warning waiting
+to be issued is a ``FitWarning``: its class and its message.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 
 class InputError(ValueError):
@@ -42,3 +45,10 @@ class SpamWarning(UserWarning):
 class UndeterminedWarning(UserWarning):
     """More than a tenth of the items are undetermined (their two most probable levels tie):
     they need more ratings before their labels can be shipped."""
+
+
+class FitWarning(NamedTuple):
+    """A warning a fit will issue: its class (one of the above) and its message."""
+
+    category: type[Warning]
+    message: str

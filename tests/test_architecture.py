@@ -237,3 +237,47 @@ def test_modules_and_functions_stay_short() -> None:
                     long[f"{rel}:{node.name}"] = length
     assert big == {}, "modules over 500 lines (split them)"
     assert long == {}, "functions over 80 lines (split them)"
+
+
+# --------------------------------------------------------------------------- the fit's control
+#: the modules of ``fit/`` at most: a reader walks ``OrdinalMixture.fit`` -> ``race`` -> ``step``
+#: -> ``sweep`` in six modules (docs/architecture.md, "The walk")
+FIT_MODULES = 6
+
+
+def _literal_number(node: ast.AST) -> bool:
+    """A number written out, or arithmetic of numbers only (no name, no call)."""
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, (int, float)) and not isinstance(node.value, bool)
+    if isinstance(node, ast.UnaryOp):
+        return _literal_number(node.operand)
+    if isinstance(node, ast.BinOp):
+        return _literal_number(node.left) and _literal_number(node.right)
+    return False
+
+
+def fit_constants_outside_the_policy(root: Path) -> list[str]:
+    """``module:NAME`` of every module-level number of ``fit/`` outside ``fit/policy.py``."""
+    out = []
+    for p in sorted((root / "fit").glob("*.py")):
+        if p.name == "policy.py":
+            continue
+        for node in ast.parse(p.read_text()).body:
+            targets = node.targets if isinstance(node, ast.Assign) else []
+            if isinstance(node, ast.AnnAssign) and node.value is not None:
+                targets = [node.target]
+            if targets and _literal_number(node.value):
+                out += [f"{p.name}:{t.id}" for t in targets if isinstance(t, ast.Name)]
+    return out
+
+
+def test_the_fit_control_is_six_modules_with_one_policy(tmp_path) -> None:
+    """``fit/`` has at most ``FIT_MODULES`` modules, and no number of its modules lives
+    outside the policy (``fit/policy.py``: each with its reason); a constant planted in a
+    copy is caught."""
+    modules = [p.name for p in (ROOT / "fit").glob("*.py") if p.name != "__init__.py"]
+    assert len(modules) <= FIT_MODULES, sorted(modules)
+    assert fit_constants_outside_the_policy(ROOT) == []
+    (tmp_path / "fit").mkdir()
+    (tmp_path / "fit" / "race.py").write_text("import math\nKEEP = 2\nLOG2 = math.log(2)\n")
+    assert fit_constants_outside_the_policy(tmp_path) == ["race.py:KEEP"]

@@ -22,7 +22,7 @@ import numpy as np
 from ..errors import InputError
 from ..estimators import option_frontends, option_kinds
 from ..estimators.ordinal_mixture import OrdinalMixture, difficulty_prior
-from ..fit.schedule import KEEP
+from ..fit.policy import DEFAULT as FIT_POLICY
 from ..numerics import jit
 from .report import Dataset
 
@@ -194,11 +194,12 @@ class FitJob:
     def schedule(self) -> tuple[list[tuple[int, int]], int]:
         """The successive-halving rounds a fit of ``n_restarts`` runs after the warm-up:
         ``(restarts in the race, sweeps each)`` per round, and how many are kept to the end
-        (``schedule.KEEP``; the estimator's ``prune_start`` sweeps in the first round)."""
+        (``FitPolicy.keep``; the estimator's ``prune_start`` sweeps in the first round)."""
+        keep = FIT_POLICY.keep
         active, budget, rounds = self.params.n_restarts, PRUNE_START, []
-        while active > KEEP:
+        while active > keep:
             rounds.append((active, budget))
-            active, budget = max((active + 1) // 2, KEEP), 2 * budget
+            active, budget = max((active + 1) // 2, keep), 2 * budget
         return rounds, active
 
     def stage(self) -> tuple[str, float]:

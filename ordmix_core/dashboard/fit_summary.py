@@ -11,8 +11,8 @@ from typing import Any
 
 import pandas as pd
 
+from ..estimators.learned import STOP_WARNING
 from ..estimators.ordinal_mixture import MODELS, OrdinalMixture
-from ..fit import acceleration, selection
 from ..labels.policy import DEFAULT as DEFAULT_POLICY
 from ..results import agreement, decision_columns, decisions, stability
 
@@ -41,7 +41,7 @@ def page_warnings(model: OrdinalMixture, stop_said: bool) -> list[str]:
     """The fit's warnings (``warnings_``) as the Fit page shows them: all of them, but the
     engine's note that the fit was stopped when the page already says so (``stop_said``: its
     own message, which names the seconds run and the restart kept), so a stop is said once."""
-    return [w for w in model.warnings_ if not (stop_said and w == selection.STOP_WARNING)]
+    return [w for w in model.warnings_ if not (stop_said and w == STOP_WARNING)]
 
 
 def selection_explanation(model: OrdinalMixture) -> str:
@@ -212,8 +212,8 @@ def moving_line(model: OrdinalMixture) -> str | None:
         f"Still moving: the reliability of {_count(len(moving), 'annotator')} "
         f"({_first_names(moving)}) was "
         f"still changing when the fit stopped (leaving its end by more than "
-        f"{acceleration.MOVING_GROWTH:.1%} a sweep, or expected to move by more than "
-        f"{acceleration.MOVING_DRIFT:g}); a longer fit (a tighter tolerance) may change their "
+        f"{model.fit_policy.moving_growth:.1%} a sweep, or expected to move by more than "
+        f"{model.fit_policy.moving_drift:g}); a longer fit (a tighter tolerance) may change their "
         "verdict and the estimates of the items they rated. Marked still_moving on the "
         "Annotators page."
     )

@@ -12,7 +12,7 @@ numbered *slots*, one per state: the client names the slot a sweep starts from a
 writes, and which slots to keep (``keep``): the current state and, for SQUAREM, the one before
 it, the plain sweep's result and the candidate swept from the proposal. Per rating, only the
 q(y) of a restart's last swept states outlives a sweep, for the exact eps step
-(``acceleration.make_step``, ``eps_sums``); ``phases.Work`` is rewritten by every phase 1. Rejecting
+(``step.make_step``, ``eps_sums``); ``phases.Work`` is rewritten by every phase 1. Rejecting
 a candidate is only a matter of which slot the client keeps.
 
 Memory per rating of a block: 16 bytes of codes (annotator, instance, category, level) and
@@ -32,7 +32,8 @@ import numpy as np
 import pandas as pd
 
 from ..estimators import refit
-from ..fit import acceleration, starts
+from ..fit import restarts
+from ..fit import step as squarem
 from ..fit.settle import own_ratings, settle_items
 from ..results import outputs, stability
 from ..vb import kernels, phases, updates
@@ -93,10 +94,10 @@ class Block:
 
     @property
     def groups(self) -> tuple[str, ...]:
-        """The SQUAREM parameter groups (``acceleration.GROUPS``) this block holds."""
+        """The SQUAREM parameter groups (``step.GROUPS``) this block holds."""
         if self.local_categories:
-            return acceleration.INSTANCE_GROUPS + acceleration.CATEGORY_GROUPS
-        return acceleration.INSTANCE_GROUPS
+            return squarem.INSTANCE_GROUPS + squarem.CATEGORY_GROUPS
+        return squarem.INSTANCE_GROUPS
 
 
 def init_block(fit_id: str, index: int, restart: int, key: int, step: float) -> None:
@@ -104,12 +105,12 @@ def init_block(fit_id: str, index: int, restart: int, key: int, step: float) -> 
     slot 0."""
     b = _REGISTRY[f"{fit_id}/{index}"]
     p = b.problem
-    mu_m, lam_m = starts.init_instances(
+    mu_m, lam_m = restarts.init_instances(
         b.sum_m, b.n_m, b.inst_hash, key, restart, p.mu, p.lam, p.thresholds, step
     )
     loc = Local(updates.apply_gold(mu_m, p.gold), lam_m)
     if b.local_categories:
-        loc.delta_shape, loc.delta_rate = starts.init_categories(b.n_m, p.phi, p.eta)
+        loc.delta_shape, loc.delta_rate = restarts.init_categories(b.n_m, p.phi, p.eta)
     b.states[restart] = {0: loc}
 
 
@@ -142,11 +143,11 @@ def branch_block(
 ) -> None:
     """The restart's start from the shared warm-up, in its slot ``dst``: the
     warm-up restart ``source``'s slot ``src`` with the restart's own noise on q(z)'s means
-    (``starts.branch_instances``, as the in-memory engine adds it)."""
+    (``restarts.branch_instances``, as the in-memory engine adds it)."""
     b = _REGISTRY[f"{fit_id}/{index}"]
     slot = dst
     src = b.states[source][src]
-    mu = starts.branch_instances(src.mu_m, b.inst_hash, key, b.problem.thresholds, step)
+    mu = restarts.branch_instances(src.mu_m, b.inst_hash, key, b.problem.thresholds, step)
     loc = Local(updates.apply_gold(mu, b.problem.gold), src.lam_m.copy())
     if b.local_categories:
         loc.delta_shape, loc.delta_rate = src.delta_shape.copy(), src.delta_rate.copy()
@@ -193,12 +194,12 @@ class Proposal:
 
 
 def _proposal(b: Block, slots: dict[int, Local], prop: Proposal) -> Local | None:
-    """The block's share of ``acceleration.squarem_proposal``, or None if it is not valid here."""
+    """The block's share of ``step.squarem_proposal``, or None if it is not valid here."""
     states = slots[prop.s0], slots[prop.s1], slots[prop.s2]
     out = {}
     for g in b.groups:
-        terms = acceleration.group_terms(g, *(getattr(s, g) for s in states))
-        x = acceleration.extrapolate(g, *terms, prop.a, prop.lo, prop.hi)
+        terms = squarem.group_terms(g, *(getattr(s, g) for s in states))
+        x = squarem.extrapolate(g, *terms, prop.a, prop.lo, prop.hi)
         if x is None:
             return None
         out[g] = x
@@ -206,12 +207,12 @@ def _proposal(b: Block, slots: dict[int, Local], prop: Proposal) -> Local | None
 
 
 def sq_norms(b: Block, s0: Local, s1: Local, s2: Local) -> np.ndarray:
-    """The block's share of SQUAREM's squared norms: ``(2, len(acceleration.GROUPS))``, rows |r|^2
+    """The block's share of SQUAREM's squared norms: ``(2, len(step.GROUPS))``, rows |r|^2
     and |v|^2, zero for the groups the client holds."""
-    out = np.zeros((2, len(acceleration.GROUPS)))
+    out = np.zeros((2, len(squarem.GROUPS)))
     for g in b.groups:
-        _, r, v = acceleration.group_terms(g, getattr(s0, g), getattr(s1, g), getattr(s2, g))
-        out[:, acceleration.GROUPS.index(g)] = acceleration.sq_norms(r, v)
+        _, r, v = squarem.group_terms(g, getattr(s0, g), getattr(s1, g), getattr(s2, g))
+        out[:, squarem.GROUPS.index(g)] = squarem.sq_norms(r, v)
     return out
 
 

@@ -1,6 +1,6 @@
 """The Dask client's side of a sweep: the blocks it drives (``_Blocks``: run a function on every
 block, tree-reduce the results) and the engine's sweeps over them (``_Sweeps``: the same
-methods as the in-memory engine's, so ``fit.acceleration`` and ``fit.schedule`` run them alike;
+methods as the in-memory engine's, so ``fit.step`` and ``fit.race`` run them alike;
 the state the client holds, ``_Global``, is ``State`` without its per-instance part)."""
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import InputError
-from ..fit import acceleration, alternative, restarts, schedule, starts
+from ..fit import race, rescues, restarts, step
+from ..fit.policy import DEFAULT
 from ..fit.settle import settle_items
 from ..vb import phases, updates
 from ..vb.problem import Problem, State
@@ -45,7 +46,7 @@ class _Global(State):
 
 
 #: the SQUAREM groups the client holds (the blocks hold the per-instance ones)
-CLIENT_GROUPS = tuple(g for g in acceleration.GROUPS if g not in acceleration.INSTANCE_GROUPS)
+CLIENT_GROUPS = tuple(g for g in step.GROUPS if g not in step.INSTANCE_GROUPS)
 
 
 class _Blocks:
@@ -128,7 +129,7 @@ class _Blocks:
 
 
 class _Sweeps:
-    """The Dask engine's sweeps for ``acceleration.make_step`` (see the module docstring, 3 and 5):
+    """The Dask engine's sweeps for ``step.make_step`` (see the module docstring, 3 and 5):
     each sweep is two rounds over the blocks, the client updating the global factors between
     and after them; a state's per-instance factors stay on the blocks in numbered slots."""
 
@@ -153,10 +154,10 @@ class _Sweeps:
         self.keep_q_y = False  # every mixture state keeps its sweep's q(y) (the flags')
         self.lo, self.hi = float(gp.thresholds[0]), float(gp.thresholds[-1])
 
-    def branch_fn(self, ann_hash: np.ndarray, sc) -> schedule.BranchFn:
-        """``branch`` of the shared warm-up (``schedule.race``): the blocks copy the warm-up's
+    def branch_fn(self, ann_hash: np.ndarray, sc) -> race.BranchFn:
+        """``branch`` of the shared warm-up (``race.race``): the blocks copy the warm-up's
         slot with the restart's noise on q(z)'s means (``blocks.branch_block``), the client
-        its globals with the noise on q(tau) (``starts.branch_annotators``), as in memory."""
+        its globals with the noise on q(tau) (``restarts.branch_annotators``), as in memory."""
 
         def branch(source: _Global, run: restarts.RestartRun) -> _Global:
             slot = self.next_slot[run.restart]
@@ -173,7 +174,7 @@ class _Sweeps:
             for name, value in vars(g).items():  # no array shared with the warm-up's state
                 if isinstance(value, np.ndarray):
                     setattr(g, name, value.copy())
-            g.tau_rate = starts.branch_annotators(source.tau_rate, ann_hash, run.key)
+            g.tau_rate = restarts.branch_annotators(source.tau_rate, ann_hash, run.key)
             return g
 
         return branch
@@ -322,7 +323,7 @@ class _Sweeps:
 
     def settle_top(self, restart: int) -> tuple[tuple[int, int], float] | None:
         """The item the restart's last settle moved most, ``((block, local code), move)``: its
-        ``settle_items`` returns the largest move only (``acceleration._escaping_item``)."""
+        ``settle_items`` returns the largest move only (``rescues._escaping_item``)."""
         return self.tops.get(restart)
 
     def raters(self, item: tuple[int, int]) -> np.ndarray:
@@ -332,44 +333,44 @@ class _Sweeps:
         return self.bl.run_one(block, blocks.item_raters, code)
 
     def alternative(self, g: _Global, window: list) -> tuple[_Global, float, int]:
-        """``alternative.alternative`` from the winner ``g``, whose slot the blocks keep meanwhile
+        """``rescues.alternative`` from the winner ``g``, whose slot the blocks keep meanwhile
         (its items' means are read after, for the ensemble's columns)."""
         self.pinned = (g.slot,)
         try:
-            return alternative.alternative(self, g, window)
+            return rescues.alternative(self, g, window)
         finally:
             self.pinned = ()
 
     def propose(self, s0: _Global, s1: _Global, s2: _Global, norms: np.ndarray):
-        """``acceleration.squarem_proposal`` split: the client's groups here, the blocks' as a
+        """``step.squarem_proposal`` split: the client's groups here, the blocks' as a
         ``blocks.Proposal``; ``(globals, proposal)`` or None (no usable or valid step)."""
         terms = {
-            g: acceleration.group_terms(
-                g, *(acceleration.group_value(s, g) for s in (s0, s1, s2)), acceleration.EPS_PACK
+            g: step.group_terms(
+                g, *(step.group_value(s, g) for s in (s0, s1, s2)), DEFAULT.eps_pack
             )
             for g in CLIENT_GROUPS
         }
         r2, v2 = norms[0].tolist(), norms[1].tolist()
         for g, (_, r, v) in terms.items():
-            i = acceleration.GROUPS.index(g)
-            gr, gv = acceleration.sq_norms(r, v)
+            i = step.GROUPS.index(g)
+            gr, gv = step.sq_norms(r, v)
             r2[i] += gr
             v2[i] += gv
-        a = acceleration.step_length(r2, v2)
+        a = step.step_length(r2, v2, DEFAULT.max_step)
         if a is None:
             return None
         out = {}
         for g, t in terms.items():
-            x = acceleration.extrapolate(g, *t, a, self.lo, self.hi)
+            x = step.extrapolate(g, *t, a, self.lo, self.hi)
             if x is None:
                 return None
             out[g] = x
         alpha, beta = out.pop("ab")
-        for name in acceleration.OPTIONAL_GROUPS:
+        for name in step.OPTIONAL_GROUPS:
             if getattr(s2, name, None) is None:
                 out[name] = None
         glob = _Global(
-            None, None, **out, alpha=float(alpha), beta=float(beta), **acceleration.carried(s2),
+            None, None, **out, alpha=float(alpha), beta=float(beta), **step.carried(s2),
             restart=s2.restart, w_ann=s2.w_ann,
         )  # fmt: skip
         return glob, blocks.Proposal(s0.slot, s1.slot, s2.slot, a, self.lo, self.hi)

@@ -9,7 +9,7 @@ Flow of a fit (nothing gathers the ratings onto one process):
    codes); a tree reduction of per-block summaries gives the sorted annotator IDs, their
    counts, the scale and the query order; these are broadcast and every block switches to
    global annotator / category codes (``pd.factorize(..., sort=True)`` order, as
-   ``data.prepare``), so random starts (``starts.py``, keyed on IDs) equal the in-memory ones.
+   ``data.prepare``), so random starts (``fit/restarts.py``, keyed on IDs) equal the in-memory ones.
 3. Each sweep of a restart: blocks run ``phases.phase_xy`` + ``phases.phase_tau`` (q(z) is local),
    the per-annotator / per-category sums are tree-reduced, q(tau) is updated and E[tau]
    broadcast; blocks run ``phases.phase_delta``, sums reduced; q(delta) (or locally, at instance
@@ -20,13 +20,14 @@ Flow of a fit (nothing gathers the ratings onto one process):
    blocks' problems, a refit's starts split between the blocks and the client.
 5. Everything else is ``OrdinalMixture``'s, inherited: its parameters, the problem
    (``_problem``), every restart's kind, key and start of the global factors (``_start``,
-   ``_global_start``; the blocks start their instances with the same ``starts.py`` functions),
-   the schedule (``_schedule``: warm-up no-spam stage, successive halving, collapse-aware
-   choice), the SQUAREM rule (``acceleration.make_step``) and the learned attributes (``_store``).
+   ``_global_start``; the blocks start their instances with the same ``fit/restarts.py`` functions),
+   the race (``_schedule``: warm-up no-spam stage, successive halving, collapse-aware
+   choice, with the step of ``fit/step.py`` and the rescues) and the learned attributes
+   (``_store``).
    Restarts run in turn (``n_jobs`` is accepted and ignored: the blocks' per-rating buffers
    serve one sweep at a time).
-6. SQUAREM (``accelerate``, ``acceleration.make_step``'s rule with ``_Sweeps``;
-   ``acceleration.py``'s math split by parameter group): the plain sweep's phase 3 also returns each
+6. SQUAREM (``accelerate``, ``step.make_step``'s rule with ``_Sweeps``;
+   ``fit/step.py``'s math split by parameter group): the plain sweep's phase 3 also returns each
    block's share of the squared norms of ``r`` and ``v`` over its per-instance groups (mu_m, lam_m
    and, at instance granularity, q(delta)); the client adds its own groups' (q(tau), global
    q(delta), eps, alpha, beta), takes the step length, extrapolates its groups and, if they are
@@ -57,11 +58,11 @@ import pandas as pd
 
 from ..data.crowd import check_granularity
 from ..data.scale import Scale, as_scale, checked_scale, scale_names
-from ..errors import ClusterError, InputError
+from ..errors import ClusterError, FitWarning, InputError
 from ..estimators import refit
 from ..estimators.base import extends_params
 from ..estimators.ordinal_mixture import NO_GOLD_RATED, Learned, OrdinalMixture, _emit
-from ..fit import acceleration, restarts, selection
+from ..fit import restarts
 from ..numerics.keyed_random import id_hash
 from ..results import outputs
 from ..vb.problem import State
@@ -221,7 +222,7 @@ class DaskOrdinalMixture(OrdinalMixture):
 
     def _fit(
         self, bl: _Blocks, ratings, callback, t0: float, gold: pd.Series | None, prev
-    ) -> list[selection.FitWarning]:
+    ) -> list[FitWarning]:
 
         client = bl.client
         summary, label = self._load_blocks(bl, ratings)
@@ -257,11 +258,7 @@ class DaskOrdinalMixture(OrdinalMixture):
         sweeps = _Sweeps(bl, gp, local_cats, n_ratings, self.n_restarts, self.accelerate)
         sweeps.keep_q_y = True  # the flags read the winner's (``label_fit.finish``)
         sweeps.exact_eps = self._exact_eps()
-        step = acceleration.make_step(sweeps, self.accelerate, sweeps.exact_eps)
-        settle = acceleration.make_settle(sweeps, sweeps.exact_eps)
-        interrupted = self._schedule(
-            runs, step, callback, branch=sweeps.branch_fn(ann_hash, sc), settle=settle
-        )
+        interrupted = self._schedule(runs, sweeps, callback, branch=sweeps.branch_fn(ann_hash, sc))
 
         winner: list[_Global] = []
 

@@ -1,20 +1,24 @@
 """The steps of a fit that both engines take in the same way, and the in-memory engine's starts.
 
-``EngineSteps`` is a part of ``OrdinalMixture``: each restart's kind and key (``_start``), its
-global factors' start (``_global_start``), the race of ``fit.schedule`` with the model's
-stages and tolerances (``_schedule``), the exact eps step (``_exact_eps``); and the in-memory
-engine's starts of the items (``_initial_state``, ``_initial_from_key``) and its branches from
-the shared warm-up (``_memory_branch``).
+``EngineSteps`` is a part of ``OrdinalMixture``: the fit's control constants
+(``fit_policy``), each restart's kind and key (``_start``), its global factors' start
+(``_global_start``), the race of ``fit.race`` over the engine's sweeps with the model's stages
+and tolerances, the step and the rescues (``_schedule``), the exact eps step (``_exact_eps``);
+and the in-memory engine's starts of the items (``_initial_state``, ``_initial_from_key``) and
+its branches from the shared warm-up (``_memory_branch``).
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import numpy as np
 
 from ..data.crowd import CrowdData
-from ..fit import restarts, schedule, starts
+from ..fit import race, restarts
+from ..fit.policy import DEFAULT, FitPolicy
+from ..fit.rescues import Rescues
+from ..fit.step import Sweeps, make_step
 from ..numerics import libm
 from ..numerics.keyed_random import id_hash
 from ..vb import sweep as vb
@@ -36,20 +40,24 @@ class _StartInputs(NamedTuple):
 class EngineSteps:
     """What a restart starts from and how the restarts race (see the module)."""
 
+    #: every constant of the fit's control (``fit.policy``)
+    fit_policy: ClassVar[FitPolicy] = DEFAULT
+
     def _memory_branch(
         self, data: CrowdData, p: vb.Problem, inst_hash: np.ndarray, ann_hash: np.ndarray
-    ) -> schedule.BranchFn:
+    ) -> race.BranchFn:
         """``branch`` of the shared warm-up: the warm-up's state with the restart's own noise
-        on q(z)'s means and q(tau) (``starts.branch_instances``, ``starts.branch_annotators``;
+        on q(z)'s means and q(tau) (``restarts.branch_instances``, ``branch_annotators``;
         ``inst_hash``, ``ann_hash``: the IDs' ``id_hash``); gold items keep their truth."""
+        policy = self.fit_policy
 
         def branch(source: vb.State, run: restarts.RestartRun) -> vb.State:
             s = source.copy()
-            mu = starts.branch_instances(
-                s.mu_m, inst_hash, run.key, data.scale.thresholds, data.scale.step
+            mu = restarts.branch_instances(
+                s.mu_m, inst_hash, run.key, data.scale.thresholds, data.scale.step, policy
             )
             s.mu_m = vb_updates.apply_gold(mu, p.gold)
-            s.tau_rate = starts.branch_annotators(s.tau_rate, ann_hash, run.key)
+            s.tau_rate = restarts.branch_annotators(s.tau_rate, ann_hash, run.key)
             return s
 
         return branch
@@ -59,7 +67,7 @@ class EngineSteps:
     ) -> tuple[str, vb.State]:
         """``(kind, state)``: the restart's start (``_start``) over the whole data.
 
-        The noise is keyed on IDs and on a key drawn from ``rng`` (``starts.py``), so it does not
+        The noise is keyed on IDs and on a key drawn from ``rng`` (``restarts``), so it does not
         depend on row order or on how the data is partitioned.
         """
         kind, key = self._start(restart, rng)
@@ -89,9 +97,10 @@ class EngineSteps:
         ``inputs``: ``_start_inputs(data)`` if already computed."""
         step = data.scale.step
         n_m, sum_m, inst_hash, ann_hash, n_c = inputs or self._start_inputs(data)
-        mu_m, lam_m = starts.init_instances(
-            sum_m, n_m, inst_hash, key, restart, p.mu, p.lam, data.scale.thresholds, step
-        )
+        mu_m, lam_m = restarts.init_instances(
+            sum_m, n_m, inst_hash, key, restart, p.mu, p.lam, data.scale.thresholds, step,
+            self.fit_policy,
+        )  # fmt: skip
         mu_m = vb_updates.apply_gold(mu_m, p.gold)
         g = self._global_start(p, ann_hash, n_c, kind, key, restart, step)
         return vb.State(mu_m=mu_m, lam_m=lam_m, **g._asdict())
@@ -111,17 +120,17 @@ class EngineSteps:
         key: int,
         restart: int,
         step: float,
-    ) -> starts.Globals:
+    ) -> restarts.Globals:
         """The restart's start of q(tau), eps, q(delta) (``n_c`` ratings per category, (C,);
         empty when categories are the Dask blocks') and the prior of tau."""
-        return starts.init_globals(
+        return restarts.init_globals(
             p.n_per_ann, ann_hashes, n_c, key, restart, step, self.spam_, kind == "random",
-            p.phi, p.eta, p.bias, p.spam_dist, libm.exp(p.log_pi),
+            p.phi, p.eta, p.bias, p.spam_dist, libm.exp(p.log_pi), self.fit_policy,
         )  # fmt: skip
 
     def _exact_eps(self) -> bool:
         """Whether mixture sweeps start from each annotator's exact eps optimum
-        (``acceleration.make_step``): with ``accelerate`` and a learned spam distribution. A
+        (``step.make_step``): with ``accelerate`` and a learned spam distribution. A
         fixed (uniform) spam distribution keeps eq. (5)'s EM step alone: its highest bound is
         the all-spam answer, and there the exact step found it (the paper's model on TREC
         RF10: Pearson 0.01 against 0.40; ``docs/benchmarks.md``)."""
@@ -131,19 +140,22 @@ class EngineSteps:
     def _schedule(
         self,
         runs: list[restarts.RestartRun],
-        step: restarts.StepFn,
+        sweeps: Sweeps,
         callback: restarts.Callback | None,
         map_runs: restarts.MapRuns = restarts.map_sequential,
-        branch: schedule.BranchFn | None = None,
-        settle: restarts.SettleFn | None = None,
+        branch: race.BranchFn | None = None,
     ) -> bool:
-        """``schedule.race`` with this estimator's settings (both engines call it);
-        ``branch``: the engine's start of a restart from the shared warm-up; ``settle``: the
-        engine's items' blocks at a stop (``acceleration.make_settle``; both engines)."""
-        return schedule.race(
+        """``race.race`` with this estimator's settings over the engine's ``sweeps`` (both
+        engines call it): the step (``step.make_step``: SQUAREM with ``accelerate``, the exact
+        eps step, ``_exact_eps``) and the rescues (``rescues.Rescues``: the flips with
+        ``accelerate``, the settles with the exact eps step); ``branch``: the engine's start of
+        a restart from the shared warm-up. Returns True if the fit was stopped."""
+        policy, exact_eps = self.fit_policy, self._exact_eps()
+        rescue = Rescues(sweeps, bool(self.accelerate), exact_eps, policy)
+        return race.race(
             runs,
-            step,
-            restarts.mixture_starter(runs),
+            make_step(sweeps, self.accelerate, exact_eps, rescue, policy),
+            race.mixture_starter(runs),
             spam=self.spam_,
             max_iter=self.max_iter,
             tol=self.tol,
@@ -155,5 +167,6 @@ class EngineSteps:
             callback=callback,
             map_runs=map_runs,
             pre_stage=self._extensions()[2],
-            settle=settle,
+            rescues=rescue,
+            policy=policy,
         )

@@ -2,8 +2,9 @@
 SQUAREM's proposal, the exact eps block, the settle) and the threads that run restarts side
 by side.
 
-``OrdinalMixture`` hands ``MemorySweeps`` to ``fit.acceleration.make_step``; the Dask engine has
-its own (``dask_engine.estimator._Sweeps``) with the same methods."""
+``OrdinalMixture`` hands ``MemorySweeps`` to the race (``EngineSteps._schedule``: the step and
+the rescues run it); the Dask engine has its own (``dask_engine.client._Sweeps``) with the same
+methods."""
 
 from __future__ import annotations
 
@@ -13,15 +14,16 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..fit import acceleration, restarts
+from ..fit import restarts
 from ..fit.settle import settle_items
+from ..fit.step import squarem_proposal
 from ..vb import kernels
 from ..vb import sweep as vb
 from ..vb import updates as vb_updates
 
 
 class MemorySweeps:
-    """The in-memory engine's sweeps for ``acceleration.make_step``: ``vb.sweep`` over all ratings,
+    """The in-memory engine's sweeps (``step.Sweeps``): ``vb.sweep`` over all ratings,
     SQUAREM's proposal from whole states."""
 
     def __init__(self, p: vb.Problem) -> None:
@@ -34,7 +36,7 @@ class MemorySweeps:
         return new, f, None
 
     def propose(self, s0: vb.State, s1: vb.State, s2: vb.State, extra: None) -> vb.State | None:
-        return acceleration.squarem_proposal(s0, s1, s2, self.lo, self.hi)
+        return squarem_proposal(s0, s1, s2, self.lo, self.hi)
 
     def sweep_proposal(self, proposal: vb.State, spam: bool, states: tuple) -> tuple:
         return vb.sweep(self.problems[spam], proposal)

@@ -125,7 +125,7 @@ OPTIONS: tuple[Option, ...] = (
         widget_args={"min_value": 0.0, "step": 1e-6, "format": "%.2e"},
         doc=(
             "The bound's half of the rule: ``|F_t - F_{t-1}| < tol |F_t|`` "
-            "(``fit.stopping.converged``)."
+            "(``fit.race.converged``)."
         ),
     ),
     Option(
@@ -138,7 +138,7 @@ OPTIONS: tuple[Option, ...] = (
         flag="--tol-estimate",
         metavar="T",
         widget_args={"min_value": 0.0, "step": 1e-4, "format": "%.1e"},
-        doc=("``tol_estimate=0`` is the earlier rule (``fit.stopping``)."),
+        doc=("``tol_estimate=0``: the bound alone decides (``fit.race.converged``)."),
     ),
     Option(
         "random_state",
@@ -364,7 +364,7 @@ OPTIONS: tuple[Option, ...] = (
             "The trace stays monotone. With a learned ``spam_dist`` "
             "every mixture sweep also starts from each annotator's reliability at the exact "
             "optimum given the rest (``updates.eps_block``; eq. (5) is one EM step towards it), "
-            "kept only when the bound does not fall (``fit.acceleration``)."
+            "kept only when the bound does not fall (``fit.step``)."
         ),
     ),
     Option(

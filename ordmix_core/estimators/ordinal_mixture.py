@@ -1,27 +1,26 @@
 """``OrdinalMixture``: the ordinal-discrete-mixture estimator, and what both engines share.
 
-The math lives in ``tn``, ``updates`` and ``bound``, the sweep in ``vb`` (compiled in
-``kernels``), the restart schedule in ``restarts`` and SQUAREM in ``accel``. This class
+The math lives in ``vb`` (``updates``, ``bound``; the sweep, compiled in ``kernels``), the
+fit's control in ``fit`` (the race, the step, the rescues and their ``policy``). This class
 declares the model's parameters (``__init__``: the one declaration; ``DaskOrdinalMixture``
 adds only its cluster's), and does for both engines what does not depend on where the
 ratings live: the fit's ``vb.Problem`` from the parameters (``_problem``), every restart's
 kind and key from one ``numpy.random.Generator`` (``_start``) and its start of the global
-factors (``starts.init_globals``), one sweep with the SQUAREM rule (``acceleration.make_step``), the
-schedule (``_schedule``) and the learned attributes (``_store``, through ``outputs``). The
-in-memory engine adds only its sweep over all ratings (``MemorySweeps``) and running
-restarts side by side in threads.
+factors (``restarts.init_globals``), the race with its step and rescues (``_schedule``) and
+the learned attributes (``_store``, through ``outputs``). The in-memory engine adds only its
+sweep over all ratings (``MemorySweeps``) and running restarts side by side in threads.
 
 Initialisation and selection (docs/model.md): on real data the highest-bound solution can be
 the useless all-spam one. So with ``nospam_warmup`` (and the spam component) the fit first fits
 the model without the spam component (stage ``nospam``) and starts the mixture from that fit
 with ``eps = 0.99``. Restart 0 runs that warm-up from the per-item means and every restart r >
 0 branches from its result, with noise on the means and the expertise keyed on the IDs and the
-restart's key (``starts.branch_*``). Without ``nospam_warmup`` restarts r > 0 start from the
-means and expertise plus that noise and also draw eps at random (``fit/starts.py``). A restart
+restart's key (``restarts.branch_*``). Without ``nospam_warmup`` restarts r > 0 start from the
+means and expertise plus that noise and also draw eps at random (``fit/restarts.py``). A restart
 whose share of ratings attributed to the truth component falls below ``collapse_threshold`` is
 *collapsed* and is chosen only if every restart collapsed (then with a ``CollapseWarning``).
 Among the rest the highest bound wins, as in the paper; the restarts near-tied with it form the
-ensemble (``selection.ensemble``) whose disagreement marks items and annotators unstable.
+ensemble (``restarts.ensemble``) whose disagreement marks items and annotators unstable.
 
 Refits (``init_from``): a fitted model or an ``ordmix fit`` folder gives the starts instead
 (``refit.refit_starts``: its posteriors matched by ID, the usual start for anything new, and
@@ -42,8 +41,8 @@ import pandas as pd
 from ..data.coding import id_array
 from ..data.crowd import CrowdData, prepare
 from ..data.scale import Scale
-from ..errors import CollapseWarning, ConvergenceWarning, InputError
-from ..fit import acceleration, alternative, restarts, schedule, selection, settle
+from ..errors import CollapseWarning, ConvergenceWarning, FitWarning, InputError
+from ..fit import race, rescues, restarts, settle
 from ..labels import confusion_model
 from ..labels.choose import choose_labels
 from ..results import decisions, outputs, reliability
@@ -121,9 +120,9 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
     ``spam_`` (whether the fitted model has the spam component), ``annotator_flags_``
     (``reliability.annotator_flags`` at its default settings, from the posterior whose median
     is ``annotators_["reliability"]``),
-    ``ensemble_`` (the restarts near-tied with the winner, ``selection.ensemble``),
+    ``ensemble_`` (the restarts near-tied with the winner, ``restarts.ensemble``),
     ``ensemble_gap_`` and ``alternative_`` (the answer with the still-moving annotators
-    carried the way they were going, ``alternative.alternative``; in the ensemble when near-tied;
+    carried the way they were going, ``rescues.alternative``; in the ensemble when near-tied;
     None when no annotator was still moving); ``items_`` and ``annotators_`` say what they
     disagree on (``estimate_spread`` / ``reliability_spread`` and ``unstable``, ``outputs``).
     """
@@ -267,7 +266,7 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
         gold_m = self._gold_vector(gold, data)
         # 2. one Generator for the whole fit: every restart draws its key from it
         rng = np.random.default_rng(self.random_state)
-        # 3. the fit (_fit_data: problem, starts, the race of fit.schedule, the winner)
+        # 3. the fit (_fit_data: problem, starts, the race of fit.race, the winner)
         self.spam_ = self.spam is not False
         warn = self._fit_data(data, gold_m, rng, callback, t0)
         # 4. each annotator's reliability: one posterior for its point, interval and flag
@@ -303,7 +302,7 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
             self.estimates_, self.sd_ = self.items_["estimate"], self.items_["sd"]
         self.model_["labels"] = self.label_result_.describe()
 
-    def _label_warnings(self) -> list[selection.FitWarning]:
+    def _label_warnings(self) -> list[FitWarning]:
         """What the user should know about the labels (``decisions.label_warnings``)."""
         flags = self._item_decisions()["flag"].to_numpy()
         undetermined = float(np.mean(flags == "undetermined")) if len(flags) else 0.0
@@ -344,7 +343,7 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
         rng: np.random.Generator,
         callback: ProgressCallback | None,
         t0: float,
-    ) -> list[selection.FitWarning]:
+    ) -> list[FitWarning]:
         """One fit of the model with the spam component ``spam_`` to prepared ratings: the
         restarts, the race and the learned attributes. Returns the warnings to issue."""
         self.annotator_flags_ = None
@@ -373,7 +372,7 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
 
         def alternative_of(s: vb.State, window: list) -> tuple[vb.State, float, int]:
             with np.errstate(over="ignore", under="ignore"):
-                out = alternative.alternative(sweeps, s, window)
+                out = rescues.alternative(sweeps, s, window, self.fit_policy)
             phases.release_scratch()
             return out
 
@@ -403,14 +402,12 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
         p: vb.Problem,
         runs: list[restarts.RestartRun],
         callback: ProgressCallback | None,
-        branch: schedule.BranchFn | None = None,
+        branch: race.BranchFn | None = None,
         sweeps: MemorySweeps | None = None,
     ) -> bool:
-        """The shared schedule (``_schedule``) with this engine's sweep (``sweeps``, made here
+        """The shared race (``_schedule``) with this engine's sweep (``sweeps``, made here
         when None); restarts of a round run in ``n_jobs`` threads. Returns True if stopped."""
         sweeps = MemorySweeps(p) if sweeps is None else sweeps
-        step = acceleration.make_step(sweeps, self.accelerate, self._exact_eps())
-        settle = acceleration.make_settle(sweeps, self._exact_eps())
         jobs = self._n_jobs(p, len(runs))
         running = RestartThreads()
         with ThreadPoolExecutor(jobs, thread_name_prefix="ordmix") as pool:
@@ -429,7 +426,7 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
             alone = running.alone if jobs > 1 else (lambda: True) if self.n_jobs is None else None
             kernels.run_alone(alone)
             try:
-                return self._schedule(runs, step, callback, map_runs, branch, settle)
+                return self._schedule(runs, sweeps, callback, map_runs, branch)
             finally:
                 kernels.run_alone(None)
 
@@ -478,7 +475,7 @@ OrdinalMixture.__doc__ = OrdinalMixture.__doc__.replace(
 )
 
 
-def _emit(warn: list[selection.FitWarning]) -> None:
+def _emit(warn: list[FitWarning]) -> None:
     """Issue a fit's warnings with their classes, attributed to the line that called ``fit``
     (this is called from ``fit`` itself)."""
     for w in warn:

@@ -19,8 +19,7 @@ import pandas as pd
 from scipy.special import ndtr
 
 from ..data.scale import level_labels
-from ..errors import InputError, SpamWarning, UndeterminedWarning
-from ..fit.selection import FitWarning
+from ..errors import FitWarning, InputError, SpamWarning, UndeterminedWarning
 from ..labels.choose import LabelResult
 from ..labels.policy import DEFAULT as DEFAULT_POLICY
 from ..labels.policy import LabelPolicy

@@ -235,7 +235,7 @@ def spam_distributions_frame(
 
 
 # --------------------------------------------------------------------------- stability
-# What the data cannot decide: the near-tied restarts (``selection.ensemble``)
+# What the data cannot decide: the near-tied restarts (``restarts.ensemble``)
 # disagree on some items and annotators. Kept apart from the other columns on purpose.
 
 
@@ -318,7 +318,7 @@ def items_table(model: Any, dec: Decisions | None = None) -> pd.DataFrame:
 def annotators_table(model: Any, dec: Decisions | None = None) -> pd.DataFrame:
     """``annotators.csv``: annotator, n_ratings, expertise, reliability, expertise_sd,
     spam_share, bias, bias_sd, reliability_spread, unstable (``annotator_stability``),
-    still_moving (``acceleration.still_moving``), then
+    still_moving (``rescues.still_moving``), then
     the flag columns (``FLAG_COLUMNS``) when the fit kept
     per-rating omega."""
     return table(model, "annotators", dec)

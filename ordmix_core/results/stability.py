@@ -1,6 +1,6 @@
 """What the data cannot decide: how much the near-tied restarts disagree on each item and annotator.
 
-The restarts near-tied with the winner (``selection.ensemble``) disagree on some items
+The restarts near-tied with the winner (``restarts.ensemble``) disagree on some items
 (``estimate_spread``, ``unstable``) and annotators (``reliability_spread``, ``unstable``);
 ``stability_summary`` counts them for ``summary.json``, ``still_moving_count`` the annotators
 the fit had not settled."""

@@ -73,7 +73,7 @@ _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _INV_SQRT_PI = 1.0 / math.sqrt(math.pi)
 _ERF_SMALL = 1.19  # |a| below this and width below 1: Z from erf (no cancellation near 0)
 _ERFCX_DEG = 6
-#: for compiled loops elsewhere that must give these kernels' bits (``fit.settle_rows``)
+#: for compiled loops elsewhere that must give these kernels' bits (``fit.settle``)
 HALF_LOG_2PI, INV_SQRT2 = _HALF_LOG_2PI, _INV_SQRT2
 
 

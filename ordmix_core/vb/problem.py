@@ -197,7 +197,7 @@ class Problem:
         return replace(self, spam=spam)
 
     def at(self, key: object) -> Problem:
-        """The problem of a schedule step's key (``schedule.race`` passes ``spam``, or a
+        """The problem of a schedule step's key (``race.race`` passes ``spam``, or a
         stage name): True the mixture, False the no-spam warm-up, else ``with_stage(key)``."""
         if key is True:
             return self

@@ -2,7 +2,7 @@
 
 The facade the estimators use: ``Problem`` and ``State`` (``problem.py``), ``sweep`` (every
 coordinate update once: x, y, z, tau, delta, then eps, alpha, beta; returns the new state and
-its lower bound; ``fit.stopping.run_to_convergence`` runs sweeps to the stopping rule). Two
+its lower bound; ``fit.race.run_to_convergence`` runs sweeps to the stopping rule). Two
 implementations of the sweep give the same results (to ~1e-12 relative): ``sweep_numpy``
 (``reference.py``), the array-at-a-time reference built from ``tn``, ``updates`` and
 ``bound``, and ``sweep_fused`` (``phases.py``), three fused passes over the ratings compiled
@@ -10,9 +10,9 @@ with numba (``kernels.py``; about 5x faster on one core, and it uses every core)
 picks the fused one when numba is available (``kernels.USE_JIT``; ``ORDMIX_NO_JIT=1``
 switches it off).
 
-The restart schedule (warm-up, successive halving, the choice of the winner) is
-``restarts.py``'s, SQUAREM ``fit/acceleration.py``'s; the Dask engine runs ``phases.py``'s functions
-per partition.
+The race between restarts (warm-up, successive halving) is ``fit/race.py``'s, the choice of
+the winner ``fit/restarts.py``'s, SQUAREM ``fit/step.py``'s; the Dask engine runs
+``phases.py``'s functions per partition.
 """
 
 from __future__ import annotations

@@ -16,9 +16,9 @@ the other learned values are checked at ``EST_RTOL`` / ``EST_ATOL``. The ensembl
 checked at the sum of their two tolerances (``spread_tol``); which items and annotators are
 unstable must be the same.
 
-The stopping rule (``stopping.converged``) runs these fits two to three times longer than the
+The stopping rule (``race.converged``) runs these fits two to three times longer than the
 bound's old ``|dF| < 0.1``; before eps was clipped at 1e-8 for SQUAREM's logit
-(``acceleration.EPS_PACK``) that let the rounding drift above grow past these tolerances
+(``FitPolicy.eps_pack``) that let the rounding drift above grow past these tolerances
 mid-fit (1.3e-8 to 2.5e-5 relative, measured); with it the engines' bound traces agree to
 ~1e-10.
 """
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -44,7 +45,8 @@ from ordmix_core.data.simulate import simulate_crowd  # noqa: E402
 from ordmix_core.errors import InputError  # noqa: E402
 from ordmix_core.estimators.memory_engine import MemorySweeps  # noqa: E402
 from ordmix_core.estimators.ordinal_mixture import OrdinalMixture  # noqa: E402
-from ordmix_core.fit import acceleration
+from ordmix_core.fit import rescues  # noqa: E402
+from ordmix_core.fit.policy import DEFAULT  # noqa: E402
 from ordmix_core.results import decision_columns, outputs  # noqa: E402
 
 # a local Dask cluster per test (minutes in all): ``python -m pytest -m slow`` runs them
@@ -248,7 +250,7 @@ def test_the_same_alternative_as_in_memory(client):
 
 @pytest.mark.parametrize("granularity", ["instance", "query"])
 def test_a_settled_stop_as_in_memory(client, ratings, granularity, monkeypatch):
-    """The settle at a stop (``acceleration.make_settle``), taken at every stop and with three
+    """The settle at a stop (``rescues.Rescues.at_stop``), taken at every stop and with three
     annotators named still moving, so that both of its parts run: the items no named
     annotator rated, on their blocks (``blocks.settle_block``), and the named annotators
     with their items, gathered, solved by the client and written back
@@ -271,13 +273,13 @@ def test_a_settled_stop_as_in_memory(client, ratings, granularity, monkeypatch):
         seen["dask"].append((pd.concat(got).sort_index(), new.eps.copy(), moved.max()))
         return new, moved
 
-    def named(window, n):
+    def named(window, n, policy=DEFAULT):
         mask = np.zeros(n, dtype=bool)
         mask[[0, 3, 7]] = True
         return mask
 
-    monkeypatch.setattr(acceleration, "SETTLE_MOVE", 1e-12)
-    monkeypatch.setattr(acceleration, "still_moving", named)
+    monkeypatch.setattr(OrdinalMixture, "fit_policy", replace(DEFAULT, settle_move=1e-12))
+    monkeypatch.setattr(rescues, "still_moving", named)
     monkeypatch.setattr(MemorySweeps, "settle_items", in_memory_settle)
     monkeypatch.setattr(_Sweeps, "settle_items", on_blocks)
     mem = quiet_fit(in_memory(**kw, n_jobs=1), ratings)  # restarts in turn, as on Dask
@@ -298,19 +300,19 @@ def test_a_settled_stop_as_in_memory(client, ratings, granularity, monkeypatch):
 @pytest.mark.parametrize("granularity", ["instance", "query"])
 def test_the_escape_step_as_in_memory(client, ratings, granularity, monkeypatch):
     """The window settle taken again with the raters of the item it moved most
-    (``acceleration._escaping_item``), forced at every window: the Dask engine names that
+    (``rescues._escaping_item``), forced at every window: the Dask engine names that
     item from its blocks' and its own tops (``_Sweeps.settle_top``, ``blocks.settle_block``)
     and its raters from the item's block (``blocks.item_raters``). Both engines name the same
     raters at every window, and the fits agree."""
     kw = dict(granularity=granularity, n_restarts=3, random_state=3)
     named: dict[str, list] = {"mem": [], "dask": []}
-    escaping_item = acceleration._escaping_item
+    escaping_item = rescues._escaping_item
 
-    def every_window(run, moved, top=None):  # the growth condition dropped
-        escaping_item(run, moved, top)
-        if run.settle_top is None:
+    def every_window(watch, moved, top=None, policy=DEFAULT):  # the growth condition dropped
+        escaping_item(watch, moved, top, policy)
+        if watch.settle_top is None:
             return None
-        return run.settle_top[0]
+        return watch.settle_top[0]
 
     mem_raters, dask_raters = MemorySweeps.raters, _Sweeps.raters
 
@@ -322,7 +324,7 @@ def test_the_escape_step_as_in_memory(client, ratings, granularity, monkeypatch)
         named["dask"].append(dask_raters(self, item))
         return named["dask"][-1]
 
-    monkeypatch.setattr(acceleration, "_escaping_item", every_window)
+    monkeypatch.setattr(rescues, "_escaping_item", every_window)
     monkeypatch.setattr(MemorySweeps, "raters", mem_named)
     monkeypatch.setattr(_Sweeps, "raters", dask_named)
     mem = quiet_fit(in_memory(**kw, n_jobs=1), ratings)  # restarts in turn, as on Dask
@@ -336,18 +338,18 @@ def test_the_escape_step_as_in_memory(client, ratings, granularity, monkeypatch)
 def test_a_refused_flip_leaves_its_start_current_with_its_q_y(client, ratings, monkeypatch):
     """A flip tried and refused leaves the state it was tried from current, so the blocks
     must still hold that state's q(y) for the next exact eps step. Forced here: every try
-    flips annotator 0 (``acceleration.escaping`` patched in this process, where both engines' steps
+    flips annotator 0 (``rescues.escaping`` patched in this process, where both engines' steps
     run), which lowers the bound; both engines refuse it alike."""
     tries = []
 
-    def escaping(window, growth=acceleration.FLIP_GROWTH):
+    def escaping(window, growth=DEFAULT.flip_growth):
         tries.append(growth)
         return np.array([0])
 
-    monkeypatch.setattr(acceleration, "escaping", escaping)
+    monkeypatch.setattr(rescues, "escaping", escaping)
     kw = dict(n_restarts=2, random_state=3)
     mem = quiet_fit(in_memory(**kw), ratings)
-    assert acceleration.FLIP_GROWTH in tries  # flips were tried
+    assert DEFAULT.flip_growth in tries  # flips were tried
     dsk = quiet_fit(DaskOrdinalMixture(**kw, scheduler=client, n_partitions=3), ratings)
     assert_same_fit(mem, dsk, EST_RTOL, EST_ATOL)
 

@@ -22,7 +22,7 @@ from ordmix_core import OrdinalMixture
 from ordmix_core.data.crowd import prepare
 from ordmix_core.data.simulate import simulate_crowd
 from ordmix_core.evaluation.metrics import label_error, nearest_level
-from ordmix_core.fit import starts
+from ordmix_core.fit import restarts
 from ordmix_core.vb import bound, kernels, sweep, updates
 
 needs_jit = pytest.mark.skipif(not kernels.HAVE_NUMBA, reason="numba not installed")
@@ -54,7 +54,7 @@ def problem_and_state(
     step = data.scale.step
     mu_m = updates.apply_gold(data.per_instance_mean() + 0.3 * rng.standard_normal(n_m.size), gold)
     tau_shape = 1.0 + 0.5 * n_n
-    g = starts.init_extensions(n_n.size, step, bias, spam_dist, np.full(k, 1.0 / k))
+    g = restarts.init_extensions(n_n.size, step, bias, spam_dist, np.full(k, 1.0 / k))
     n_c = np.bincount(data.cat, minlength=data.n_categories)
     s = sweep.State(
         mu_m=mu_m, lam_m=0.1 + n_m / step**2, tau_shape=tau_shape,

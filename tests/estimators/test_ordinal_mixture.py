@@ -11,8 +11,6 @@ from _shared import need_trec
 from ordmix_core import CollapseWarning, InputError, OrdinalMixture
 from ordmix_core.data.simulate import simulate_crowd
 from ordmix_core.evaluation.metrics import evaluate
-from ordmix_core.fit.restarts import RestartRun
-from ordmix_core.fit.selection import select
 from ordmix_core.vb import kernels
 
 DEMO_TREC = Path(__file__).resolve().parents[2] / "demo_data" / "trec-rf10-ratings.csv"
@@ -193,20 +191,6 @@ def test_odd_but_valid_data_gives_finite_estimates_in_range(ratings, scale, ordi
     assert np.all(np.isfinite(m.estimates_)) and np.all(np.isfinite(m.sd_))
     assert m.estimates_.between(b[0], b[-1]).all()
     assert np.isfinite(m.lower_bound_)
-
-
-def test_select_skips_collapsed_and_says_why():
-    def run(i, share, f):
-        return RestartRun(i, "random", None, trace=[f - 1, f], done=True, truth_share=share)
-
-    best, reason, collapsed = select([run(0, 0.5, -120.0), run(1, 0.001, -100.0)], True, 0.05)
-    assert best.restart == 0 and not collapsed
-    assert "collapsed" in reason and "higher bound" in reason
-    best, reason, collapsed = select([run(0, 0.01, -120.0), run(1, 0.001, -100.0)], True, 0.05)
-    assert best.restart == 1 and collapsed and "every finished restart collapsed" in reason
-    # without the spam component nothing counts as collapsed
-    best, _, collapsed = select([run(0, 0.01, -120.0), run(1, 0.001, -100.0)], False, 0.05)
-    assert best.restart == 1 and not collapsed
 
 
 def test_bad_parameters_are_input_errors(spammy):

@@ -22,7 +22,7 @@ from ordmix_core.data.simulate import simulate_crowd
 from ordmix_core.errors import InputError
 from ordmix_core.estimators import refit as warm
 from ordmix_core.estimators.ordinal_mixture import OrdinalMixture as _OrdinalMixture
-from ordmix_core.fit import stopping
+from ordmix_core.fit.policy import DEFAULT
 from ordmix_core.results.outputs import write_fit_outputs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -120,7 +120,7 @@ def test_folder_and_model_give_the_same_start_and_refit(crowd, fitted, tmp_path)
     alone = quiet_fit(crowd, granularity="query", init_from=str(folder), n_restarts=1)
     assert alone.restarts_["init"].tolist() == ["previous"]
     assert alone.lower_bound_ >= fitted.lower_bound_ - tol
-    assert alone.n_iter_ <= 5 + stopping.MIN_PLAIN_SWEEPS
+    assert alone.n_iter_ <= 5 + DEFAULT.min_plain_sweeps
 
 
 def test_ids_that_look_like_formulas_match_after_the_csv(tmp_path):
@@ -354,7 +354,7 @@ def test_a_refit_of_the_same_ratings_starts_at_the_extended_optimum(biased_crowd
     assert refit.lower_bound_ >= extended.lower_bound_ - _tol(extended)
     # the bound settles within 5 sweeps; the stopping rule's estimate half then needs its
     # minimum of plain sweeps
-    assert refit.converged_ and len(f) <= 5 + stopping.MIN_PLAIN_SWEEPS
+    assert refit.converged_ and len(f) <= 5 + DEFAULT.min_plain_sweeps
 
 
 def test_a_refit_after_10_percent_new_ratings_reaches_the_scratch_bound_in_30_percent():

@@ -1,9 +1,8 @@
-"""A stopping rule that means converged, one meaning of max_iter, and what the
-near-tied restarts disagree on (the ensemble). Thread independence: ``test_vb.py``.
-
-The stopping rule (``stopping.converged``): the bound's relative change below ``tol`` AND the
-estimated remaining change of the items' means (Aitken, over windows of plain sweeps) below
-``tol_estimate``.
+"""Whole fits: the same bytes on any thread count or CPU, a stopping rule that means converged
+(``race.converged``: against a 100x tighter tolerance, with a stop settled beside a slow
+point), one meaning of max_iter, and what the near-tied restarts and the still-moving
+annotators disagree on (the ensemble, the alternative answer). The rule's pieces:
+``test_race.py``; thread independence: ``test_vb.py``.
 """
 
 from __future__ import annotations
@@ -13,6 +12,7 @@ import os
 import subprocess
 import sys
 import warnings
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -24,7 +24,8 @@ from ordmix_core import OrdinalMixture
 from ordmix_core.data.simulate import simulate_crowd
 from ordmix_core.errors import ConvergenceWarning
 from ordmix_core.estimators import memory_engine
-from ordmix_core.fit import acceleration, alternative, restarts, selection, settle, stopping
+from ordmix_core.fit import rescues, restarts, settle
+from ordmix_core.fit.policy import DEFAULT
 from ordmix_core.io import read_ratings
 from ordmix_core.results import outputs, stability
 from ordmix_core.vb import reference
@@ -50,13 +51,13 @@ def crowd() -> pd.DataFrame:
 
 #: the real ``select`` and ``alternative``: a second ``_fit_keeping_runs`` in a test must not
 #: wrap the first's spy (which would then overwrite the first fit's runs with the second's)
-_SELECT = selection.select
-_ALTERNATIVE = alternative.alternative
+_SELECT = restarts.select
+_ALTERNATIVE = rescues.alternative
 
 
 def _fit_keeping_runs(monkeypatch, df: pd.DataFrame, **kw) -> tuple[OrdinalMixture, dict]:
     """A quiet fit and its restarts' final ``RestartRun`` by restart (taken at selection);
-    under ``"alternative"``, when the fit made one, ``alternative.alternative``'s arguments
+    under ``"alternative"``, when the fit made one, ``rescues.alternative``'s arguments
     ``(engine, state, window)`` and its result ``(state, bound, sweeps)``."""
     seen: dict = {}
 
@@ -69,28 +70,12 @@ def _fit_keeping_runs(monkeypatch, df: pd.DataFrame, **kw) -> tuple[OrdinalMixtu
         seen["alternative"] = ((engine, state, window), out)
         return out
 
-    monkeypatch.setattr(selection, "select", spy)
-    monkeypatch.setattr(alternative, "alternative", alternative_spy)
+    monkeypatch.setattr(restarts, "select", spy)
+    monkeypatch.setattr(rescues, "alternative", alternative_spy)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         m = OrdinalMixture(**kw).fit(df)
     return m, seen
-
-
-# ------------------------------------------------------------------ the stopping rule
-
-
-def test_remaining_change_is_aitken_over_windows() -> None:
-    w = stopping.WINDOW
-    geometric = [0.5**i for i in range(4 * w)]  # per sweep 1/2: per window r = 1/8
-    now = sum(geometric[-w:])
-    assert stopping.remaining_change(geometric) == pytest.approx(now * (1 / 8) / (1 - 1 / 8))
-    assert stopping.remaining_change(geometric[: 2 * w - 1]) == np.inf  # not two windows yet
-    # a plateau (or growth: a saddle being left) counts as 99 more windows of the same
-    flat = [1e-4] * (2 * w)
-    assert stopping.remaining_change(flat) == pytest.approx(3e-4 * 0.99 / 0.01)
-    assert stopping.remaining_change([1e-5] * w + [1e-4] * w) == pytest.approx(3e-4 * 99)
-    assert stopping.remaining_change([0.0] * (2 * w)) == 0.0
 
 
 def _another_cpu() -> dict[str, str]:
@@ -136,7 +121,7 @@ def test_a_100x_tighter_tolerance_moves_the_winners_estimates_by_less_than_001(
     """The winner of a 3-restart fit of a simulated crowd, and restart 0 of TREC RF10 (its
     per-item-means start; one restart keeps the test short). Measured on TREC: 0.0065 (80
     and 325 mixture sweeps; 0.0035 before the exact eps step, 0.085 with the rule held for 2
-    windows, 0.38 before ``POLISH_TOL``); the default 10-restart fit's winner:
+    windows, 0.38 before ``polish_tol``); the default 10-restart fit's winner:
     ``test_a_tighter_tolerance_continues_the_default_winners_path_on_trec``."""
     df = crowd if which == "simulated" else trec
     kw = dict(n_restarts=3 if which == "simulated" else 1, random_state=0)
@@ -159,11 +144,11 @@ def test_a_tighter_tolerance_continues_the_default_winners_path_on_trec(
     trec, monkeypatch, seed
 ) -> None:
     """The default 10-restart fit of TREC RF10 and the same with a 100x tighter tolerance:
-    the plain sweeps start at ``POLISH_TOL`` in both, so the tighter fit's winner sweeps
+    the plain sweeps start at ``polish_tol`` in both, so the tighter fit's winner sweeps
     exactly as the default's did (the same bound, sweep for sweep) and then goes on from
     where it stopped. Measured: seed 0, restart 1 wins both, 116 and 149 mixture sweeps,
     items move by at most 0.004; seed 1, restart 3, 69 and 290 sweeps, 0.004. Before the
-    exact eps step (``acceleration.make_step``) annotators left 0 or 1 by a few per cent a sweep
+    exact eps step (``step.make_step``) annotators left 0 or 1 by a few per cent a sweep
     and the tighter fit followed them for hundreds of sweeps: 0.006 at seed 0, 0.103 at seed
     1 (0.44 and 0.11 at seeds 2 and 3, now 0.001 and 0.001: ``docs/benchmarks.md``;
     ``test_a_stop_beside_an_annotators_slow_point_is_settled_on_trec``,
@@ -188,10 +173,10 @@ def test_a_stop_beside_an_annotators_slow_point_is_settled_on_trec(trec, monkeyp
     """The default fit of TREC RF10 at seed 3 stops with annotator w241 (14 ratings) at eps
     0.999 and leaving it (still moving); a 100x tighter fit takes it to 0.78 over 87 more
     sweeps and moves one of its items by 0.10. Solving its block with its items at the stop
-    (``acceleration.make_settle``) makes that move: the default ends within 0.01 of the tighter fit
-    (0.001 measured, 90 mixture sweeps instead of 73), and without it 0.10 away (the settles
-    of the plain sweeps' windows, ``WINDOW_SETTLE_MOVE``, left out too: they settle the same
-    blocks earlier)."""
+    (``rescues.Rescues.at_stop``) makes that move: the default ends within 0.01 of the tighter
+    fit (0.001 measured, 90 mixture sweeps instead of 73), and without it 0.10 away (the
+    settles of the plain sweeps' windows, ``window_settle_move``, left out too: they settle
+    the same blocks earlier)."""
     default, runs = _fit_keeping_runs(monkeypatch, trec, random_state=3)
     best = default.best_restart_
     base = OrdinalMixture()
@@ -202,8 +187,8 @@ def test_a_stop_beside_an_annotators_slow_point_is_settled_on_trec(trec, monkeyp
     assert tight.best_restart_ == best
     moved = np.abs(runs[best].state.mu_m - tight_runs[best].state.mu_m)
     assert moved.max() < 0.01, moved.max()
-    monkeypatch.setattr(acceleration, "make_settle", lambda engine, enabled: None)
-    monkeypatch.setattr(acceleration, "WINDOW_SETTLE_MOVE", np.inf)
+    unsettled_policy = replace(DEFAULT, max_settles=0, window_settle_move=np.inf)
+    monkeypatch.setattr(OrdinalMixture, "fit_policy", unsettled_policy)
     unsettled, plain_runs = _fit_keeping_runs(monkeypatch, trec, random_state=3)
     assert unsettled.best_restart_ == best
     moved = np.abs(plain_runs[best].state.mu_m - tight_runs[best].state.mu_m)
@@ -216,13 +201,13 @@ def test_a_settle_that_moves_an_item_by_a_third_of_tol_estimate_is_taken_on_trec
 ) -> None:
     """The default fit of TREC RF10 at seed 2 stops (58 mixture sweeps) with w708's eps at
     0.706 and still moving; a 100x tighter fit takes it to 0.693 and moves one of its items by
-    0.013. The settle's rounds over w708's block, left at ``settle.DROP_ANNOTATORS``, move that
-    item by 0.013 as well, which is ``acceleration.SETTLE_MOVE`` of ``tol_estimate`` or more, so the
-    run goes on from there (77 sweeps) and ends within 0.01 of the tighter fit (0.001
-    measured). Left at ``settle.DROP`` the rounds stop at 0.703 (the item moves 0.0035), and
-    undoing a stop only at ``tol_estimate`` keeps it: 0.013 either way (these two without the
-    settles of the plain sweeps' windows, ``WINDOW_SETTLE_MOVE``, which reach the item
-    earlier: 0.002 with them)."""
+    0.013. The settle's rounds over w708's block, left at ``settle_drop_annotators``, move that
+    item by 0.013 as well, which is ``settle_move`` of ``tol_estimate`` or more, so the run
+    goes on from there (77 sweeps) and ends within 0.01 of the tighter fit (0.001 measured).
+    Left at ``settle_drop`` the rounds stop at 0.703 (the item moves 0.0035), and undoing a
+    stop only at ``tol_estimate`` keeps it: 0.013 either way (these two without the settles of
+    the plain sweeps' windows, ``window_settle_move``, which reach the item earlier: 0.002
+    with them)."""
     base = OrdinalMixture()
     _, tight_runs = _fit_keeping_runs(
         monkeypatch, trec, random_state=2, tol=base.tol / 100,
@@ -235,62 +220,17 @@ def test_a_settle_that_moves_an_item_by_a_third_of_tol_estimate_is_taken_on_trec
         return float(np.abs(runs[best].state.mu_m - tight_runs[best].state.mu_m).max())
 
     assert distance() < 0.01
-    monkeypatch.setattr(acceleration, "WINDOW_SETTLE_MOVE", np.inf)
+    no_window = replace(DEFAULT, window_settle_move=np.inf)
+    monkeypatch.setattr(OrdinalMixture, "fit_policy", no_window)
     with monkeypatch.context() as m:
         m.setattr(
             memory_engine,
             "settle_items",
-            partial(settle.settle_items, drop_annotators=settle.DROP),
+            partial(settle.settle_items, drop_annotators=DEFAULT.settle_drop),
         )
         assert distance() > 0.01
-    monkeypatch.setattr(acceleration, "SETTLE_MOVE", 1.0)
+    monkeypatch.setattr(OrdinalMixture, "fit_policy", replace(no_window, settle_move=1.0))
     assert distance() > 0.01
-
-
-def test_remaining_changes_is_remaining_change_of_each_column() -> None:
-    """Each column against the estimate written out in plain Python, and against the scalar
-    form the stopping rule calls."""
-    w, cap = stopping.WINDOW, stopping.MAX_RATE
-
-    def by_hand(col: list[float]) -> float:
-        now, before = sum(col[-w:]), sum(col[-2 * w : -w])
-        if now == 0.0:
-            return 0.0
-        r = min(max(now / before, 0.0), cap) if before > 0 else cap
-        return now * r / (1.0 - r)
-
-    rng = np.random.default_rng(3)
-    c = rng.random((9, 6)) * rng.integers(0, 2, (9, 6))  # zeros too
-    c[:, 0] = 0.0
-    c[:, 1] = [0.5**i for i in range(9)]
-    c[:, 2] = [1.1**i for i in range(9)]
-    got = stopping.remaining_changes(c)
-    for k in range(c.shape[1]):
-        assert got[k] == pytest.approx(by_hand(list(c[:, k])), rel=1e-15, abs=0), k
-        assert stopping.remaining_change(list(c[:, k])) == got[k]
-    assert np.isinf(stopping.remaining_changes(c[: 2 * w - 1])).all()
-
-
-def test_the_rule_holds_long_enough_to_see_a_decay_turn_into_growth(monkeypatch) -> None:
-    """Changes that decay by 0.6 a sweep for 10 sweeps, then grow by 15% a sweep (an
-    annotator starting to leave a saddle; TREC RF10 restart 0 did this at the stop): held for
-    2 windows the rule stops at the 11th sweep, before the growth shows in a window's ratio;
-    held for ``HOLD_WINDOWS`` (4) it does not stop while the growth lasts."""
-    changes = [0.02 * 0.6**i for i in range(10)] + [0.02 * 0.6**9 * 1.15**j for j in range(1, 40)]
-
-    def first_stop() -> int | None:
-        run = restarts.RestartRun(0, "warm", None, polish_from=0)
-        for i, c in enumerate(changes):
-            run.trace.append(-1000.0)  # the bound has settled
-            run.changes.append(c)
-            if len(run.trace) >= 2 and stopping.converged(run, 1e-6, 0.03):
-                return i + 1
-        return None
-
-    assert stopping.HOLD_WINDOWS == 4
-    assert first_stop() is None
-    monkeypatch.setattr(stopping, "HOLD_WINDOWS", 2)
-    assert first_stop() == 11
 
 
 def test_tol_estimate_zero_is_the_bound_alone(crowd) -> None:
@@ -336,19 +276,6 @@ def test_stability_columns_mark_items_whose_level_or_estimate_differs() -> None:
     ann = stability.annotator_stability(np.array([[0.9, 0.6, 0.2], [0.8, 0.4, 0.3]]))
     assert list(ann["unstable"]) == [False, True, False]
     np.testing.assert_allclose(ann["reliability_spread"], [0.1, 0.2, 0.1])
-
-
-def test_ensemble_is_the_finished_healthy_restarts_within_the_gap() -> None:
-    def run(i, f, dropped=False, share=0.9):
-        return restarts.RestartRun(i, "warm", None, trace=[f], dropped=dropped, truth_share=share)
-
-    best = run(0, -100_000.0)
-    gap = selection.ensemble_gap(best.lower_bound)
-    assert gap == pytest.approx(10.0)  # 1e-4 relative, above the 3-nat floor
-    assert selection.ensemble_gap(-1000.0) == 3.0
-    runs = [best, run(1, -100_009.0), run(2, -100_011.0), run(3, -100_001.0, dropped=True),
-            run(4, -100_002.0, share=0.01)]  # fmt: skip
-    assert [r.restart for r in selection.ensemble(runs, best, True, 0.05)] == [0, 1]
 
 
 def test_near_tied_restarts_that_disagree_mark_items_unstable_on_trec(
@@ -399,27 +326,27 @@ def test_the_default_fit_of_trec_marks_what_its_still_moving_annotators_decide(
     nats lower, within the ensemble's gap, and moves 5 of 20,026 items by 0.1 or more: those
     items, and the annotator, are unstable. The alternative is recomputed here with the
     numpy reference sweep from the winner's state with exactly the still-moving reliabilities
-    mirrored (it leaves its end), and its stop checked against ``POLISH_TOL``. (At seed 0 the
+    mirrored (it leaves its end), and its stop checked against ``polish_tol``. (At seed 0 the
     default fit ends with two restarts near-tied as well.)"""
     m, runs = _fit_keeping_runs(monkeypatch, trec, random_state=1)
     assert m.ensemble_ == [m.best_restart_]  # no near-tied restart: the alternative decides
     (engine, state, window), (alt, f_alt, n_alt) = runs["alternative"]
     best = runs[m.best_restart_]
-    assert state is best.state and window is best.eps_window
+    assert state is best.state and window is best.watch.eps_window
     moving = m.annotators_["still_moving"].to_numpy()
     assert 1 <= moving.sum() <= 5
     # both leave their end (none only drifts): the reference mirrors them by hand, then runs
-    # plain numpy sweeps until the bound's relative change is below POLISH_TOL
-    leaving = acceleration.escaping(window, acceleration.MOVING_GROWTH)
+    # plain numpy sweeps until the bound's relative change is below polish_tol
+    leaving = rescues.escaping(window, DEFAULT.moving_growth)
     assert leaving.tolist() == np.flatnonzero(moving).tolist()
     p = engine.problems[True]
     s = state.copy()
     s.eps = np.where(moving, 1.0 - np.asarray(state.eps), np.asarray(state.eps))
     bounds = []
-    while len(bounds) < 2 or abs(bounds[-1] - bounds[-2]) >= stopping.POLISH_TOL * abs(bounds[-1]):
+    while len(bounds) < 2 or abs(bounds[-1] - bounds[-2]) >= DEFAULT.polish_tol * abs(bounds[-1]):
         s, f = reference.sweep_numpy(p, s)
         bounds.append(f)
-        assert len(bounds) <= alternative.ALT_MAX_SWEEPS
+        assert len(bounds) <= DEFAULT.alternative_max_sweeps
     assert n_alt == len(bounds)
     assert f_alt == pytest.approx(bounds[-1], rel=1e-10)
     np.testing.assert_allclose(alt.mu_m, s.mu_m, rtol=0, atol=1e-7)
@@ -490,7 +417,7 @@ def test_a_stopped_fit_makes_no_alternative(monkeypatch) -> None:
         calls.append(args)
         return _ALTERNATIVE(*args, **kwargs)
 
-    monkeypatch.setattr(alternative, "alternative", alternative_spy)
+    monkeypatch.setattr(rescues, "alternative", alternative_spy)
     kw = dict(n_restarts=3, random_state=3)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

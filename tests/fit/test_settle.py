@@ -1,10 +1,11 @@
-"""``settle.settle_items``: each item's block solved with the annotators held, and the stop it
-may undo (``acceleration.make_settle``, ``stopping.advance``)."""
+"""The blocks solved with the rest held (``settle.py``): each item's block at its own slow
+point, the next sweep's bound never below the last, gold items held and solved as if they were
+not gold; the rounds' compiled q(x), q(y) of a few ratings with ``reference.q_xy``'s bits for
+every model the settle meets, on one thread and on the cores."""
 
 from __future__ import annotations
 
-import warnings
-from types import SimpleNamespace
+import dataclasses
 
 import numpy as np
 import pytest
@@ -13,13 +14,14 @@ from hypothesis import strategies as st
 from test_extensions import EXTENSIONS, problem_and_state
 from test_properties import crowds
 
-from ordmix_core import OrdinalMixture
 from ordmix_core.data.scale import Scale
 from ordmix_core.data.simulate import simulate_crowd
-from ordmix_core.fit import acceleration, restarts, settle, stopping
-from ordmix_core.vb import sweep
+from ordmix_core.fit import settle
+from ordmix_core.fit.policy import DEFAULT
+from ordmix_core.vb import kernels, reference, sweep
 
 FAST = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+needs_jit = pytest.mark.skipif(not kernels.USE_JIT, reason="numba")
 
 
 def web_item() -> tuple[sweep.Problem, sweep.State]:
@@ -54,9 +56,9 @@ def test_an_item_at_a_slow_point_of_its_own_is_settled() -> None:
     new, moved = settle.settle_items(p, s)
     assert new.mu_m[0] == pytest.approx(3.42, abs=0.02)  # the tighter fit's 3.41, annotators held
     assert moved[0] == pytest.approx(s.mu_m[0] - new.mu_m[0])
-    # where it ends is the block's fixed point, to within what the rounds leave (DROP)
+    # where it ends is the block's fixed point, to within what the rounds leave (settle_drop)
     again, _ = settle.settle_items(p, new, drop=0.0, floor=0.0)
-    assert abs(again.mu_m[0] - new.mu_m[0]) < settle.DROP
+    assert abs(again.mu_m[0] - new.mu_m[0]) < DEFAULT.settle_drop
     # and the 1 is no longer called spam there (q(y) of the next sweep, annotators held)
     swept, _ = sweep.sweep(p, new)
     assert swept.omega[3] > 0.5 > sweep.sweep(p, s)[0].omega[3]
@@ -122,92 +124,98 @@ def test_own_ratings_solve_the_gold_items_as_if_they_were_not_gold() -> None:
     assert settle.own_ratings(plain, s) is s.mu_m
 
 
-class _Engine:
-    """settle_items that moves the first item by ``move``, and counts its calls."""
-
-    def __init__(self, move: float) -> None:
-        self.move, self.calls, self.annotators = move, 0, None
-
-    def settle_items(self, state, annotators):
-        self.calls += 1
-        self.annotators = annotators
-        moved = np.zeros(3)
-        moved[0] = self.move
-        return SimpleNamespace(eps=state.eps, settled=state), moved
+# ------------------------------------------------------------------ the rounds' q(x), q(y)
 
 
-def _stop() -> SimpleNamespace:
-    return SimpleNamespace(eps=np.full(3, 0.5))
+@pytest.fixture(scope="module")
+def crowd():
+    return simulate_crowd(
+        n_items=300, n_annotators=25, spammer_share=0.3, random_state=4, bias_sd=0.4,
+        favourite_share=1.0,
+    )  # fmt: skip
 
 
-def test_a_stop_is_undone_only_when_an_item_moves_by_a_share_of_tol_estimate() -> None:
-    stop = _stop()
-    edge = acceleration.SETTLE_MOVE * 0.01
-    assert 0 < edge < 0.01
-    run = restarts.RestartRun(0, "random", stop, polish_from=2, changes=[1.0] * 9)
-    # annotator 1 leaving 1 (1 - eps grows by 5% a sweep), the others settled
-    run.eps_window.extend(np.array([0.3, 1 - 1e-3 * 1.05**k, 0.7]) for k in range(15))
-    engine = _Engine(edge * 0.99)
-    small = acceleration.make_settle(engine, True)
-    assert small(run, 0.01) is False and run.state is stop and run.polish_from == 2
-    # the annotators whose blocks are solved: those still moving over the window
-    assert engine.annotators.tolist() == [False, True, False]
-    big = acceleration.make_settle(_Engine(edge), True)
-    assert big(run, 0.01) is True and run.state.settled is stop
-    assert run.polish_from == 9 and not run.eps_window  # the estimates' windows begin again
-    assert big(run, 0.0) is False  # never with the bound-only rule
-    assert acceleration.make_settle(_Engine(1.0), False) is None
-    engine = _Engine(1.0)
-    settle_fn = acceleration.make_settle(engine, True)
-    run = restarts.RestartRun(0, "random", _stop())
-    assert [settle_fn(run, 0.01) for _ in range(5)] == [True] * acceleration.MAX_SETTLES + [
-        False
-    ] * (5 - acceleration.MAX_SETTLES)
-    assert engine.calls == acceleration.MAX_SETTLES
+def assert_same_rated(got: reference.Rated, want: reference.Rated) -> None:
+    for field in want._fields:
+        g, w = getattr(got, field), getattr(want, field)
+        if w is None:
+            assert g is None, field
+            continue
+        g, w = np.asarray(g), np.asarray(w)
+        assert g.dtype == w.dtype and g.shape == w.shape, field
+        np.testing.assert_array_equal(g, w, err_msg=field)
 
 
-def test_advance_goes_on_from_a_settled_stop_in_the_mixture_only() -> None:
-    """A run whose rule says converged, with a settle that moves it once: in the mixture it
-    goes on until the rule holds again, a full set of its windows later; in a warm-up or a
-    pre-stage the settle is not asked."""
-
-    class Once(_Engine):
-        def settle_items(self, state, annotators):
-            state, moved = super().settle_items(state, annotators)
-            return state, moved if self.calls == 1 else 0.0 * moved
-
-    def step(run, spam):
-        run.estimate_change = 0.0
-        return -100.0
-
-    for key, expect in ((True, 2), (False, 0), ("uniform", 0)):
-        engine, start = Once(1.0), _stop()
-        run = restarts.RestartRun(0, "random", start)
-        settle_fn = acceleration.make_settle(engine, True)
-        stopping.advance(run, step, key, 200, 200, 1e-6, None, 0, None, 0.03, settle_fn)
-        assert run.converged and engine.calls == expect
-        if key is True:
-            assert run.state.settled is start
-            assert len(run.trace) - run.polish_from == stopping.MIN_PLAIN_SWEEPS
+def row_sets(p) -> list[np.ndarray]:
+    """Every rating; a sorted half (annotators and categories fewer than the rows: their
+    moments taken once each); a few rows with repeats (more annotators and categories than
+    rows: the moments gathered per rating)."""
+    rng = np.random.default_rng(0)
+    half = np.sort(rng.choice(p.n_ratings, p.n_ratings // 2, replace=False))
+    return [np.arange(p.n_ratings), half, rng.choice(p.n_ratings, 7)]
 
 
-@pytest.mark.filterwarnings("ignore::UserWarning")
-def test_the_default_fit_settles_only_with_the_exact_eps_step(monkeypatch) -> None:
-    """The default (learned spam distribution) asks at its finalists' stops; the paper's
-    model never (its fits are unchanged)."""
+@needs_jit
+@pytest.mark.parametrize("granularity", ["instance", "query"])
+@pytest.mark.parametrize(("bias", "spam_dist"), EXTENSIONS)
+@pytest.mark.parametrize("gold_every", [0, 4])
+def test_the_reference_q_xy_to_the_bit(crowd, granularity, bias, spam_dist, gold_every) -> None:
+    p, s = problem_and_state(crowd.ratings, granularity, bias, spam_dist, gold_every=gold_every)
+    for rows in row_sets(p):
+        want = reference.q_xy(p, s, rows, kernels.tn_stats)
+        assert_same_rated(settle.q_xy(p, s, rows), want)
+
+
+@needs_jit
+def test_the_paper_logit_and_extreme_states_to_the_bit(crowd) -> None:
+    """eq. (4)'s logit (``exact=False``); ratings far in a tail and nearly certain (the
+    ratings ``tn_vector`` leaves to ``tn_scalar``); Gamma shapes below ``gamma_functions``'
+    range, where the moments are scipy's."""
+    p, s = problem_and_state(crowd.ratings, "instance", True, "global")
+    rng = np.random.default_rng(1)
+    far = dataclasses.replace(
+        s,
+        mu_m=s.mu_m + rng.choice([0.0, 40.0, -40.0], s.mu_m.size),
+        tau_rate=s.tau_rate * rng.choice([1.0, 1e-9, 1e9], s.tau_rate.size),
+        delta_shape=np.where(rng.random(s.delta_shape.size) < 0.05, 1e-310, s.delta_shape),
+    )
+    for problem in (p, dataclasses.replace(p, exact=False)):
+        for state in (s, far):
+            for rows in row_sets(problem):
+                want = reference.q_xy(problem, state, rows, kernels.tn_stats)
+                assert_same_rated(settle.q_xy(problem, state, rows), want)
+
+
+@needs_jit
+def test_over_the_cores_while_alone_the_same_bits(crowd) -> None:
+    p, s = problem_and_state(crowd.ratings, "query", True, "annotator")
+    rows = np.repeat(np.arange(p.n_ratings), kernels.CHUNK_RATINGS // p.n_ratings + 1)
+    assert kernels.CHUNK_RATINGS <= rows.size < kernels.PARALLEL_MIN_RATINGS
+    serial = settle.q_xy(p, s, rows)
+    try:
+        kernels.run_alone(lambda: True)
+        assert kernels.use_cores(rows.size)
+        assert_same_rated(settle.q_xy(p, s, rows), serial)
+    finally:
+        kernels.run_alone(None)
+
+
+@needs_jit
+def test_the_settle_reads_the_compiled_rows(crowd, monkeypatch) -> None:
+    """The settle's rounds take the compiled q_xy, and reach the same state as with the
+    reference (so its bits are the ones the fits had)."""
+    p, s = problem_and_state(crowd.ratings, "instance", True, "global")
+    moving = np.zeros(p.n_annotators, dtype=bool)
+    moving[:3] = True
     calls = []
-    real = settle.settle_items
-
-    def spy(p, s, *args, **kwargs):
-        calls.append(1)
-        return real(p, s, *args, **kwargs)
-
-    monkeypatch.setattr("ordmix_core.estimators.memory_engine.settle_items", spy)
-    crowd = simulate_crowd(n_items=200, n_annotators=20, spammer_share=0.3, random_state=2)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        OrdinalMixture(spam=True, random_state=0, n_restarts=3).fit(crowd.ratings)
-        assert calls
-        calls.clear()
-        OrdinalMixture(model="paper", random_state=0, n_restarts=3).fit(crowd.ratings)
-    assert not calls
+    compiled = settle.q_xy
+    monkeypatch.setattr(settle, "q_xy", lambda *a: calls.append(1) or compiled(*a))
+    new, moved = settle.settle_items(p, s, moving)
+    assert calls
+    monkeypatch.setattr(
+        settle, "q_xy", lambda p, s, rows: reference.q_xy(p, s, rows, kernels.tn_stats)
+    )
+    ref_new, ref_moved = settle.settle_items(p, s, moving)
+    np.testing.assert_array_equal(moved, ref_moved)
+    for field in ("mu_m", "lam_m", "delta_shape", "delta_rate", "tau_shape", "tau_rate", "eps"):
+        np.testing.assert_array_equal(getattr(new, field), getattr(ref_new, field), field)

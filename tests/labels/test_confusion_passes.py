@@ -7,8 +7,8 @@ import pytest
 from _compiled import compiled_libm
 
 from ordmix_core.labels import confusion_model as lm
-from ordmix_core.labels import confusion_ratings
 from ordmix_core.labels import confusion_passes as passes
+from ordmix_core.labels import confusion_ratings
 from ordmix_core.numerics import jit, libm
 from ordmix_core.vb import kernels
 

@@ -10,7 +10,7 @@ import pytest
 
 from ordmix_core.data.crowd import CrowdData, prepare
 from ordmix_core.data.simulate import simulate_crowd
-from ordmix_core.fit import restarts, stopping
+from ordmix_core.fit import race, restarts
 from ordmix_core.vb import kernels
 from ordmix_core.vb import sweep as vb
 
@@ -158,11 +158,11 @@ def test_sweep_dispatch_and_problem_views(crowds, monkeypatch) -> None:
         new = vb.sweep(p, s)
         np.testing.assert_array_equal(new[0].mu_m, vb.sweep_fused(p, s)[0].mu_m)
     # run() iterates sweep and stops on |dF| < tol |F| (and, with tol_estimate, on the means)
-    st, trace, converged = stopping.run_to_convergence(p, s, 1000, 1e-6)
+    st, trace, converged = race.run_to_convergence(p, s, 1000, 1e-6)
     assert converged and len(trace) < 1000
     assert abs(trace[-1] - trace[-2]) < 1e-6 * abs(trace[-1])
     assert abs(trace[-2] - trace[-3]) >= 1e-6 * abs(trace[-2])  # the first such sweep
-    _, longer, converged = stopping.run_to_convergence(p, s, 1000, 1e-6, tol_estimate=1e-3)
+    _, longer, converged = race.run_to_convergence(p, s, 1000, 1e-6, tol_estimate=1e-3)
     assert converged and len(longer) > len(trace)
 
 
@@ -240,7 +240,7 @@ def test_run_stops_when_the_callback_says_so(crowds) -> None:
     s = initial_state(data, p)
     seen = []
     with pytest.raises(restarts.Stop) as err:
-        stopping.run_to_convergence(
+        race.run_to_convergence(
             p, s, 1000, 0.0, callback=lambda it, f: seen.append((it, f)) or it < 3
         )
     assert [it for it, _ in seen] == [1, 2, 3]
@@ -251,5 +251,5 @@ def test_run_stops_when_the_callback_says_so(crowds) -> None:
     assert f == err.value.trace[-1]
     np.testing.assert_array_equal(err.value.state.mu_m, s.mu_m)
     # without a callback the cap ends it: not converged at tol 0
-    _, trace, converged = stopping.run_to_convergence(p, initial_state(data, p), 4, 0.0)
+    _, trace, converged = race.run_to_convergence(p, initial_state(data, p), 4, 0.0)
     assert len(trace) == 4 and not converged

@@ -1,5 +1,6 @@
-"""Warnings are classes: a collapsed fit gives ``CollapseWarning``, an unfinished one
-``ConvergenceWarning``; the class is chosen where the warning arises, not from its text."""
+"""The end of a fit (``learned.py``): its warnings are classes, a collapsed fit gives
+``CollapseWarning``, an unfinished one ``ConvergenceWarning``; the class is chosen where the
+warning arises (``fit_warnings``), not from its text."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ import pytest
 from ordmix_core import CollapseWarning, ConvergenceWarning, OrdinalMixture
 from ordmix_core.data.simulate import simulate_crowd
 from ordmix_core.errors import SpamWarning
+from ordmix_core.estimators.learned import fit_warnings
 from ordmix_core.estimators.ordinal_mixture import CollapseWarning as ModelCollapseWarning
 from ordmix_core.fit.restarts import RestartRun
-from ordmix_core.fit.selection import fit_warnings
 
 
 def _run(converged: bool) -> RestartRun:

@@ -1,14 +1,18 @@
-"""The restart schedule and the choice among restarts, observed through real fits.
+"""The race between restarts and its stopping rule (``race.py``), observed through real fits
+and scripted restarts.
 
-Successive halving (``prune_restarts``), the restart kinds (``nospam_warmup``), the collapse guard
-(``collapse_threshold``) and an end-to-end CollapseWarning. Each expectation is the rule as
-the estimator's docstring and README state it, applied to the fit's own restarts table.
+Successive halving (``prune_restarts``), the restart kinds and stages (``nospam_warmup``, the
+shared warm-up and its branches), a restart out of reach of the leader, and the stopping rule
+(``race.converged``): the bound's relative change below ``tol`` AND the estimated remaining
+change of the items' means (Aitken, over windows of plain sweeps) below ``tol_estimate``.
+Each expectation is the rule as the estimator's docstring and README state it, applied to the
+fit's own restarts table.
 """
 
 from __future__ import annotations
 
 import functools
-import warnings
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -17,8 +21,8 @@ from _sweeps import record_sweeps
 
 from ordmix_core import OrdinalMixture as _OrdinalMixture
 from ordmix_core.data.simulate import simulate_crowd
-from ordmix_core.estimators.ordinal_mixture import CollapseWarning
-from ordmix_core.fit import schedule
+from ordmix_core.fit import race, restarts
+from ordmix_core.fit.policy import DEFAULT, FitPolicy
 
 #: the schedule of the paper's model (two stages per restart: warm-up, mixture); the
 #: extended default adds a uniform-spam stage, tested in test_extensions.py
@@ -31,18 +35,6 @@ def crowd() -> pd.DataFrame:
     return simulate_crowd(
         n_items=80, n_annotators=10, ratings_per_item=4, spammer_share=0.3, random_state=4
     ).ratings
-
-
-def noise(n_ann: int, n_items: int, n: int, k: int, seed: int) -> pd.DataFrame:
-    """Uniformly random ratings: nothing but spam to find."""
-    rng = np.random.default_rng(seed)
-    return pd.DataFrame(
-        {
-            "annotator": [f"a{j}" for j in rng.integers(0, n_ann, n)],
-            "instance": [f"i{j}" for j in rng.integers(0, n_items, n)],
-            "rating": rng.integers(1, k + 1, n),
-        }
-    )
 
 
 def _trace(model: OrdinalMixture, restart: int, stage: str = "mixture") -> np.ndarray:
@@ -58,7 +50,7 @@ def _trace(model: OrdinalMixture, restart: int, stage: str = "mixture") -> np.nd
 def test_successive_halving_drops_the_worse_half_each_round(crowd, prune_start) -> None:
     """Rounds of prune_start, 2 prune_start, 4 prune_start ... mixture sweeps; after each, the
     worse half (by bound; none collapsed here) of the unfinished restarts is dropped, never
-    below ``schedule.KEEP`` (2), which run to the end."""
+    below ``keep`` (2), which run to the end."""
     m = OrdinalMixture(
         "query", n_restarts=8, tol=1e-4, prune_start=prune_start, random_state=0
     ).fit(crowd)
@@ -74,11 +66,11 @@ def test_successive_halving_drops_the_worse_half_each_round(crowd, prune_start) 
         went_on = r[r["n_iter"] > end].index
         cut = dropped[dropped["n_iter"] == end].index
         alive = len(went_on) + len(cut)
-        if alive <= schedule.KEEP:
+        if alive <= DEFAULT.keep:
             assert len(cut) == 0
             break
         n_rounds += 1
-        assert len(cut) == alive - max((alive + 1) // 2, schedule.KEEP), (end, list(cut))
+        assert len(cut) == alive - max((alive + 1) // 2, DEFAULT.keep), (end, list(cut))
         at_end = {i: _trace(m, i)[end - 1] for i in [*went_on, *cut]}
         assert min(at_end[i] for i in went_on) >= max(at_end[i] for i in cut), at_end
     assert n_rounds >= 2  # the crowd exercised more than one round
@@ -95,7 +87,7 @@ def test_without_pruning_every_restart_finishes_and_pruning_only_cuts_traces(cro
     assert not full.restarts_["dropped"].any()
     assert full.restarts_["converged"].all()
     assert "pruned" not in full.selection_reason_
-    assert pruned.restarts_["dropped"].sum() == 6 - schedule.KEEP
+    assert pruned.restarts_["dropped"].sum() == 6 - DEFAULT.keep
     for i in range(6):
         # each restart's arithmetic is its own: a pruned trace is the unpruned one, cut short
         a, b = _trace(pruned, i), _trace(full, i)
@@ -111,7 +103,7 @@ def test_one_restart_is_never_pruned(crowd) -> None:
     assert not m.restarts_["dropped"].any() and m.converged_
 
 
-# ------------------------------------------------------------------ restart kinds
+# ------------------------------------------------------------------ restart kinds and stages
 
 
 def test_warm_start_kinds_and_stages(crowd) -> None:
@@ -176,135 +168,32 @@ def test_warm_restarts_enter_the_mixture_at_eps_099(crowd, monkeypatch) -> None:
     assert np.all(mixture_first[1].before.lam_m == mixture_first[0].before.lam_m)
 
 
-# ------------------------------------------------------------------ the collapse guard
-
-
-def _expected_choice(r: pd.DataFrame, threshold: float) -> tuple[int, bool]:
-    """The documented rule: the highest bound among restarts whose truth share is at least
-    the threshold; if none, the highest bound of all, and the fit counts as collapsed."""
-    ok = r[r["truth_share"] >= threshold]
-    if len(ok):
-        return int(ok["lower_bound"].idxmax()), False
-    return int(r["lower_bound"].idxmax()), True
-
-
-@pytest.fixture(scope="module")
-def guarded() -> tuple[pd.DataFrame, dict]:
-    """Random restarts on noise: some collapse to all-spam (the highest bound), some do not.
-    Plain sweeps (``accelerate=False``): with the exact eps step every restart of this noise
-    reaches the all-spam answer, which is right for noise but leaves no choice to guard."""
-    kw = dict(n_restarts=6, nospam_warmup=False, prune_restarts=False, random_state=0)
-    kw["accelerate"] = False
-    return noise(6, 15, 60, 3, seed=0), kw
-
-
-def test_guard_skips_a_collapsed_restart_with_a_higher_bound(guarded) -> None:
-    df, kw = guarded
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", CollapseWarning)
-        m = OrdinalMixture("global", **kw).fit(df)
-    r = m.restarts_
-    assert r["collapsed"].any() and not r["collapsed"].all(), r  # precondition of this test
-    assert r.loc[r["collapsed"], "lower_bound"].max() > m.lower_bound_  # all-spam scores higher
-    assert not m.collapsed_ and not r.loc[m.best_restart_, "collapsed"]
-    assert m.best_restart_ == _expected_choice(r, 0.05)[0]
-    assert "(one with a higher bound) and were not chosen" in m.selection_reason_
-    # the all-spam bound is L log(1/K): every rating explained by uniform spam
-    assert r["lower_bound"].max() == pytest.approx(len(df) * np.log(1 / 3), abs=1e-2)
-
-
-def test_threshold_changes_the_choice(guarded) -> None:
-    df, kw = guarded
-    base = OrdinalMixture("global", **kw).fit(df)
-    r = base.restarts_
-    top = float(r["truth_share"].max())
-    choices = {}
-    for thr in (0.0, 0.05, top * 0.999, top * 1.001):
-        with warnings.catch_warnings(record=True) as seen:
-            warnings.simplefilter("always")
-            m = OrdinalMixture("global", collapse_threshold=thr, **kw).fit(df)
-        # without pruning the threshold changes only the choice, not the restarts
-        pd.testing.assert_series_equal(m.restarts_["lower_bound"], r["lower_bound"])
-        want, collapsed = _expected_choice(m.restarts_, thr)
-        assert (m.best_restart_, m.collapsed_) == (want, collapsed), thr
-        assert any(w.category is CollapseWarning for w in seen) == collapsed, thr
-        assert list(m.restarts_["collapsed"]) == list(m.restarts_["truth_share"] < thr)
-        choices[thr] = m.best_restart_
-    # 0 is the paper's rule (highest bound: the all-spam restart); 0.05 skips it
-    assert choices[0.0] != choices[0.05]
-    assert choices[0.0] == int(r["lower_bound"].idxmax())
-    # above every share all restarts collapse: the highest bound again, with the warning
-    assert choices[top * 1.001] == choices[0.0]
-
-
-def test_collapse_warning_from_a_real_fit() -> None:
-    """Noise from 4 annotators on a 5-level scale: every restart ends all-spam (pruned or not).
-    The default fit warns, says why, and its estimates sit at the prior."""
-    df = noise(4, 30, 120, 5, seed=0)
-    with pytest.warns(CollapseWarning, match="collapsed"):
-        m = OrdinalMixture("global", n_restarts=3, random_state=0).fit(df)
-    assert m.collapsed_
-    assert m.selection_reason_.startswith("every finished restart collapsed")
-    assert any("collapsed" in w for w in m.warnings_)
-    finished = m.restarts_[~m.restarts_["dropped"]]
-    assert finished["collapsed"].all() and (finished["truth_share"] < 0.05).all()
-    assert m.omega_.mean() < 0.05
-    # q(z) at the prior: mean mu (the scale's centre 3), sd 1/sqrt(lambda)
-    np.testing.assert_allclose(m.estimates_, 3.0, atol=1e-6)
-    np.testing.assert_allclose(m.sd_, 1 / np.sqrt(0.1), rtol=1e-6)
-    # the same seed without halving: still all collapsed (the data, not the schedule)
-    with pytest.warns(CollapseWarning):
-        full = OrdinalMixture("global", n_restarts=3, prune_restarts=False, random_state=0)
-        full.fit(df)
-    assert full.restarts_["collapsed"].all()
-    # the no-spam model the warning points to cannot collapse
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", CollapseWarning)
-        plain = OrdinalMixture("global", n_restarts=3, spam=False, random_state=0).fit(df)
-    assert not plain.collapsed_
-
-
-@pytest.mark.filterwarnings("ignore::ordmix_core.estimators.ordinal_mixture.CollapseWarning")
-def test_pruning_does_not_turn_a_healthy_fit_into_a_collapsed_one(guarded) -> None:
-    """Successive halving ranks unfinished restarts by bound, which favours the ones heading
-    for the all-spam solution: here it drops all three restarts that end healthy. The pruned
-    ones are resumed when every kept one collapsed, so the fit is as healthy as without
-    pruning."""
-    df, kw = guarded
-    full = OrdinalMixture("global", **kw).fit(df)
-    assert not full.collapsed_
-    pruned = OrdinalMixture("global", **{**kw, "prune_restarts": True}).fit(df)
-    assert not pruned.collapsed_, pruned.restarts_
-    assert pruned.best_restart_ == full.best_restart_
-    assert pruned.lower_bound_ == pytest.approx(full.lower_bound_, rel=1e-12)
-
-
 # ------------------------------------------------------------------ out of reach of the leader
 
 
 def test_projected_gain_is_the_remaining_gain_of_a_geometric_climb() -> None:
     """On ``F_t = F - c r^t`` the projection from two windows is exactly ``c r^t``, the gain
     still to come; before two windows, or while the gain grows, it is unbounded; flat, 0."""
-    w, c, r = schedule.GAIN_WINDOW, 50.0, 0.9
+    w, c, r = DEFAULT.gain_window, 50.0, 0.9
     trace = [-100.0 - c * r**t for t in range(3 * w)]
     for t in range(2 * w, 3 * w):
-        assert schedule.projected_gain(trace[: t + 1]) == pytest.approx(c * r**t, rel=1e-9)
-    assert schedule.projected_gain(trace[: 2 * w]) == np.inf
-    assert schedule.projected_gain([float(t) ** 2 for t in range(3 * w)]) == np.inf
-    assert schedule.projected_gain([-7.0] * (3 * w)) == 0.0
+        assert race.projected_gain(trace[: t + 1]) == pytest.approx(c * r**t, rel=1e-9)
+    assert race.projected_gain(trace[: 2 * w]) == np.inf
+    assert race.projected_gain([float(t) ** 2 for t in range(3 * w)]) == np.inf
+    assert race.projected_gain([-7.0] * (3 * w)) == 0.0
 
 
 def _scripted_race(limits: dict[int, float], rate: float, map_runs=None) -> list:
     """Restarts whose bound climbs geometrically (``rate`` per sweep) from ``limit - 1000``
     to ``limits[restart]``; the race of the shared schedule's last stage, no warm-up."""
-    runs = [schedule.RestartRun(i, "data", None) for i in limits]
+    runs = [restarts.RestartRun(i, "data", None) for i in limits]
 
     def step(run, spam):
         t = len(run.trace)
         run.truth_share, run.estimate_change = 0.8, 0.0
         return limits[run.restart] - 1000.0 * rate ** (t + 1)
 
-    schedule.race(
+    race.race(
         runs, step, lambda run: None, spam=True, max_iter=2000, tol=1e-9, prune=True,
         prune_start=5, collapse_threshold=0.05,
         **({"map_runs": map_runs} if map_runs else {}),
@@ -313,23 +202,21 @@ def _scripted_race(limits: dict[int, float], rate: float, map_runs=None) -> list
 
 
 def test_a_restart_out_of_reach_of_the_leader_stops() -> None:
-    """Once halving is down to ``KEEP``, rounds of ``FINAL_ROUND`` sweeps; after each, a
-    restart whose bound plus its projected gain is more than ``OUTRUN_GAPS`` near-tie gaps
+    """Once halving is down to ``keep``, rounds of ``final_round`` sweeps; after each, a
+    restart whose bound plus its projected gain is more than ``outrun_gaps`` near-tie gaps
     below the leader's stops (its projection needs two windows of sweeps first)."""
-    from ordmix_core.fit import selection
-
     rate = 0.95
     runs = _scripted_race({0: -10_000.0, 1: -10_500.0}, rate)
     leader, loser = runs
     assert leader.converged and not leader.dropped
     assert loser.dropped and loser.outrun and not loser.converged
-    w, k = schedule.GAIN_WINDOW, schedule.FINAL_ROUND
+    w, k = DEFAULT.gain_window, DEFAULT.final_round
     first = -(-(2 * w + 1) // k) * k  # the first round's end with two windows behind it
     assert loser.pruned_at == len(loser.trace) == first
     # what the rule saw there: 500 nats apart, far more than 4 gaps of 3 nats, projected exactly
-    gap = selection.OUTRUN_GAPS * selection.ensemble_gap(leader.trace[first - 1])
+    gap = DEFAULT.outrun_gaps * restarts.ensemble_gap(leader.trace[first - 1])
     assert leader.trace[first - 1] - loser.trace[-1] - 1000 * rate**first > gap
-    best, reason, _ = selection.select(runs, True, 0.05)
+    best, reason, _ = restarts.select(runs, True, 0.05)
     assert best is leader
     assert f"restart 1 was stopped after mixture sweep {first}, out of reach" in reason
     assert "successive halving" not in reason
@@ -353,3 +240,64 @@ def test_a_restart_within_reach_runs_to_the_end() -> None:
         assert all(run.converged and not run.dropped for run in runs)
     far = [_scripted_race({0: -1e4, 1: -1.1e4}, 0.95, m)[1].pruned_at for m in (None, threads)]
     assert far[0] == far[1] is not None
+
+
+# ------------------------------------------------------------------ the stopping rule
+
+
+def test_remaining_change_is_aitken_over_windows() -> None:
+    w = DEFAULT.window
+    geometric = [0.5**i for i in range(4 * w)]  # per sweep 1/2: per window r = 1/8
+    now = sum(geometric[-w:])
+    assert race.remaining_change(geometric) == pytest.approx(now * (1 / 8) / (1 - 1 / 8))
+    assert race.remaining_change(geometric[: 2 * w - 1]) == np.inf  # not two windows yet
+    # a plateau (or growth: a saddle being left) counts as 99 more windows of the same
+    flat = [1e-4] * (2 * w)
+    assert race.remaining_change(flat) == pytest.approx(3e-4 * 0.99 / 0.01)
+    assert race.remaining_change([1e-5] * w + [1e-4] * w) == pytest.approx(3e-4 * 99)
+    assert race.remaining_change([0.0] * (2 * w)) == 0.0
+
+
+def test_remaining_changes_is_remaining_change_of_each_column() -> None:
+    """Each column against the estimate written out in plain Python, and against the scalar
+    form the stopping rule calls."""
+    w, cap = DEFAULT.window, DEFAULT.max_rate
+
+    def by_hand(col: list[float]) -> float:
+        now, before = sum(col[-w:]), sum(col[-2 * w : -w])
+        if now == 0.0:
+            return 0.0
+        r = min(max(now / before, 0.0), cap) if before > 0 else cap
+        return now * r / (1.0 - r)
+
+    rng = np.random.default_rng(3)
+    c = rng.random((9, 6)) * rng.integers(0, 2, (9, 6))  # zeros too
+    c[:, 0] = 0.0
+    c[:, 1] = [0.5**i for i in range(9)]
+    c[:, 2] = [1.1**i for i in range(9)]
+    got = race.remaining_changes(c)
+    for k in range(c.shape[1]):
+        assert got[k] == pytest.approx(by_hand(list(c[:, k])), rel=1e-15, abs=0), k
+        assert race.remaining_change(list(c[:, k])) == got[k]
+    assert np.isinf(race.remaining_changes(c[: 2 * w - 1])).all()
+
+
+def test_the_rule_holds_long_enough_to_see_a_decay_turn_into_growth() -> None:
+    """Changes that decay by 0.6 a sweep for 10 sweeps, then grow by 15% a sweep (an
+    annotator starting to leave a saddle; TREC RF10 restart 0 did this at the stop): held for
+    2 windows the rule stops at the 11th sweep, before the growth shows in a window's ratio;
+    held for ``hold_windows`` (4) it does not stop while the growth lasts."""
+    changes = [0.02 * 0.6**i for i in range(10)] + [0.02 * 0.6**9 * 1.15**j for j in range(1, 40)]
+
+    def first_stop(policy: FitPolicy) -> int | None:
+        run = restarts.RestartRun(0, "warm", None, polish_from=0)
+        for i, c in enumerate(changes):
+            run.trace.append(-1000.0)  # the bound has settled
+            run.changes.append(c)
+            if len(run.trace) >= 2 and race.converged(run, 1e-6, 0.03, policy):
+                return i + 1
+        return None
+
+    assert DEFAULT.hold_windows == 4
+    assert first_stop(DEFAULT) is None
+    assert first_stop(replace(DEFAULT, hold_windows=2)) == 11
