@@ -565,8 +565,12 @@ def test_dask_items_get_the_decision_columns_per_partition(
     hidden = _Override(schema_model, omega_=_MISSING, annotator_flags_=_MISSING)
     no_attr = decision_columns.decide(hidden)  # no omega_, no flags at all
     assert no_attr.annotators is None and no_attr.no_flags == decision_columns.NO_FLAGS
-    own = decision_columns.decide(_Override(schema_model, omega_=_MISSING))  # its own flags
-    assert own.annotators is schema_model.annotator_flags_
+    # its own flags, with the agreement beside them in a new frame (theirs left as it is)
+    own = decision_columns.decide(_Override(schema_model, omega_=_MISSING))
+    agreement = decision_columns.AGREEMENT_COLUMN
+    flags = schema_model.annotator_flags_
+    assert agreement not in flags and own.annotators[agreement].notna().any()
+    pd.testing.assert_frame_equal(own.annotators.drop(columns=agreement), flags)
     got = outputs.decided(fit, "items", dec).compute()
     ann = schema_model.annotators_
     share = float((ann["n_ratings"] * (1 - ann["spam_share"])).sum() / ann["n_ratings"].sum())
@@ -617,7 +621,7 @@ def test_dask_items_read_each_blocks_posterior(sync_dask) -> None:
             return getattr(model, name)
 
     dec = decision_columns.decide(DaskFit())
-    pd.testing.assert_frame_equal(dec.annotators, model.annotator_flags_)
+    pd.testing.assert_frame_equal(dec.annotators, decision_columns.decide(model).annotators)
     got = outputs.decided(DaskFit(), "items", dec).compute()
     want = model.items_.join(decisions.item_decisions(model))
     pd.testing.assert_frame_equal(got, want)
