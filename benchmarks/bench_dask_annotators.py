@@ -74,7 +74,7 @@ def main() -> None:
     del a
     held: list[float] = []
 
-    def counting_finish(model, labels, winner, local):  # the blocks' annotators, counted
+    def counting_finish(model, labels, winner, local, gold=None):  # their annotators, counted
         held.extend(c.size for c in labels.codes)
         return []  # the label path after the race is not a sweep: left out
 

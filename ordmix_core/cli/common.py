@@ -139,7 +139,8 @@ def fit_report(
     ]
     labels = (summary.get("model_choice") or {}).get("labels")
     if isinstance(labels, dict) and "model" in labels:
-        lines.append(f"ordmix: labels from the {labels['model']}")
+        why = f": {labels['why']}" if labels.get("why") else ""
+        lines.append(f"ordmix: labels from the {labels['model']}{why}")
     from ..results.decisions import truth_share
 
     spam = f"; {100 * (1.0 - truth_share(model)):.0f}% of the ratings treated as spam"

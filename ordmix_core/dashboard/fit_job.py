@@ -21,7 +21,8 @@ import numpy as np
 
 from ..errors import InputError
 from ..estimators import option_frontends, option_kinds
-from ..estimators.ordinal_mixture import OrdinalMixture, difficulty_prior
+from ..estimators.models import difficulty_prior
+from ..estimators.ordinal_mixture import OrdinalMixture
 from ..fit.policy import DEFAULT as FIT_POLICY
 from ..numerics import jit
 from .report import Dataset

@@ -12,7 +12,8 @@ from typing import Any
 import pandas as pd
 
 from ..estimators.learned import STOP_WARNING
-from ..estimators.ordinal_mixture import MODELS, OrdinalMixture
+from ..estimators.models import MODELS
+from ..estimators.ordinal_mixture import OrdinalMixture
 from ..labels.policy import DEFAULT as DEFAULT_POLICY
 from ..results import agreement, decision_columns, decisions, stability
 

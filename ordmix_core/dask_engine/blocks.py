@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..data.scale import Scale
 from ..estimators import refit
 from ..fit import restarts
 from ..fit import step as squarem
@@ -100,13 +101,19 @@ class Block:
         return squarem.INSTANCE_GROUPS
 
 
+def _start_thresholds(p: Problem) -> np.ndarray:
+    """The scale's own thresholds (K+1,), between which the starts place q(z)'s means, as in
+    memory (``p.thresholds`` are the fit's: a fine scale's outer ones open)."""
+    return Scale(p.values).thresholds
+
+
 def init_block(fit_id: str, index: int, restart: int, key: int, step: float) -> None:
     """The restart's start of the block's q(z) (and q(delta) when categories are local), in
     slot 0."""
     b = _REGISTRY[f"{fit_id}/{index}"]
     p = b.problem
     mu_m, lam_m = restarts.init_instances(
-        b.sum_m, b.n_m, b.inst_hash, key, restart, p.mu, p.lam, p.thresholds, step
+        b.sum_m, b.n_m, b.inst_hash, key, restart, p.mu, p.lam, _start_thresholds(p), step
     )
     loc = Local(updates.apply_gold(mu_m, p.gold), lam_m)
     if b.local_categories:
@@ -147,7 +154,8 @@ def branch_block(
     b = _REGISTRY[f"{fit_id}/{index}"]
     slot = dst
     src = b.states[source][src]
-    mu = restarts.branch_instances(src.mu_m, b.inst_hash, key, b.problem.thresholds, step)
+    bounds = _start_thresholds(b.problem)
+    mu = restarts.branch_instances(src.mu_m, b.inst_hash, key, bounds, step)
     loc = Local(updates.apply_gold(mu, b.problem.gold), src.lam_m.copy())
     if b.local_categories:
         loc.delta_shape, loc.delta_rate = src.delta_shape.copy(), src.delta_rate.copy()

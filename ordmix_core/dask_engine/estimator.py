@@ -292,7 +292,7 @@ class DaskOrdinalMixture(OrdinalMixture):
             sweeps.alternative,
         )  # fmt: skip
         self.model_["n_gold"] = n_gold
-        label_warn = label_fit.finish(self, labels, winner[0], local_cats)
+        label_warn = label_fit.finish(self, labels, winner[0], local_cats, gold)
         self.warnings_ = [*self.warnings_, *(w.message for w in label_warn)]
         return warn + label_warn
 
@@ -357,7 +357,8 @@ class DaskOrdinalMixture(OrdinalMixture):
         bl = self._blocks
         members = [(g.restart, g.slot) for g in states]
         own = [(it,) for it in self._item_futures]
-        futs = bl.run_each(blocks.block_stability, own, members, sc.values, sc.step)
+        unit = sc.fit_unit if sc.fine else sc.step  # as in memory (``StoresLearned._store``)
+        futs = bl.run_each(blocks.block_stability, own, members, sc.values, unit)
         wait(futs)
         self._item_futures = futs
         self._futures = [*self._futures, *futs]

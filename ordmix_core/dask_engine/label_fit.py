@@ -250,13 +250,19 @@ def _add(*parts: dict) -> dict:
     return {k: sum(p[k] for p in parts) for k in parts[0]}
 
 
-def finish(model, labels: BlockLabels, winner, local_categories: bool) -> list:
+def finish(
+    model, labels: BlockLabels, winner, local_categories: bool, gold: pd.Series | None = None
+) -> list:
     """What ``OrdinalMixture.fit`` does after the race, on the blocks, for a Dask ``model``
     whose learned frames are set (``_store``) and whose winning state is ``winner`` (a
     ``client._Global``): the annotators' flags and reliability, the one posterior of every
     item (``label_result_``; the items' ``estimate``, ``sd`` and ``truth_weight_`` read from
     it, or for items left on the cluster ``item_posterior_``, a Dask DataFrame of each
-    block's), ``model_["labels"]``. Returns the label warnings (``decisions.label_warnings``)."""
+    block's), ``model_["labels"]`` (on a fine scale with why its labels are the continuous
+    posterior's, whose levels' mean is then the estimate, as in memory; ``gold``: the fit's
+    gold values by instance ID, for the gold items' estimates), the agreement
+    (``annotator_agreement_``, a Series by annotator, and ``crowd_agreement_``). Returns the
+    label warnings (``decisions.label_warnings``)."""
     flags, median = labels.flags(model, winner.restart, winner.slot, local_categories)
     model.annotator_flags_ = flags
     model.annotators_["reliability"] = median
@@ -284,6 +290,14 @@ def finish(model, labels: BlockLabels, winner, local_categories: bool) -> list:
         model.truth_weight_ = cols["truth_weight"].to_numpy()
         if result is None:
             model.label_result_ = continuous_labels(model)
+            if model.scale_.fine:  # the estimate from the levels' posterior, as in memory
+                post = replace(model.label_result_.posterior, estimate=None, sd=None)
+                model.label_result_ = replace(model.label_result_, posterior=post)
+                gold_m = None
+                if gold is not None:
+                    index = pd.Index(model.items_.index).astype(str)
+                    gold_m = gold.reindex(index).to_numpy(dtype=float)
+                model._estimates_from_labels(gold_m)
         else:
             model.label_result_ = replace(result, posterior=post)
             model.items_["estimate"], model.items_["sd"] = cols["estimate"], cols["sd"]
@@ -301,6 +315,8 @@ def finish(model, labels: BlockLabels, winner, local_categories: bool) -> list:
         undetermined = counts.get("count_undetermined", 0) / max(model.data_.n_instances, 1)
     described = LabelResult(None, None, None, False, DEFAULT_POLICY) if result is None else result
     model.model_["labels"] = (model.label_result_ or described).describe()
+    if model.scale_.fine and model.labels is None:
+        model.model_["labels"]["why"] = choose.fine_labels_reason(model.scale_.k)
     spam = 0.0
     if model.spam_ and not model.collapsed_:
         spam = 1.0 - truth_share(model)

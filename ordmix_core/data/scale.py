@@ -28,6 +28,20 @@ OUTLIER_GAP_RANGE = 5.0
 
 OUTLIER_GAP_STEP = 20.0
 
+#: a scale of more levels than this is *fine* (a slider, 0..100): the label model's classes
+#: stop here (``labels.choose``), and the continuous model is fitted in ``Scale.fit_unit``
+#: with open ends (``Scale.fit_thresholds``). The paper's priors and tolerances were set, and
+#: every shared set measured, on scales of 2 to 11 levels written 1..K: a range of at most 10.
+MAX_COARSE_LEVELS = 11
+
+#: a fine scale's outer levels reach this many times its range beyond its ends in the
+#: continuous fit: a slider's end holds every answer beyond it (a rater whose truth is below
+#: 0 answers 0), and beyond one range a rater's normal mass is nil. Open ends (-inf) break the
+#: truncated-normal arithmetic. Simulated 0..100 crowds with half their items at 0: MSE 90
+#: with the paper's half step, 37 at a quarter of the range, 33 at one, 32 at three
+#: (``docs/results.md``, "Fine scales")
+FINE_END_RANGES = 1.0
+
 _ROW = "(counting the header as row 1)"
 
 
@@ -119,6 +133,34 @@ class Scale:
         """Mean spacing of the levels (1 for a one-level scale): the scale's natural unit."""
         v = self.values
         return float((v[-1] - v[0]) / (v.size - 1)) if v.size > 1 else 1.0
+
+    @property
+    def fine(self) -> bool:
+        """More than ``MAX_COARSE_LEVELS`` levels: a slider rather than a few categories."""
+        return self.k > MAX_COARSE_LEVELS
+
+    @property
+    def fit_unit(self) -> float:
+        """The distance the continuous model's priors and tolerances (``lam``,
+        ``tol_estimate``) are in: 1, the scale's own numbers, on a scale of up to
+        ``MAX_COARSE_LEVELS`` levels; on a fine scale a tenth of its range, so that a 0..100
+        slider is fitted as its positions divided by 10 would be, a range of 10 like the
+        11-level scales the priors were set for (not its step: a step of one point in 100
+        makes a prior of sd 3 a claim that every item is near 50)."""
+        if not self.fine:
+            return 1.0
+        return float(self.values[-1] - self.values[0]) / (MAX_COARSE_LEVELS - 1)
+
+    @property
+    def fit_thresholds(self) -> np.ndarray:
+        """The thresholds (K+1,) of the continuous fit: ``thresholds``, but on a fine scale the
+        outer two ``FINE_END_RANGES`` ranges beyond the outer levels (a slider's end holds
+        the answers beyond it)."""
+        b = self.thresholds
+        if not self.fine:
+            return b
+        reach = FINE_END_RANGES * float(self.values[-1] - self.values[0])
+        return np.concatenate([[self.values[0] - reach], b[1:-1], [self.values[-1] + reach]])
 
     @property
     def center(self) -> float:

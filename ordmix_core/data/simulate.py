@@ -64,6 +64,9 @@ def simulate_crowd(
     bias_sd: float = 0.0,
     favourite_share: float = 0.0,
     favourite_weight: float = 0.7,
+    unit: float | None = None,
+    round_share: float = 0.0,
+    round_to: float | None = None,
 ) -> SimulatedCrowd:
     """Draw a crowd from the ordinal-discrete-mixture's generative process.
 
@@ -74,8 +77,15 @@ def simulate_crowd(
     With ``bias_sd > 0`` good annotators rate ``x ~ N(z + b_n, ...)``, ``b_n ~ N(0,
     (bias_sd step)^2)`` (lenient > 0, strict < 0). A share ``favourite_share`` of the spammers
     has a favourite answer: each of their ratings is their favourite level (drawn uniformly)
-    with probability ``favourite_weight``, else uniform. The defaults draw exactly the crowd
-    they drew before these options existed (the extra draws come after).
+    with probability ``favourite_weight``, else uniform.
+
+    ``unit``: the distance on the scale that ``expertise`` and ``bias_sd`` are measured in
+    (default the scale's step): a 0..100 slider rated as roughly as a 1..11 scale is
+    ``unit=10`` (a typical good rating then lands about 5 points from the truth). A share
+    ``round_share`` of the good annotators round each answer to the nearest multiple of
+    ``round_to`` (default ``unit``), as people do on a slider (0, 10, 50, 100). The defaults
+    draw exactly the crowd they drew before these options existed (the extra draws come
+    after).
     """
     rng = np.random.default_rng(random_state)
     scale = scale or Scale(np.arange(1.0, 6.0))
@@ -84,7 +94,8 @@ def simulate_crowd(
     z = rng.uniform(b[0] + 0.25 * scale.step, b[-1] - 0.25 * scale.step, n_items)
     query = rng.integers(0, max(n_queries, 1), n_items)
     delta = libm.exp(rng.normal(0.0, difficulty_spread, max(n_queries, 1)))
-    tau = rng.gamma(4.0, expertise / 4.0, n_annotators) / scale.step**2
+    unit = scale.step if unit is None else float(unit)
+    tau = rng.gamma(4.0, expertise / 4.0, n_annotators) / unit**2
     n_spam = int(round(spammer_share * n_annotators))
     spam = np.zeros(n_annotators, dtype=bool)
     spam[rng.choice(n_annotators, n_spam, replace=False)] = True
@@ -99,15 +110,36 @@ def simulate_crowd(
     noise_level = rng.integers(0, scale.k, ann.size)
     bias = np.zeros(n_annotators)
     if bias_sd > 0:
-        bias = np.where(spam, 0.0, rng.normal(0.0, bias_sd * scale.step, n_annotators))
+        bias = np.where(spam, 0.0, rng.normal(0.0, bias_sd * unit, n_annotators))
         x = x + bias[ann]
     fav, noise_level = _favourite_answers(
         rng, spam, ann, noise_level, scale.k, favourite_share, favourite_weight
     )
+    if round_share > 0:  # after every other draw: the crowd without rounding is unchanged
+        step = unit if round_to is None else float(round_to)
+        rounds = (rng.random(n_annotators) < round_share) & ~spam
+        x = np.where(rounds[ann], np.round(x / step) * step, x)
     level = np.clip(np.searchsorted(b, x, side="right") - 1, 0, scale.k - 1)
     level = np.where(spam[ann], noise_level, level)
-    names_i = np.array([f"item{i:05d}" for i in range(n_items)], dtype=object)
-    names_a = np.array([f"worker{j:03d}" for j in range(n_annotators)], dtype=object)
+    return _as_crowd(scale, z, query, item, ann, level, spam, bias, fav)
+
+
+def _as_crowd(
+    scale: Scale,
+    z: np.ndarray,
+    query: np.ndarray,
+    item: np.ndarray,
+    ann: np.ndarray,
+    level: np.ndarray,
+    spam: np.ndarray,
+    bias: np.ndarray,
+    fav: np.ndarray,
+) -> SimulatedCrowd:
+    """The drawn crowd as frames: ``z``, ``query`` (M,) each item's truth and query; ``item``,
+    ``ann``, ``level`` (R,) each rating's codes and level index; ``spam``, ``bias``, ``fav``
+    (N,) each annotator's spammer flag, bias and favourite level index (NaN: none)."""
+    names_i = np.array([f"item{i:05d}" for i in range(z.size)], dtype=object)
+    names_a = np.array([f"worker{j:03d}" for j in range(spam.size)], dtype=object)
     ratings = pd.DataFrame(
         {
             "annotator": names_a[ann],

@@ -159,7 +159,7 @@ class EngineSteps:
             spam=self.spam_,
             max_iter=self.max_iter,
             tol=self.tol,
-            tol_estimate=self.tol_estimate,
+            tol_estimate=self.tol_estimate * self._fit_scale.fit_unit,  # in the fit's units
             branch=branch,
             prune=self.prune_restarts,
             prune_start=self.prune_start,

@@ -99,7 +99,7 @@ class StoresLearned:
         self.omega_ = omega
         self.alpha_, self.beta_ = float(s.alpha), float(s.beta)
         self.hyperparams_ = outputs.hyperparams(
-            s.alpha, s.beta, p, pi, sc.values, sc.thresholds, s, sc.names
+            s.alpha, s.beta, p, pi, sc.values, p.thresholds, s, sc.names
         )
         self.model_ = outputs.model_description(
             self.model, p, self._extensions()[2], self.hyperparams_, p.gold_mask
@@ -171,7 +171,8 @@ class StoresLearned:
         self.annotators_["still_moving"] = moving
         if member_mu is not None and isinstance(self.items_, pd.DataFrame):
             mu = np.stack([member_mu(s) for s in states])
-            it = stability.item_stability(mu, sc.values, sc.step)
+            # a fine scale's estimates are unstable by a share of its fit unit, not of a step
+            it = stability.item_stability(mu, sc.values, sc.fit_unit if sc.fine else sc.step)
             self.items_["estimate_spread"] = it["estimate_spread"].to_numpy()
             self.items_["unstable"] = it["unstable"].to_numpy()
         elif member_mu is not None:  # items left on a cluster: the engine adds them per part

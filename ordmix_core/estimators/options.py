@@ -132,8 +132,9 @@ OPTIONS: tuple[Option, ...] = (
         "tol_estimate",
         Real(0.0),
         "a restart has converged only when no item's estimate is expected to move by this "
-        "much more (in scale units; the last sweeps' changes extrapolated by their rate of "
-        "decay), so a tighter tolerance no longer moves estimates; 0: the bound alone decides",
+        "much more (in scale units, on a scale of more than 11 levels in tenths of its range; "
+        "the last sweeps' changes extrapolated by their rate of decay), so a tighter tolerance "
+        "no longer moves estimates; 0: the bound alone decides",
         "Tolerance on estimates",
         flag="--tol-estimate",
         metavar="T",
@@ -203,7 +204,7 @@ OPTIONS: tuple[Option, ...] = (
         "bias",
         OptionalFlag(),
         "model each annotator's bias (a lenient rater rates above the truth, a strict one "
-        "below); on or off (default: as --model says)",
+        "below); on or off (default: as --model says; off on a scale of more than 11 levels)",
         "Annotator bias",
         widget="none",
         flag="--bias",
@@ -215,7 +216,7 @@ OPTIONS: tuple[Option, ...] = (
         OptionalChoice(("uniform", "global", "annotator")),
         "how spammers pick a level: uniform (the fixed pi), global (one distribution, "
         "learned) or annotator (each spammer's own favourite answers, learned) (default: as "
-        "--model says)",
+        "--model says; uniform on a scale of more than 11 levels)",
         "Spam distribution",
         widget="none",
         flag="--spam-dist",
@@ -233,7 +234,8 @@ OPTIONS: tuple[Option, ...] = (
         "rating gain are read from: confusion (a model of the ratings whose truth is one of the "
         "levels, with an ordinal confusion matrix per annotator, reported as a careful "
         "annotator's answer) or continuous (the level intervals of the item's posterior value, "
-        "as the paper) (default: as --model says)",
+        "as the paper) (default: as --model says; continuous on a scale of more than 11 "
+        "levels)",
         "Labels from",
         widget="none",
         flag="--labels",
@@ -281,7 +283,8 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "lam",
         Real(0.0, MAX_PRIOR, lo_open=True),
-        "precision of the prior on each item's true value (small: a vague prior)",
+        "precision of the prior on each item's true value (small: a vague prior; in scale "
+        "units, on a scale of more than 11 levels in tenths of its range)",
         "lambda (prior precision)",
         flag="--lambda",
         metavar="X",

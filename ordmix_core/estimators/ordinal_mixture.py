@@ -34,6 +34,7 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -44,7 +45,7 @@ from ..data.scale import Scale
 from ..errors import CollapseWarning, ConvergenceWarning, FitWarning, InputError
 from ..fit import race, rescues, restarts, settle
 from ..labels import confusion_model
-from ..labels.choose import choose_labels
+from ..labels.choose import choose_labels, fine_labels_reason
 from ..results import decisions, outputs, reliability
 from ..vb import kernels, phases
 from ..vb import sweep as vb
@@ -53,42 +54,9 @@ from .base import CrowdEstimator
 from .engine_steps import EngineSteps
 from .learned import Learned, StoresLearned
 from .memory_engine import MemorySweeps, RestartThreads
+from .models import FINE_SCALE, MODELS, difficulty_prior
 
 __all__ = ["MODELS", "CollapseWarning", "ConvergenceWarning", "OrdinalMixture"]
-
-#: the named models (``model=``): what each sets when ``bias`` / ``spam_dist`` / ``phi`` /
-#: ``eta`` are left None. ``paper``: Lakshminarayanan & Teh's model as published, with their
-#: difficulty prior Gamma(10, 5). ``extended`` (the default): an annotator bias with
-#: its prior's precision learned, the spam distribution learned (global) after a mixture
-#: stage with it held uniform, and a vaguer difficulty prior Gamma(2, 1) (the same mean, 2; a
-#: coefficient of variation of 71% instead of 32%), so that a hard item's disagreement is put
-#: down to the item rather than to its raters (research: /docs/results.md)
-MODELS = {
-    "paper": {
-        "bias": False,
-        "spam_dist": "uniform",
-        "phi": 10.0,
-        "eta": 5.0,
-        "labels": "continuous",
-    },
-    "extended": {
-        "bias": True,
-        "spam_dist": "global",
-        "phi": 2.0,
-        "eta": 1.0,
-        "labels": "confusion",
-    },
-}
-
-
-def difficulty_prior(model: str, phi: float | None, eta: float | None) -> tuple[float, float]:
-    """``(phi, eta)`` of a fit: as given, else the named ``model``'s (``MODELS``)."""
-    base = MODELS[model]
-    return (
-        base["phi"] if phi is None else float(phi),
-        base["eta"] if eta is None else float(eta),
-    )
-
 
 ProgressCallback = Callable[[int, int, float], "bool | None"]
 
@@ -201,11 +169,12 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
         options.validate_params(self, scale)
 
     def _extensions(self) -> tuple[bool, str, str | None]:
-        """``(bias, spam_dist, pre_stage)`` of this fit: ``model``'s settings unless ``bias``
-        / ``spam_dist`` are given; ``pre_stage`` is ``uniform`` when a learned spam
-        distribution is preceded by a mixture stage with the fixed one (warm starts; not in a
-        refit from a previous fit, ``init_from``, which already went through it)."""
-        base = MODELS[self.model]
+        """``(bias, spam_dist, pre_stage)`` of this fit: ``model``'s settings (on a fine
+        scale ``FINE_SCALE``'s) unless ``bias`` / ``spam_dist`` are given; ``pre_stage`` is
+        ``uniform`` when a learned spam distribution is preceded by a mixture stage with the
+        fixed one (warm starts; not in a refit from a previous fit, ``init_from``, which
+        already went through it)."""
+        base = {**MODELS[self.model], **(FINE_SCALE if self._fine_scale() else {})}
         bias = base["bias"] if self.bias is None else bool(self.bias)
         dist = base["spam_dist"] if self.spam_dist is None else self.spam_dist
         if not self.spam_:
@@ -214,6 +183,12 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
         if self.init_from is not None:
             pre = None
         return bias, dist, pre
+
+    def _fine_scale(self) -> bool:
+        """Whether the scale of this fit is fine (``Scale.fine``); known once ``_problem``
+        has made the fit's problem (both engines make it before anything reads this)."""
+        scale = getattr(self, "_fit_scale", None)
+        return scale is not None and scale.fine
 
     def _gold_vector(self, gold: pd.Series | None, data: CrowdData) -> np.ndarray | None:
         """(M,) known truth of each instance (NaN: unknown) from a Series by instance (names,
@@ -281,10 +256,17 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
 
     def _choose_labels(self, data: CrowdData, gold_m: np.ndarray | None) -> None:
         """``label_result_``: the one posterior of every item (``labels.choose_labels``; the
-        paper's model: its continuous posterior over the scale's intervals), and the items'
-        ``estimate`` and ``sd`` read from it."""
-        if self._label_model() == "continuous":
+        paper's model, and any model on a fine scale: its continuous posterior over the
+        scale's intervals), and the items' ``estimate`` and ``sd`` read from it (the paper's
+        model on up to 11 levels keeps q(z)'s); ``model_["labels"]`` says which, and on a fine
+        scale why."""
+        if self._label_model() == "continuous" and not data.scale.fine:
             self.label_result_ = decisions.continuous_labels(self)
+        elif self._label_model() == "continuous":  # the estimate from the levels' posterior
+            result = decisions.continuous_labels(self)
+            post = replace(result.posterior, estimate=None, sd=None)
+            self.label_result_ = replace(result, posterior=post)
+            self._estimates_from_labels(gold_m)
         else:
             values = data.scale.values
             gold = None if gold_m is None else confusion_model.gold_levels(gold_m, values)
@@ -292,15 +274,22 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
                 data.ann, data.inst, data.level, data.n_annotators, data.n_instances, values,
                 gold, names=data.scale.names,
             )  # fmt: skip
-            estimate, sd = self.label_result_.posterior.estimates()
-            if gold_m is not None:  # a gold item's value is its gold
-                known = np.isfinite(gold_m)
-                estimate = np.where(known, gold_m, estimate)
-                sd = np.where(known, 0.0, sd)
-            self.items_["estimate"] = estimate
-            self.items_["sd"] = sd
-            self.estimates_, self.sd_ = self.items_["estimate"], self.items_["sd"]
+            self._estimates_from_labels(gold_m)
         self.model_["labels"] = self.label_result_.describe()
+        if data.scale.fine and self.labels is None:
+            self.model_["labels"]["why"] = fine_labels_reason(data.scale.k)
+
+    def _estimates_from_labels(self, gold_m: np.ndarray | None) -> None:
+        """The items' ``estimate`` and ``sd``: the posterior mean and sd of the level's value
+        under ``label_result_`` (inside the scale); a gold item's are its gold and 0."""
+        estimate, sd = self.label_result_.posterior.estimates()
+        if gold_m is not None:  # a gold item's value is its gold
+            known = np.isfinite(gold_m)
+            estimate = np.where(known, gold_m, estimate)
+            sd = np.where(known, 0.0, sd)
+        self.items_["estimate"] = estimate
+        self.items_["sd"] = sd
+        self.estimates_, self.sd_ = self.items_["estimate"], self.items_["sd"]
 
     def _label_warnings(self) -> list[FitWarning]:
         """What the user should know about the labels (``decisions.label_warnings``)."""
@@ -333,8 +322,11 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
         return dec[decisions.level_columns(self.scale_.values, self.scale_.names)].to_numpy()
 
     def _label_model(self) -> str:
-        """How labels are decided: ``labels``, else as ``model`` says (``MODELS``)."""
-        return MODELS[self.model]["labels"] if self.labels is None else self.labels
+        """How labels are decided: ``labels``, else as ``model`` says (``MODELS``), on a fine
+        scale from the continuous posterior (``FINE_SCALE``)."""
+        if self.labels is not None:
+            return self.labels
+        return FINE_SCALE["labels"] if self._fine_scale() else MODELS[self.model]["labels"]
 
     def _fit_data(
         self,
@@ -444,18 +436,20 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
     ) -> tuple[vb.Problem, np.ndarray]:
         """The fit's ``vb.Problem`` without ratings, from this estimator's parameters (the one
         place they become the model's constants), and the spam distribution ``pi`` (K,).
+        ``lam`` is in ``scale.fit_unit``s (a tenth of a fine scale's range).
 
         ``n_per_ann`` (N,): ratings per annotator; ``n_categories``: global categories (0 when
         they are local to the Dask engine's blocks).
         """
         pi = self._check_params(scale.k, scale)
+        self._fit_scale = scale  # what ``_fine_scale`` reads
         bias, spam_dist, _ = self._extensions()
         phi, eta = difficulty_prior(self.model, self.phi, self.eta)
         problem = vb.Problem.create(
             scale,
             pi=pi,
             mu=scale.center if self.mu is None else float(self.mu),
-            lam=self.lam,
+            lam=self.lam / scale.fit_unit**2,  # lam is in the fit's units
             phi=phi,
             eta=eta,
             ordinal=self.ordinal,

@@ -17,13 +17,25 @@ from typing import Any
 
 import numpy as np
 
+from ..data.scale import MAX_COARSE_LEVELS
 from ..numerics.fixed_order import first_sum, last_sum, matmul
 from . import calibration, confusion_model
 from .policy import DEFAULT, LabelPolicy
 from .posterior import LabelPosterior, expected_gain
 
-#: scales of more levels are fitted on this many classes of adjacent levels (``choose_labels``)
-MAX_CLASSES = 11
+#: scales of more levels are fitted on this many classes of adjacent levels (``choose_labels``,
+#: asked for with ``labels="confusion"``: a fine scale's labels are the continuous model's)
+MAX_CLASSES = MAX_COARSE_LEVELS
+
+
+def fine_labels_reason(k: int) -> str:
+    """Why a scale of ``k`` levels, more than ``MAX_CLASSES``, takes its labels from the
+    continuous model (``model_["labels"]["why"]``, ``ordmix fit``'s closing line)."""
+    return (
+        f"a scale of {k} levels (more than {MAX_CLASSES}) is a slider, its truth a value; the "
+        f"confusion model would learn {k} x {k} answers an annotator (docs/results.md, Fine "
+        "scales)"
+    )
 
 
 @dataclass(frozen=True)

@@ -4,12 +4,13 @@
 expected gain of one more rating, computed from the same model. Every item column of a fit is
 read from it here: the label is the most probable level (the Bayes decision for label error);
 ``p_wrong`` is one minus its probability; a label whose runner-up is within the policy's
-``tie`` is ``undetermined``; the interval is the narrowest run of adjacent levels around the
-label holding the policy's ``interval`` of the probability; the ``estimate`` is the posterior
-mean of the level's value (inside the scale by construction) and ``sd`` its posterior standard
-deviation; the ``flag`` is ``undetermined`` for a tie, ``confident`` at the policy's
-``confidence``, else ``uncertain``. Pure array functions, their sums in a fixed order
-(``numerics.fixed_order``: the same bits on every machine); ``choose`` makes the posterior.
+``tie`` is ``undetermined`` (on a fine scale, a runner-up a tenth of the range away or more);
+the interval is the narrowest run of adjacent levels around the label holding the policy's
+``interval`` of the probability; the ``estimate`` is the posterior mean of the level's value
+(inside the scale by construction) and ``sd`` its posterior standard deviation; the ``flag``
+is ``undetermined`` for a tie, ``confident`` at the policy's ``confidence``, else
+``uncertain``. Pure array functions, their sums in a fixed order (``numerics.fixed_order``: the
+same bits on every machine); ``choose`` makes the posterior.
 """
 
 from __future__ import annotations
@@ -18,21 +19,32 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ..data.scale import Scale
 from ..numerics.fixed_order import last_sum, matmul
 from .policy import DEFAULT, LabelPolicy
 
 ITEM_FLAGS = ("confident", "uncertain", "undetermined")
 
 
-def decide(p: np.ndarray, tie: float) -> tuple[np.ndarray, np.ndarray]:
+def decide(
+    p: np.ndarray, tie: float, values: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """The label (M,), the most probable level of each row of ``p`` (M, K) (the lowest on an
-    exact tie), and whether its runner-up is within ``tie`` of it (M,) bool."""
+    exact tie), and whether its runner-up is within ``tie`` of it (M,) bool. ``values`` (K,):
+    the scale; on a fine scale (``Scale.fine``, a slider) a runner-up less than its fit unit
+    (a tenth of the range) from the label is no tie: neighbouring values a point apart are
+    always nearly as probable, and either is as good an answer."""
     order = np.argsort(-p, axis=1, kind="stable")
     rows = np.arange(len(p))
     best = order[:, 0]
     if p.shape[1] < 2:
         return best, np.zeros(len(p), bool)
-    return best, p[rows, best] - p[rows, order[:, 1]] < tie
+    tied = p[rows, best] - p[rows, order[:, 1]] < tie
+    scale = None if values is None else Scale(np.asarray(values, dtype=float))
+    if scale is not None and scale.fine:
+        apart = np.abs(scale.values[order[:, 1]] - scale.values[best]) >= scale.fit_unit
+        tied &= apart
+    return best, tied
 
 
 def level_interval(p: np.ndarray, best: np.ndarray, mass: float) -> tuple[np.ndarray, np.ndarray]:
@@ -125,7 +137,7 @@ class LabelPosterior:
         ``lower`` / ``upper`` (level indices), ``estimate``, ``sd``, ``expected_gain`` and
         ``flag``, each (M,)."""
         p = self.proba
-        best, tie = decide(p, policy.tie)
+        best, tie = decide(p, policy.tie, self.values)
         p_best = p[np.arange(len(p)), best]
         lo, hi = level_interval(p, best, policy.interval)
         mean, sd = self.estimates()

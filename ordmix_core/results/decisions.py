@@ -212,15 +212,14 @@ def item_columns(
     cols = post.read(policy)
     levels = level_labels(post.values, post.names)
     lo_col, hi_col = interval_columns(policy.interval)
-    out = pd.DataFrame({"label": levels[cols["label"]], "p_wrong": cols["p_wrong"]}, index=index)
-    for col, p in zip(level_columns(post.values, post.names), post.proba.T, strict=True):
-        out[col] = p
+    out = {"label": levels[cols["label"]], "p_wrong": cols["p_wrong"]}
+    out.update(zip(level_columns(post.values, post.names), post.proba.T, strict=True))
     out[lo_col] = levels[cols["lower"]]
     out[hi_col] = levels[cols["upper"]]
     out["truth_weight"] = np.nan if truth_weight is None else np.asarray(truth_weight, float)
     out["expected_gain"] = cols["expected_gain"]
     out["flag"] = cols["flag"]
-    return out
+    return pd.DataFrame(out, index=index)  # at once: a 0..100 scale has 101 level columns
 
 
 def item_decisions(model, *, confidence: float = CONFIDENCE) -> pd.DataFrame:
@@ -289,7 +288,7 @@ def reflagged(
     label, its probability and the ties unchanged)."""
     confidence = _check_probability("the confidence", confidence, low=0.5)
     p = items[level_columns(values, names)].to_numpy(dtype=float)
-    best, tie = decide(p, DEFAULT_POLICY.tie)
+    best, tie = decide(p, DEFAULT_POLICY.tie, values)
     p_best = p[np.arange(len(p)), best]
     out = items.copy()
     out["flag"] = np.where(

@@ -109,8 +109,9 @@ class Problem:
         bias: bool = False,
         spam_dist: str = "uniform",
     ) -> Problem:
-        """The fit's problem without ratings (the Dask client's view): the scale, the priors,
-        the model's switches, ratings per annotator (N,) and the number of categories.
+        """The fit's problem without ratings (the Dask client's view): the scale (its
+        ``fit_thresholds``: a fine scale's ends open), the priors, the model's switches,
+        ratings per annotator (N,) and the number of categories.
 
         ``with_ratings`` adds ratings (all of them, or a block's).
         """
@@ -120,7 +121,7 @@ class Problem:
             inst=empty,
             cat_l=empty,
             level=empty,
-            thresholds=np.asarray(scale.thresholds, dtype=float),
+            thresholds=np.asarray(scale.fit_thresholds, dtype=float),
             values=np.asarray(scale.values, dtype=float),
             log_pi=libm.log(np.asarray(pi, dtype=float)),
             n_per_ann=np.asarray(n_per_ann),

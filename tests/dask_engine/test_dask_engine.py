@@ -647,11 +647,14 @@ def test_warm_start_as_in_memory(client, ratings):
 
 
 def test_a_scale_of_many_levels_and_the_papers_labels_as_in_memory(client, ratings):
-    """A 0..20 scale (the label fit on 11 classes, spread back over the levels by the ratings)
-    and the paper's model (the continuous posterior's labels): as in memory."""
+    """A 0..20 scale, a fine one (the continuous model in tenths of its range with open ends,
+    its posterior as the labels and their estimates; with ``labels="confusion"`` the label
+    fit on 11 classes, spread back over the levels by the ratings) and the paper's model (the
+    continuous posterior's labels): as in memory."""
     wide = ratings.assign(rating=(ratings["rating"] - 1) * 5)
     for data, kw in (
         (wide, dict(n_restarts=2, random_state=3, scale=list(range(21)))),
+        (wide, dict(n_restarts=2, random_state=3, scale=list(range(21)), labels="confusion")),
         (ratings, dict(n_restarts=2, random_state=3, model="paper")),
     ):
         mem = quiet_fit(in_memory(**kw), data)

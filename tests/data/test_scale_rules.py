@@ -12,6 +12,7 @@ import pytest
 from _sweeps import record_sweeps
 
 from ordmix_core import InputError, OrdinalMixture, Scale
+from ordmix_core.data.scale import FINE_END_RANGES, MAX_COARSE_LEVELS
 
 
 def _rule(values: list[float]) -> list[float]:
@@ -155,3 +156,44 @@ def test_ratings_written_as_names_are_read_in_the_order_given() -> None:
     # without the order, the refusal names the names and asks for it
     with pytest.raises(InputError, match="give their order as the scale, lowest level first"):
         prepare(df)
+
+
+# --------------------------------------------------------------------------- fine scales
+@pytest.mark.parametrize("values", [[1, 2, 3, 4, 5], list(range(0, 101, 10)), [0, 0.25, 0.5]])
+def test_a_scale_of_up_to_eleven_levels_is_fitted_as_it_is(values) -> None:
+    sc = Scale(np.array(values, dtype=float))
+    assert not sc.fine
+    assert sc.fit_unit == 1.0
+    np.testing.assert_array_equal(sc.fit_thresholds, sc.thresholds)
+
+
+@pytest.mark.parametrize(
+    "values,unit",
+    [(range(0, 101), 10.0), (range(1, 13), 1.1), (np.linspace(0.0, 1.0, 51), 0.1)],
+)
+def test_a_fine_scale_is_fitted_in_tenths_of_its_range_with_open_ends(values, unit) -> None:
+    sc = Scale(np.asarray(list(values), dtype=float))
+    assert sc.fine and sc.k > MAX_COARSE_LEVELS
+    assert sc.fit_unit == pytest.approx(unit)
+    b, span = sc.fit_thresholds, sc.values[-1] - sc.values[0]
+    np.testing.assert_array_equal(b[1:-1], sc.thresholds[1:-1])  # the inner ones: midpoints
+    assert b[0] == pytest.approx(sc.values[0] - FINE_END_RANGES * span)
+    assert b[-1] == pytest.approx(sc.values[-1] + FINE_END_RANGES * span)
+
+
+@pytest.mark.filterwarnings("ignore:the chosen restart did not converge")
+@pytest.mark.filterwarnings("ignore:.*undetermined")
+def test_the_fit_of_a_fine_scale_uses_its_open_ends_and_its_unit(monkeypatch) -> None:
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({
+        "annotator": np.tile(list("abcd"), 30),
+        "instance": np.repeat([f"i{i}" for i in range(30)], 4),
+        "rating": rng.integers(0, 101, 120),
+    })  # fmt: skip
+    calls = record_sweeps(monkeypatch)
+    m = OrdinalMixture("instance", n_restarts=1, max_iter=3, lam=0.1, random_state=0).fit(df)
+    sc, p = m.scale_, calls[0].problem
+    np.testing.assert_array_equal(p.thresholds, sc.fit_thresholds)
+    assert m.hyperparams_["thresholds"] == pytest.approx(list(sc.fit_thresholds))
+    assert p.lam == pytest.approx(0.1 / sc.fit_unit**2)  # lam is in the fit's units
+    assert m.hyperparams_["lambda"] == pytest.approx(p.lam)

@@ -22,6 +22,21 @@ def test_decide_marks_ties():
     best, tie = decide(p, 0.01)
     np.testing.assert_array_equal(best, [0, 0, 2])
     np.testing.assert_array_equal(tie, [False, True, False])
+    # on a scale of up to 11 levels the values change nothing
+    np.testing.assert_array_equal(decide(p, 0.01, np.array([0.0, 1.0, 2.0]))[1], tie)
+
+
+def test_on_a_slider_neighbouring_values_are_no_tie():
+    # 0..100: a runner-up less than a tenth of the range (10 points) away is as good an answer
+    values = np.arange(0.0, 101.0)
+    p = np.full((3, 101), 0.1 / 98)
+    p[0, [50, 51]] = 0.45  # neighbours: no tie
+    p[1, [50, 59]] = 0.45  # 9 points apart: no tie
+    p[2, [20, 80]] = 0.45  # two answers far apart: undetermined
+    best, tie = decide(p, 0.01, values)
+    np.testing.assert_array_equal(best, [50, 50, 20])
+    np.testing.assert_array_equal(tie, [False, False, True])
+    np.testing.assert_array_equal(decide(p, 0.01)[1], [True, True, True])  # without the values
 
 
 @settings(max_examples=200, deadline=None)

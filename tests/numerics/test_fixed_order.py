@@ -16,8 +16,30 @@ def test_last_sum_adds_left_to_right() -> None:
     # 1 + 1e16 - 1e16 is 0 left to right (the 1 is lost) and 1 in any order that first cancels
     x = np.array([[1.0, 1e16, -1e16], [2.0, 3.0, 4.0]])
     np.testing.assert_array_equal(fixed_order.last_sum(x), [0.0, 9.0])
+    long = np.concatenate([x, np.zeros((2, fixed_order.ACCUMULATE_FROM))], axis=1)
+    np.testing.assert_array_equal(fixed_order.last_sum(long), [0.0, 9.0])
     cube = np.arange(24.0).reshape(2, 3, 4)
     np.testing.assert_array_equal(fixed_order.last_sum(cube), cube.sum(axis=-1))
+
+
+def _left_to_right(x: np.ndarray) -> np.ndarray:
+    out = x[..., 0].copy()
+    for i in range(1, x.shape[-1]):
+        out += x[..., i]
+    return out
+
+
+@given(
+    hnp.arrays(
+        np.float64,
+        st.tuples(st.integers(1, 3), st.integers(fixed_order.ACCUMULATE_FROM + 1, 300)),
+        elements=st.floats(-1e16, 1e16),
+    )
+)
+def test_a_long_last_axis_is_added_left_to_right_too(x) -> None:
+    # a 0..100 scale's K x K cells: the same additions in the same order, so the same bits
+    got = fixed_order.last_sum(x)
+    assert got.tobytes() == _left_to_right(x).tobytes()
 
 
 def test_last_sum_does_not_write_into_its_input() -> None:
