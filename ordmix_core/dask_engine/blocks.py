@@ -101,20 +101,14 @@ class Block:
         return squarem.INSTANCE_GROUPS
 
 
-def _start_thresholds(p: Problem) -> np.ndarray:
-    """The scale's own thresholds (K+1,), between which the starts place q(z)'s means, as in
-    memory (``p.thresholds`` are the fit's: a fine scale's outer ones open)."""
-    return Scale(p.values).thresholds
-
-
 def init_block(fit_id: str, index: int, restart: int, key: int, step: float) -> None:
     """The restart's start of the block's q(z) (and q(delta) when categories are local), in
     slot 0."""
     b = _REGISTRY[f"{fit_id}/{index}"]
     p = b.problem
     mu_m, lam_m = restarts.init_instances(
-        b.sum_m, b.n_m, b.inst_hash, key, restart, p.mu, p.lam, _start_thresholds(p), step
-    )
+        b.sum_m, b.n_m, b.inst_hash, key, restart, p.mu, p.lam, Scale(p.values).thresholds, step
+    )  # the scale's own thresholds, as in memory (a fine scale's fit has open ends)
     loc = Local(updates.apply_gold(mu_m, p.gold), lam_m)
     if b.local_categories:
         loc.delta_shape, loc.delta_rate = restarts.init_categories(b.n_m, p.phi, p.eta)
@@ -154,7 +148,7 @@ def branch_block(
     b = _REGISTRY[f"{fit_id}/{index}"]
     slot = dst
     src = b.states[source][src]
-    bounds = _start_thresholds(b.problem)
+    bounds = Scale(b.problem.values).thresholds  # as ``init_block``'s
     mu = restarts.branch_instances(src.mu_m, b.inst_hash, key, bounds, step)
     loc = Local(updates.apply_gold(mu, b.problem.gold), src.lam_m.copy())
     if b.local_categories:
