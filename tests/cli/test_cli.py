@@ -656,3 +656,16 @@ def test_compare_gives_the_data_sets_agreement_as_context(files, tmp_path):
         "(95% bootstrap interval "
     )
     assert line == f"ordmix: {agreement.words(agreement.crowd_agreement(data).as_dict())}"
+
+
+def test_the_command_line_starts_without_scipy_stats():
+    """scipy.stats costs about a second to import; only compare's scores need it."""
+    code = (
+        "import sys\n"
+        "from ordmix_core.cli.main import build_parser\n"
+        "build_parser().parse_args(['fit', 'x.csv', '--out', 'o'])\n"
+        "print('scipy.stats' in sys.modules)\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "False"

@@ -129,6 +129,25 @@ def no_traceback(page) -> None:
     expect(page.locator('[data-testid="stException"]')).to_have_count(0)
 
 
+def download(page, button: str, path: Path, tries: int = 5) -> None:
+    """Click the download button named ``button`` and save its file at ``path``, once the
+    app's rerun is over: a rerun replaces the file a download in flight reads, which cancels
+    the download (then it is clicked again)."""
+    from playwright.sync_api import Error
+
+    for attempt in range(tries):
+        page.wait_for_selector('[data-testid="stStatusWidget"]', state="hidden")
+        with page.expect_download() as info:
+            page.get_by_role("button", name=button).click()
+        try:
+            info.value.save_as(path)
+            return
+        except Error:  # canceled by a rerun that started after the wait
+            if attempt == tries - 1:
+                raise
+            page.wait_for_timeout(500)
+
+
 def open_app(browser, url: str):
     from playwright.sync_api import expect
 
@@ -200,9 +219,7 @@ def test_upload_fit_flags_and_the_next_batch(server, chromium, tmp_path):
     size.press("Enter")
     path = tmp_path / "next.csv"
     for _ in range(20):  # the rerun with the new size may still be on its way
-        with page.expect_download() as info:
-            page.get_by_role("button", name="Download next.csv").click()
-        info.value.save_as(path)
+        download(page, "Download next.csv", path)
         batch = pd.read_csv(path, dtype={"instance": str, "query": str})
         if len(batch) == 20:
             break
@@ -212,9 +229,7 @@ def test_upload_fit_flags_and_the_next_batch(server, chromium, tmp_path):
     ]  # fmt: skip
     assert len(batch) == 20 and batch["expected_gain"].is_monotonic_decreasing
     # the annotators to review, with their evidence, below the batch
-    with page.expect_download() as info:
-        page.get_by_role("button", name="Download review.csv").click()
-    info.value.save_as(tmp_path / "review.csv")
+    download(page, "Download review.csv", tmp_path / "review.csv")
     review = pd.read_csv(tmp_path / "review.csv", dtype={"annotator": str})
     truth = pd.read_csv(SPAMMERS, dtype={"annotator": str})
     assert set(review["annotator"]) == set(truth.loc[truth["spammer"] == 1, "annotator"])
@@ -347,9 +362,7 @@ def test_named_levels_from_an_upload_survive_data_fit_data_and_compare(server, c
     # the items as the command line's fit of the numbers, named
     nav.get_by_text("Items", exact=True).click()
     expect(page.get_by_role("heading", name="Items", exact=True)).to_be_visible()
-    with page.expect_download() as info:
-        page.get_by_role("button", name="Download items.csv").click()
-    info.value.save_as(tmp_path / "items.csv")
+    download(page, "Download items.csv", tmp_path / "items.csv")
     got = pd.read_csv(tmp_path / "items.csv", dtype=str, keep_default_na=False)
     want = pd.read_csv(out / "items.csv", dtype=str, keep_default_na=False)
     want = _named(want.replace("", None), LEVEL_COLUMNS).fillna("")
