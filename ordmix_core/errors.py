@@ -21,6 +21,12 @@ class InputError(ValueError):
         super().__init__(f"{source}: {message}" if source else message)
 
 
+class ClusterError(InputError):
+    """A Dask worker left the cluster during a fit, and the blocks of ratings it held went with
+    it: the fit stops and writes nothing. Not the input's fault, but it ends a command as an
+    input error does: one line (what happened, and to run the fit again), exit 2."""
+
+
 class ConvergenceWarning(UserWarning):
     """The chosen restart did not meet the stopping rule: ``max_iter`` was reached, or the
     fit was stopped (callback, Stop button) before every restart finished."""

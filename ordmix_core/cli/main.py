@@ -146,10 +146,6 @@ def check_fit_args(args: argparse.Namespace):
     if args.init_from is not None:  # read before the ratings: a bad folder fails at once
         from ..estimators.refit import read_previous
 
-        if dask:
-            raise InputError(
-                "--warm-start works with the in-memory engine only; drop --engine dask"
-            )
         read_previous(args.init_from)
     if args.scheduler:
         check_scheduler(args.scheduler)
@@ -167,8 +163,6 @@ def cmd_fit(args: argparse.Namespace) -> int:
     model = check_fit_args(args)
     gold_path = getattr(args, "gold", None)
     if args.engine == "dask":
-        if gold_path is not None:
-            raise InputError("--gold is not supported with --engine dask yet; drop one of the two")
         return cmd_fit_dask(args, model)
     with collect_warnings() as caught:
         # io.read_crowd in steps, the messages in their order: reading and a given scale,
@@ -218,12 +212,17 @@ def cmd_fit_dask(args: argparse.Namespace, model) -> int:
             collect_warnings() as caught,
             dask.config.set({"distributed.comm.timeouts.connect": f"{CONNECT_TIMEOUT:g}s"}),
         ):
+            gold = None
+            if getattr(args, "gold", None) is not None:
+                from ..io import read_gold
+
+                gold = read_gold(args.gold, scale=args.scale)
             progress = Progress(n_runs(model), args.quiet)
             try:
-                model.fit(args.ratings, callback=progress)
+                model.fit(args.ratings, callback=progress, gold=gold)
             finally:
                 progress.close()
-            with safe_output_dir(args.out, {"ratings": args.ratings}) as tmp:
+            with safe_output_dir(args.out, _inputs(args)) as tmp:
                 summary = write_outputs(model, tmp, settings=vars(args))
                 files = listing(tmp)
     finally:

@@ -20,13 +20,19 @@ ID_COLUMNS = ("annotator", "instance", "query")
 
 
 def normalize_block(
-    df: pd.DataFrame, mapping: dict[str, str], label: str, partition_info: dict | None = None
+    df: pd.DataFrame,
+    mapping: dict[str, str],
+    label: str,
+    names: tuple[str, ...] | None = None,
+    partition_info: dict | None = None,
 ) -> pd.DataFrame:
     """One input partition renamed to ``annotator, instance, rating[, query]`` and checked.
 
     ``mapping``: input column -> canonical name (from the client's look at the header). IDs
-    stay (Arrow) strings, ratings become float; an empty ID cell or a rating that is not a
-    number raises ``InputError`` naming the block and row.
+    stay (Arrow) strings, ratings become float (with ``names``, a scale of named levels lowest
+    first, each rating is one of them, read as its value 1..K, as in memory); an empty ID cell
+    or a rating that is not a number (or not a level's name) raises ``InputError`` naming the
+    block and row.
     """
     part = partition_info["number"] if partition_info else 0
     df = df.rename(columns=mapping)
@@ -38,7 +44,7 @@ def normalize_block(
         col = df[c]
         if c == "rating":
             try:
-                out[c] = numeric_ratings(col.reset_index(drop=True), label)
+                out[c] = numeric_ratings(col.reset_index(drop=True), label, names)
             except InputError as e:
                 raise InputError(f"{e}{where}") from None
             continue

@@ -26,14 +26,17 @@ during an accelerated sweep (as many states as the in-memory engine holds then).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from ..data.scale import Scale
+from ..estimators import refit
 from ..fit import restarts
 from ..fit import step as squarem
-from ..fit.settle import settle_items
-from ..results import outputs
+from ..fit.settle import own_ratings, settle_items
+from ..results import outputs, stability
 from ..vb import kernels, phases, updates
 from ..vb.problem import Problem
 
@@ -78,6 +81,17 @@ class Block:
     n_threads: int = 1
     states: dict[int, dict[int, Local]] = field(default_factory=dict)  # restart -> slots
     work: phases.Work | None = None
+    # the label path's (``block_labels``): the block's annotators' global codes (n_b,) and
+    # each rating's local code into them, its items' gold levels (-1: none), the label fit,
+    # the one posterior, each rating's evidence, each item's truth weight and its ratings at
+    # each level (the agreement's)
+    ann_codes: np.ndarray | None = None
+    gold_levels: np.ndarray | None = None
+    labels: Any = None
+    posterior: Any = None
+    log_r: np.ndarray | None = None
+    truth_weight: np.ndarray | None = None
+    item_levels: np.ndarray | None = None
 
     @property
     def groups(self) -> tuple[str, ...]:
@@ -93,12 +107,36 @@ def init_block(fit_id: str, index: int, restart: int, key: int, step: float) -> 
     b = _REGISTRY[f"{fit_id}/{index}"]
     p = b.problem
     mu_m, lam_m = restarts.init_instances(
-        b.sum_m, b.n_m, b.inst_hash, key, restart, p.mu, p.lam, p.thresholds, step
-    )
-    loc = Local(mu_m, lam_m)
+        b.sum_m, b.n_m, b.inst_hash, key, restart, p.mu, p.lam, Scale(p.values).thresholds, step
+    )  # the scale's own thresholds, as in memory (a fine scale's fit has open ends)
+    loc = Local(updates.apply_gold(mu_m, p.gold), lam_m)
     if b.local_categories:
         loc.delta_shape, loc.delta_rate = restarts.init_categories(b.n_m, p.phi, p.eta)
     b.states[restart] = {0: loc}
+
+
+def warm_block(fit_id: str, index: int, n_starts: int, box: Box) -> None:
+    """A refit's starts (``refit.refit_starts``) of the block's items, in slot 0 of restarts
+    0..n_starts-1 from the restarts' usual starts there (``init_block``): restart 0's with
+    the previous q(z) of the items rated before (and q(delta) at instance granularity, when
+    the previous fit's was; ``box``: ``(previous, categories too)``, a ``refit.Previous``),
+    restart r's with restart r - 1's usual q(z); the restarts past them dropped."""
+    b = _REGISTRY[f"{fit_id}/{index}"]
+    prev, categories = box.value
+    fresh = {r: slots[0] for r, slots in b.states.items()}
+    warm = Local(fresh[0].mu_m.copy(), fresh[0].lam_m.copy())
+    refit.warm_items(prev, b.inst_ids, warm.mu_m, warm.lam_m)
+    if b.local_categories:
+        warm.delta_shape, warm.delta_rate = fresh[0].delta_shape.copy(), fresh[0].delta_rate.copy()
+        if categories:
+            refit.warm_categories(prev, b.inst_ids, warm.delta_shape, warm.delta_rate)
+    b.states = {0: {0: warm}}
+    for r in range(1, n_starts):
+        z = fresh[r - 1]
+        loc = Local(z.mu_m.copy(), z.lam_m.copy())
+        if b.local_categories:
+            loc.delta_shape, loc.delta_rate = warm.delta_shape.copy(), warm.delta_rate.copy()
+        b.states[r] = {0: loc}
 
 
 def branch_block(
@@ -110,8 +148,9 @@ def branch_block(
     b = _REGISTRY[f"{fit_id}/{index}"]
     slot = dst
     src = b.states[source][src]
-    mu = restarts.branch_instances(src.mu_m, b.inst_hash, key, b.problem.thresholds, step)
-    loc = Local(mu, src.lam_m.copy())
+    bounds = Scale(b.problem.values).thresholds  # as ``init_block``'s
+    mu = restarts.branch_instances(src.mu_m, b.inst_hash, key, bounds, step)
+    loc = Local(updates.apply_gold(mu, b.problem.gold), src.lam_m.copy())
     if b.local_categories:
         loc.delta_shape, loc.delta_rate = src.delta_shape.copy(), src.delta_rate.copy()
     b.states[restart] = {slot: loc}
@@ -190,6 +229,7 @@ def phase_xy_tau(
     keep: tuple[int, ...],
     ref: int | None = None,
     keep_omega: bool = False,
+    keep_q_y: tuple[int, ...] = (),
 ) -> dict:
     """Phases 1 and 2 on the block (q(z) is local, so no reduction is needed between them).
 
@@ -202,7 +242,8 @@ def phase_xy_tau(
     (``Problem.at``). ``keep_omega``: the new slot keeps the sweep's q(y) (``eps_sums``); a
     sweep from a slot (not from a proposal) drops that of the restart's slots other than its
     start, which a step always makes from the current state: the start stays current if this
-    sweep is refused (a flip, or the exact eps step's fallback), else the new slot is.
+    sweep is refused (a flip, or the exact eps step's fallback), else the new slot is; the
+    slots ``keep_q_y`` keep theirs (the winner's while the alternative sweeps: the flags').
     """
     b = _REGISTRY[f"{fit_id}/{index}"]
     p = b.problem.at(spam)
@@ -229,7 +270,7 @@ def phase_xy_tau(
     if keep_omega:
         if not isinstance(src, Proposal):  # a step starts from the current state, src
             for k, loc in slots.items():
-                if k != src:
+                if k != src and k not in keep_q_y:
                     loc.omega = None
         slots[dst].omega = b.work.omega.copy()
     return {
@@ -298,6 +339,7 @@ def settle_block(fit_id: str, index: int, restart: int, src: int, dst: int, box:
         "ann": p.ann[rows], "inst": inst, "cat": inst if local else p.cat_l[rows],
         "level": p.level[rows], "mu_m": loc.mu_m[codes], "lam_m": loc.lam_m[codes],
         "delta": (loc.delta_shape[codes], loc.delta_rate[codes]) if local else None,
+        "gold": None if p.gold is None else p.gold[codes],
     }  # fmt: skip
 
 
@@ -397,16 +439,30 @@ def add_sums(*parts: dict) -> dict:
 
 
 def block_results(
-    fit_id: str, index: int, restart: int, slot: int
+    fit_id: str, index: int, restart: int, slot: int, gold: bool = False, glob: Box | None = None
 ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
     """``items`` rows of the block (indexed by instance) and, at instance granularity, its
     ``categories`` rows, from the restart's ``slot``; the same columns as
-    ``OrdinalMixture.items_`` / ``categories_``."""
+    ``OrdinalMixture.items_`` / ``categories_``. ``gold``: the fit has gold items (a ``gold``
+    column); ``glob`` (the client's global factors, a ``State`` without the per-instance
+    part) gives their own reading (``settle.own_ratings``: ``crowd_estimate``; None: the fit
+    was stopped, no such column)."""
     b = _REGISTRY[f"{fit_id}/{index}"]
+    p = b.problem
     loc = b.states[restart][slot]
     ids = pd.Index(b.inst_ids, dtype=object)
+    mask = crowd = None
+    if gold:
+        mask = np.zeros(p.n_instances, bool) if p.gold_mask is None else p.gold_mask
+        crowd = loc.mu_m if glob is None or p.gold_mask is None else None
+        if crowd is None:
+            state = replace(glob.value, mu_m=loc.mu_m, lam_m=loc.lam_m)
+            if b.local_categories:
+                state.delta_shape, state.delta_rate = loc.delta_shape, loc.delta_rate
+            crowd = own_ratings(replace(p), state)
+        crowd = None if glob is None else crowd
     items = outputs.items_frame(
-        ids, loc.mu_m, loc.lam_m, b.n_m, b.query_of_inst, b.cat_name_of_inst
+        ids, loc.mu_m, loc.lam_m, b.n_m, b.query_of_inst, b.cat_name_of_inst, mask, crowd
     )
     cats = None
     if b.local_categories:
@@ -420,6 +476,19 @@ def block_means(fit_id: str, index: int, restart: int, slot: int) -> pd.Series:
     (``stability.item_stability``)."""
     b = _REGISTRY[f"{fit_id}/{index}"]
     return pd.Series(b.states[restart][slot].mu_m, index=pd.Index(b.inst_ids, dtype=object))
+
+
+def block_stability(
+    fit_id: str, index: int, items: pd.DataFrame, members: list, values: np.ndarray, step: float
+) -> pd.DataFrame:
+    """The block's ``items`` with the ensemble's columns (``stability.item_stability``) of its
+    items' means in the ``members``' ``(restart, slot)`` (the winner first)."""
+    b = _REGISTRY[f"{fit_id}/{index}"]
+    mu = np.stack([b.states[r][slot].mu_m for r, slot in members])
+    it = stability.item_stability(mu, values, step)
+    return items.assign(
+        estimate_spread=it["estimate_spread"].to_numpy(), unstable=it["unstable"].to_numpy()
+    )
 
 
 def release(fit_id: str) -> int:

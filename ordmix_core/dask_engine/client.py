@@ -6,7 +6,9 @@ the state the client holds, ``_Global``, is ``State`` without its per-instance p
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,6 +26,9 @@ _SCATTER_BYTES = 1 << 20
 
 #: fan-in of the tree reductions
 FAN_IN = 8
+
+#: how often (seconds) the client checks that every block's worker is still in the cluster
+WATCH_SECONDS = 1.0
 
 
 @dataclass
@@ -46,29 +51,69 @@ CLIENT_GROUPS = tuple(g for g in step.GROUPS if g not in step.INSTANCE_GROUPS)
 
 class _Blocks:
     """The fit's blocks on the cluster: tasks pinned to each block's worker, broadcasts and
-    tree reductions of their results."""
+    tree reductions of their results; ``watch``, the check that their workers stay."""
 
     def __init__(self, client, fit_id: str) -> None:
         self.client = client
         self.fit_id = fit_id
         self.workers: list = []  # block i lives on workers[i]
+        self.lost: str | None = None  # a block's worker that left the cluster (``watch``)
+        self._pending: list = []  # futures of the blocks' tasks not yet done
+        self._lock = threading.Lock()
+
+    def _pinned(self, i: int, fn: Callable, *args):
+        """``fn(fit_id, i, *args)`` submitted to block ``i``'s worker (and watched)."""
+        fut = self.client.submit(
+            fn, self.fit_id, i, *args, workers=[self.workers[i]], allow_other_workers=False,
+            pure=False,
+        )  # fmt: skip
+        with self._lock:
+            self._pending.append(fut)
+        return fut
 
     def run(self, fn: Callable, *args) -> list:
         """``fn(fit_id, i, *args)`` on every block ``i``, on its worker; the futures."""
-        return [
-            self.client.submit(
-                fn, self.fit_id, i, *args, workers=[w], allow_other_workers=False, pure=False
-            )
-            for i, w in enumerate(self.workers)
-        ]
+        return [self._pinned(i, fn, *args) for i in range(len(self.workers))]
+
+    def run_each(self, fn: Callable, per_block: list[tuple], *args) -> list:
+        """``fn(fit_id, i, *per_block[i], *args)`` on every block ``i``: each block its own
+        arguments (its annotators' entries, say); the futures."""
+        return [self._pinned(i, fn, *own, *args) for i, own in enumerate(per_block)]
 
     def run_one(self, i: int, fn: Callable, *args):
         """``fn(fit_id, i, *args)`` on block ``i``'s worker; its result."""
-        w = self.workers[i]
-        fut = self.client.submit(
-            fn, self.fit_id, i, *args, workers=[w], allow_other_workers=False, pure=False
-        )
-        return fut.result()
+        return self._pinned(i, fn, *args).result()
+
+    @contextmanager
+    def watch(self) -> Iterator[None]:
+        """While the block runs, a thread checks every ``WATCH_SECONDS`` that every block's
+        worker is still in the cluster: a pinned task of a worker that left would wait for
+        it forever. When one has left (``lost``), the blocks' pending tasks are cancelled, so
+        that whatever waits on them raises (``DaskOrdinalMixture.fit``: ``ClusterError``)."""
+        stop = threading.Event()
+
+        def check() -> None:
+            while not stop.wait(WATCH_SECONDS):
+                try:
+                    present = set(self.client.scheduler_info()["workers"])
+                except Exception:  # noqa: BLE001 - the client closing: nothing to watch
+                    return
+                gone = [w for w in self.workers if w not in present]
+                with self._lock:
+                    self._pending = [f for f in self._pending if not f.done()]
+                    pending = list(self._pending)
+                if gone:
+                    self.lost = gone[0]
+                    self.client.cancel(pending, force=True)
+                    return
+
+        thread = threading.Thread(target=check, name="ordmix-watch", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
 
     def send(self, value):
         """``value`` for every block: boxed (``blocks.Factors`` as is), scattered once when big."""
@@ -106,6 +151,7 @@ class _Sweeps:
         self.pinned: tuple[int, ...] = ()  # slots every plain sweep keeps (``alternative``)
         self.tops: dict[int, tuple] = {}  # each restart's last settle's top item (``settle_top``)
         self.exact_eps = accelerate  # the exact eps step (``OrdinalMixture._exact_eps``)
+        self.keep_q_y = False  # every mixture state keeps its sweep's q(y) (the flags')
         self.lo, self.hi = float(gp.thresholds[0]), float(gp.thresholds[-1])
 
     def branch_fn(self, ann_hash: np.ndarray, sc) -> race.BranchFn:
@@ -162,7 +208,8 @@ class _Sweeps:
         s1 = bl.reduce(
             bl.run(
                 blocks.phase_xy_tau, g.restart, spam, bl.send(fac),
-                g.slot if src is None else src, dst, keep, ref, self.exact_eps and spam is True,
+                g.slot if src is None else src, dst, keep, ref,
+                (self.exact_eps or self.keep_q_y) and spam is True, self.pinned,
             )
         )  # fmt: skip
         if s1["bad"] > 0:
@@ -355,6 +402,11 @@ def _arrays(value) -> list:
     if isinstance(value, blocks.Factors):
         return [*value.ann, *(value.cat or ())]
     return [value]
+
+
+def _empty(frame):
+    """A block's frame without its rows (Dask's meta: its columns and their types)."""
+    return frame.iloc[:0]
 
 
 def _add_arrays(*parts: np.ndarray) -> np.ndarray:

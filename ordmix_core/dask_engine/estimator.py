@@ -15,7 +15,10 @@ Flow of a fit (nothing gathers the ratings onto one process):
    broadcast; blocks run ``phases.phase_delta``, sums reduced; q(delta) (or locally, at instance
    granularity), eps, alpha, beta and F follow from ``phases``' global steps. Per sweep and
    partition, 2 x (N + C) + a few floats travel each way.
-4. Everything else is ``OrdinalMixture``'s, inherited: its parameters, the problem
+4. After the race, the in-memory default's label path on the blocks (``label_fit.finish``):
+   the annotators' flags, the label fit, the one posterior of every item; gold items on their
+   blocks' problems, a refit's starts split between the blocks and the client.
+5. Everything else is ``OrdinalMixture``'s, inherited: its parameters, the problem
    (``_problem``), every restart's kind, key and start of the global factors (``_start``,
    ``_global_start``; the blocks start their instances with the same ``fit/restarts.py`` functions),
    the race (``_schedule``: warm-up no-spam stage, successive halving, collapse-aware
@@ -23,7 +26,7 @@ Flow of a fit (nothing gathers the ratings onto one process):
    (``_store``).
    Restarts run in turn (``n_jobs`` is accepted and ignored: the blocks' per-rating buffers
    serve one sweep at a time).
-5. SQUAREM (``accelerate``, ``step.make_step``'s rule with ``_Sweeps``;
+6. SQUAREM (``accelerate``, ``step.make_step``'s rule with ``_Sweeps``;
    ``fit/step.py``'s math split by parameter group): the plain sweep's phase 3 also returns each
    block's share of the squared norms of ``r`` and ``v`` over its per-instance groups (mu_m, lam_m
    and, at instance granularity, q(delta)); the client adds its own groups' (q(tau), global
@@ -40,29 +43,31 @@ Flow of a fit (nothing gathers the ratings onto one process):
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import operator
 import os
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from ..data.crowd import check_granularity
-from ..data.scale import Scale, as_scale, checked_scale, fmt_scale, scale_names
-from ..errors import FitWarning, InputError
+from ..data.scale import Scale, as_scale, checked_scale, scale_names
+from ..errors import ClusterError, FitWarning, InputError
+from ..estimators import refit
 from ..estimators.base import extends_params
-from ..estimators.ordinal_mixture import Learned, OrdinalMixture, _emit
+from ..estimators.ordinal_mixture import NO_GOLD_RATED, Learned, OrdinalMixture, _emit
 from ..fit import restarts
 from ..numerics.keyed_random import id_hash
 from ..results import outputs
-from ..results.decisions import continuous_labels
-from . import block_loading, blocks
-from .client import _add_arrays, _Blocks, _Global, _Sweeps
+from ..vb.problem import State
+from . import block_loading, blocks, label_fit
+from .client import _add_arrays, _Blocks, _empty, _Global, _Sweeps
 from .source import _short, column_mapping, read_source
 
 ProgressCallback = Callable[[int, int, float], "bool | None"]
@@ -103,14 +108,15 @@ class DaskOrdinalMixture(OrdinalMixture):
             sorted within it) and the cluster stays up until :meth:`close`.
 
     Learned attributes: those of ``OrdinalMixture`` (``estimates_``, ``sd_``, ``items_``,
-    ``annotators_``, ``categories_``, ``alpha_``, ``beta_``, ``hyperparams_``,
-    ``lower_bound_``, ``trace_``, ``restarts_``, ``best_restart_``, ``selection_reason_``,
-    ``converged_``, ``n_iter_``, ``collapsed_``, ``warnings_``, ``interrupted_``,
-    ``seconds_``), except ``omega_`` (per rating, left on the workers: ``None``) and
-    ``data_``, a :class:`DaskData` of sizes. ``alternative_`` is made as in memory, by
-    plain sweeps over the blocks from the winner's slot (kept meanwhile); items held as a
-    Dask DataFrame get no stability columns from it either. ``init_from`` (a warm start) is
-    refused: it is the in-memory engine's.
+    ``annotators_`` with the flags' ``reliability``, ``annotator_flags_``, ``label_result_``,
+    ``categories_``, ``alpha_``, ``beta_``, ``hyperparams_``, ``lower_bound_``, ``trace_``,
+    ``restarts_``, ``best_restart_``, ``selection_reason_``, ``converged_``, ``n_iter_``,
+    ``collapsed_``, ``warnings_``, ``interrupted_``, ``seconds_``, ``ensemble_``,
+    ``alternative_``), except ``omega_`` (per rating, left on the workers: ``None``; the items'
+    sums of it are ``truth_weight_``) and ``data_``, a :class:`DaskData` of sizes. With
+    ``items_`` a Dask DataFrame, ``label_result_`` has no ``posterior``: each block's is
+    ``item_posterior_`` (a Dask DataFrame aligned with ``items_``), and ``labels_`` /
+    ``probas_`` are not available (the files hold them).
     """
 
     name = "odm-dask"
@@ -172,46 +178,37 @@ class DaskOrdinalMixture(OrdinalMixture):
         or a Dask DataFrame with ``annotator, instance, rating[, query]`` (or aliases).
 
         ``callback(restart, iteration, F)`` after every sweep, as ``OrdinalMixture.fit``;
-        returning False stops the fit and keeps the best restart so far. ``gold`` is not
-        supported here yet (an InputError: fit with the in-memory engine).
+        returning False stops the fit and keeps the best restart so far. ``gold``: known true
+        values (a Series by instance), as ``OrdinalMixture.fit``'s.
         """
-        if gold is not None:
-            raise InputError(
-                "gold items are not supported by the Dask engine yet; fit with the in-memory "
-                "engine (without --engine dask) to use them"
-            )
-        if scale_names(self.scale) is not None:
-            raise InputError(
-                f"named levels (--scale {fmt_scale(as_scale(self.scale, []))}) work with the "
-                "in-memory engine only; fit without --engine dask, or write the levels as the "
-                "numbers 1..K in their order"
-            )
         if self.updates not in ("exact", "paper"):  # before a cluster is started for nothing
             raise InputError(f"updates must be 'exact' or 'paper', not {self.updates!r}")
-        if self.init_from is not None:
-            raise InputError(
-                "init_from (a warm start from an earlier fit) works with the in-memory "
-                "OrdinalMixture only"
-            )
-        if self.labels in ("confusion", "choose"):
-            raise InputError(
-                f"labels={self.labels!r} (the ordinal confusion model's labels, or a choice "
-                "that needs them) works with the in-memory engine only; this engine's labels "
-                "come from the continuous posterior (drop --labels, or fit without --engine dask)"
-            )
+        self._validate()
+        given = None if self.scale is None else as_scale(self.scale, np.empty(0))
+        gold = None if gold is None else self._checked_gold(gold, given)
+        prev = None if self.init_from is None else refit.load_previous(self.init_from)
         t0 = time.perf_counter()
-        # spam=None: the in-memory engine decides from per-rating evidence that stays on the
-        # workers here; this engine keeps the spam component (``model_["spam_choice"]``)
         self.spam_ = self.spam is not False
         self.close()
         client, owned = self._connect()
         fit_id = uuid.uuid4().hex
         keep = False
+        self._blocks = bl = _Blocks(client, fit_id)
         try:
-            with np.errstate(over="ignore", under="ignore"):
-                warn = self._fit(_Blocks(client, fit_id), ratings, callback, t0)
+            with np.errstate(over="ignore", under="ignore"), bl.watch():
+                warn = self._fit(bl, ratings, callback, t0, gold, prev)
             keep = not isinstance(self.items_, pd.DataFrame)
+        except Exception as e:
+            if bl.lost is None:
+                raise
+            raise ClusterError(
+                f"the Dask worker {bl.lost} left the cluster during the fit (killed, or out of "
+                "memory) and took its blocks of ratings with it; the fit stopped and nothing "
+                "was written: run it again (if a worker ran out of memory, give the workers "
+                "more memory or the fit more workers)"
+            ) from e
         finally:
+            self._blocks = None
             try:
                 client.run(blocks.release, fit_id)
             except Exception:  # noqa: BLE001 - best effort; the workers may be gone
@@ -220,26 +217,18 @@ class DaskOrdinalMixture(OrdinalMixture):
                 self._client, self._owned = client, owned
             elif owned:
                 _shut_down(client)
-        # the ratings stay on the workers: labels from the continuous posterior (gathered items:
-        # here; items left on the cluster: per partition, ``decision_columns``)
-        self.label_result_ = None
-        if isinstance(self.items_, pd.DataFrame):
-            self.label_result_ = continuous_labels(self)
-        self.model_["labels"] = "continuous"
         _emit(warn)
         return self
 
-    def _fit(self, bl: _Blocks, ratings, callback, t0: float) -> list[FitWarning]:
-        from distributed import wait
+    def _fit(
+        self, bl: _Blocks, ratings, callback, t0: float, gold: pd.Series | None, prev
+    ) -> list[FitWarning]:
 
         client = bl.client
         summary, label = self._load_blocks(bl, ratings)
 
         # global codes, scale, problem
-        if self.scale is None:  # inferred: refused with outlying values, as in memory
-            sc = checked_scale(summary["values"], summary["value_counts"], label)
-        else:
-            sc = as_scale(self.scale, summary["values"])
+        sc = self._scale_of(summary, label)
         annotators = np.asarray(summary["ann"].index, dtype=object)
         n_per_ann = summary["ann"].to_numpy(dtype=np.int64)
         categories = self._categories(summary)
@@ -251,37 +240,36 @@ class DaskOrdinalMixture(OrdinalMixture):
         n_c = bl.reduce(bl.run(block_loading.finalize_block, setup_f), _add_arrays)
         n_c = np.rint(n_c).astype(np.int64)
         del setup_f
+        labels = label_fit.BlockLabels(bl, annotators.size)
+        n_gold = 0 if gold is None else labels.set_gold(gold)
+        if gold is not None and n_gold == 0:
+            raise InputError(NO_GOLD_RATED)
         n_ratings = int(summary["n_ratings"])
+        n_inst = int(summary["n_instances"])
         self.data_ = DaskData(
-            sc,
-            n_ratings,
-            int(summary["n_instances"]),
-            annotators.size,
-            int(summary["n_instances"]) if local_cats else n_cat,
-            self.granularity,
-            len(bl.workers),
-        )
+            sc, n_ratings, n_inst, annotators.size, n_inst if local_cats else n_cat,
+            self.granularity, len(bl.workers),
+        )  # fmt: skip
 
-        # restarts: keys in restart order from one Generator; the blocks start q(z) themselves
-        rng = np.random.default_rng(self.random_state)
         ann_hash = id_hash(annotators)
-        runs = []
-        for r in range(self.n_restarts):
-            kind, key = self._start(r, rng)
-            g = self._global_start(gp, ann_hash, n_c, kind, key, r, sc.step)
-            wait(bl.run(blocks.init_block, r, key, sc.step))
-            w_ann = n_per_ann.astype(float)
-            state = _Global(None, None, **g._asdict(), restart=r, w_ann=w_ann)
-            runs.append(restarts.RestartRun(r, kind, state, key=key))
-
+        runs = self._start_runs(bl, gp, ann_hash, n_c, sc)
+        if prev is not None:  # a refit: the previous posteriors as its starts
+            runs = self._warm_runs(bl, prev, runs, annotators, categories, gp)
         sweeps = _Sweeps(bl, gp, local_cats, n_ratings, self.n_restarts, self.accelerate)
+        sweeps.keep_q_y = True  # the flags read the winner's (``label_fit.finish``)
         sweeps.exact_eps = self._exact_eps()
         interrupted = self._schedule(runs, sweeps, callback, branch=sweeps.branch_fn(ann_hash, sc))
 
+        winner: list[_Global] = []
+
         def learned(g: _Global) -> Learned:
-            parts = bl.run(blocks.block_results, g.restart, g.slot)
+            winner.append(g)
+            glob = None  # the gold items' own reading needs the global factors
+            if gold is not None and not interrupted:
+                glob = bl.send(State(**{f.name: getattr(g, f.name) for f in fields(State)}))
+            parts = bl.run(blocks.block_results, g.restart, g.slot, gold is not None, glob)
             if self.data_.n_instances > self.max_local_items:
-                items, cats = self._dask_frames(bl, parts, local_cats, summary)
+                items, cats = self._dask_frames(bl, parts, local_cats)
             else:
                 got = client.gather(parts)
                 items = pd.concat([it for it, _ in got]).sort_index(kind="stable")
@@ -299,10 +287,83 @@ class DaskOrdinalMixture(OrdinalMixture):
             got = client.gather(bl.run(blocks.block_means, g.restart, g.slot))
             return pd.concat(got).sort_index(kind="stable").to_numpy(dtype=float)
 
-        return self._store(
+        warn = self._store(
             self.data_, gp, pi, annotators, runs, interrupted, t0, learned, member_mu,
             sweeps.alternative,
         )  # fmt: skip
+        self.model_["n_gold"] = n_gold
+        label_warn = label_fit.finish(self, labels, winner[0], local_cats, gold)
+        self.warnings_ = [*self.warnings_, *(w.message for w in label_warn)]
+        return warn + label_warn
+
+    def _scale_of(self, summary: dict, label: str) -> Scale:
+        """The fit's scale: as given, or inferred from the blocks' ratings (refused with
+        outlying values, as in memory)."""
+        if self.scale is None:
+            return checked_scale(summary["values"], summary["value_counts"], label)
+        return as_scale(self.scale, summary["values"])
+
+    def _start_runs(
+        self, bl: _Blocks, gp, ann_hash: np.ndarray, n_c: np.ndarray, sc: Scale
+    ) -> list[restarts.RestartRun]:
+        """Every restart's start: keys in restart order from one Generator, the global factors
+        here (``_global_start``), the blocks' q(z) there (``blocks.init_block``)."""
+        from distributed import wait
+
+        rng = np.random.default_rng(self.random_state)
+        runs = []
+        for r in range(self.n_restarts):
+            kind, key = self._start(r, rng)
+            g = self._global_start(gp, ann_hash, n_c, kind, key, r, sc.step)
+            wait(bl.run(blocks.init_block, r, key, sc.step))
+            w_ann = gp.n_per_ann.astype(float)
+            state = _Global(None, None, **g._asdict(), restart=r, w_ann=w_ann)
+            runs.append(restarts.RestartRun(r, kind, state, key=key))
+        return runs
+
+    def _warm_runs(
+        self, bl: _Blocks, prev: refit.Previous, runs: list, annotators, categories, gp
+    ) -> list[restarts.RestartRun]:
+        """``refit.refit_starts`` of the restarts' usual starts ``runs``: the blocks' items
+        (``blocks.warm_block``), the client's annotators, categories and hyperparameters
+        (``refit.warm_globals``, ``warm_categories``), as ``OrdinalMixture._fit_data``'s."""
+        from distributed import wait
+
+        refit.check_scale(prev, gp.values)
+        kinds = refit.start_kinds(len(runs))
+        same = prev.granularity in (None, self.granularity)
+        sent = bl.client.scatter(blocks.Box((prev, same)), broadcast=True, hash=False)
+        wait(bl.run(blocks.warm_block, len(kinds), sent))
+        start = dataclasses.replace(runs[0].state)
+        refit.warm_globals(prev, annotators, gp, start)
+        if same and self.granularity != "instance":
+            names = np.array(["all"], dtype=object) if categories is None else categories
+            refit.warm_categories(prev, names, start.delta_shape, start.delta_rate)
+        out = []
+        for r, kind in enumerate(kinds):
+            g = dataclasses.replace(start, restart=r)
+            for name, value in vars(g).items():  # no array shared between the starts
+                if isinstance(value, np.ndarray):
+                    setattr(g, name, value.copy())
+            out.append(restarts.RestartRun(r, kind, g, key=runs[r].key))
+        return out
+
+    def _partitioned_stability(self, states: list[_Global], sc: Scale):
+        """``items_`` left on the cluster with the ensemble's columns, each block's from its
+        slots of the near-tied ``states`` (``blocks.block_stability``)."""
+        import dask.dataframe as dd
+        from distributed import wait
+
+        bl = self._blocks
+        members = [(g.restart, g.slot) for g in states]
+        own = [(it,) for it in self._item_futures]
+        unit = sc.fit_unit if sc.fine else sc.step  # as in memory (``StoresLearned._store``)
+        futs = bl.run_each(blocks.block_stability, own, members, sc.values, unit)
+        wait(futs)
+        self._item_futures = futs
+        self._futures = [*self._futures, *futs]
+        meta = bl.client.submit(_empty, futs[0]).result()
+        return dd.from_delayed(futs, meta=meta, verify_meta=False)
 
     def _load_blocks(self, bl: _Blocks, ratings) -> tuple[dict, str]:
         """Read the ratings, normalise each partition, shuffle on ``instance`` and load one
@@ -321,7 +382,8 @@ class DaskOrdinalMixture(OrdinalMixture):
                 if c in mapping.values()
             }
         )
-        norm = ddf.map_partitions(block_loading.normalize_block, mapping, label, meta=meta)
+        names = scale_names(self.scale)
+        norm = ddf.map_partitions(block_loading.normalize_block, mapping, label, names, meta=meta)
         parts = norm.shuffle(on="instance", npartitions=n_parts).to_delayed()
         import dask
 
@@ -353,7 +415,7 @@ class DaskOrdinalMixture(OrdinalMixture):
             return None
         return np.asarray(summary["query_min"].sort_values().index, dtype=object)
 
-    def _dask_frames(self, bl: _Blocks, parts: list, local_cats: bool, summary: dict) -> tuple:
+    def _dask_frames(self, bl: _Blocks, parts: list, local_cats: bool) -> tuple:
         """``items_`` (and local ``categories_``) as Dask DataFrames of the blocks' results,
         computed before the blocks are released; the futures are kept on the estimator."""
         import dask.dataframe as dd
@@ -361,8 +423,9 @@ class DaskOrdinalMixture(OrdinalMixture):
 
         client = bl.client
         item_f = [client.submit(operator.itemgetter(0), f) for f in parts]
-        has_query = summary["query_min"] is not None
-        items = dd.from_delayed(item_f, meta=_items_meta(has_query), verify_meta=False)
+        self._item_futures = item_f
+        meta = client.submit(_empty, item_f[0]).result()  # the columns, gold's included
+        items = dd.from_delayed(item_f, meta=meta, verify_meta=False)
         cats, cat_f = None, []
         if local_cats:
             cat_f = [client.submit(operator.itemgetter(1), f) for f in parts]
@@ -381,14 +444,6 @@ def _shut_down(client) -> None:
     client.close()
     if cluster is not None:
         cluster.close()
-
-
-def _items_meta(has_query: bool) -> pd.DataFrame:
-    """The empty ``items_`` frame (Dask's meta): ``outputs.items_frame``'s columns."""
-    empty = np.zeros(0)
-    ids = pd.Index([], dtype=object)
-    query = ids.to_numpy() if has_query else None
-    return outputs.items_frame(ids, empty, empty, empty.astype(np.int64), query, ids.to_numpy())
 
 
 def _cats_meta() -> pd.DataFrame:

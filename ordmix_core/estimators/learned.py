@@ -175,6 +175,8 @@ class StoresLearned:
             it = stability.item_stability(mu, sc.values, sc.fit_unit if sc.fine else sc.step)
             self.items_["estimate_spread"] = it["estimate_spread"].to_numpy()
             self.items_["unstable"] = it["unstable"].to_numpy()
+        elif member_mu is not None:  # items left on a cluster: the engine adds them per part
+            self.items_ = self._partitioned_stability(states, sc)
 
 
 #: the warning of a fit stopped before every restart finished (the Fit page, which says so in

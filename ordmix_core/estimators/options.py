@@ -241,7 +241,7 @@ OPTIONS: tuple[Option, ...] = (
         flag="--labels",
         metavar="confusion|continuous",
         in_compare=False,
-        doc=("``labels.choose``; the Dask engine's labels are the continuous ones."),
+        doc=("``labels.choose``; the Dask engine runs the same on its blocks."),
     ),
     Option(
         "updates",

@@ -60,6 +60,12 @@ __all__ = ["MODELS", "CollapseWarning", "ConvergenceWarning", "OrdinalMixture"]
 
 ProgressCallback = Callable[[int, int, float], "bool | None"]
 
+#: gold given for none of the rated items (both engines' message)
+NO_GOLD_RATED = (
+    "gold: none of the gold instances is among the rated instances; check that the instance "
+    "IDs match the ratings file"
+)
+
 
 @option_kinds.register_estimator
 class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
@@ -189,23 +195,27 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
         for a scale of named levels)."""
         if gold is None:
             return None
+        g = self._checked_gold(gold, data.scale)
+        vec = g.reindex(pd.Index(data.instances).astype(str)).to_numpy(dtype=float)
+        if not np.isfinite(vec).any():
+            raise InputError(NO_GOLD_RATED)
+        return vec
+
+    @staticmethod
+    def _checked_gold(gold: pd.Series, scale: Scale | None = None) -> pd.Series:
+        """The gold values (float) by instance ID as text, each ID once (its first): the
+        levels' values for names of a named ``scale``; an InputError for what is not a Series
+        of numbers (or of the scale's names)."""
         if not isinstance(gold, pd.Series):
             raise InputError("gold must be a pandas Series of true values indexed by instance")
-        if data.scale.names is not None and gold.dtype.kind not in "iuf":
-            gold = pd.Series(data.scale.codes(gold, "gold: the truth"), index=gold.index)
+        if scale is not None and scale.names is not None and gold.dtype.kind not in "iuf":
+            gold = pd.Series(scale.codes(gold, "gold: the truth"), index=gold.index)
         g = pd.to_numeric(gold, errors="coerce")
         if g.isna().any():
             bad = g.index[g.isna()][0]
             raise InputError(f"gold: the truth of instance {bad!r} is not a number")
         g.index = g.index.astype(str)
-        g = g[~g.index.duplicated(keep="first")]
-        vec = g.reindex(pd.Index(data.instances).astype(str)).to_numpy(dtype=float)
-        if not np.isfinite(vec).any():
-            raise InputError(
-                "gold: none of the gold instances is among the rated instances; check that "
-                "the instance IDs match the ratings file"
-            )
-        return vec
+        return g[~g.index.duplicated(keep="first")]
 
     # ------------------------------------------------------------------ fit
     def fit(

@@ -203,19 +203,48 @@ def _learned_extensions(hp: dict) -> dict:
 def warm_state(prev: Previous, data: CrowdData, p: Problem, fresh: State) -> State:
     """The refit's start: ``fresh`` (the usual start) with every factor ``prev`` knows by ID
     replaced by its previous posterior (module docstring). Shapes as ``fresh``'s."""
-    if not np.array_equal(prev.scale, data.scale.values):
+    check_scale(prev, data.scale.values)
+    s = fresh.copy()
+    warm_items(prev, data.instances, s.mu_m, s.lam_m)
+    warm_globals(prev, data.annotators, p, s)
+    if prev.granularity in (None, data.granularity):
+        warm_categories(prev, data.categories, s.delta_shape, s.delta_rate)
+    return s
+
+
+def check_scale(prev: Previous, values: np.ndarray) -> None:
+    """An InputError unless the previous fit's scale is ``values`` (K,)."""
+    if not np.array_equal(prev.scale, values):
         raise InputError(
             f"the previous fit's scale {fmt_scale(prev.scale)} is not the data's "
-            f"{fmt_scale(data.scale.values)}; give the same scale (--scale / scale=) or fit "
+            f"{fmt_scale(values)}; give the same scale (--scale / scale=) or fit "
             f"without a warm start",
             source=prev.source or None,
         )
-    s = fresh.copy()
-    at, rows = _match(prev.items.index, data.instances)
-    s.mu_m[at] = prev.items["estimate"].to_numpy(float)[rows]
-    s.lam_m[at] = prev.items["sd"].to_numpy(float)[rows] ** -2.0
 
-    at, rows = _match(prev.annotators.index, data.annotators)
+
+def warm_items(prev: Previous, instances: np.ndarray, mu_m: np.ndarray, lam_m: np.ndarray) -> None:
+    """q(z) (``mu_m``, ``lam_m`` (M,), in place) of the ``instances`` (M,) rated before: their
+    previous mean and sd (all of a fit's items, or a Dask block's)."""
+    at, rows = _match(prev.items.index, instances)
+    mu_m[at] = prev.items["estimate"].to_numpy(float)[rows]
+    lam_m[at] = prev.items["sd"].to_numpy(float)[rows] ** -2.0
+
+
+def warm_categories(
+    prev: Previous, categories: np.ndarray, delta_shape: np.ndarray, delta_rate: np.ndarray
+) -> None:
+    """q(delta)'s rate (``delta_rate`` (C,), in place) of the ``categories`` (C,) the previous
+    fit had: their previous E[delta] at the usual shape (``delta_shape``)."""
+    at, rows = _match(prev.categories.index, categories)
+    delta_rate[at] = delta_shape[at] / prev.categories["difficulty"].to_numpy(float)[rows]
+
+
+def warm_globals(prev: Previous, annotators: np.ndarray, p: Problem, s: State) -> None:
+    """The annotators' factors (q(tau), eps, q(b)) of ``s`` (in place; its per-instance part
+    not read) for the ``annotators`` (N,) the previous fit had, and the learned
+    hyperparameters (the expertise prior, lambda_b, the spam distribution)."""
+    at, rows = _match(prev.annotators.index, annotators)
     e_tau = prev.annotators["expertise"].to_numpy(float)[rows]
     sd_tau = prev.annotators["expertise_sd"].to_numpy(float)[rows]
     s.tau_shape[at] = (e_tau / sd_tau) ** 2
@@ -228,17 +257,12 @@ def warm_state(prev: Previous, data: CrowdData, p: Problem, fresh: State) -> Sta
         s.bias_mean[at] = prev.annotators["bias"].to_numpy(float)[rows]
         s.bias_prec[at] = prev.annotators["bias_sd"].to_numpy(float)[rows] ** -2.0
         s.lam_b = prev.lambda_b
-
-    if prev.granularity in (None, data.granularity):
-        at, rows = _match(prev.categories.index, data.categories)
-        s.delta_rate[at] = s.delta_shape[at] / prev.categories["difficulty"].to_numpy(float)[rows]
     s.alpha, s.beta = prev.alpha, prev.beta
     if p.spam and p.spam_dist != "uniform" and prev.pi is not None:
         s.pi = prev.pi.copy()
         if p.spam_dist == "annotator":
             s.kappa = s.kappa if prev.kappa is None else prev.kappa
             s.dir_a = np.tile(s.kappa * s.pi, (p.n_annotators, 1))
-    return s
 
 
 #: starts a refit races at most (``n_restarts`` caps it; ``n_restarts=1``: yesterday's alone)
@@ -265,15 +289,22 @@ def refit_starts(
     longer favour; the annotators' factors carry what was learned, the restarted q(z) lets
     the ratings re-decide each item (docs/benchmarks.md, "Daily refits").
     """
-    n = n_refit_starts(len(fresh))
+    kinds = start_kinds(len(fresh))
     start = warm_state(prev, data, p, fresh[0])
-    out = [("previous", start)]
-    for r in range(1, n):
+    out = [(kinds[0], start)]
+    for r in range(1, len(kinds)):
         s = start.copy()
         z = fresh[r - 1]
         s.mu_m, s.lam_m = z.mu_m.copy(), z.lam_m.copy()
-        out.append(("previous-z-data" if r == 1 else "previous-z-random", s))
+        out.append((kinds[r], s))
     return out
+
+
+def start_kinds(n_restarts: int) -> list[str]:
+    """The kinds of a refit's starts (``refit_starts``), ``n_refit_starts(n_restarts)`` of
+    them: ``previous``, ``previous-z-data``, then ``previous-z-random``."""
+    n = n_refit_starts(n_restarts)
+    return ["previous", *(["previous-z-data"] if n > 1 else []), *["previous-z-random"] * (n - 2)]
 
 
 def matched(prev: Previous, data: CrowdData) -> dict[str, tuple[int, int]]:

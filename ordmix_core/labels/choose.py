@@ -64,7 +64,7 @@ class LabelResult:
         if self.expert:
             who = "the expert's answer learned from gold"
         grouped = {} if self.classes is None else {
-            "classes": f"the {len(self.posterior.values)} levels fitted as "
+            "classes": f"the {self.classes.size} levels fitted as "
             f"{int(self.classes.max()) + 1} classes of adjacent levels"
         }  # fmt: skip
         return {
@@ -146,10 +146,7 @@ def spread(
     class's probability shared among its levels as all the ratings in it are (plus 1e-3 a
     level, so that an unrated level keeps a little); a gold item's on its level."""
     k = len(values)
-    counts = np.bincount(level, minlength=k) + 1e-3
-    within = np.zeros((classes.max() + 1, k))
-    within[classes, np.arange(k)] = counts
-    within /= last_sum(within)[:, None]
+    within = spread_map(classes, np.bincount(level, minlength=k))
     post = coarse.posterior
     proba = matmul(post.proba, within)
     if gold is not None and (gold >= 0).any():
@@ -157,6 +154,16 @@ def spread(
         proba[known] = np.eye(k)[gold[known]]
     fine = LabelPosterior(proba, np.asarray(values, float), post.gain, post.source, names=names)
     return replace(coarse, posterior=fine, classes=classes)
+
+
+def spread_map(classes: np.ndarray, level_counts: np.ndarray) -> np.ndarray:
+    """(C, K) each class's share of its levels (``spread``): the levels' ratings
+    ``level_counts`` (K,) plus 1e-3 each, normalised within each class (``classes`` (K,))."""
+    k = classes.size
+    within = np.zeros((classes.max() + 1, k))
+    within[classes, np.arange(k)] = level_counts + 1e-3
+    within /= last_sum(within)[:, None]
+    return within
 
 
 def report_map(

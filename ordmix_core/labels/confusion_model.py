@@ -45,6 +45,15 @@ from ..numerics.fixed_order import cho_solve, cholesky, last_sum
 from ..vb import kernels
 from . import confusion_passes as passes
 from . import confusion_steps as label_steps
+from .confusion_ratings import (  # noqa: F401 - the numpy formulas, named here too
+    ItemRatings,
+    column_sums,
+    item_log_lik,
+    posterior,
+    soft_tables,
+    start,
+    with_expert,
+)
 
 #: the pseudo-items per latent level with which the expert's confusion starts from its prior
 #: (the gold items teach the rest): chosen leave-one-data-set-out over 3, 10 and 30 with 10% of
@@ -68,11 +77,9 @@ CARELESS_START = 0.05
 CARELESS_PRIOR = 30.0
 #: a Newton step never moves a parameter further than this (log-odds)
 MAX_STEP = 4.0
-#: the label model's passes run over the cores from this many ratings, and its compiled Newton
-#: step from this many annotators: it runs after the race, alone, so the cores are free (the
-#: sweeps' ``kernels.PARALLEL_MIN_RATINGS`` is for passes that share them); the bits are the
-#: same either way
-PARALLEL_MIN_RATINGS = 10_000
+#: the label model's compiled Newton step runs over the cores from this many annotators: it
+#: runs after the race, alone, so the cores are free; the bits are the same either way (its
+#: passes over the ratings: ``confusion_ratings.PARALLEL_MIN_RATINGS``)
 NEWTON_PARALLEL_MIN = 64
 
 
@@ -147,45 +154,6 @@ def with_careless(p: np.ndarray, gamma: np.ndarray) -> np.ndarray:
     at random: ``(1 - gamma) p + gamma / K``."""
     g = gamma[:, None, None]
     return (1.0 - g) * p + g / p.shape[1]
-
-
-def soft_tables(
-    q: np.ndarray, annotator: np.ndarray, instance: np.ndarray, rating: np.ndarray, n: int
-) -> np.ndarray:
-    """Each annotator's K x K table of soft truth (rows) against rating (columns), shape (N, K, K).
-
-    ``q`` (M, K) is each item's level posterior; ``annotator``, ``instance``, ``rating`` (R,)
-    are integer codes, ratings as level indices 0..K-1.
-    """
-    k = q.shape[1]
-    cell = annotator * k + rating
-    t = np.empty((n, k, k))
-    for c in range(k):  # K reductions over the ratings
-        t[:, c, :] = np.bincount(cell, weights=q[instance, c], minlength=n * k).reshape(n, k)
-    return t
-
-
-def item_log_lik(
-    logp: np.ndarray, annotator: np.ndarray, instance: np.ndarray, rating: np.ndarray, m: int
-) -> np.ndarray:
-    """Log likelihood of each item's ratings at each level, shape (M, K), from log P (N, K, K)."""
-    k = logp.shape[1]
-    contrib = logp[annotator, :, rating]  # (R, K)
-    out = np.zeros((m, k))
-    for c in range(k):
-        out[:, c] = np.bincount(instance, weights=contrib[:, c], minlength=m)
-    return out
-
-
-def posterior(log_lik: np.ndarray, rho: np.ndarray) -> tuple[np.ndarray, float]:
-    """Each item's level posterior (M, K) from its log likelihood at each level (M, K) and the
-    class prior ``rho`` (K,), and the log evidence of all ratings."""
-    s = log_lik + libm.log(rho)[None, :]
-    top = s.max(axis=1, keepdims=True)
-    w = libm.exp(s - top)
-    tot = last_sum(w)[:, None]
-    q = w / tot
-    return q, float((libm.log(tot) + top).sum())
 
 
 def newton_step(
@@ -299,50 +267,85 @@ class ConfusionFit:
     expert: np.ndarray | None = None
 
 
-def start(instance: np.ndarray, rating: np.ndarray, m: int, k: int) -> np.ndarray:
-    """Start: each item's share of ratings at each level, smoothed by one rating spread
-    evenly."""
-    cell = instance * k + rating
-    counts = np.bincount(cell, minlength=m * k).reshape(m, k) + 1.0 / k
-    return counts / last_sum(counts)[:, None]
+@dataclass
+class Parameters:
+    """The label fit's parameters between two E-steps: ``a`` (N, J) and their prior ``a_bar``
+    (J,), ``lam`` (J, J); ``gamma`` (N,) the careless shares; ``rho`` (K,) the class prior;
+    ``p`` (N, K, K) the adjacent-category confusions of ``a``; ``logp`` (N (+1 with the
+    expert), K, K) the log confusions the E-step reads; ``expert`` (K, K) the expert's
+    confusion (None without gold)."""
+
+    a: np.ndarray
+    a_bar: np.ndarray
+    lam: np.ndarray
+    gamma: np.ndarray
+    rho: np.ndarray
+    p: np.ndarray
+    logp: np.ndarray | None = None
+    expert: np.ndarray | None = None
 
 
-def _e_step(logp, rho, annotator, instance, rating, q, by_item) -> tuple:
-    """The new level posteriors (M, K), the log evidence and ``max |q_new - q|``, by the
-    compiled pass over the ratings grouped by item (``by_item``, a ``passes.Grouped``) or,
-    when it is None, the numpy formulas (the same bits)."""
-    if by_item is not None:
-        return passes.e_step(logp, libm.log(rho), by_item, q)
-    ll = item_log_lik(logp, annotator, instance, rating, q.shape[0])
-    q_new, evidence = posterior(ll, rho)
-    return q_new, evidence, float(np.abs(q_new - q).max())
+def first_parameters(n: int, k: int) -> Parameters:
+    """The parameters before the first M-step: every annotator at the prior's mean 0 (an
+    even confusion), ``CARELESS_START`` careless, an even class prior."""
+    j = 2 * (k - 1)
+    a = np.zeros((n, j))
+    return Parameters(
+        a=a,
+        a_bar=np.zeros(j),
+        lam=np.eye(j),
+        gamma=np.full(n, CARELESS_START),
+        rho=np.full(k, 1.0 / k),
+        p=confusion(a, design(k)),
+    )
 
 
-def _groupings(annotator, instance, rating, n_annotators: int, n_instances: int) -> tuple:
-    """For the compiled passes (``passes``): the ratings parted once by annotator and grouped
-    once by item; ``(None, None)`` without compiled code (the numpy formulas then run). Parts
-    and chunks over the threads from ``PARALLEL_MIN_RATINGS`` ratings (the bits do not depend
-    on them), else one: no parallel launches."""
-    if not kernels.USE_JIT:
-        return None, None
-    big = len(rating) >= PARALLEL_MIN_RATINGS
-    threads = kernels.numba.get_num_threads() if big else 1
-    by_part = passes.partition(annotator, n_annotators, threads, instance, rating)
-    chunks = passes.N_CHUNKS if big else 1
-    by_item = passes.group(instance, n_instances, instance, annotator, rating, n_chunks=chunks)
-    return by_part, by_item
+def m_step(
+    prev: Parameters,
+    t: np.ndarray,
+    q_sums: np.ndarray,
+    d: np.ndarray,
+    expert_prior: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
+) -> Parameters:
+    """One M-step from the soft tables ``t`` (N (+1: the expert's last), K, K) and the
+    item posteriors' column sums ``q_sums`` (K,): each annotator's careless split and Newton
+    step, the anchored prior, the class prior, the confusions and their logs (with the
+    expert's, learned from its table and ``expert_prior(careful, rho)`` worth
+    ``EXPERT_PRIOR_ITEMS`` items, when ``expert_prior`` is given)."""
+    n = prev.a.shape[0]
+    crowd, gamma = careless_split(t[:n], prev.p, prev.gamma)
+    a, var = newton_step(prev.a, crowd, d, prev.a_bar, prev.lam, prev.p)
+    a_bar, lam = prior_update(a, var)
+    rho = q_sums + PRIOR_COUNT
+    rho /= rho.sum()
+    p = confusion(a, d)
+    logp = libm.log(with_careless(p, gamma))
+    e_conf = None
+    if expert_prior is not None:
+        e_conf = t[n] + EXPERT_PRIOR_ITEMS * expert_prior(p, rho)
+        e_conf /= last_sum(e_conf)[:, None]
+        logp = np.concatenate([logp, libm.log(e_conf)[None]])
+    return Parameters(a, a_bar, lam, gamma, rho, p, logp, e_conf)
 
 
-def with_expert(
-    annotator: np.ndarray, instance: np.ndarray, rating: np.ndarray, gold: np.ndarray, n: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The ratings (R,) with the expert's after them: annotator ``n`` rates each gold item
-    (``gold`` (M,) a level index, -1 elsewhere) its gold level."""
-    items = np.flatnonzero(gold >= 0)
-    return (
-        np.concatenate([annotator, np.full(items.size, n, np.int64)]),
-        np.concatenate([instance, items]),
-        np.concatenate([rating, gold[items]]),
+def fitted(
+    q: np.ndarray | None, par: Parameters, evidence: float, n_iter: int, converged: bool
+) -> ConfusionFit:
+    """The ``ConfusionFit`` of the last M-step's parameters and the E-step's ``q``."""
+    n = par.a.shape[0]
+    return ConfusionFit(
+        q=q,
+        confusion=libm.exp(par.logp[:n]),
+        careful=par.p,
+        careless=par.gamma,
+        rho=par.rho,
+        params=par.a,
+        a_bar=par.a_bar,
+        lam=par.lam,
+        evidence=evidence,
+        n_iter=n_iter,
+        converged=converged,
+        expert=par.expert,
     )
 
 
@@ -377,53 +380,19 @@ def fit(
     expert = gold is not None and bool((gold >= 0).any())
     if expert:
         annotator, instance, rating = with_expert(annotator, instance, rating, gold, n)
-    n_all = n + int(expert)
-    a = np.zeros((n, d.shape[2]))
-    a_bar = np.zeros(d.shape[2])
-    lam = np.eye(d.shape[2])
-    rho = np.full(k, 1.0 / k)
-    e_conf = None
+    ratings = ItemRatings(annotator, instance, rating, n + int(expert), n_instances)
+    par = first_parameters(n, k)
     evidence = -np.inf
     converged = False
     n_iter = 0
-    by_part, by_item = _groupings(annotator, instance, rating, n_all, n_instances)
-    gamma = np.full(n, CARELESS_START)
-    p = confusion(a, d)  # the adjacent-category part, from the E-step to the Newton step
     while n_iter < max_iter:
         n_iter += 1
-        if by_part is not None:
-            t = passes.soft_tables(q, by_part, n_all)
-        else:
-            t = soft_tables(q, annotator, instance, rating, n_all)
-        crowd, gamma = careless_split(t[:n], p, gamma)
-        a, var = newton_step(a, crowd, d, a_bar, lam, p)
-        a_bar, lam = prior_update(a, var)
-        rho = (label_steps.column_sums(q) if kernels.USE_JIT else q.sum(axis=0)) + PRIOR_COUNT
-        rho /= rho.sum()
-        p = confusion(a, d)
-        logp = libm.log(with_careless(p, gamma))
-        if expert:
-            e_conf = t[n] + EXPERT_PRIOR_ITEMS * expert_prior(p, rho)
-            e_conf /= last_sum(e_conf)[:, None]
-            logp = np.concatenate([logp, libm.log(e_conf)[None]])
-        q, evidence, moved = _e_step(logp, rho, annotator, instance, rating, q, by_item)
+        par = m_step(par, ratings.tables(q), column_sums(q), d, expert_prior if expert else None)
+        q, evidence, moved = ratings.e_step(par.logp, par.rho, q)
         if moved < tol:
             converged = True
             break
-    return ConfusionFit(
-        q=q,
-        confusion=libm.exp(logp[:n]),
-        careful=p,
-        careless=gamma,
-        rho=rho,
-        params=a,
-        a_bar=a_bar,
-        lam=lam,
-        evidence=evidence,
-        n_iter=n_iter,
-        converged=converged,
-        expert=e_conf,
-    )
+    return fitted(q, par, evidence, n_iter, converged)
 
 
 def own_posterior(
@@ -436,13 +405,27 @@ def own_posterior(
     """The level posterior (G, K) of ``items`` (G,) from their own ratings alone, with the
     fit's confusions and class prior (a gold item's level not imposed): what the crowd says
     of a gold item, which the expert's answers are learned against."""
-    rows = np.full(fit.q.shape[0], -1, dtype=np.int64)
+    log_conf = libm.log(fit.confusion)
+    return own_posterior_of(log_conf, fit.rho, annotator, instance, rating, items, fit.q.shape[0])
+
+
+def own_posterior_of(
+    log_conf: np.ndarray,
+    rho: np.ndarray,
+    annotator: np.ndarray,
+    instance: np.ndarray,
+    rating: np.ndarray,
+    items: np.ndarray,
+    m: int,
+) -> np.ndarray:
+    """``own_posterior`` from the log confusions (N, K, K) and the class prior (K,): the
+    ratings (R,) of ``m`` items, every rating of ``items`` (G,) among them (a fit's, or a
+    Dask block's with its annotators coded locally)."""
+    rows = np.full(m, -1, dtype=np.int64)
     rows[items] = np.arange(len(items))
     take = rows[instance] >= 0
-    ll = item_log_lik(
-        libm.log(fit.confusion), annotator[take], rows[instance[take]], rating[take], len(items)
-    )
-    return posterior(ll, fit.rho)[0]
+    ll = item_log_lik(log_conf, annotator[take], rows[instance[take]], rating[take], len(items))
+    return posterior(ll, rho)[0]
 
 
 def gold_levels(gold: np.ndarray, values: np.ndarray) -> np.ndarray:

@@ -137,7 +137,31 @@ def crowd_agreement(
     """The crowd's ordinal alpha and its bootstrap interval: the items rated at least twice
     resampled with replacement ``draws`` times (a fixed ``seed``: the same interval every
     time), the central ``interval`` of the draws' alphas."""
-    patterns = _Patterns.of(level_counts(data))
+    return patterns_agreement(_Patterns.of(level_counts(data)), draws, seed, interval)
+
+
+def rating_patterns(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct level counts (P, K) of the items rated at least twice among ``counts``
+    (U, K), in increasing order, and how many items have each (P,): all the crowd's alpha
+    needs, so that parts of the items (a Dask engine's blocks) send these and
+    ``merged_patterns`` adds them."""
+    p = _Patterns.of(counts)
+    return p.counts, p.freq
+
+
+def merged_patterns(parts: list[tuple[np.ndarray, np.ndarray]], k: int) -> _Patterns:
+    """The patterns of the items of every part (``rating_patterns`` of each, K levels): the
+    same as those of all the items at once."""
+    rows = np.concatenate([np.asarray(c, np.int64).reshape(-1, k) for c, _ in parts])
+    freq = np.concatenate([np.asarray(f, np.int64) for _, f in parts])
+    uniq, inverse, _ = _unique_rows(rows)
+    return _Patterns.of_distinct(uniq, np.bincount(inverse, weights=freq).astype(np.int64))
+
+
+def patterns_agreement(
+    patterns: _Patterns, draws: int = DRAWS, seed: int = SEED, interval: float = INTERVAL
+) -> CrowdAgreement:
+    """``crowd_agreement`` from the items' rating patterns."""
     alpha = alpha_of(patterns.coincidences(patterns.freq))
     n_items = int(patterns.freq.sum())
     lower = upper = float("nan")
@@ -160,44 +184,75 @@ def annotator_agreement(data: CrowdData) -> pd.Series:
     ``data.annotators``, NaN for one whose items no other annotator rated. The ratings are
     taken ``CHUNK`` at a time, so that the per-rating work costs a chunk's memory."""
     counts = level_counts(data)
-    n_c = last_sum(_Patterns.of(counts).coincidences(None))
+    d, expected = expected_disagreement(_Patterns.of(counts))
+    total, used = agreement_sums(data.inst, data.ann, data.level, counts, data.n_annotators, d)
+    return pd.Series(
+        agreement_from_sums(total, used, expected),
+        index=pd.Index(id_array(data.annotators), name="annotator"),
+        name="agreement",
+    )
+
+
+def expected_disagreement(patterns: _Patterns) -> tuple[np.ndarray, float]:
+    """The ordinal distance (K, K) of the crowd's level totals and its expected disagreement
+    ``D_e`` between two ratings (0 with fewer than two pairable ratings)."""
+    n_c = last_sum(patterns.coincidences(None))
     d = ordinal_distance(n_c)
     n = float(last_sum(n_c[None, :])[0])
     pairs = float(last_sum((n_c[:, None] * n_c[None, :] * d).reshape(1, -1))[0])
-    expected = pairs / (n * (n - 1.0)) if n > 1 else 0.0
+    return d, pairs / (n * (n - 1.0)) if n > 1 else 0.0
+
+
+def agreement_sums(
+    inst: np.ndarray,
+    ann: np.ndarray,
+    level: np.ndarray,
+    counts: np.ndarray,
+    n_annotators: int,
+    d: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per annotator (N,), over their ratings (R,: item ``inst``, annotator ``ann``, level
+    index ``level``) of items others rated too: the summed mean ordinal distance ``d`` (K, K)
+    to the other annotators' ratings of the item, and how many such ratings. ``counts``
+    (M, K): every rating of each item at each level, so the items must come with all their
+    ratings (a whole fit's, or a Dask block's). Sums that add over parts of the items."""
     to_levels = _to_levels(counts, d)  # (M, K) an item's summed distance to each level
     m_item = counts.sum(axis=1).astype(float)
-    del counts
-    own_rows, own_dist, own_n = _own_pairs(data, d)
-    total = np.zeros(data.n_annotators)
-    used = np.zeros(data.n_annotators)
-    for lo in range(0, data.n_ratings, CHUNK):
-        hi = min(lo + CHUNK, data.n_ratings)
-        inst, ann = data.inst[lo:hi], data.ann[lo:hi]
+    own_rows, own_dist, own_n = _own_pairs(ann, inst, level, counts.shape[0], d)
+    total = np.zeros(n_annotators)
+    used = np.zeros(n_annotators)
+    for lo in range(0, inst.size, CHUNK):
+        hi = min(lo + CHUNK, inst.size)
+        i, a = inst[lo:hi], ann[lo:hi]
         # each rating's summed distance to every rating of its item, less its own rater's
-        dist = to_levels[inst, data.level[lo:hi]]
-        others = m_item[inst] - 1.0
+        dist = to_levels[i, level[lo:hi]]
+        others = m_item[i] - 1.0
         mine = slice(*np.searchsorted(own_rows, [lo, hi]))
         dist[own_rows[mine] - lo] -= own_dist[mine]
         others[own_rows[mine] - lo] -= own_n[mine]
         use = others > 0
         per = np.where(use, dist / np.where(use, others, 1.0), 0.0)
-        total += np.bincount(ann, weights=per, minlength=data.n_annotators)
-        used += np.bincount(ann, weights=use.astype(float), minlength=data.n_annotators)
+        total += np.bincount(a, weights=per, minlength=n_annotators)
+        used += np.bincount(a, weights=use.astype(float), minlength=n_annotators)
+    return total, used
+
+
+def agreement_from_sums(total: np.ndarray, used: np.ndarray, expected: float) -> np.ndarray:
+    """Each annotator's agreement (N,) from ``agreement_sums``'s (N,) sums and the crowd's
+    expected disagreement; NaN where no rating was shared."""
     with np.errstate(invalid="ignore", divide="ignore"):
         value = 1.0 - (total / used) / expected if expected > 0 else np.full(used.size, np.nan)
-    value = np.where(used > 0, value, np.nan)
-    return pd.Series(
-        value, index=pd.Index(id_array(data.annotators), name="annotator"), name="agreement"
-    )
+    return np.where(used > 0, value, np.nan)
 
 
-def _own_pairs(data: CrowdData, d: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _own_pairs(
+    ann: np.ndarray, inst: np.ndarray, level: np.ndarray, n_instances: int, d: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The ratings (R,) whose annotator rated their item more than once (repeated pairs;
     ascending), and for each the summed distance to, and the number of, the other ratings of
     its item by the same annotator. Found by one sort of the (annotator, item) keys, then a
     chunked lookup of the few repeated keys: no per-rating grouping."""
-    key = data.ann.astype(np.int64) * data.n_instances + data.inst
+    key = ann.astype(np.int64) * n_instances + inst
     ordered = np.sort(key)
     repeated = np.unique(ordered[1:][ordered[1:] == ordered[:-1]])
     del ordered
@@ -210,7 +265,7 @@ def _own_pairs(data: CrowdData, d: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
         hits.append(np.flatnonzero(repeated[at] == part) + lo)
     rows = np.concatenate(hits)
     _, group, size = np.unique(key[rows], return_inverse=True, return_counts=True)
-    group, lev = group.ravel(), data.level[rows]
+    group, lev = group.ravel(), level[rows]
     k = d.shape[0]
     counts = np.bincount(group * k + lev, minlength=size.size * k).reshape(-1, k)
     return rows, _to_levels(counts, d)[group, lev], (size - 1)[group].astype(float)
@@ -243,13 +298,21 @@ class _Patterns:
     @classmethod
     def of(cls, counts: np.ndarray) -> _Patterns:
         counts = np.asarray(counts, dtype=np.int64)
-        k = counts.shape[1]
         m_item = counts.sum(axis=1)
         pairable = m_item >= 2
-        rows = counts[pairable]
-        uniq, inverse, freq = _unique_rows(rows)
+        uniq, inverse, freq = _unique_rows(counts[pairable])
         of_item = np.full(counts.shape[0], -1, dtype=np.int64)
         of_item[pairable] = inverse
+        return cls._build(uniq, freq, of_item)
+
+    @classmethod
+    def of_distinct(cls, uniq: np.ndarray, freq: np.ndarray) -> _Patterns:
+        """The patterns from their distinct rows (P, K) and counts (P,) (no items' map)."""
+        return cls._build(uniq, freq, np.zeros(0, dtype=np.int64))
+
+    @classmethod
+    def _build(cls, uniq: np.ndarray, freq: np.ndarray, of_item: np.ndarray) -> _Patterns:
+        k = uniq.shape[1]
         m = uniq.sum(axis=1)
         p_of, lev = np.nonzero(uniq)  # sorted by pattern, then level
         size = np.bincount(p_of, minlength=len(uniq))

@@ -259,7 +259,7 @@ def iter_item_decisions(
     writes ``items.csv`` from without holding every item's decision columns at once."""
     chunk = max(int(ITEM_CHUNK if chunk is None else chunk), 1)
     omega = getattr(model, "omega_", None)
-    truth_weight = None
+    truth_weight = getattr(model, "truth_weight_", None)  # the Dask engine's, from its blocks
     if omega is not None:
         data = model.data_
         truth_weight = np.bincount(data.inst, weights=omega, minlength=data.n_instances)

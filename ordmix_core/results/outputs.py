@@ -24,11 +24,9 @@ the model's columns, ``annotators.csv`` each annotator's evidence-aware flag wit
 and ``summary.json`` counts them (``decisions``). ``decide`` computes them once per fit;
 ``items_table`` / ``annotators_table`` (the dashboard's downloads) and ``write_fit_outputs``
 join them (the latter writes an in-memory ``items.csv`` a chunk of items at a time,
-``write_items_csv``: the same bytes, never the whole table in memory). What the Dask engine
-writes: items with their decision columns (per partition above ``max_local_items``;
-``truth_weight`` empty, the per-rating omega stays on the workers), annotators without flag
-columns, since the flags need each rating's omega; its ``summary.json`` says so under
-``decisions.annotators``.
+``write_items_csv``: the same bytes, never the whole table in memory). The Dask engine writes
+the same columns, its items per partition above ``max_local_items`` (their decision columns
+read from each block's posterior, ``decision_columns._partitioned_item_decisions``).
 
 Imports ``decisions`` (the judgements), ``io`` (the CSV writer, when writing) and
 ``_version``: the CLI, the dashboard and both engines import this module, never the reverse.

@@ -31,18 +31,15 @@ ratings need decisive contradictions of well-known items (P = 0.9375 at best).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pandas as pd
 from scipy.special import log_expit
 
-from ..errors import InputError
 from ..numerics import libm
-from ..numerics.truncnorm import tn_log_z, tn_stats
 from ..vb import kernels
-from ..vb.updates import update_z, z_from_sums
-from . import passes
+from . import evidence, passes
 from .decisions import (
     CONFIDENCE,
     THRESHOLD,
@@ -51,13 +48,8 @@ from .decisions import (
     check_flag_settings,
 )
 
-# ratings per chunk of the per-rating passes (evidence, posterior): temporaries stay ~50 MB
-_CHUNK = 1 << 20
 #: Beta prior of an annotator's reliability in the evidence posterior (uniform)
 RELIABILITY_PRIOR = (1.0, 1.0)
-
-#: evidence ratios are clipped to exp(+-LOG_R_CLIP): beyond that a rating is decisive anyway
-LOG_R_CLIP = 50.0
 
 # grid of the reliability posterior in logit space: mode +- _GRID_HALF_WIDTH sds, _GRID_N nodes
 _GRID_HALF_WIDTH = 16.0
@@ -75,57 +67,6 @@ _BISECT_STEPS = 45
 
 
 # --------------------------------------------------------------------------- annotators
-def leave_one_out(
-    inst: np.ndarray,
-    omega: np.ndarray,
-    rho: np.ndarray,
-    ex: np.ndarray,
-    mu: float,
-    lam: float,
-    n_instances: int,
-    z: tuple[np.ndarray, np.ndarray] | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and precision of each rating's item posterior without that rating; (L,) each.
-
-    The q(z) update (``updates.update_z``) with weights ``omega_l rho_l`` and observations
-    ``E[x_l]``, minus rating l's own term. Inputs (L,) but ``mu``, ``lam`` (the prior of z);
-    ``z``: that update's ``(mu_m, lambda_m)`` (M,) when already summed over all the ratings
-    (then the inputs may be a chunk of them).
-    """
-    w = omega * rho
-    mu_m, lam_m = update_z(inst, w, ex, mu, lam, n_instances) if z is None else z
-    prec = np.maximum(lam_m[inst] - w, lam)
-    mean = (mu_m[inst] * lam_m[inst] - w * ex) / prec
-    return mean, prec
-
-
-def rating_evidence(
-    level: np.ndarray,
-    mean: np.ndarray,
-    prec: np.ndarray,
-    rho: np.ndarray,
-    thresholds: np.ndarray,
-    pi: np.ndarray,
-) -> np.ndarray:
-    """``log r_l``: log likelihood ratio truth : spam of each rating's level; (L,).
-
-    ``level`` (L,) level index; ``mean``, ``prec``: the item's posterior without the rating
-    (``leave_one_out``); ``rho`` (L,): the rating's precision. A truthful rating is
-    ``x ~ N(z, 1/rho)`` with z from that posterior, so x ~ N(mean, 1/prec + 1/rho); its level
-    probability is normalised over the scale's range ``[b_0, b_K)`` (a vague prior's mass off
-    the scale is not evidence). A spam rating has probability ``pi[level]``. Clipped to
-    ``+-LOG_R_CLIP``.
-    """
-    t = np.asarray(thresholds, dtype=float)
-    s2 = 1.0 / (1.0 / prec + 1.0 / rho)
-    log_in_level = tn_log_z(t[level], t[level + 1], mean, s2)
-    full_lo = np.full_like(mean, t[0])
-    full_hi = np.full_like(mean, t[-1])
-    log_on_scale = tn_log_z(full_lo, full_hi, mean, s2)
-    log_r = log_in_level - log_on_scale - libm.log(np.asarray(pi, dtype=float))[level]
-    return np.clip(log_r, -LOG_R_CLIP, LOG_R_CLIP)
-
-
 def _eps_of(u: np.ndarray) -> np.ndarray:
     """eps = expit(u), through libm."""
     return libm.exp(log_expit(u))
@@ -135,16 +76,16 @@ def _per_annotator(
     ann: np.ndarray, log_r: np.ndarray, n: int, term: Callable[[np.ndarray, np.ndarray], np.ndarray]
 ) -> np.ndarray:
     """(N,) sums of ``term(ann, log_r)`` over each annotator's ratings, a chunk at a time
-    (``log_r`` clipped to ``LOG_R_CLIP`` per chunk: no per-rating copy)."""
+    (``log_r`` clipped to ``evidence.LOG_R_CLIP`` per chunk: no per-rating copy)."""
     out = np.zeros(n)
-    for lo in range(0, len(ann), _CHUNK):
-        a = ann[lo : lo + _CHUNK]
-        lr = np.clip(log_r[lo : lo + _CHUNK], -LOG_R_CLIP, LOG_R_CLIP)
+    for lo in range(0, len(ann), evidence.CHUNK):
+        a = ann[lo : lo + evidence.CHUNK]
+        lr = np.clip(log_r[lo : lo + evidence.CHUNK], -evidence.LOG_R_CLIP, evidence.LOG_R_CLIP)
         out += np.bincount(a, weights=term(a, lr), minlength=n)
     return out
 
 
-def _pull_sums(
+def pull_sums(
     ann: np.ndarray, log_r: np.ndarray, n: int
 ) -> Callable[[np.ndarray, bool], np.ndarray]:
     """``pulls(e, square)``: (N,) sums over each annotator's ratings of ``_pull(e[ann], r)``
@@ -154,11 +95,13 @@ def _pull_sums(
     bits), with ``r`` computed once when the ratings fit in one chunk, else in every pass, summed
     a chunk at a time as ``_per_annotator`` sums (no (L,) array of ratios beyond a chunk); else
     ``_per_annotator``."""
-    if kernels.USE_JIT and len(ann) <= _CHUNK:
-        r = libm.exp(np.clip(log_r, -LOG_R_CLIP, LOG_R_CLIP))
+    if kernels.USE_JIT and len(ann) <= evidence.CHUNK:
+        r = libm.exp(np.clip(log_r, -evidence.LOG_R_CLIP, evidence.LOG_R_CLIP))
         return lambda e, square: passes.pull_sums(ann, r, e, square)
     if kernels.USE_JIT:
-        return lambda e, square: passes.pull_sums(ann, log_r, e, square, LOG_R_CLIP, _CHUNK)
+        return lambda e, square: passes.pull_sums(
+            ann, log_r, e, square, evidence.LOG_R_CLIP, evidence.CHUNK
+        )
 
     def pulls(e: np.ndarray, square: bool) -> np.ndarray:
         if square:
@@ -168,15 +111,20 @@ def _pull_sums(
     return pulls
 
 
-def _posterior_mode(
-    ann: np.ndarray, log_r: np.ndarray, n: int, a0: float, b0: float
-) -> tuple[np.ndarray, np.ndarray]:
+#: ``pulls(e, square)``: (N,) sums over each annotator's ratings of ``_pull(e[ann], r)``
+#: (squared if ``square``), at reliabilities ``e`` (N,)
+PullSums = Callable[[np.ndarray, bool], np.ndarray]
+#: ``grid(mode, width, z)``: (G, N) sums over each annotator's ratings of
+#: ``log(1 - eps + eps r)`` at the nodes ``eps = expit(mode + width z)`` (``grid_nodes``)
+GridSums = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+
+
+def _posterior_mode(pulls: PullSums, n: int, a0: float, b0: float) -> tuple[np.ndarray, np.ndarray]:
     """Each annotator's posterior mode in u = logit(eps) (bisection) and the width of its
-    curvature there, (N,) each."""
+    curvature there, (N,) each, from their ratings' ``pulls``."""
     # mode of g(u): a0 (1 - eps) - b0 eps + eps (1 - eps) sum (r - 1) / (1 - eps + eps r) = 0
     lo = np.full(n, -60.0)
     hi = np.full(n, 60.0)
-    pulls = _pull_sums(ann, log_r, n)
     for _ in range(_BISECT_STEPS):
         mid = 0.5 * (lo + hi)
         e = _eps_of(mid)
@@ -191,23 +139,37 @@ def _posterior_mode(
     return mode, 1.0 / np.sqrt(curv)
 
 
-def _log_density(
-    ann: np.ndarray, log_r: np.ndarray, n: int, a0: float, b0: float, u: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """The posterior's log density (up to a constant) at the nodes ``u`` (G, N), and eps
-    there; both (N, G)."""
+def grid_nodes(mode: np.ndarray, width: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """The grid (G, N) in u = logit(eps): each annotator's ``mode + width z`` ((N,) each, z
+    (G,))."""
+    return mode[None, :] + width[None, :] * z[:, None]
+
+
+def grid_sums(
+    ann: np.ndarray, log_r: np.ndarray, n: int, mode: np.ndarray, width: np.ndarray, z: np.ndarray
+) -> np.ndarray:
+    """(G, N) sums over each annotator's ratings (``ann``, ``log_r`` (L,)) of
+    ``log(1 - eps + eps r)`` at the nodes ``grid_nodes(mode, width, z)``."""
+    u = grid_nodes(mode, width, z)
     log_e, log_1me = log_expit(u), log_expit(-u)
     if kernels.USE_JIT:  # compiled: one pass per node, the nodes over the cores
-        lik = kernels.grid_loglik(ann, log_r, LOG_R_CLIP, log_e, log_1me)
-    else:
-        lik = np.stack(
-            [
-                _per_annotator(
-                    ann, log_r, n, lambda a, lr, le=le, l1=l1: np.logaddexp(l1[a], le[a] + lr)
-                )
-                for le, l1 in zip(log_e, log_1me, strict=True)
-            ]
-        )
+        return kernels.grid_loglik(ann, log_r, evidence.LOG_R_CLIP, log_e, log_1me)
+    return np.stack(
+        [
+            _per_annotator(
+                ann, log_r, n, lambda a, lr, le=le, l1=l1: np.logaddexp(l1[a], le[a] + lr)
+            )
+            for le, l1 in zip(log_e, log_1me, strict=True)
+        ]
+    )
+
+
+def _log_density(
+    lik: np.ndarray, a0: float, b0: float, u: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The posterior's log density (up to a constant) at the nodes ``u`` (G, N), from the
+    ratings' ``lik`` there (G, N, ``grid_sums``), and eps there; both (N, G)."""
+    log_e, log_1me = log_expit(u), log_expit(-u)
     log_g = np.ascontiguousarray((a0 * log_e + b0 * log_1me + lik).T)  # (N, G)
     return log_g, np.ascontiguousarray(libm.exp(log_e).T)
 
@@ -261,21 +223,47 @@ def reliability_posterior(
     ``_GRID_N_BIG`` nodes, three times cheaper: probabilities and quantiles to about 1e-4, the
     mean to about 1e-3 (tests), plenty for a flag at 0.9 confidence.
     """
-    a0, b0 = _check_prior(prior)
-    threshold = _check_probability("the reliability threshold", threshold)
-    interval = _check_probability("the credible interval", interval)
     # no per-rating copy: the codes as given (int32 from CrowdData), log_r clipped per chunk
     ann = np.asarray(ann)
     if ann.dtype.kind not in "iu":
         ann = ann.astype(np.int64)
     log_r = np.asarray(log_r, dtype=float)
     n = n_annotators
-    mode, width = _posterior_mode(ann, log_r, n, a0, b0)
-    grid_n = nodes or (_GRID_N if len(ann) <= _BIG_L else _GRID_N_BIG)
-    z = np.linspace(-_GRID_HALF_WIDTH, _GRID_HALF_WIDTH, grid_n)
-    log_g, eps_grid = _log_density(
-        ann, log_r, n, a0, b0, mode[None, :] + width[None, :] * z[:, None]
+
+    def grid(mode: np.ndarray, width: np.ndarray, z: np.ndarray) -> np.ndarray:
+        return grid_sums(ann, log_r, n, mode, width, z)
+
+    grid_n = nodes or grid_nodes_for(len(ann))
+    return posterior_from_sums(
+        pull_sums(ann, log_r, n), grid, n, threshold, interval, prior, grid_n
     )
+
+
+def grid_nodes_for(n_ratings: int) -> int:
+    """The grid's nodes for a fit of ``n_ratings`` ratings (``reliability_posterior``)."""
+    return _GRID_N if n_ratings <= _BIG_L else _GRID_N_BIG
+
+
+def posterior_from_sums(
+    pulls: PullSums,
+    grid: GridSums,
+    n: int,
+    threshold: float,
+    interval: float,
+    prior: Sequence[float],
+    grid_n: int,
+) -> pd.DataFrame:
+    """``reliability_posterior``'s frame of ``n`` annotators from their ratings' sums: the
+    ``pulls`` of the bisection (``_posterior_mode``) and the ``grid`` of ``grid_n`` nodes,
+    each a sum per annotator over their ratings (taken in one process, or on the Dask
+    engine's blocks and added)."""
+    a0, b0 = _check_prior(prior)
+    threshold = _check_probability("the reliability threshold", threshold)
+    interval = _check_probability("the credible interval", interval)
+    mode, width = _posterior_mode(pulls, n, a0, b0)
+    z = np.linspace(-_GRID_HALF_WIDTH, _GRID_HALF_WIDTH, grid_n)
+    lik = grid(mode, width, z)
+    log_g, eps_grid = _log_density(lik, a0, b0, grid_nodes(mode, width, z))
     g = libm.exp(log_g - log_g.max(axis=1, keepdims=True))
     gp, gpp, cum, total = _cumulative(g, log_g)
     dz = z[1] - z[0]
@@ -315,75 +303,6 @@ def reliability_posterior(
 def _pull(el: np.ndarray, r: np.ndarray) -> np.ndarray:
     """The derivative in eps of ``log(1 - eps + eps r)``: ``(r - 1) / (1 - e + e r)``."""
     return (r - 1.0) / (1.0 - el + el * r)
-
-
-def leave_one_out_by_chunk(
-    inst: np.ndarray,
-    omega: np.ndarray,
-    chunks: list[slice],
-    rho_ex: Callable[[slice], tuple[np.ndarray, np.ndarray]],
-    mu: float,
-    lam: float,
-    n_instances: int,
-) -> Iterator[tuple[slice, np.ndarray, np.ndarray, np.ndarray]]:
-    """``(sl, rho, mean, prec)`` for each chunk ``sl`` of the ratings (slices of the (L,)
-    arrays ``inst``, ``omega``): ``rho_ex(sl)``'s precisions (and truncated-normal means, the
-    observations of ``leave_one_out``) and each rating's item posterior without it. With more
-    than one chunk the items' posteriors are summed over every chunk first (``rho_ex`` then
-    runs twice a chunk), so that no per-rating temporary is bigger than a chunk."""
-    z = None  # one chunk: leave_one_out sums over it; more: the sums over all chunks first
-    if len(chunks) > 1:
-        sum_w, sum_wx = np.zeros(n_instances), np.zeros(n_instances)
-        for sl in chunks:
-            rho, ex = rho_ex(sl)
-            w = omega[sl] * rho
-            sum_w += np.bincount(inst[sl], weights=w, minlength=n_instances)
-            sum_wx += np.bincount(inst[sl], weights=w * ex, minlength=n_instances)
-        z = z_from_sums(sum_w, sum_wx, mu, lam)
-    for sl in chunks:
-        rho, ex = rho_ex(sl)
-        mean, prec = leave_one_out(inst[sl], omega[sl], rho, ex, mu, lam, n_instances, z)
-        yield sl, rho, mean, prec
-
-
-def annotator_evidence(model) -> np.ndarray:
-    """``log r_l`` for every rating of a fitted in-memory model (see ``rating_evidence``); (L,).
-
-    Needs the per-rating ``omega_`` and ``data_`` (the Dask engine keeps them on its workers).
-    """
-    omega = getattr(model, "omega_", None)
-    data = getattr(model, "data_", None)
-    if omega is None or not hasattr(data, "level"):
-        raise InputError(
-            "annotator flags need the fit's per-rating results (omega_), which the Dask engine "
-            "keeps on its workers; fit with the in-memory engine"
-        )
-    hp = model.hyperparams_
-    thresholds = np.asarray(hp["thresholds"], dtype=float)
-    expertise = model.annotators_["expertise"].to_numpy(dtype=float)
-    difficulty = model.categories_["difficulty"].to_numpy(dtype=float)
-    estimate = model.items_["z_mean"].to_numpy(dtype=float)  # the continuous fit's q(z)
-    values = np.asarray(hp["scale"], dtype=float)
-    ordinal = getattr(model, "ordinal", True)
-    mu, lam, n_inst = float(hp["mu"]), float(hp["lambda"]), data.n_instances
-    # a chunk of ratings at a time, so that no per-rating temporary is bigger than a chunk
-    chunks = [slice(lo, lo + _CHUNK) for lo in range(0, len(data.ann), _CHUNK)] or [slice(0, 0)]
-
-    def rho_ex(sl: slice) -> tuple[np.ndarray, np.ndarray]:
-        rho = expertise[data.ann[sl]] * difficulty[data.cat[sl]]
-        lev = data.level[sl]
-        if not ordinal:
-            return rho, values[lev]
-        return rho, tn_stats(thresholds[lev], thresholds[lev + 1], estimate[data.inst[sl]], rho).ex
-
-    log_r = np.empty(len(data.ann))
-    for sl, rho, mean, prec in leave_one_out_by_chunk(
-        data.inst, omega, chunks, rho_ex, mu, lam, n_inst
-    ):
-        log_r[sl] = rating_evidence(
-            data.level[sl], mean, prec, rho, thresholds, np.asarray(hp["pi"])
-        )
-    return log_r
 
 
 def annotator_flags(
@@ -426,9 +345,17 @@ def _flags(
     model, threshold: float, confidence: float, prior: Sequence[float]
 ) -> tuple[pd.DataFrame, np.ndarray]:
     """``annotator_flags``' frame and the posterior medians (N,)."""
-    log_r = annotator_evidence(model)
+    log_r = evidence.annotator_evidence(model)
     data = model.data_
     post = reliability_posterior(data.ann, log_r, data.n_annotators, threshold, confidence, prior)
+    return flag_frame(post, model.annotators_.index, threshold, confidence)
+
+
+def flag_frame(
+    post: pd.DataFrame, index: pd.Index, threshold: float, confidence: float
+) -> tuple[pd.DataFrame, np.ndarray]:
+    """The flags' frame (indexed by ``index``, the annotators) read from the reliability
+    posterior ``post`` (``reliability_posterior``'s), and its medians (N,)."""
     p = post["p_below"].to_numpy()
     flag = np.where(
         p >= confidence, "unreliable", np.where(1.0 - p >= confidence, "ok", "undetermined")
@@ -442,7 +369,7 @@ def _flags(
             "flag_threshold": threshold,
             "flag_confidence": confidence,
         },
-        index=model.annotators_.index,
+        index=index,
     )
     return frame, post["median"].to_numpy()
 

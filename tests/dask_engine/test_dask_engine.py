@@ -42,6 +42,7 @@ from ordmix_core.cli.main import main  # noqa: E402
 from ordmix_core.dask_engine import DaskOrdinalMixture, block_loading, blocks, write_outputs  # noqa: E402
 from ordmix_core.dask_engine.client import _Sweeps  # noqa: E402
 from ordmix_core.data.simulate import simulate_crowd  # noqa: E402
+from ordmix_core.errors import InputError  # noqa: E402
 from ordmix_core.estimators.memory_engine import MemorySweeps  # noqa: E402
 from ordmix_core.estimators.ordinal_mixture import OrdinalMixture  # noqa: E402
 from ordmix_core.fit import rescues  # noqa: E402
@@ -77,10 +78,8 @@ def ratings() -> pd.DataFrame:
 
 
 def in_memory(**kw) -> OrdinalMixture:
-    """``OrdinalMixture`` with its defaults unless ``kw`` says otherwise, its labels from the
-    continuous posterior as the Dask engine's (the confusion model needs the ratings in
-    memory)."""
-    return OrdinalMixture(**{"labels": "continuous", **kw})
+    """``OrdinalMixture`` with its defaults unless ``kw`` says otherwise."""
+    return OrdinalMixture(**kw)
 
 
 def quiet_fit(model, data, **kw):
@@ -125,26 +124,21 @@ def assert_same_alternative(got: dict | None, ref: dict | None) -> None:
 def assert_same_fit(
     mem: OrdinalMixture, dsk: DaskOrdinalMixture, rtol: float = RTOL, atol: float = 1e-12
 ) -> None:
-    """Every learned attribute of the two continuous fits agrees: the bound trace within
-    ``RTOL``, q(z) (``z_mean``, ``z_sd``), eps and the other learned values within
-    ``rtol``/``atol``; the same choices (sweeps, restarts), the same ensemble; items held as a
-    Dask DataFrame have no ensemble columns. (The labels' estimate and the reliability's
-    median come from the in-memory engine's label fit and evidence, which the Dask engine
-    does not run: they are left out.)"""
+    """Every learned attribute of the two fits agrees: the bound trace within ``RTOL``, q(z)
+    (``z_mean``, ``z_sd``), eps and the other learned values within ``rtol``/``atol``; the
+    same choices (sweeps, restarts), the same ensemble; the labels' posterior and every item
+    column read from it, the annotators' flags and reliability (``assert_same_decisions``)."""
     gathered = isinstance(dsk.items_, pd.DataFrame)
     items = (dsk.items_ if gathered else dsk.items_.compute()).sort_index()
     ref = mem.items_
     assert dsk.ensemble_ == mem.ensemble_
-    if gathered:
-        # the spread is of q(z)'s mean across the near-tied restarts
-        z = {"estimate": items["z_mean"]}, {"estimate": ref["z_mean"]}
-        assert_same_spread(items.assign(**z[0]), ref.assign(**z[1]), "estimate", rtol, atol)
-    else:
-        assert [c for c in ref.columns if c not in items.columns] == list(ITEM_STABILITY)
-    shipped = [*ITEM_STABILITY, "estimate", "sd"]
+    assert list(items.columns) == list(ref.columns)
+    # the spread is of q(z)'s mean across the near-tied restarts
+    z = {"estimate": items["z_mean"]}, {"estimate": ref["z_mean"]}
+    assert_same_spread(items.assign(**z[0]), ref.assign(**z[1]), "estimate", rtol, atol)
     pd.testing.assert_frame_equal(
-        items.drop(columns=shipped, errors="ignore"),
-        ref.drop(columns=shipped),
+        items.drop(columns=list(ITEM_STABILITY)),
+        ref.drop(columns=list(ITEM_STABILITY)),
         rtol=rtol,
         atol=atol,
         check_dtype=False,
@@ -165,8 +159,8 @@ def assert_same_fit(
         mem.annotators_.assign(reliability=mem.annotators_["eps"]), "reliability", rtol, atol,
     )  # fmt: skip
     pd.testing.assert_frame_equal(
-        dsk.annotators_.drop(columns=["reliability_spread", "reliability"]),
-        mem.annotators_.drop(columns=["reliability_spread", "reliability"]),
+        dsk.annotators_.drop(columns=["reliability_spread"]),
+        mem.annotators_.drop(columns=["reliability_spread"]),
         rtol=rtol,
         atol=atol,
     )
@@ -183,6 +177,44 @@ def assert_same_fit(
     for k, v in mem.hyperparams_.items():  # pytest >= 9.2 refuses approx on nested dicts
         assert np.allclose(dsk.hyperparams_[k], v, rtol=rtol, atol=0), k
     assert dsk.lower_bound_ == pytest.approx(mem.lower_bound_, rel=RTOL)
+    assert_same_decisions(mem, dsk, rtol, atol)
+
+
+#: the labels' posterior, ``p_level_*`` and what is read from it: the label fit reads the
+#: ratings alone (measured: ~1e-13 apart); the paper's model's read the continuous fit (1e-9)
+LABEL_TOL = 1e-6
+
+
+def assert_same_decisions(mem, dsk, rtol: float = RTOL, atol: float = 1e-12) -> None:
+    """The same item columns (labels, flags, ``p_level_*`` within ``LABEL_TOL``, the truth
+    weight within ``rtol``/``atol``), the same annotators' flags (their numbers within
+    ``rtol``/``atol``), the label fit's description, the same summary counts."""
+    got = decided_items(dsk)
+    want = outputs.items_table(mem).set_index("instance")
+    assert list(got.columns) == list(want.columns)
+    assert (got["label"] == want["label"]).all() and (got["flag"] == want["flag"]).all()
+    labels = [c for c in want.columns if c.startswith("p_level_")]
+    labels += ["p_wrong", "expected_gain", "estimate", "sd"]
+    pd.testing.assert_frame_equal(
+        got[labels], want[labels], rtol=0, atol=LABEL_TOL, check_index_type=False
+    )
+    np.testing.assert_allclose(got["truth_weight"], want["truth_weight"], rtol=rtol, atol=atol)
+    flags_d, flags_m = dsk.annotator_flags_, mem.annotator_flags_
+    assert (flags_d["flag"] == flags_m["flag"]).all()
+    pd.testing.assert_frame_equal(flags_d, flags_m, rtol=rtol, atol=atol)
+    d, m = dsk.model_["labels"], mem.model_["labels"]
+    assert d.keys() == m.keys()
+    for k, v in m.items():
+        assert np.allclose(d[k], v, rtol=1e-9) if isinstance(v, (float, list)) else d[k] == v, k
+    assert outputs.summary(dsk, {})["decisions"] == outputs.summary(mem, {})["decisions"]
+
+
+def decided_items(model) -> pd.DataFrame:
+    """``items.csv``'s rows of a fit (by instance, sorted), items left on a cluster included."""
+    if isinstance(model.items_, pd.DataFrame):
+        return outputs.items_table(model).set_index("instance")
+    frame = outputs.decided(model, "items", decision_columns.decide(model)).compute()
+    return outputs.TABLES["items"].rows(frame).set_index("instance").sort_index()
 
 
 @pytest.mark.parametrize("spam", [True, False])
@@ -383,20 +415,17 @@ def test_parquet_dataset_and_dask_frames(client, ratings, tmp_path):
     assert len(parts) == 4
     items = pd.concat([pd.read_csv(p, dtype={"instance": str, "query": str}) for p in parts])
     items = items.set_index("instance").sort_index()
-    np.testing.assert_allclose(items["z_mean"], mem.items_["z_mean"], rtol=EST_RTOL)
     # the model's columns, then the decision columns, computed in each partition
     mem_items = outputs.items_table(mem).set_index("instance")
-    assert list(items.columns) == [c for c in mem_items.columns if c not in ITEM_STABILITY]
-    assert items["truth_weight"].isna().all()  # the per-rating omega stays on the workers
-    dec = [c for c in mem_items.columns if c not in mem.items_.columns and c != "truth_weight"]
+    assert list(items.columns) == list(mem_items.columns)
+    assert items["truth_weight"].notna().all()  # each block's q(y), summed per item
+    assert (items["label"] == mem_items["label"]).all()
     pd.testing.assert_frame_equal(
-        items[dec], mem_items[dec], rtol=EST_RTOL, atol=EST_ATOL, check_names=False
-    )
+        items.drop(columns="label"), mem_items.drop(columns="label"), rtol=EST_RTOL,
+        atol=EST_ATOL, check_names=False,
+    )  # fmt: skip
     summary = json.loads((out / "summary.json").read_text())["decisions"]
-    assert (
-        summary["items"] == json.loads(json.dumps(outputs.summary(mem, {})["decisions"]))["items"]
-    )
-    assert "Dask engine" in summary["annotators"]["flags"]
+    assert summary == json.loads(json.dumps(outputs.summary(mem, {})["decisions"]))
 
 
 def test_inferred_scale_with_an_outlier_is_refused_as_in_memory(client, ratings, tmp_path):
@@ -460,10 +489,9 @@ def test_partitioned_items_at_instance_granularity_get_their_decisions(client, r
     items = pd.concat([pd.read_csv(p, dtype={"instance": str, "query": str}) for p in parts])
     items = items.set_index("instance").sort_index()
     want = outputs.items_table(mem).set_index("instance")
-    want = want.drop(columns=["truth_weight", *ITEM_STABILITY])  # Dask item frames have none
+    assert list(items.columns) == list(want.columns)
     pd.testing.assert_frame_equal(
-        items.drop(columns="truth_weight")[list(want.columns)], want, rtol=EST_RTOL,
-        atol=EST_ATOL, check_names=False,
+        items, want, rtol=EST_RTOL, atol=EST_ATOL, check_names=False
     )  # fmt: skip
 
 
@@ -493,44 +521,80 @@ def test_cli_engine_dask_writes_the_same_files(client, ratings, tmp_path, capsys
     path = tmp_path / "r.csv"
     ratings.to_csv(path, index=False)
     common = ["--restarts", "2", "--seed", "4", "--granularity", "query", "--quiet"]
-    mem = ["--labels", "continuous"]  # the Dask engine's labels
-    assert main(["fit", str(path), "--out", str(tmp_path / "mem"), *common, *mem]) == 0
+    assert main(["fit", str(path), "--out", str(tmp_path / "mem"), *common]) == 0
     args = ["fit", str(path), "--out", str(tmp_path / "dsk"), *common, "--engine", "dask"]
     assert main([*args, "--scheduler", client.scheduler.address]) == 0
-    mem_files = sorted(p.name for p in (tmp_path / "mem").iterdir())
-    assert sorted(p.name for p in (tmp_path / "dsk").iterdir()) == mem_files
-    ids = {"instance": str, "annotator": str, "query": str, "category": str}
-    for name in ("items", "annotators", "categories", "trace", "restarts"):
-        got = pd.read_csv(tmp_path / "dsk" / f"{name}.csv", dtype=ids)
-        mem = pd.read_csv(tmp_path / "mem" / f"{name}.csv", dtype=ids)
-        if name == "items":  # the per-rating omega stays on the workers: no truth weight
-            assert got["truth_weight"].isna().all() and mem["truth_weight"].notna().all()
-            got, mem = got.drop(columns="truth_weight"), mem.drop(columns="truth_weight")
-        if name == "annotators":  # no flags without the per-rating omega (summary says why),
-            # nor the agreement, whose ratings stay on the workers
-            flags = [*decision_columns.FLAG_COLUMNS, decision_columns.AGREEMENT_COLUMN]
-            assert not set(flags) & set(got.columns) and set(flags) <= set(mem.columns)
-            # nor their posterior's median: the Dask engine's reliability is eps
-            np.testing.assert_allclose(got["reliability"], got["eps"])
-            mem = mem.drop(columns=flags).assign(reliability=mem["eps"])
-        tol = (RTOL, 1e-12) if name in ("trace", "restarts") else (EST_RTOL, EST_ATOL)
-        spread = {"items": "estimate", "annotators": "reliability"}.get(name)
-        if spread is not None:  # the ensemble's spreads: differences of two values
-            assert_same_spread(got, mem, spread, *tol)
-            got, mem = got.drop(columns=f"{spread}_spread"), mem.drop(columns=f"{spread}_spread")
-        pd.testing.assert_frame_equal(got, mem, rtol=tol[0], atol=tol[1], obj=name)
+    assert_same_folders(tmp_path / "mem", tmp_path / "dsk")
     trace = pd.read_csv(tmp_path / "dsk" / "trace.csv")
     # SQUAREM sweeps included (the default model's mixture: stage uniform, then mixture)
     assert trace["stage"].isin(["uniform", "mixture"]).sum() > 5
     summary = json.loads((tmp_path / "dsk" / "summary.json").read_text())
-    mem_summary = json.loads((tmp_path / "mem" / "summary.json").read_text())
-    assert set(summary) == set(mem_summary)
-    assert summary["winning_restart"] == mem_summary["winning_restart"]
     assert summary["n_ratings"] == len(ratings) and summary["settings"]["engine"] == "dask"
-    assert summary["decisions"]["items"] == mem_summary["decisions"]["items"]
-    assert "Dask engine" in summary["decisions"]["annotators"]["flags"]
-    assert summary["agreement"] is None and mem_summary["agreement"]["alpha"] is not None
-    assert mem_summary["decisions"]["annotators"]["unreliable"] > 0
+    # the agreement, computed on the blocks: the crowd's figure and every annotator's
+    annotators = pd.read_csv(tmp_path / "dsk" / "annotators.csv")
+    assert annotators[decision_columns.AGREEMENT_COLUMN].notna().all()
+    assert summary["agreement"]["alpha"] is not None
+    assert summary["decisions"]["annotators"]["unreliable"] > 0
+
+
+IDS = {"instance": str, "annotator": str, "query": str, "category": str}
+
+
+def assert_same_folders(mem, dsk, rtol: float = EST_RTOL, atol: float = EST_ATOL) -> None:
+    """Two ``ordmix fit`` folders: the same files and columns, the same labels and flags of
+    every item and annotator, ``p_level_*`` within ``LABEL_TOL``, the other numbers within
+    ``rtol``/``atol`` (the bound's within ``RTOL``), the same winning restart and counts."""
+    assert sorted(p.name for p in dsk.iterdir()) == sorted(p.name for p in mem.iterdir())
+    for name in ("items", "annotators", "categories", "trace", "restarts"):
+        got = pd.read_csv(dsk / f"{name}.csv", dtype=IDS)
+        want = pd.read_csv(mem / f"{name}.csv", dtype=IDS)
+        assert list(got.columns) == list(want.columns), name
+        for col in ("label", "flag", "unstable"):
+            if col in want:
+                assert (got[col] == want[col]).all(), (name, col)
+        if name == "items":
+            levels = [c for c in want.columns if c.startswith("p_level_")]
+            np.testing.assert_allclose(got[levels], want[levels], rtol=0, atol=LABEL_TOL)
+        tol = (RTOL, 1e-12) if name in ("trace", "restarts") else (rtol, atol)
+        spread = {"items": "estimate", "annotators": "reliability"}.get(name)
+        if spread is not None:  # the ensemble's spreads: differences of two values
+            ref = want.assign(reliability=want["eps"]) if name == "annotators" else want
+            np.testing.assert_allclose(
+                got[f"{spread}_spread"], want[f"{spread}_spread"], rtol=0,
+                atol=spread_tol(ref[spread], *tol),
+            )  # fmt: skip
+            got, want = got.drop(columns=f"{spread}_spread"), want.drop(columns=f"{spread}_spread")
+        pd.testing.assert_frame_equal(got, want, rtol=tol[0], atol=tol[1], obj=name)
+    summary = json.loads((dsk / "summary.json").read_text())
+    want = json.loads((mem / "summary.json").read_text())
+    assert set(summary) == set(want)
+    for key in ("winning_restart", "iterations", "decisions", "warnings", "n_ratings", "agreement"):
+        assert summary[key] == want[key], key
+    assert summary["model_choice"]["labels"].keys() == want["model_choice"]["labels"].keys()
+
+
+def test_cli_named_levels_and_their_gold_as_in_memory(client, ratings, tmp_path):
+    """A scale of named levels (``--scale``, lowest first) with gold given as names: both
+    engines read the names and write the same folders, labels, intervals and
+    ``p_level_<name>`` columns in the names."""
+    names = ["none", "low", "mid", "high", "top"]
+    by_value = dict(zip([1.0, 2.0, 3.0, 4.0, 5.0], names, strict=True))
+    path, gold = tmp_path / "r.csv", tmp_path / "gold.csv"
+    ratings.assign(rating=ratings["rating"].map(by_value)).to_csv(path, index=False)
+    firsts = ratings.groupby("instance")["rating"].first().iloc[::8]
+    firsts.map(by_value).rename("truth").rename_axis("instance").to_csv(gold)
+    common = ["--restarts", "2", "--seed", "4", "--quiet", "--scale", ",".join(names)]
+    common += ["--gold", str(gold)]
+    assert main(["fit", str(path), "--out", str(tmp_path / "mem"), *common]) == 0
+    args = ["fit", str(path), "--out", str(tmp_path / "dsk"), *common, "--engine", "dask"]
+    assert main([*args, "--scheduler", client.scheduler.address]) == 0
+    assert_same_folders(tmp_path / "mem", tmp_path / "dsk")
+    items = pd.read_csv(tmp_path / "dsk" / "items.csv")
+    assert [c for c in items.columns if c.startswith("p_level_")] == [f"p_level_{n}" for n in names]
+    assert items["label"].isin(names).all() and items["lower_90"].isin(names).all()
+    # the gold items' truth read as their names' values: their labels are the names given
+    gold_items = items.set_index("instance").loc[firsts.index.astype(str)]
+    assert (gold_items["label"] == firsts.map(by_value).to_numpy()).all()
 
 
 def test_cli_bad_file_one_error_line(tmp_path, capsys):
@@ -548,9 +612,98 @@ def test_cli_bad_file_one_error_line(tmp_path, capsys):
     assert "file not found" in capsys.readouterr().err
 
 
-def test_confusion_labels_need_the_in_memory_engine(client, ratings):
-    from ordmix_core.errors import InputError
+def test_gold_as_in_memory(client):
+    """Gold items on the blocks: their truth in the continuous fit, their own reading
+    (``crowd_estimate``), the expert in the label fit and the temperature gold teaches; items
+    gathered and left on the cluster."""
+    crowd = simulate_crowd(
+        n_items=240, n_annotators=20, ratings_per_item=5, n_queries=6, spammer_share=0.3,
+        random_state=11,
+    )  # fmt: skip
+    gold = crowd.gold.iloc[::6]
+    kw = dict(granularity="query", n_restarts=3, random_state=3)
+    mem = quiet_fit(in_memory(**kw), crowd.ratings, gold=gold)
+    assert mem.model_["n_gold"] == 40 and mem.items_["crowd_estimate"].notna().sum() == 40
+    for local in (2_000_000, 0):
+        dsk = DaskOrdinalMixture(**kw, scheduler=client, n_partitions=3, max_local_items=local)
+        quiet_fit(dsk, crowd.ratings, gold=gold)
+        assert dsk.model_["n_gold"] == 40
+        assert_same_fit(mem, dsk, EST_RTOL, EST_ATOL)
+    with pytest.raises(InputError, match="none of the gold instances"):
+        quiet_fit(dsk, crowd.ratings, gold=pd.Series([3.0], index=["nobody"]))
 
-    dsk = DaskOrdinalMixture(labels="confusion", scheduler=client)
-    with pytest.raises(InputError, match="in-memory engine only"):
-        dsk.fit(ratings)
+
+def test_warm_start_as_in_memory(client, ratings):
+    """A refit from an earlier fit (a model, and its folder): the same starts (the previous
+    posteriors on the blocks and the client), race and answer."""
+    earlier = ratings.sample(frac=0.8, random_state=1)
+    for granularity in ("instance", "query"):
+        prev = quiet_fit(in_memory(granularity=granularity, n_restarts=3, random_state=3), earlier)
+        kw = dict(granularity=granularity, n_restarts=3, random_state=4, init_from=prev)
+        mem = quiet_fit(in_memory(**kw), ratings)
+        assert mem.restarts_["init"].tolist()[0] == "previous"
+        dsk = quiet_fit(DaskOrdinalMixture(**kw, scheduler=client, n_partitions=3), ratings)
+        assert_same_fit(mem, dsk, EST_RTOL, EST_ATOL)
+
+
+def test_a_scale_of_many_levels_and_the_papers_labels_as_in_memory(client, ratings):
+    """A 0..20 scale, a fine one (the continuous model in tenths of its range with open ends,
+    its posterior as the labels and their estimates; with ``labels="confusion"`` the label
+    fit on 11 classes, spread back over the levels by the ratings) and the paper's model (the
+    continuous posterior's labels): as in memory."""
+    wide = ratings.assign(rating=(ratings["rating"] - 1) * 5)
+    for data, kw in (
+        (wide, dict(n_restarts=2, random_state=3, scale=list(range(21)))),
+        (wide, dict(n_restarts=2, random_state=3, scale=list(range(21)), labels="confusion")),
+        (ratings, dict(n_restarts=2, random_state=3, model="paper")),
+    ):
+        mem = quiet_fit(in_memory(**kw), data)
+        dsk = quiet_fit(DaskOrdinalMixture(**kw, scheduler=client, n_partitions=3), data)
+        assert_same_fit(mem, dsk, EST_RTOL, EST_ATOL)
+
+
+def test_a_worker_killed_mid_fit_stops_with_one_line(ratings, tmp_path, capsys, monkeypatch):
+    """A worker killed in the middle of a fit (a cluster of its own: its nanny starts a new
+    worker, without the blocks): the fit stops at once, ``ordmix fit`` prints one
+    ``ordmix: error:`` line naming the worker, exits 2 and leaves no output folder."""
+    import logging
+    import os
+    import signal
+    import threading
+
+    from ordmix_core.cli import main as cli_main
+
+    path = tmp_path / "r.csv"
+    ratings.to_csv(path, index=False)
+    out = tmp_path / "out"
+    with (
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+            silence_logs=logging.CRITICAL,
+        ) as cluster,
+        Client(cluster) as c,
+    ):  # fmt: skip
+        victim, pid = next(iter(c.run(os.getpid).items()))
+        sweeps = []
+
+        class KillAtTenthSweep(cli_main.Progress):
+            def __call__(self, restart, iteration, bound):
+                sweeps.append(restart)
+                if len(sweeps) == 10:
+                    os.kill(pid, signal.SIGKILL)
+                return super().__call__(restart, iteration, bound)
+
+        monkeypatch.setattr(cli_main, "Progress", KillAtTenthSweep)
+        args = ["fit", str(path), "--out", str(out), "--engine", "dask", "--quiet"]
+        args += ["--scheduler", c.scheduler.address, "--restarts", "2"]
+        code = []  # in a thread: a fit waiting for the lost worker would wait forever
+        fit = threading.Thread(target=lambda: code.append(main(args)), daemon=True)
+        fit.start()
+        fit.join(timeout=120)
+        assert not fit.is_alive(), "the fit still waits for the lost worker"
+        assert code == [2]
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert err[0].startswith(f"ordmix: error: the Dask worker {victim} left the cluster")
+    assert len(sweeps) < 40  # stopped at once, not after the fit
+    assert not out.exists() and list(tmp_path.iterdir()) == [path]

@@ -8,6 +8,7 @@ from _compiled import compiled_libm
 
 from ordmix_core.labels import confusion_model as lm
 from ordmix_core.labels import confusion_passes as passes
+from ordmix_core.labels import confusion_ratings
 from ordmix_core.numerics import jit, libm
 from ordmix_core.vb import kernels
 
@@ -133,7 +134,7 @@ def _expert_prior(careful, rho):
 def test_fit_compiled_equals_numpy(monkeypatch, threads, how, with_gold, parallel_min):
     """The whole EM, compiled passes or numpy formulas: the same bits (``kernels.USE_JIT``),
     the passes over the cores or on the calling thread."""
-    monkeypatch.setattr(lm, "PARALLEL_MIN_RATINGS", parallel_min)
+    monkeypatch.setattr(confusion_ratings, "PARALLEL_MIN_RATINGS", parallel_min)
     monkeypatch.setattr(lm, "NEWTON_PARALLEL_MIN", parallel_min)
     rng = np.random.default_rng(3)
     ann, inst, rating = _ratings(rng, n=12, m=60, k=5, r=900)

@@ -120,6 +120,40 @@ def test_each_annotators_agreement_by_rating_pairs_in_chunks_of_any_size(rows, c
 @given(
     st.lists(
         st.tuples(st.integers(0, 5), st.integers(0, 7), st.integers(1, 4)), min_size=2, max_size=60
+    ),
+    st.integers(1, 4),
+)
+def test_the_figures_from_parts_of_the_items_are_the_whole_crowds(rows, n_parts) -> None:
+    """Items split into parts, each with all its ratings (a Dask engine's blocks): the parts'
+    rating patterns merged give the crowd's alpha and interval with the same bits, and the
+    parts' per-annotator sums added give each annotator's agreement."""
+    data = _crowd([(f"w{a}", f"i{i}", r) for a, i, r in rows])
+    k = data.scale.k
+    whole = agreement.crowd_agreement(data)
+    part_of_item = np.arange(data.n_instances) % n_parts
+    parts, sums = [], []
+    for p in range(n_parts):
+        mine = np.flatnonzero(part_of_item[data.inst] == p)
+        items, inst = np.unique(data.inst[mine], return_inverse=True)
+        counts = agreement.level_counts(data)[items]
+        parts.append((mine, inst, counts))
+    merged = agreement.merged_patterns([agreement.rating_patterns(c) for _, _, c in parts], k)
+    got = agreement.patterns_agreement(merged)
+    assert got.as_dict() == whole.as_dict()
+    d, expected = agreement.expected_disagreement(merged)
+    for mine, inst, counts in parts:
+        ann, lev = data.ann[mine], data.level[mine]
+        sums.append(agreement.agreement_sums(inst, ann, lev, counts, data.n_annotators, d))
+    total, used = (sum(s[j] for s in sums) for j in (0, 1))
+    each = agreement.agreement_from_sums(total, used, expected)
+    want = agreement.annotator_agreement(data).to_numpy()
+    np.testing.assert_allclose(each, want, rtol=1e-12, atol=1e-12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 5), st.integers(0, 7), st.integers(1, 4)), min_size=2, max_size=60
     )
 )
 def test_the_crowds_alpha_is_the_packages(rows) -> None:

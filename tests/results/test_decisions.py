@@ -20,7 +20,7 @@ from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
 from ordmix_core.labels.policy import LabelPolicy
 from ordmix_core.labels.posterior import LabelPosterior
 from ordmix_core.results import decisions as D
-from ordmix_core.results import reliability
+from ordmix_core.results import evidence, reliability
 
 ROOT = Path(__file__).resolve().parents[2]
 THRESHOLDS = np.array([0.5, 1.5, 2.5, 3.5])
@@ -253,7 +253,7 @@ def test_leave_one_out_and_rating_evidence_against_direct_computation():
     omega = np.array([0.9, 0.2, 1.0, 0.7])
     rho = np.array([3.0, 2.0, 4.0, 1.5])
     ex = np.array([1.2, 2.9, 1.1, 3.0])
-    mean, prec = reliability.leave_one_out(inst, omega, rho, ex, 2.0, 0.1, 2)
+    mean, prec = evidence.leave_one_out(inst, omega, rho, ex, 2.0, 0.1, 2)
     for j in range(4):
         others = (inst == inst[j]) & (np.arange(4) != j)
         w = omega[others] * rho[others]
@@ -261,7 +261,7 @@ def test_leave_one_out_and_rating_evidence_against_direct_computation():
         assert mean[j] == pytest.approx((0.1 * 2.0 + (w * ex[others]).sum()) / (0.1 + w.sum()))
     level = np.array([0, 2, 0, 2])
     pi = np.array([0.2, 0.5, 0.3])
-    log_r = reliability.rating_evidence(level, mean, prec, rho, THRESHOLDS, pi)
+    log_r = evidence.rating_evidence(level, mean, prec, rho, THRESHOLDS, pi)
     pred = stats.norm(mean, np.sqrt(1 / prec + 1 / rho))
     p_level = pred.cdf(THRESHOLDS[level + 1]) - pred.cdf(THRESHOLDS[level])
     p_scale = pred.cdf(THRESHOLDS[-1]) - pred.cdf(THRESHOLDS[0])
@@ -427,9 +427,9 @@ def test_flags_in_chunks_of_ratings_equal_flags_in_one_pass(monkeypatch, ordinal
     """Big fits go a chunk of ratings at a time (memory); the result must not depend on it."""
     crowd = simulate_crowd(n_items=150, n_annotators=12, random_state=2)
     m = _fit(crowd.ratings, n_restarts=1, ordinal=ordinal)
-    whole_r, whole = reliability.annotator_evidence(m), reliability.annotator_flags(m)
-    monkeypatch.setattr(reliability, "_CHUNK", 97)  # 750 ratings: 8 chunks, the last one short
-    chunked_r, chunked = reliability.annotator_evidence(m), reliability.annotator_flags(m)
+    whole_r, whole = evidence.annotator_evidence(m), reliability.annotator_flags(m)
+    monkeypatch.setattr(evidence, "CHUNK", 97)  # 750 ratings: 8 chunks, the last one short
+    chunked_r, chunked = evidence.annotator_evidence(m), reliability.annotator_flags(m)
     np.testing.assert_allclose(chunked_r, whole_r, rtol=1e-12, atol=1e-12)
     pd.testing.assert_frame_equal(chunked, whole, rtol=1e-9)
 

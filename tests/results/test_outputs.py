@@ -136,7 +136,7 @@ def test_table_rows_keep_the_fixed_order_then_the_rest():
 
 def test_a_fit_without_per_rating_results_has_no_flags_and_says_why(model):
     class NoOmega:
-        """What the Dask engine leaves: the learned frames, no per-rating omega."""
+        """A fit's learned frames without per-rating omega or flags of its own."""
 
         items_ = model.items_
         annotators_ = model.annotators_
@@ -150,7 +150,7 @@ def test_a_fit_without_per_rating_results_has_no_flags_and_says_why(model):
     ann = outputs.annotators_table(NoOmega(), dec)
     assert list(ann.columns) == MODEL_ANN_COLUMNS
     counts = outputs.decision_counts(NoOmega(), dec)
-    assert "Dask engine" in counts["annotators"]["flags"]
+    assert counts["annotators"]["flags"] == decision_columns.NO_FLAGS
     assert set(counts["annotators"]) == {"flags", "threshold", "confidence"}
     items = outputs.items_table(NoOmega(), dec)
     assert items["truth_weight"].isna().all()
@@ -537,10 +537,12 @@ def _dask_like(model):
         items = dd.from_pandas(model.items_, npartitions=3, sort=False)
 
     class DaskFit:
-        """The fitted model's attributes, but ``items_`` partitioned and no ``omega_``."""
+        """The fitted model's attributes, but ``items_`` partitioned, no ``omega_`` and no
+        flags or posterior per block (``item_posterior_``): the continuous labels' path."""
 
         items_ = items
         omega_ = None
+        annotator_flags_ = None
 
         def __getattr__(self, name):
             return getattr(model, name)
@@ -560,8 +562,15 @@ def test_dask_items_get_the_decision_columns_per_partition(
     assert counts["annotators"] == {
         "flags": decision_columns.NO_FLAGS, "threshold": 0.7, "confidence": 0.9,
     }  # fmt: skip
-    no_attr = decision_columns.decide(_Override(schema_model, omega_=_MISSING))  # no omega_ at all
+    hidden = _Override(schema_model, omega_=_MISSING, annotator_flags_=_MISSING)
+    no_attr = decision_columns.decide(hidden)  # no omega_, no flags at all
     assert no_attr.annotators is None and no_attr.no_flags == decision_columns.NO_FLAGS
+    # its own flags, with the agreement beside them in a new frame (theirs left as it is)
+    own = decision_columns.decide(_Override(schema_model, omega_=_MISSING))
+    agreement = decision_columns.AGREEMENT_COLUMN
+    flags = schema_model.annotator_flags_
+    assert agreement not in flags and own.annotators[agreement].notna().any()
+    pd.testing.assert_frame_equal(own.annotators.drop(columns=agreement), flags)
     got = outputs.decided(fit, "items", dec).compute()
     ann = schema_model.annotators_
     share = float((ann["n_ratings"] * (1 - ann["spam_share"])).sum() / ann["n_ratings"].sum())
@@ -584,6 +593,39 @@ def test_dask_items_get_the_decision_columns_per_partition(
     )
     with pytest.raises(TypeError, match=r"^items_ is a DataFrame; pass write_parts$"):
         outputs.write_fit_outputs(fit, tmp_path / "again", {})
+
+
+def test_dask_items_read_each_blocks_posterior(sync_dask) -> None:
+    """Items left on a cluster with each block's posterior (``item_posterior_``: the
+    confusion model's ``proba_<k>``, ``gain`` and ``truth_weight``, aligned with ``items_``'s
+    partitions) and flags of the fit's own: the in-memory engine's decision columns, flags and
+    counts, read partition by partition."""
+    dask = pytest.importorskip("dask")
+    dd = pytest.importorskip("dask.dataframe")
+    crowd = simulate_crowd(n_items=40, n_annotators=6, ratings_per_item=3, random_state=4)
+    model = OrdinalMixture("query", n_restarts=1, random_state=0).fit(crowd.ratings)
+    post = model.label_result_.posterior
+    frame = pd.DataFrame(post.proba, index=model.items_.index)
+    frame.columns = [f"proba_{k}" for k in range(post.proba.shape[1])]
+    frame["gain"] = post.gain
+    data = model.data_
+    frame["truth_weight"] = np.bincount(data.inst, weights=model.omega_, minlength=len(frame))
+    with dask.config.set({"dataframe.convert-string": False}):
+        items = dd.from_pandas(model.items_, npartitions=3, sort=False)
+        parts = dd.from_pandas(frame, npartitions=3, sort=False)
+
+    class DaskFit:
+        items_, item_posterior_, omega_ = items, parts, None
+
+        def __getattr__(self, name):
+            return getattr(model, name)
+
+    dec = decision_columns.decide(DaskFit())
+    pd.testing.assert_frame_equal(dec.annotators, decision_columns.decide(model).annotators)
+    got = outputs.decided(DaskFit(), "items", dec).compute()
+    want = model.items_.join(decisions.item_decisions(model))
+    pd.testing.assert_frame_equal(got, want)
+    assert outputs.decision_counts(DaskFit(), dec) == outputs.summary(model, {})["decisions"]
 
 
 def test_dask_items_at_instance_granularity_join_each_partitions_categories(

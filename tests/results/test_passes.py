@@ -8,7 +8,7 @@ import pytest
 from _compiled import compiled_libm
 
 from ordmix_core.numerics import jit, libm
-from ordmix_core.results import passes, reliability
+from ordmix_core.results import evidence, passes, reliability
 from ordmix_core.vb import kernels
 
 
@@ -71,10 +71,11 @@ def test_posterior_mode_compiled_equals_numpy(monkeypatch, chunk):
     rng = np.random.default_rng(5)
     ann = rng.integers(0, 8, 700).astype(np.int32)
     log_r = rng.normal(0, 20.0, 700)  # some beyond the clip
-    monkeypatch.setattr(reliability, "_CHUNK", chunk)
+    monkeypatch.setattr(evidence, "CHUNK", chunk)
     modes = []
     for use_jit in (True, False):
         monkeypatch.setattr(kernels, "USE_JIT", use_jit)
-        modes.append(reliability._posterior_mode(ann, log_r, 8, 1.0, 1.0))
+        pulls = reliability.pull_sums(ann, log_r, 8)
+        modes.append(reliability._posterior_mode(pulls, 8, 1.0, 1.0))
     for fast, slow in zip(*modes, strict=True):
         assert fast.tobytes() == slow.tobytes()

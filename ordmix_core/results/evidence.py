@@ -1,0 +1,159 @@
+"""Each rating's evidence, truth against spam, from the other ratings of its item: the
+observations of each annotator's reliability posterior (``reliability``, whose docstring
+derives it). ``rating_evidence`` is the likelihood ratio of one rating against its item's
+leave-one-out posterior (``leave_one_out``); ``ratings_evidence`` takes it for a set of ratings
+holding every rating of their items (a fit's, or a Dask block's), a chunk at a time. Pure
+array functions but ``annotator_evidence``, which reads a fitted in-memory model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import numpy as np
+
+from ..errors import InputError
+from ..numerics import libm
+from ..numerics.truncnorm import tn_log_z, tn_stats
+from ..vb.updates import update_z, z_from_sums
+
+#: ratings per chunk of the per-rating passes (evidence, the reliability posterior's sums):
+#: temporaries stay ~50 MB
+CHUNK = 1 << 20
+#: evidence ratios are clipped to exp(+-LOG_R_CLIP): beyond that a rating is decisive anyway
+LOG_R_CLIP = 50.0
+
+
+def leave_one_out(
+    inst: np.ndarray,
+    omega: np.ndarray,
+    rho: np.ndarray,
+    ex: np.ndarray,
+    mu: float,
+    lam: float,
+    n_instances: int,
+    z: tuple[np.ndarray, np.ndarray] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and precision of each rating's item posterior without that rating; (L,) each.
+
+    The q(z) update (``updates.update_z``) with weights ``omega_l rho_l`` and observations
+    ``E[x_l]``, minus rating l's own term. Inputs (L,) but ``mu``, ``lam`` (the prior of z);
+    ``z``: that update's ``(mu_m, lambda_m)`` (M,) when already summed over all the ratings
+    (then the inputs may be a chunk of them).
+    """
+    w = omega * rho
+    mu_m, lam_m = update_z(inst, w, ex, mu, lam, n_instances) if z is None else z
+    prec = np.maximum(lam_m[inst] - w, lam)
+    mean = (mu_m[inst] * lam_m[inst] - w * ex) / prec
+    return mean, prec
+
+
+def rating_evidence(
+    level: np.ndarray,
+    mean: np.ndarray,
+    prec: np.ndarray,
+    rho: np.ndarray,
+    thresholds: np.ndarray,
+    pi: np.ndarray,
+) -> np.ndarray:
+    """``log r_l``: log likelihood ratio truth : spam of each rating's level; (L,).
+
+    ``level`` (L,) level index; ``mean``, ``prec``: the item's posterior without the rating
+    (``leave_one_out``); ``rho`` (L,): the rating's precision. A truthful rating is
+    ``x ~ N(z, 1/rho)`` with z from that posterior, so x ~ N(mean, 1/prec + 1/rho); its level
+    probability is normalised over the scale's range ``[b_0, b_K)`` (a vague prior's mass off
+    the scale is not evidence). A spam rating has probability ``pi[level]``. Clipped to
+    ``+-LOG_R_CLIP``.
+    """
+    t = np.asarray(thresholds, dtype=float)
+    s2 = 1.0 / (1.0 / prec + 1.0 / rho)
+    log_in_level = tn_log_z(t[level], t[level + 1], mean, s2)
+    full_lo = np.full_like(mean, t[0])
+    full_hi = np.full_like(mean, t[-1])
+    log_on_scale = tn_log_z(full_lo, full_hi, mean, s2)
+    log_r = log_in_level - log_on_scale - libm.log(np.asarray(pi, dtype=float))[level]
+    return np.clip(log_r, -LOG_R_CLIP, LOG_R_CLIP)
+
+
+def leave_one_out_by_chunk(
+    inst: np.ndarray,
+    omega: np.ndarray,
+    chunks: list[slice],
+    rho_ex: Callable[[slice], tuple[np.ndarray, np.ndarray]],
+    mu: float,
+    lam: float,
+    n_instances: int,
+) -> Iterator[tuple[slice, np.ndarray, np.ndarray, np.ndarray]]:
+    """``(sl, rho, mean, prec)`` for each chunk ``sl`` of the ratings (slices of the (L,)
+    arrays ``inst``, ``omega``): ``rho_ex(sl)``'s precisions (and truncated-normal means, the
+    observations of ``leave_one_out``) and each rating's item posterior without it. With more
+    than one chunk the items' posteriors are summed over every chunk first (``rho_ex`` then
+    runs twice a chunk), so that no per-rating temporary is bigger than a chunk."""
+    z = None  # one chunk: leave_one_out sums over it; more: the sums over all chunks first
+    if len(chunks) > 1:
+        sum_w, sum_wx = np.zeros(n_instances), np.zeros(n_instances)
+        for sl in chunks:
+            rho, ex = rho_ex(sl)
+            w = omega[sl] * rho
+            sum_w += np.bincount(inst[sl], weights=w, minlength=n_instances)
+            sum_wx += np.bincount(inst[sl], weights=w * ex, minlength=n_instances)
+        z = z_from_sums(sum_w, sum_wx, mu, lam)
+    for sl in chunks:
+        rho, ex = rho_ex(sl)
+        mean, prec = leave_one_out(inst[sl], omega[sl], rho, ex, mu, lam, n_instances, z)
+        yield sl, rho, mean, prec
+
+
+def annotator_evidence(model) -> np.ndarray:
+    """``log r_l`` for every rating of a fitted in-memory model (``ratings_evidence``); (L,).
+    Needs the per-rating ``omega_`` and ``data_`` (the Dask engine's blocks hold theirs)."""
+    omega = getattr(model, "omega_", None)
+    data = getattr(model, "data_", None)
+    if omega is None or not hasattr(data, "level"):
+        raise InputError(
+            "annotator flags need the fit's per-rating results (omega_), which the Dask engine "
+            "keeps on its workers; fit with the in-memory engine"
+        )
+    return ratings_evidence(
+        data.ann, data.inst, data.cat, data.level, omega,
+        model.annotators_["expertise"].to_numpy(dtype=float),
+        model.categories_["difficulty"].to_numpy(dtype=float),
+        model.items_["z_mean"].to_numpy(dtype=float),  # the continuous fit's q(z)
+        model.hyperparams_, getattr(model, "ordinal", True),
+    )  # fmt: skip
+
+
+def ratings_evidence(
+    ann: np.ndarray,
+    inst: np.ndarray,
+    cat: np.ndarray,
+    level: np.ndarray,
+    omega: np.ndarray,
+    expertise: np.ndarray,
+    difficulty: np.ndarray,
+    z_mean: np.ndarray,
+    hp: dict,
+    ordinal: bool = True,
+) -> np.ndarray:
+    """``log r_l`` of the ratings ``ann``, ``inst``, ``cat``, ``level``, ``omega`` (L,) (see
+    ``rating_evidence``), every rating of their items among them: the annotators' ``expertise``
+    (E[tau], indexed by ``ann``), the categories' ``difficulty`` (E[delta], by ``cat``), the
+    items' ``z_mean`` (M,, by ``inst``), the fit's ``hyperparams_`` ``hp`` (thresholds, scale,
+    mu, lambda, pi)."""
+    thresholds = np.asarray(hp["thresholds"], dtype=float)
+    values = np.asarray(hp["scale"], dtype=float)
+    mu, lam, n_inst = float(hp["mu"]), float(hp["lambda"]), z_mean.size
+    # a chunk of ratings at a time, so that no per-rating temporary is bigger than a chunk
+    chunks = [slice(lo, lo + CHUNK) for lo in range(0, len(ann), CHUNK)] or [slice(0, 0)]
+
+    def rho_ex(sl: slice) -> tuple[np.ndarray, np.ndarray]:
+        rho = expertise[ann[sl]] * difficulty[cat[sl]]
+        lev = level[sl]
+        if not ordinal:
+            return rho, values[lev]
+        return rho, tn_stats(thresholds[lev], thresholds[lev + 1], z_mean[inst[sl]], rho).ex
+
+    log_r = np.empty(len(ann))
+    for sl, rho, mean, prec in leave_one_out_by_chunk(inst, omega, chunks, rho_ex, mu, lam, n_inst):
+        log_r[sl] = rating_evidence(level[sl], mean, prec, rho, thresholds, np.asarray(hp["pi"]))
+    return log_r
