@@ -19,7 +19,8 @@ from ..numerics import jit
 
 
 class Progress:
-    """Progress on stderr: a bar updated in place on a terminal, else one line per restart.
+    """Progress on stderr: a bar updated in place on a terminal, else one line per restart
+    (``every_sweep``: one line per sweep, for the Dask engine, whose sweeps take seconds).
 
     Restarts run in rounds and side by side (threads), so progress is kept per restart.
     """
@@ -27,9 +28,16 @@ class Progress:
     #: sweeps a restart typically needs (warm-up and mixture), for the bar's estimate
     TYPICAL_SWEEPS = 40
 
-    def __init__(self, n_restarts: int, quiet: bool = False, stream: TextIO | None = None):
+    def __init__(
+        self,
+        n_restarts: int,
+        quiet: bool = False,
+        stream: TextIO | None = None,
+        every_sweep: bool = False,
+    ):
         self.n = n_restarts
         self.quiet = quiet
+        self.every_sweep = every_sweep
         self.stream = stream if stream is not None else sys.stderr
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self.sweeps: dict[int, int] = {}
@@ -47,7 +55,14 @@ class Progress:
             new = restart not in self.sweeps
             self.sweeps[restart] = self.sweeps.get(restart, 0) + 1
             if not self.tty:
-                if new:
+                if self.every_sweep:
+                    print(
+                        f"ordmix: restart {restart}, sweep {self.sweeps[restart]}, "
+                        f"lower bound {bound:,.2f}",
+                        file=self.stream,
+                        flush=True,
+                    )
+                elif new:
                     print(
                         f"ordmix: restart {restart} started ({len(self.sweeps)} of {self.n})",
                         file=self.stream,

@@ -217,7 +217,7 @@ def cmd_fit_dask(args: argparse.Namespace, model) -> int:
                 from ..io import read_gold
 
                 gold = read_gold(args.gold, scale=args.scale)
-            progress = Progress(n_runs(model), args.quiet)
+            progress = Progress(n_runs(model), args.quiet, every_sweep=True)
             try:
                 model.fit(args.ratings, callback=progress, gold=gold)
             finally:

@@ -403,6 +403,18 @@ def test_progress_is_a_bar_on_a_terminal_and_a_line_per_restart_otherwise():
     assert quiet.getvalue() == ""
 
 
+def test_progress_a_line_per_sweep_when_asked_as_the_dask_engine_is():
+    log = io.StringIO()
+    lines = Progress(2, stream=log, every_sweep=True)
+    for restart, bound in [(0, -300.0), (1, -290.5), (0, -120.25)]:
+        lines(restart, 0, bound)
+    assert log.getvalue().splitlines() == [
+        "ordmix: restart 0, sweep 1, lower bound -300.00",
+        "ordmix: restart 1, sweep 1, lower bound -290.50",
+        "ordmix: restart 0, sweep 2, lower bound -120.25",
+    ]
+
+
 def test_progress_says_once_that_numba_is_compiling():
     """While numba compiles a fit's kernels: one line "compiling (once, about N s)" in a log,
     the same with the seconds so far on a terminal, nothing when quiet."""
