@@ -7,37 +7,9 @@ import numpy as np
 import pytest
 from _compiled import compiled_libm
 
-from ordmix_core.numerics import jit, libm
+from ordmix_core.numerics import libm
 from ordmix_core.results import evidence, passes, reliability
 from ordmix_core.vb import kernels
-
-
-def _ratings(rng, n=9, m=40, k=4, r=600):
-    ann = rng.integers(0, n, r).astype(np.int64)
-    inst = rng.integers(0, m, r).astype(np.int64)
-    rating = rng.integers(0, k, r).astype(np.int64)
-    return ann, inst, rating
-
-
-def _order(rng, inst, how):
-    """The ratings in their order, sorted by item (stably), or shuffled."""
-    if how == "sorted":
-        return np.argsort(inst, kind="stable")
-    if how == "shuffled":
-        return rng.permutation(inst.size)
-    return np.arange(inst.size)
-
-
-@pytest.fixture(params=[1, 2], ids=["1-thread", "2-threads"])
-def threads(request):
-    """Run the parallel passes on 1 and on 2 numba threads."""
-    if not jit.USE_JIT:
-        yield request.param
-        return
-    before = kernels.numba.get_num_threads()
-    kernels.numba.set_num_threads(min(request.param, kernels.numba.config.NUMBA_NUM_THREADS))
-    yield request.param
-    kernels.numba.set_num_threads(before)
 
 
 @pytest.mark.parametrize("square", [False, True])
