@@ -47,6 +47,12 @@ def decide(
     return best, tied
 
 
+def item_flags(tie: np.ndarray, p_best: np.ndarray, confidence: float) -> np.ndarray:
+    """Each item's flag (M,) from ``decide``'s tie and its label's probability (M,):
+    ``undetermined`` for a tie, ``confident`` at ``confidence`` or more, else ``uncertain``."""
+    return np.where(tie, "undetermined", np.where(p_best >= confidence, "confident", "uncertain"))
+
+
 def level_interval(p: np.ndarray, best: np.ndarray, mass: float) -> tuple[np.ndarray, np.ndarray]:
     """Lowest and highest level index (M,) of the narrowest run of adjacent levels that holds
     the label ``best`` (M,) and at least ``mass`` of the probability ``p`` (M, K); grown one
@@ -141,9 +147,7 @@ class LabelPosterior:
         p_best = p[np.arange(len(p)), best]
         lo, hi = level_interval(p, best, policy.interval)
         mean, sd = self.estimates()
-        flag = np.where(
-            tie, "undetermined", np.where(p_best >= policy.confidence, "confident", "uncertain")
-        )
+        flag = item_flags(tie, p_best, policy.confidence)
         return {
             "label": best,
             "p_wrong": 1.0 - p_best,

@@ -23,7 +23,7 @@ from ..errors import FitWarning, InputError, SpamWarning, UndeterminedWarning
 from ..labels.choose import LabelResult
 from ..labels.policy import DEFAULT as DEFAULT_POLICY
 from ..labels.policy import LabelPolicy
-from ..labels.posterior import ITEM_FLAGS, LabelPosterior, decide
+from ..labels.posterior import ITEM_FLAGS, LabelPosterior, decide, item_flags
 
 #: an annotator is judged against this reliability (share of ratings from the truth)
 THRESHOLD = 0.5
@@ -291,9 +291,7 @@ def reflagged(
     best, tie = decide(p, DEFAULT_POLICY.tie, values)
     p_best = p[np.arange(len(p)), best]
     out = items.copy()
-    out["flag"] = np.where(
-        tie, "undetermined", np.where(p_best >= confidence, "confident", "uncertain")
-    )
+    out["flag"] = item_flags(tie, p_best, confidence)
     return out
 
 
