@@ -282,10 +282,12 @@ def _own_pairs(
 def _to_levels(counts: np.ndarray, d: np.ndarray) -> np.ndarray:
     """(U, K): for each row of level counts (U, K) and level c, the summed distance
     ``sum_k counts[u, k] d[k, c]``, the columns added in a fixed order (the same bits on any
-    machine: no BLAS)."""
+    machine: no BLAS), ``CHUNK`` rows at a time (each term's products a chunk's memory)."""
     out = np.zeros(counts.shape, dtype=float)
-    for k in range(counts.shape[1]):
-        out += counts[:, k : k + 1] * d[k][None, :]
+    for lo in range(0, counts.shape[0], CHUNK):
+        rows = slice(lo, lo + CHUNK)
+        for k in range(counts.shape[1]):
+            out[rows] += counts[rows, k : k + 1] * d[k][None, :]
     return out
 
 
