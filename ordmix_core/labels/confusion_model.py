@@ -372,9 +372,7 @@ def fit(
     """
     k = n_levels
     d = design(k)
-    annotator = np.asarray(annotator, np.int64)
-    instance = np.asarray(instance, np.int64)
-    rating = np.asarray(rating, np.int64)
+    annotator, instance, rating = (np.asarray(c) for c in (annotator, instance, rating))
     n = n_annotators
     q = start(instance, rating, n_instances, k)
     expert = gold is not None and bool((gold >= 0).any())

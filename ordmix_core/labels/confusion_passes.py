@@ -40,15 +40,22 @@ class Grouped(NamedTuple):
     cols: tuple
 
 
-def _reordered(c: np.ndarray, order: np.ndarray) -> np.ndarray:
-    """``c[order]`` for codes (R,): int32 when every code fits (a copy in a new order at half
-    the memory), else int64; an index's width changes no sum. Weights (floats) keep their
-    type."""
+def codes(c: np.ndarray) -> np.ndarray:
+    """Codes (R,) as the passes take them: int32 when every code fits (half the memory of
+    int64, and one compiled signature of each pass whatever the caller's type), else int64;
+    an index's width changes no sum. No copy when they are int32 already."""
     c = np.asarray(c)
-    if c.dtype.kind == "f":
-        return c[order]
+    if c.dtype == np.int32:
+        return c
     small = c.size == 0 or (int(c.min()) >= 0 and int(c.max()) < 2**31)
-    return c[order].astype(np.int32 if small else np.int64, copy=False)
+    return c.astype(np.int32 if small else np.int64)
+
+
+def _reordered(c: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """``c[order]`` for codes (R,), as ``codes`` types them (a copy in a new order); weights
+    (floats) keep their type."""
+    c = np.asarray(c)
+    return c[order] if c.dtype.kind == "f" else codes(c[order])
 
 
 def group_offsets(key: np.ndarray, n: int) -> np.ndarray:
@@ -127,34 +134,35 @@ def soft_tables(q: np.ndarray, by_part: Grouped, n: int) -> np.ndarray:
 
 
 @jit()
-def _e_chunk(
-    lo, hi, offsets, codes, logp, log_rho, q_old, ll, q, lse
-):  # pragma: no cover - compiled
-    """``e_step`` for items ``lo:hi``: their log likelihoods summed in rating order, then their
-    posteriors with numpy's operations in numpy's order; the exponentials of the chunk's
-    (item, level) cells in one loop on the vector units (``libm.exp_into``: ``exp_value``'s
-    bits): a third off the pass's time."""
-    inst, ann, rating = codes
+def _e_chunk(lo, hi, offsets, cols, logp, log_rho, q_old, q, lse):  # pragma: no cover
+    """``e_step`` for items ``lo:hi``: each item's log likelihood summed over its ratings in
+    their order (from 0.0, as ``np.bincount`` adds), then the posteriors with numpy's
+    operations in numpy's order; the exponentials of the chunk's (item, level) cells in one
+    loop on the vector units (``libm.exp_into``: ``exp_value``'s bits): a third off the
+    pass's time."""
+    ann, rating = cols
     k = q.shape[1]
     n = hi - lo
     moved = 0.0
     nan = False
-    for i in range(offsets[lo], offsets[hi]):  # item_log_lik: the chunk's ratings in order
-        a, j, r = ann[i], inst[i], rating[i]
-        for c in range(k):
-            ll[j, c] += logp[a, c, r]
+    ll = np.empty(k)  # the item's item_log_lik row
     top = np.empty(n)
     x = np.empty(n * k)  # (item, level) of the chunk: log(rho) + ll - the item's largest
     for jj in range(n):
         j = lo + jj
-        t = ll[j, 0] + log_rho[0]
+        ll[:] = 0.0
+        for i in range(offsets[j], offsets[j + 1]):  # the item's ratings in their order
+            a, r = ann[i], rating[i]
+            for c in range(k):
+                ll[c] += logp[a, c, r]
+        t = ll[0] + log_rho[0]
         for c in range(1, k):
-            s = ll[j, c] + log_rho[c]
+            s = ll[c] + log_rho[c]
             if s > t or s != s or t != t:
                 t = s if t == t else t
         top[jj] = t
         for c in range(k):
-            x[jj * k + c] = (ll[j, c] + log_rho[c]) - t
+            x[jj * k + c] = (ll[c] + log_rho[c]) - t
     w = np.empty(n * k)
     libm.exp_into(x, w)  # on the vector units, subnormals the C library's
     for jj in range(n):
@@ -175,10 +183,10 @@ def _e_chunk(
 
 
 @jit(parallel=True)
-def _e_step(bounds, offsets, codes, logp, log_rho, q_old, ll, q, lse, moved):  # pragma: no cover
+def _e_step(bounds, offsets, cols, logp, log_rho, q_old, q, lse, moved):  # pragma: no cover
     for ch in prange(bounds.size - 1):
         lo, hi = bounds[ch], bounds[ch + 1]
-        moved[ch] = _e_chunk(lo, hi, offsets, codes, logp, log_rho, q_old, ll, q, lse)
+        moved[ch] = _e_chunk(lo, hi, offsets, cols, logp, log_rho, q_old, q, lse)
 
 
 def e_step(
@@ -191,23 +199,22 @@ def e_step(
     and how far it moved the level posteriors, the items over the cores.
 
     ``logp`` (N, K, K) log confusion matrices, ``log_rho`` (K,) ``libm.log`` of the class prior,
-    ``by_item`` the ratings grouped by item (``group(instance, M, instance, annotator,
-    rating)``; each item's log likelihood summed in rating order), ``q_old`` (M, K) the
-    posteriors before. Returns the new posteriors (M, K), the log evidence and
-    ``max |q - q_old|`` (NaN if any difference is NaN: each chunk's, then theirs).
+    ``by_item`` the ratings grouped by item (``group(instance, M, annotator, rating)``; each
+    item's log likelihood summed in rating order), ``q_old`` (M, K) the posteriors before.
+    Returns the new posteriors (M, K), the log evidence and ``max |q - q_old|`` (NaN if any
+    difference is NaN: each chunk's, then theirs).
     """
     m, k = q_old.shape
     q = np.empty((m, k))
     lse = np.empty(m)
     moved = np.empty(by_item.bounds.size - 1)
-    ll = np.zeros((m, k))
     args = (np.ascontiguousarray(logp), np.ascontiguousarray(log_rho))
-    args += (np.ascontiguousarray(q_old), ll, q, lse)
-    codes = by_item.cols[:3]
+    args += (np.ascontiguousarray(q_old), q, lse)
+    cols = by_item.cols[:2]
     if moved.size == 1:  # one chunk: on this thread, no parallel launch
-        moved[0] = _e_chunk(0, m, by_item.offsets, codes, *args)
+        moved[0] = _e_chunk(0, m, by_item.offsets, cols, *args)
     else:
-        _e_step(by_item.bounds, by_item.offsets, codes, *args, moved)
+        _e_step(by_item.bounds, by_item.offsets, cols, *args, moved)
     return q, float(lse.sum()), float(np.nan if np.isnan(moved).any() else moved.max())
 
 

@@ -65,7 +65,8 @@ def posterior(log_lik: np.ndarray, rho: np.ndarray) -> tuple[np.ndarray, float]:
 def start(instance: np.ndarray, rating: np.ndarray, m: int, k: int) -> np.ndarray:
     """Start: each item's share of ratings at each level, smoothed by one rating spread
     evenly."""
-    cell = instance * k + rating
+    cell = np.multiply(instance, k, dtype=np.int64)  # int32 codes: no overflow at m * k
+    cell += rating
     counts = np.bincount(cell, minlength=m * k).reshape(m, k) + 1.0 / k
     return counts / last_sum(counts)[:, None]
 
@@ -73,16 +74,17 @@ def start(instance: np.ndarray, rating: np.ndarray, m: int, k: int) -> np.ndarra
 class ItemRatings:
     """The ratings of a label fit, grouped once for its passes: the soft tables by annotator
     (``tables``) and the E-step by item (``e_step``), compiled (``passes``) or the numpy
-    formulas (the same bits). ``annotator``, ``instance``, ``rating`` (R,) codes, ``n`` the
-    annotators (rows of the tables), ``m`` the items. The in-memory fit holds every rating;
-    a Dask block its items' ratings, its annotators coded locally."""
+    formulas (the same bits). ``annotator``, ``instance``, ``rating`` (R,) codes, kept as
+    int32 (``passes.codes``: no copy of int32 codes), ``n`` the annotators (rows of the
+    tables), ``m`` the items. The in-memory fit holds every rating; a Dask block its items'
+    ratings, its annotators coded locally."""
 
     def __init__(
         self, annotator: np.ndarray, instance: np.ndarray, rating: np.ndarray, n: int, m: int
     ) -> None:
-        self.annotator = np.asarray(annotator, np.int64)
-        self.instance = np.asarray(instance, np.int64)
-        self.rating = np.asarray(rating, np.int64)
+        self.annotator = passes.codes(annotator)
+        self.instance = passes.codes(instance)
+        self.rating = passes.codes(rating)
         self.n, self.m = int(n), int(m)
         self.by_part, self.by_item = _groupings(
             self.annotator, self.instance, self.rating, self.n, self.m
@@ -115,7 +117,7 @@ def _groupings(annotator, instance, rating, n_annotators: int, n_instances: int)
     threads = kernels.numba.get_num_threads() if big else 1
     by_part = passes.partition(annotator, n_annotators, threads, instance, rating)
     chunks = passes.N_CHUNKS if big else 1
-    by_item = passes.group(instance, n_instances, instance, annotator, rating, n_chunks=chunks)
+    by_item = passes.group(instance, n_instances, annotator, rating, n_chunks=chunks)
     return by_part, by_item
 
 
@@ -128,11 +130,11 @@ def column_sums(q: np.ndarray) -> np.ndarray:
 def with_expert(
     annotator: np.ndarray, instance: np.ndarray, rating: np.ndarray, gold: np.ndarray, n: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The ratings (R,) with the expert's after them: annotator ``n`` rates each gold item
-    (``gold`` (M,) a level index, -1 elsewhere) its gold level."""
+    """The ratings (R,) with the expert's after them, in the ratings' types: annotator ``n``
+    rates each gold item (``gold`` (M,) a level index, -1 elsewhere) its gold level."""
     items = np.flatnonzero(gold >= 0)
     return (
-        np.concatenate([annotator, np.full(items.size, n, np.int64)]),
-        np.concatenate([instance, items]),
-        np.concatenate([rating, gold[items]]),
+        np.concatenate([annotator, np.full(items.size, n, annotator.dtype)]),
+        np.concatenate([instance, items.astype(instance.dtype)]),
+        np.concatenate([rating, gold[items].astype(rating.dtype)]),
     )

@@ -97,8 +97,9 @@ def _number(x: float) -> float | None:
 def level_counts(data: CrowdData) -> np.ndarray:
     """(M, K) ratings of each item at each level."""
     k = data.scale.k
-    flat = np.bincount(data.inst.astype(np.int64) * k + data.level, minlength=data.n_instances * k)
-    return flat.reshape(data.n_instances, k)
+    cell = np.multiply(data.inst, k, dtype=np.int64)
+    cell += data.level
+    return np.bincount(cell, minlength=data.n_instances * k).reshape(data.n_instances, k)
 
 
 def coincidences(counts: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
@@ -216,9 +217,9 @@ def agreement_sums(
     to the other annotators' ratings of the item, and how many such ratings. ``counts``
     (M, K): every rating of each item at each level, so the items must come with all their
     ratings (a whole fit's, or a Dask block's). Sums that add over parts of the items."""
+    own_rows, own_dist, own_n = _own_pairs(ann, inst, level, counts.shape[0], d)
     to_levels = _to_levels(counts, d)  # (M, K) an item's summed distance to each level
     m_item = counts.sum(axis=1).astype(float)
-    own_rows, own_dist, own_n = _own_pairs(ann, inst, level, counts.shape[0], d)
     total = np.zeros(n_annotators)
     used = np.zeros(n_annotators)
     for lo in range(0, inst.size, CHUNK):
@@ -250,21 +251,28 @@ def _own_pairs(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The ratings (R,) whose annotator rated their item more than once (repeated pairs;
     ascending), and for each the summed distance to, and the number of, the other ratings of
-    its item by the same annotator. Found by one sort of the (annotator, item) keys, then a
-    chunked lookup of the few repeated keys: no per-rating grouping."""
-    key = ann.astype(np.int64) * n_instances + inst
-    ordered = np.sort(key)
+    its item by the same annotator. Found by one sort of the (annotator, item) keys, in place,
+    then a chunked lookup of the few repeated keys: no per-rating grouping, and one (R,)
+    array of keys at a time."""
+
+    def keys(rows: slice | np.ndarray) -> np.ndarray:
+        key = np.multiply(ann[rows], n_instances, dtype=np.int64)
+        key += inst[rows]
+        return key
+
+    ordered = keys(slice(None))
+    ordered.sort()
     repeated = np.unique(ordered[1:][ordered[1:] == ordered[:-1]])
     del ordered
     if repeated.size == 0:
         return np.zeros(0, np.int64), np.zeros(0), np.zeros(0)
     hits = []
-    for lo in range(0, key.size, CHUNK):
-        part = key[lo : lo + CHUNK]
+    for lo in range(0, ann.size, CHUNK):
+        part = keys(slice(lo, lo + CHUNK))
         at = np.minimum(np.searchsorted(repeated, part), repeated.size - 1)
         hits.append(np.flatnonzero(repeated[at] == part) + lo)
     rows = np.concatenate(hits)
-    _, group, size = np.unique(key[rows], return_inverse=True, return_counts=True)
+    _, group, size = np.unique(keys(rows), return_inverse=True, return_counts=True)
     group, lev = group.ravel(), level[rows]
     k = d.shape[0]
     counts = np.bincount(group * k + lev, minlength=size.size * k).reshape(-1, k)
@@ -274,10 +282,12 @@ def _own_pairs(
 def _to_levels(counts: np.ndarray, d: np.ndarray) -> np.ndarray:
     """(U, K): for each row of level counts (U, K) and level c, the summed distance
     ``sum_k counts[u, k] d[k, c]``, the columns added in a fixed order (the same bits on any
-    machine: no BLAS)."""
+    machine: no BLAS), ``CHUNK`` rows at a time (each term's products a chunk's memory)."""
     out = np.zeros(counts.shape, dtype=float)
-    for k in range(counts.shape[1]):
-        out += counts[:, k : k + 1] * d[k][None, :]
+    for lo in range(0, counts.shape[0], CHUNK):
+        rows = slice(lo, lo + CHUNK)
+        for k in range(counts.shape[1]):
+            out[rows] += counts[rows, k : k + 1] * d[k][None, :]
     return out
 
 

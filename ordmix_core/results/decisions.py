@@ -262,7 +262,9 @@ def iter_item_decisions(
     truth_weight = getattr(model, "truth_weight_", None)  # the Dask engine's, from its blocks
     if omega is not None:
         data = model.data_
-        truth_weight = np.bincount(data.inst, weights=omega, minlength=data.n_instances)
+        # np.bincount's sums, added in the same order, without its intp copy of the codes
+        truth_weight = np.zeros(data.n_instances)
+        np.add.at(truth_weight, data.inst, omega)
     result = model.label_result_
     confidence = _check_probability("the confidence", confidence, low=0.5)
     policy = replace(result.policy, confidence=confidence)

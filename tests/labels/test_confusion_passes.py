@@ -70,6 +70,45 @@ def test_group_is_a_stable_grouping_in_chunks():
     assert np.array_equal(passes.group(inst, 45, ann, w).cols[1], w[o])
 
 
+def test_codes_are_int32_and_int32_codes_are_not_copied():
+    rng = np.random.default_rng(7)
+    ann, inst, rating = _ratings(rng)
+    assert passes.codes(ann).dtype == np.int32 and np.array_equal(passes.codes(ann), ann)
+    small = ann.astype(np.int32)
+    assert passes.codes(small) is small
+    big = np.array([0, 2**31], np.int64)  # a code past int32's range keeps int64
+    assert passes.codes(big).dtype == np.int64
+
+
+@pytest.mark.parametrize("how", ["as-drawn", "sorted"])
+def test_item_ratings_hold_int32_codes_whatever_the_callers_type(monkeypatch, how):
+    """One type of codes in every pass (one compiled signature), and no copy of int32 codes:
+    an in-memory fit's ratings are not held twice."""
+    monkeypatch.setattr(confusion_ratings, "PARALLEL_MIN_RATINGS", 0)
+    rng = np.random.default_rng(4)
+    ann, inst, rating = _ratings(rng)
+    o = _order(rng, inst, how)
+    ann, inst, rating = ann[o], inst[o], rating[o]
+    given = [c.astype(np.int32) for c in (ann, inst, rating)]
+    for codes in ((ann, inst, rating), given):
+        r = confusion_ratings.ItemRatings(*codes, 9, 40)
+        held = [r.annotator, r.instance, r.rating]
+        assert all(c.dtype == np.int32 for c in held)
+        if r.by_item is not None:
+            cols = r.by_part.cols + r.by_item.cols
+            assert all(c.dtype == np.int32 for c in cols)
+    assert all(h is g for h, g in zip(held, given, strict=True))
+
+
+def test_the_experts_ratings_keep_the_ratings_types():
+    ann, inst, rating = (np.array([0, 1, 1], np.int32) for _ in range(3))
+    gold = np.array([-1, 2, -1, 0])
+    a2, i2, r2 = confusion_ratings.with_expert(ann, inst, rating, gold, 2)
+    assert a2.dtype == i2.dtype == r2.dtype == np.int32
+    assert a2.tolist() == [0, 1, 1, 2, 2] and i2.tolist() == [0, 1, 1, 1, 3]
+    assert r2.tolist() == [0, 1, 1, 2, 0]
+
+
 @compiled_libm
 @pytest.mark.parametrize("how", ["as-drawn", "sorted", "shuffled"])
 def test_e_step_is_item_log_lik_then_posterior_bit_for_bit(threads, how):
@@ -83,7 +122,7 @@ def test_e_step_is_item_log_lik_then_posterior_bit_for_bit(threads, how):
     ll = lm.item_log_lik(logp, ann, inst, rating, 310)
     q_want, ev_want = lm.posterior(ll, rho)
     for chunks in (passes.N_CHUNKS, 1):
-        by_item = passes.group(inst, 310, inst, ann, rating, n_chunks=chunks)
+        by_item = passes.group(inst, 310, ann, rating, n_chunks=chunks)
         q, ev, moved = passes.e_step(logp, libm.log(rho), by_item, q_old)
         assert q.tobytes() == q_want.tobytes()
         assert ev == ev_want
@@ -103,7 +142,7 @@ def test_e_step_posteriors_down_to_subnormals_bit_for_bit():
     q_old = rng.dirichlet(np.ones(4), size=40)
     q_want, ev_want = lm.posterior(lm.item_log_lik(logp, ann, inst, rating, 40), rho)
     assert ((q_want[:, 3] > 0) & (q_want[:, 3] < 2.2250738585072014e-308)).any()
-    by_item = passes.group(inst, 40, inst, ann, rating)
+    by_item = passes.group(inst, 40, ann, rating)
     q, ev, _ = passes.e_step(logp, libm.log(rho), by_item, q_old)
     assert q.tobytes() == q_want.tobytes() and ev == ev_want
 
@@ -117,7 +156,7 @@ def test_e_step_propagates_nan_as_numpy_does():
     rho = np.full(4, 0.25)
     q_old = rng.dirichlet(np.ones(4), size=40)
     q_want, ev_want = lm.posterior(lm.item_log_lik(logp, ann, inst, rating, 40), rho)
-    by_item = passes.group(inst, 40, inst, ann, rating)
+    by_item = passes.group(inst, 40, ann, rating)
     q, ev, moved = passes.e_step(logp, libm.log(rho), by_item, q_old)
     np.testing.assert_array_equal(q, q_want)  # NaN where numpy has NaN
     assert np.isnan(ev) and np.isnan(ev_want) and np.isnan(moved)
