@@ -138,6 +138,12 @@ class LabelPosterior:
             return self.estimate, self.sd
         return mean_and_sd(self.proba, self.values)
 
+    def undetermined(self, policy: LabelPolicy = DEFAULT) -> np.ndarray:
+        """(M,) bool: the items ``read`` flags ``undetermined`` under ``policy`` (a tie,
+        ``decide``), without the other columns: a big fit's warning counts them without
+        building its item table."""
+        return decide(self.proba, policy.tie, self.values)[1]
+
     def read(self, policy: LabelPolicy = DEFAULT) -> dict[str, np.ndarray]:
         """The item columns under ``policy``: ``label`` (level index), ``p_wrong``,
         ``lower`` / ``upper`` (level indices), ``estimate``, ``sd``, ``expected_gain`` and

@@ -120,6 +120,16 @@ def test_read_gives_every_column_from_the_one_posterior():
     np.testing.assert_array_equal(cols["expected_gain"], [0.1, 0.2, 0.0])
 
 
+def test_undetermined_marks_the_items_read_flags_undetermined():
+    p = np.array([[0.7, 0.2, 0.1], [0.4, 0.405, 0.195], [0.5, 0.0, 0.5], [0.02, 0.03, 0.95]])
+    post = LabelPosterior(p, np.array([1.0, 2.0, 3.0]), np.zeros(4), "confusion")
+    for tie in (0.001, 0.01, 0.3):
+        policy = LabelPolicy(tie=tie)
+        expected = post.read(policy)["flag"] == "undetermined"
+        np.testing.assert_array_equal(post.undetermined(policy), expected)
+    np.testing.assert_array_equal(post.undetermined(LabelPolicy(tie=0.01)), [0, 1, 1, 0])
+
+
 def test_rows_take_a_slice_of_every_per_item_array():
     p = np.eye(3)[[0, 1, 2, 1]]
     est = np.arange(4.0) / 2
