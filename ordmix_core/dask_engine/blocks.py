@@ -294,8 +294,7 @@ def eps_sums(fit_id: str, index: int, restart: int, slot: int, box: Box) -> dict
     omega = b.states[restart][slot].omega
     if omega is None:  # an engine bug, not a user's mistake: the client's state lost its q(y)
         raise RuntimeError(f"block {index}: restart {restart}'s slot {slot} keeps no q(y)")
-    a, c = updates.eps_block_terms(omega, eps_used[p.ann])
-    g, h = updates.eps_block_sums(p.ann, a, c, x, p.n_annotators)
+    g, h = kernels.eps_block_sums(p.ann, omega, eps_used, x)
     return {"g": g, "h": h}
 
 
