@@ -72,6 +72,16 @@ from .source import _short, column_mapping, read_source
 
 ProgressCallback = Callable[[int, int, float], "bool | None"]
 
+#: the local cluster's workers neither spill nor pause: the blocks live outside Dask's memory
+#: manager (``blocks._REGISTRY``), so there is nothing to spill, and a worker paused past 80% of
+#: its limit would leave its blocks' tasks waiting forever (a 10M-rating fit at 2 GiB a
+#: worker stalled so); past 95% the nanny still ends the worker, and the fit stops with one line
+_OWN_MEMORY = {
+    "distributed.worker.memory.target": False,
+    "distributed.worker.memory.spill": False,
+    "distributed.worker.memory.pause": False,
+}
+
 
 @dataclass
 class DaskData:
@@ -147,14 +157,17 @@ class DaskOrdinalMixture(OrdinalMixture):
         from distributed import Client, LocalCluster
 
         if self.scheduler is None:
-            cluster = LocalCluster(
-                n_workers=self.n_workers,
-                threads_per_worker=1,
-                processes=True,
-                memory_limit=self.memory_limit,
-                dashboard_address=None,
-                silence_logs=logging.CRITICAL,  # a bad file gives one InputError, not logs
-            )
+            import dask
+
+            with dask.config.set(_OWN_MEMORY):
+                cluster = LocalCluster(
+                    n_workers=self.n_workers,
+                    threads_per_worker=1,
+                    processes=True,
+                    memory_limit=self.memory_limit,
+                    dashboard_address=None,
+                    silence_logs=logging.CRITICAL,  # a bad file gives one InputError, not logs
+                )
             return Client(cluster), True
         if isinstance(self.scheduler, Client):
             return self.scheduler, False
@@ -201,6 +214,14 @@ class DaskOrdinalMixture(OrdinalMixture):
         except Exception as e:
             if bl.lost is None:
                 raise
+            if bl.paused:
+                raise ClusterError(
+                    f"the Dask worker {bl.lost} paused during the fit, its memory past the "
+                    "cluster's pause threshold (distributed.worker.memory.pause), and its "
+                    "blocks of ratings cannot be spilled; the fit stopped and nothing was "
+                    "written: give the workers more memory or the fit more workers, or start "
+                    "them with that threshold off"
+                ) from e
             raise ClusterError(
                 f"the Dask worker {bl.lost} left the cluster during the fit (killed, or out of "
                 "memory) and took its blocks of ratings with it; the fit stopped and nothing "
