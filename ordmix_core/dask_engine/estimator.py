@@ -107,8 +107,10 @@ class DaskOrdinalMixture(OrdinalMixture):
 
     Cluster parameters (keyword only):
         scheduler: ``None`` starts a ``LocalCluster`` of ``n_workers`` processes with one
-            thread each and ``memory_limit`` per worker; an address (``tcp://host:8786``) or
-            a ``distributed.Client`` joins an existing cluster.
+            thread each and ``memory_limit`` per worker (default ``"auto"``: the machine's
+            memory shared between them; a worker past 95% of it is ended and the fit stops
+            with a ``ClusterError``); an address (``tcp://host:8786``) or a
+            ``distributed.Client`` joins an existing cluster.
         n_partitions: partitions after the shuffle on ``instance`` (default: the input's
             partitions, at least 2 per worker).
         blocksize: bytes per block when reading CSV/TSV.
@@ -137,7 +139,7 @@ class DaskOrdinalMixture(OrdinalMixture):
         *args,
         scheduler: str | object | None = None,
         n_workers: int = 2,
-        memory_limit: str | int | None = "2GiB",
+        memory_limit: str | int | None = "auto",
         n_partitions: int | None = None,
         blocksize: str | int = "64MiB",
         max_local_items: int = 2_000_000,
