@@ -101,8 +101,11 @@ class _Blocks:
 
         def check() -> None:
             while not stop.wait(WATCH_SECONDS):
-                try:
-                    present = self.client.scheduler_info()["workers"]
+                try:  # the scheduler's answer itself: ``scheduler_info()`` returns the
+                    # client's cached identity, which its periodic refresh may replace at
+                    # any moment with one that lists no workers (every worker "gone")
+                    info = self.client.sync(self.client.scheduler.identity, n_workers=-1)
+                    present = info["workers"]
                 except Exception:  # noqa: BLE001 - the client closing: nothing to watch
                     return
                 gone = [w for w in self.workers if w not in present]

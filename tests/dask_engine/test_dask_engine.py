@@ -26,6 +26,7 @@ mid-fit (1.3e-8 to 2.5e-5 relative, measured); with it the engines' bound traces
 from __future__ import annotations
 
 import json
+import time
 import warnings
 from dataclasses import replace
 
@@ -817,3 +818,25 @@ def test_the_local_cluster_neither_spills_nor_pauses(ratings):
         client.close()
         client.cluster.close()
     assert owned and list(got.values()) == [[False, False, False, 0.95]]
+
+
+def test_the_watch_asks_the_scheduler_not_the_clients_cache(client, ratings, monkeypatch):
+    """The client's cached identity (``scheduler_info()``) may list no workers at any moment
+    (its periodic refresh asks for none): the watch must not read every worker as gone."""
+    from distributed import Client as DaskClient
+
+    def cached(self, *args, **kwargs):
+        return {"workers": {}}
+
+    monkeypatch.setattr(DaskClient, "scheduler_info", cached)
+    seen = []
+    model = DaskOrdinalMixture(n_restarts=2, random_state=3, scheduler=client, n_partitions=2)
+    quiet_fit(model, ratings, callback=lambda r, i, f: seen.append(time.perf_counter()))
+    assert seen[-1] - seen[0] > 2 * client_watch_seconds()  # the watch looked, more than once
+    assert model.converged_
+
+
+def client_watch_seconds() -> float:
+    from ordmix_core.dask_engine import client as dask_client
+
+    return dask_client.WATCH_SECONDS
