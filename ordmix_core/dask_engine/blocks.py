@@ -43,9 +43,6 @@ from ..vb.problem import Problem
 _REGISTRY: dict[str, Block] = {}
 
 
-# --------------------------------------------------------------------------- reading
-
-
 # --------------------------------------------------------------------------- blocks
 
 
@@ -395,13 +392,12 @@ def phase_delta(
 ) -> dict:
     """Phase 3 of the sweep into slot ``dst`` with ``e_tau``: the new E[tau] (N,), with the
     bias the new q(b), and the exact eps step's first Newton point or None (``(e_tau,
-    bias_mean, bias_prec, (x, eps_used))``): ``d_cat`` (C,) for
-    global categories; at instance granularity q(delta) is updated here and ``f`` carries its
-    bound terms. With a Newton point, ``eps_g``, ``eps_h``: ``eps_sums``' at ``x`` on the
-    sweep's q(y) (kept in ``dst``), so that the step's first round needs no round trip.
-    ``norms``: slots of ``s0, s1`` (``dst`` is ``s2``); then ``norms`` in the
-    result is the block's share of SQUAREM's squared norms (``sq_norms``). Slots not in
-    ``keep`` are dropped (after the norms)."""
+    bias_mean, bias_prec, (x, eps_used))``): ``d_cat`` (C,) for global categories; at
+    instance granularity q(delta) is updated here and ``f`` carries its bound terms. With a
+    Newton point, ``eps_g``, ``eps_h``: ``eps_sums``' at ``x`` on the sweep's q(y) (kept in
+    ``dst``), so that the step's first round needs no round trip. ``norms``: slots of ``s0,
+    s1`` (``dst`` is ``s2``); then ``norms`` in the result is the block's share of SQUAREM's
+    squared norms (``sq_norms``). Slots not in ``keep`` are dropped (after the norms)."""
     b = _REGISTRY[f"{fit_id}/{index}"]
     p = b.problem
     slots = b.states[restart]

@@ -128,6 +128,23 @@ class _Blocks:
             stop.set()
             thread.join()
 
+    def loss(self) -> str:
+        """The message of a fit stopped by ``watch``: the worker ``lost``, left or paused."""
+        if self.paused:
+            return (
+                f"the Dask worker {self.lost} paused during the fit, its memory past the "
+                "cluster's pause threshold (distributed.worker.memory.pause), and its blocks "
+                "of ratings cannot be spilled; the fit stopped and nothing was written: give "
+                "the workers more memory or the fit more workers, or start them with that "
+                "threshold off"
+            )
+        return (
+            f"the Dask worker {self.lost} left the cluster during the fit (killed, or out of "
+            "memory) and took its blocks of ratings with it; the fit stopped and nothing "
+            "was written: run it again (if a worker ran out of memory, give the workers "
+            "more memory or the fit more workers)"
+        )
+
     def send(self, value):
         """``value`` for every block: boxed (``blocks.Factors`` as is), scattered once when big."""
         box = value if isinstance(value, blocks.Factors) else blocks.Box(value)

@@ -216,20 +216,7 @@ class DaskOrdinalMixture(OrdinalMixture):
         except Exception as e:
             if bl.lost is None:
                 raise
-            if bl.paused:
-                raise ClusterError(
-                    f"the Dask worker {bl.lost} paused during the fit, its memory past the "
-                    "cluster's pause threshold (distributed.worker.memory.pause), and its "
-                    "blocks of ratings cannot be spilled; the fit stopped and nothing was "
-                    "written: give the workers more memory or the fit more workers, or start "
-                    "them with that threshold off"
-                ) from e
-            raise ClusterError(
-                f"the Dask worker {bl.lost} left the cluster during the fit (killed, or out of "
-                "memory) and took its blocks of ratings with it; the fit stopped and nothing "
-                "was written: run it again (if a worker ran out of memory, give the workers "
-                "more memory or the fit more workers)"
-            ) from e
+            raise ClusterError(bl.loss()) from e
         finally:
             self._blocks = None
             try:
