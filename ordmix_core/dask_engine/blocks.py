@@ -43,9 +43,6 @@ from ..vb.problem import Problem
 _REGISTRY: dict[str, Block] = {}
 
 
-# --------------------------------------------------------------------------- reading
-
-
 # --------------------------------------------------------------------------- blocks
 
 
@@ -294,8 +291,7 @@ def eps_sums(fit_id: str, index: int, restart: int, slot: int, box: Box) -> dict
     omega = b.states[restart][slot].omega
     if omega is None:  # an engine bug, not a user's mistake: the client's state lost its q(y)
         raise RuntimeError(f"block {index}: restart {restart}'s slot {slot} keeps no q(y)")
-    a, c = updates.eps_block_terms(omega, eps_used[p.ann])
-    g, h = updates.eps_block_sums(p.ann, a, c, x, p.n_annotators)
+    g, h = kernels.eps_block_sums(p.ann, omega, eps_used, x)
     return {"g": g, "h": h}
 
 
@@ -394,24 +390,29 @@ def phase_delta(
     keep: tuple[int, ...],
     norms: tuple[int, int] | None = None,
 ) -> dict:
-    """Phase 3 of the sweep into slot ``dst`` with ``e_tau``: the new E[tau] (N,) and, with the
-    bias, the new q(b) (``(e_tau, bias_mean, bias_prec)``): ``d_cat`` (C,) for
-    global categories; at instance granularity q(delta) is updated here and ``f`` carries its
-    bound terms. ``norms``: slots of ``s0, s1`` (``dst`` is ``s2``); then ``norms`` in the
-    result is the block's share of SQUAREM's squared norms (``sq_norms``). Slots not in
-    ``keep`` are dropped (after the norms)."""
+    """Phase 3 of the sweep into slot ``dst`` with ``e_tau``: the new E[tau] (N,), with the
+    bias the new q(b), and the exact eps step's first Newton point or None (``(e_tau,
+    bias_mean, bias_prec, (x, eps_used))``): ``d_cat`` (C,) for global categories; at
+    instance granularity q(delta) is updated here and ``f`` carries its bound terms. With a
+    Newton point, ``eps_g``, ``eps_h``: ``eps_sums``' at ``x`` on the sweep's q(y) (kept in
+    ``dst``), so that the step's first round needs no round trip. ``norms``: slots of ``s0,
+    s1`` (``dst`` is ``s2``); then ``norms`` in the result is the block's share of SQUAREM's
+    squared norms (``sq_norms``). Slots not in ``keep`` are dropped (after the norms)."""
     b = _REGISTRY[f"{fit_id}/{index}"]
     p = b.problem
     slots = b.states[restart]
     loc = slots[dst]
-    e_t, bias_mean, bias_prec = e_tau.value
+    e_t, bias_mean, bias_prec, newton = e_tau.value
     d_cat = phases.phase_delta(p, b.work, e_t, _threads(b), bias_mean, bias_prec)
-    out = {"d_cat": d_cat, "f": 0.0}
+    out = {"d_cat": d_cat, "f": 0.0, "eps_g": None, "eps_h": None}
+    if newton is not None:
+        x, eps_used = newton
+        out["eps_g"], out["eps_h"] = kernels.eps_block_sums(p.ann, loc.omega, eps_used, x)
     if b.local_categories:
         loc.delta_shape, loc.delta_rate = phases.update_delta(p, loc.w_cat, d_cat)
         f = phases.category_terms(p, loc.w_cat, d_cat, loc.delta_shape, loc.delta_rate)
         loc.w_cat = None
-        out = {"d_cat": None, "f": f}
+        out.update(d_cat=None, f=f)
     if norms is not None:
         out["norms"] = sq_norms(b, slots[norms[0]], slots[norms[1]], loc)
     _slots(b, restart, keep)

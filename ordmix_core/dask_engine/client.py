@@ -43,6 +43,9 @@ class _Global(State):
     slot: int = 0  # the blocks' slot of this state's q(z) (and local q(delta))
     swept: bool = False  # made by a sweep (the in-memory State's ``omega is not None``)
     max_dmu: float = np.inf  # the sweep's largest change of an item's mean (blocks' maximum)
+    # the exact eps step's first Newton sums, taken by the sweep that made this state (its
+    # second round): ``(restart, slot, eps_used, x, g, h)``, used once by ``eps_block``
+    eps_first: tuple | None = None
 
 
 #: the SQUAREM groups the client holds (the blocks hold the per-instance ones)
@@ -58,6 +61,7 @@ class _Blocks:
         self.fit_id = fit_id
         self.workers: list = []  # block i lives on workers[i]
         self.lost: str | None = None  # a block's worker that left the cluster (``watch``)
+        self.paused = False  # ... or that Dask paused (its memory past the pause threshold)
         self._pending: list = []  # futures of the blocks' tasks not yet done
         self._lock = threading.Lock()
 
@@ -87,18 +91,27 @@ class _Blocks:
     @contextmanager
     def watch(self) -> Iterator[None]:
         """While the block runs, a thread checks every ``WATCH_SECONDS`` that every block's
-        worker is still in the cluster: a pinned task of a worker that left would wait for
-        it forever. When one has left (``lost``), the blocks' pending tasks are cancelled, so
-        that whatever waits on them raises (``DaskOrdinalMixture.fit``: ``ClusterError``)."""
+        worker is still in the cluster and running: a pinned task of a worker that left, or
+        that Dask paused (its memory past ``distributed.worker.memory.pause``: the blocks are
+        not Dask's data, so nothing it can spill frees them), would wait for it forever.
+        When one has left or is paused (``lost``, ``paused``), the blocks' pending tasks are
+        cancelled, so that whatever waits on them raises (``DaskOrdinalMixture.fit``:
+        ``ClusterError``)."""
         stop = threading.Event()
 
         def check() -> None:
             while not stop.wait(WATCH_SECONDS):
-                try:
-                    present = set(self.client.scheduler_info()["workers"])
+                try:  # the scheduler's answer itself: ``scheduler_info()`` returns the
+                    # client's cached identity, which its periodic refresh may replace at
+                    # any moment with one that lists no workers (every worker "gone")
+                    info = self.client.sync(self.client.scheduler.identity, n_workers=-1)
+                    present = info["workers"]
                 except Exception:  # noqa: BLE001 - the client closing: nothing to watch
                     return
                 gone = [w for w in self.workers if w not in present]
+                paused = [w for w in self.workers if present.get(w, {}).get("status") == "paused"]
+                if paused and not gone:
+                    gone, self.paused = paused, True
                 with self._lock:
                     self._pending = [f for f in self._pending if not f.done()]
                     pending = list(self._pending)
@@ -114,6 +127,23 @@ class _Blocks:
         finally:
             stop.set()
             thread.join()
+
+    def loss(self) -> str:
+        """The message of a fit stopped by ``watch``: the worker ``lost``, left or paused."""
+        if self.paused:
+            return (
+                f"the Dask worker {self.lost} paused during the fit, its memory past the "
+                "cluster's pause threshold (distributed.worker.memory.pause), and its blocks "
+                "of ratings cannot be spilled; the fit stopped and nothing was written: give "
+                "the workers more memory or the fit more workers, or start them with that "
+                "threshold off"
+            )
+        return (
+            f"the Dask worker {self.lost} left the cluster during the fit (killed, or out of "
+            "memory) and took its blocks of ratings with it; the fit stopped and nothing "
+            "was written: run it again (if a worker ran out of memory, give the workers "
+            "more memory or the fit more workers)"
+        )
 
     def send(self, value):
         """``value`` for every block: boxed (``blocks.Factors`` as is), scattered once when big."""
@@ -219,15 +249,19 @@ class _Sweeps:
         if p.bias:
             bias_mean, bias_prec, r_ann = phases.bias_step(r_ann, s1["bias_sums"], ann_f[0], lam_b)
         tau_shape, tau_rate = phases.update_tau(s1["w_ann"], r_ann, g.alpha, g.beta)
+        eps, alpha, beta, f_ann = phases.annotator_step(p, s1["w_ann"], tau_shape, tau_rate, g.eps)
         after = (*(keep if keep_after is None else keep_after), dst)
-        sent = bl.send((tau_shape / tau_rate, bias_mean, bias_prec))
+        x0 = newton = None  # the exact eps step's start from this state (``eps_block``)
+        if self.exact_eps and spam is True:
+            x0 = np.clip(np.asarray(eps, dtype=float), updates.EPS_FLOOR, 1.0 - updates.EPS_FLOOR)
+            newton = (x0, g.eps)
+        sent = bl.send((tau_shape / tau_rate, bias_mean, bias_prec, newton))
         s3 = bl.reduce(bl.run(blocks.phase_delta, g.restart, sent, dst, after, norms))
         f = s1["f"] + s3["f"]
         delta_shape, delta_rate = g.delta_shape, g.delta_rate
         if not local_cats:
             delta_shape, delta_rate = phases.update_delta(p, s1["w_cat"], s3["d_cat"])
             f += phases.category_terms(p, s1["w_cat"], s3["d_cat"], delta_shape, delta_rate)
-        eps, alpha, beta, f_ann = phases.annotator_step(p, s1["w_ann"], tau_shape, tau_rate, g.eps)
         if p.bias:
             lam_b, f_bias = phases.bias_prior_step(bias_mean, bias_prec)
             f += f_bias
@@ -240,6 +274,7 @@ class _Sweeps:
             None, bias_mean, bias_prec, lam_b, pi, dir_a, kappa, g.eps,
             restart=g.restart, w_ann=s1["w_ann"], slot=dst, swept=True,
             max_dmu=float(s1["max_dmu"]),
+            eps_first=None if x0 is None else (g.restart, dst, g.eps, x0, s3["eps_g"], s3["eps_h"]),
         )  # fmt: skip
         return new, float(f_ann + f), s3.get("norms")
 
@@ -254,10 +289,23 @@ class _Sweeps:
     def eps_block(self, g: _Global) -> _Global:
         """``g`` with each annotator's eps at the exact optimum of its block
         (``updates.eps_block``): each Newton step one round over the blocks
-        (``blocks.eps_sums`` on the q(y) ``g``'s slot kept, computed with ``g.omega_eps``)."""
+        (``blocks.eps_sums`` on the q(y) ``g``'s slot kept, computed with ``g.omega_eps``),
+        but the first, whose sums the sweep that made ``g`` took in its second round
+        (``eps_first``; used once)."""
         bl = self.bl
+        first, g.eps_first = g.eps_first, None
+        if first is not None and (
+            first[:2] != (g.restart, g.slot) or not np.array_equal(first[2], g.omega_eps)
+        ):  # another state's, or q(y) computed with another eps
+            first = None
 
         def sums(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            nonlocal first
+            if first is not None:
+                x0, g0, h0 = first[3:]
+                first = None
+                if np.array_equal(x, x0):
+                    return g0, h0
             sent = bl.send((x, g.omega_eps))
             s = bl.reduce(bl.run(blocks.eps_sums, g.restart, g.slot, sent))
             return s["g"], s["h"]

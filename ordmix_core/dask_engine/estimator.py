@@ -72,6 +72,16 @@ from .source import _short, column_mapping, read_source
 
 ProgressCallback = Callable[[int, int, float], "bool | None"]
 
+#: the local cluster's workers neither spill nor pause: the blocks live outside Dask's memory
+#: manager (``blocks._REGISTRY``), so there is nothing to spill, and a worker paused past 80% of
+#: its limit would leave its blocks' tasks waiting forever (a 10M-rating fit at 2 GiB a
+#: worker stalled so); past 95% the nanny still ends the worker, and the fit stops with one line
+_OWN_MEMORY = {
+    "distributed.worker.memory.target": False,
+    "distributed.worker.memory.spill": False,
+    "distributed.worker.memory.pause": False,
+}
+
 
 @dataclass
 class DaskData:
@@ -97,8 +107,10 @@ class DaskOrdinalMixture(OrdinalMixture):
 
     Cluster parameters (keyword only):
         scheduler: ``None`` starts a ``LocalCluster`` of ``n_workers`` processes with one
-            thread each and ``memory_limit`` per worker; an address (``tcp://host:8786``) or
-            a ``distributed.Client`` joins an existing cluster.
+            thread each and ``memory_limit`` per worker (default ``"auto"``: the machine's
+            memory shared between them; a worker past 95% of it is ended and the fit stops
+            with a ``ClusterError``); an address (``tcp://host:8786``) or a
+            ``distributed.Client`` joins an existing cluster.
         n_partitions: partitions after the shuffle on ``instance`` (default: the input's
             partitions, at least 2 per worker).
         blocksize: bytes per block when reading CSV/TSV.
@@ -127,7 +139,7 @@ class DaskOrdinalMixture(OrdinalMixture):
         *args,
         scheduler: str | object | None = None,
         n_workers: int = 2,
-        memory_limit: str | int | None = "2GiB",
+        memory_limit: str | int | None = "auto",
         n_partitions: int | None = None,
         blocksize: str | int = "64MiB",
         max_local_items: int = 2_000_000,
@@ -147,14 +159,17 @@ class DaskOrdinalMixture(OrdinalMixture):
         from distributed import Client, LocalCluster
 
         if self.scheduler is None:
-            cluster = LocalCluster(
-                n_workers=self.n_workers,
-                threads_per_worker=1,
-                processes=True,
-                memory_limit=self.memory_limit,
-                dashboard_address=None,
-                silence_logs=logging.CRITICAL,  # a bad file gives one InputError, not logs
-            )
+            import dask
+
+            with dask.config.set(_OWN_MEMORY):
+                cluster = LocalCluster(
+                    n_workers=self.n_workers,
+                    threads_per_worker=1,
+                    processes=True,
+                    memory_limit=self.memory_limit,
+                    dashboard_address=None,
+                    silence_logs=logging.CRITICAL,  # a bad file gives one InputError, not logs
+                )
             return Client(cluster), True
         if isinstance(self.scheduler, Client):
             return self.scheduler, False
@@ -201,12 +216,7 @@ class DaskOrdinalMixture(OrdinalMixture):
         except Exception as e:
             if bl.lost is None:
                 raise
-            raise ClusterError(
-                f"the Dask worker {bl.lost} left the cluster during the fit (killed, or out of "
-                "memory) and took its blocks of ratings with it; the fit stopped and nothing "
-                "was written: run it again (if a worker ran out of memory, give the workers "
-                "more memory or the fit more workers)"
-            ) from e
+            raise ClusterError(bl.loss()) from e
         finally:
             self._blocks = None
             try:

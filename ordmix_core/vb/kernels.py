@@ -727,6 +727,34 @@ def _eps_block_grouped(
 eps_block_parallel, eps_block_serial = parallel_and_serial(_eps_block_grouped)
 
 
+@_jit(nogil=True)
+def _eps_sums_rows(ann, w, e, x, g, h):  # pragma: no cover
+    for i in range(ann.size):  # in rating order, each sum as ``np.bincount`` takes it
+        k = ann[i]
+        ek = e[k]
+        a = w[i] - ek
+        t = a / ((1.0 - w[i]) * ek + x[k] * a)
+        g[k] += t
+        h[k] += t * t
+
+
+def eps_block_sums(
+    ann: np.ndarray, omega: np.ndarray, eps_used: np.ndarray, x: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``updates.eps_block_sums`` of ``updates.eps_block_terms(omega, eps_used[ann])`` in one
+    pass, to the bit: ``(g, h)`` (N,) at ``x`` (N,), with ``ann``, ``omega`` (L,) and
+    ``eps_used`` (N,). No per-rating temporaries: the Dask engine's blocks run it once a
+    Newton step of the exact eps step (``dask_engine.blocks.eps_sums``)."""
+    n = x.size
+    g, h = np.zeros(n), np.zeros(n)
+    _eps_sums_rows(
+        np.ascontiguousarray(ann), np.ascontiguousarray(omega, dtype=np.float64),
+        np.ascontiguousarray(eps_used, dtype=np.float64),
+        np.ascontiguousarray(x, dtype=np.float64), g, h,
+    )  # fmt: skip
+    return g, h
+
+
 def annotator_groups(ann: np.ndarray, n_annotators: int) -> tuple[np.ndarray, np.ndarray]:
     """``(order, starts)``: the ratings ``ann`` (L,) grouped by annotator, each annotator's in
     rating order (a stable sort), annotator ``n``'s at ``order[starts[n]:starts[n + 1]]``;

@@ -26,6 +26,7 @@ mid-fit (1.3e-8 to 2.5e-5 relative, measured); with it the engines' bound traces
 from __future__ import annotations
 
 import json
+import time
 import warnings
 from dataclasses import replace
 
@@ -352,6 +353,46 @@ def test_a_refused_flip_leaves_its_start_current_with_its_q_y(client, ratings, m
     assert DEFAULT.flip_growth in tries  # flips were tried
     dsk = quiet_fit(DaskOrdinalMixture(**kw, scheduler=client, n_partitions=3), ratings)
     assert_same_fit(mem, dsk, EST_RTOL, EST_ATOL)
+
+
+def test_the_exact_eps_steps_first_sums_come_with_the_sweep(client, ratings, monkeypatch):
+    """The sweep that made a state took the exact eps step's first Newton sums in its second
+    round (``eps_first``): the step from them is the step with every round a round trip, to
+    the bit, and one round trip shorter."""
+    solve = _Sweeps.eps_block
+    rounds, used = [], []
+
+    def counted(bl, fn):
+        run = bl.run
+
+        def each(f, *args):
+            if f is blocks.eps_sums:
+                rounds[-1] += 1
+            return run(f, *args)
+
+        bl.run = each
+        try:
+            return fn()
+        finally:
+            bl.run = run
+
+    def both(self, g):
+        first = g.eps_first
+        rounds.append(0)
+        alone = counted(self.bl, lambda: solve(self, replace(g, eps_first=None)))
+        rounds.append(0)
+        got = counted(self.bl, lambda: solve(self, replace(g, eps_first=first)))
+        np.testing.assert_array_equal(got.eps, alone.eps)
+        if first is not None and first[:2] == (g.restart, g.slot):  # this state's own
+            used.append(rounds[-2] - rounds[-1])
+        return got
+
+    monkeypatch.setattr(_Sweeps, "eps_block", both)
+    quiet_fit(
+        DaskOrdinalMixture(n_restarts=2, random_state=3, scheduler=client, n_partitions=3),
+        ratings,
+    )
+    assert used and set(used) == {1}
 
 
 @pytest.mark.parametrize("granularity", ["instance", "global"])
@@ -707,3 +748,95 @@ def test_a_worker_killed_mid_fit_stops_with_one_line(ratings, tmp_path, capsys, 
     assert err[0].startswith(f"ordmix: error: the Dask worker {victim} left the cluster")
     assert len(sweeps) < 40  # stopped at once, not after the fit
     assert not out.exists() and list(tmp_path.iterdir()) == [path]
+
+
+def _pause(dask_worker) -> None:
+    """On a worker: a pause threshold its memory is past already; Dask's memory monitor then
+    pauses it (and keeps it paused) within a tick."""
+    dask_worker.memory_manager.memory_pause_fraction = 1e-6
+
+
+def test_a_worker_paused_mid_fit_stops_with_one_line(ratings, tmp_path, capsys, monkeypatch):
+    """A worker Dask pauses in the middle of a fit (its memory past the pause threshold; the
+    blocks are not Dask's to spill) would leave its blocks' tasks waiting forever: the fit
+    stops at once with one ``ordmix: error:`` line naming it, and writes nothing."""
+    import logging
+    import threading
+
+    from ordmix_core.cli import main as cli_main
+
+    path = tmp_path / "r.csv"
+    ratings.to_csv(path, index=False)
+    out = tmp_path / "out"
+    with (
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+            silence_logs=logging.CRITICAL,
+        ) as cluster,
+        Client(cluster) as c,
+    ):  # fmt: skip
+        victim = sorted(c.scheduler_info()["workers"])[0]
+        sweeps = []
+
+        class PauseAtTenthSweep(cli_main.Progress):
+            def __call__(self, restart, iteration, bound):
+                sweeps.append(restart)
+                if len(sweeps) == 10:
+                    c.run(_pause, workers=[victim])
+                return super().__call__(restart, iteration, bound)
+
+        monkeypatch.setattr(cli_main, "Progress", PauseAtTenthSweep)
+        args = ["fit", str(path), "--out", str(out), "--engine", "dask", "--quiet"]
+        args += ["--scheduler", c.scheduler.address, "--restarts", "2"]
+        code = []
+        fit = threading.Thread(target=lambda: code.append(main(args)), daemon=True)
+        fit.start()
+        fit.join(timeout=120)
+        assert not fit.is_alive(), "the fit still waits for the paused worker"
+        assert code == [2]
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert err[0].startswith(f"ordmix: error: the Dask worker {victim} paused during the fit")
+    assert len(sweeps) < 40
+    assert not out.exists() and list(tmp_path.iterdir()) == [path]
+
+
+def test_the_local_cluster_neither_spills_nor_pauses(ratings):
+    """The local cluster's workers hold the blocks outside Dask's memory manager: no spilling
+    (nothing to spill) and no pause (it would stall the fit); the nanny's end of a worker past
+    95% of its limit stays (the fit then stops with one line)."""
+    import dask
+
+    model = DaskOrdinalMixture(n_workers=1, memory_limit="1GiB")
+    client, owned = model._connect()
+    try:
+        got = client.run(
+            lambda: [dask.config.get(f"distributed.worker.memory.{k}") for k in
+                     ("target", "spill", "pause", "terminate")]
+        )  # fmt: skip
+    finally:
+        client.close()
+        client.cluster.close()
+    assert owned and list(got.values()) == [[False, False, False, 0.95]]
+
+
+def test_the_watch_asks_the_scheduler_not_the_clients_cache(client, ratings, monkeypatch):
+    """The client's cached identity (``scheduler_info()``) may list no workers at any moment
+    (its periodic refresh asks for none): the watch must not read every worker as gone."""
+    from distributed import Client as DaskClient
+
+    def cached(self, *args, **kwargs):
+        return {"workers": {}}
+
+    monkeypatch.setattr(DaskClient, "scheduler_info", cached)
+    seen = []
+    model = DaskOrdinalMixture(n_restarts=2, random_state=3, scheduler=client, n_partitions=2)
+    quiet_fit(model, ratings, callback=lambda r, i, f: seen.append(time.perf_counter()))
+    assert seen[-1] - seen[0] > 2 * client_watch_seconds()  # the watch looked, more than once
+    assert model.converged_
+
+
+def client_watch_seconds() -> float:
+    from ordmix_core.dask_engine import client as dask_client
+
+    return dask_client.WATCH_SECONDS

@@ -374,6 +374,28 @@ def test_eps_block_compiled_is_the_numpy_one_bit_for_bit():
         kernels.run_alone(None)
 
 
+def test_eps_block_sums_compiled_are_the_numpy_ones_bit_for_bit():
+    """One pass, no temporaries, the same bits as ``updates.eps_block_sums`` of
+    ``updates.eps_block_terms`` (what a Dask block adds up each Newton step); annotators
+    without ratings sum to zero."""
+    from scipy.special import expit
+
+    from ordmix_core.vb import updates
+
+    rng = np.random.default_rng(4)
+    n, size = 30, 5000
+    ann = rng.integers(0, n, size).astype(np.int32)  # annotators n, n + 1: no ratings
+    eps_used = np.clip(rng.uniform(0, 1, n + 2) ** rng.choice([0.05, 1, 20], n + 2), 1e-10, 1)
+    omega = expit(np.log(eps_used / (1 - eps_used + 1e-12))[ann] + rng.normal(0, 4, size))
+    x = rng.uniform(0, 1, n + 2)
+    a, b = updates.eps_block_terms(omega, eps_used[ann])
+    want = updates.eps_block_sums(ann, a, b, x, n + 2)
+    got = kernels.eps_block_sums(ann, omega, eps_used, x)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, w)
+    assert got[0][n:].tolist() == [0.0, 0.0] and np.abs(got[0][:n]).sum() > 0
+
+
 def test_annotator_groups_are_a_stable_sort_by_annotator():
     """Each annotator's ratings in rating order, at ``order[starts[n]:starts[n + 1]]``;
     annotators without ratings get an empty range."""
