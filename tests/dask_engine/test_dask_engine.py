@@ -703,13 +703,12 @@ def test_a_scale_of_many_levels_and_the_papers_labels_as_in_memory(client, ratin
         assert_same_fit(mem, dsk, EST_RTOL, EST_ATOL)
 
 
-def test_a_worker_killed_mid_fit_stops_with_one_line(ratings, tmp_path, capsys, monkeypatch):
-    """A worker killed in the middle of a fit (a cluster of its own: its nanny starts a new
-    worker, without the blocks): the fit stops at once, ``ordmix fit`` prints one
-    ``ordmix: error:`` line naming the worker, exits 2 and leaves no output folder."""
+def _fit_stopped_at_tenth_sweep(ratings, tmp_path, monkeypatch, pick, act) -> tuple:
+    """``ordmix fit --engine dask`` of ``ratings`` on a local cluster of its own (2 workers),
+    in a thread; at the fit's tenth progress line ``act(client, victim)`` is done to the
+    worker ``pick(client)`` chose. Returns ``(victim, exit codes, progress lines, out
+    folder)``; fails if the fit is still running 120 s later (waiting forever)."""
     import logging
-    import os
-    import signal
     import threading
 
     from ordmix_core.cli import main as cli_main
@@ -724,30 +723,50 @@ def test_a_worker_killed_mid_fit_stops_with_one_line(ratings, tmp_path, capsys, 
         ) as cluster,
         Client(cluster) as c,
     ):  # fmt: skip
-        victim, pid = next(iter(c.run(os.getpid).items()))
+        victim = pick(c)
         sweeps = []
 
-        class KillAtTenthSweep(cli_main.Progress):
+        class ActAtTenthSweep(cli_main.Progress):
             def __call__(self, restart, iteration, bound):
                 sweeps.append(restart)
                 if len(sweeps) == 10:
-                    os.kill(pid, signal.SIGKILL)
+                    act(c, victim)
                 return super().__call__(restart, iteration, bound)
 
-        monkeypatch.setattr(cli_main, "Progress", KillAtTenthSweep)
+        monkeypatch.setattr(cli_main, "Progress", ActAtTenthSweep)
         args = ["fit", str(path), "--out", str(out), "--engine", "dask", "--quiet"]
         args += ["--scheduler", c.scheduler.address, "--restarts", "2"]
-        code = []  # in a thread: a fit waiting for the lost worker would wait forever
+        code = []  # in a thread: a fit waiting for a lost worker would wait forever
         fit = threading.Thread(target=lambda: code.append(main(args)), daemon=True)
         fit.start()
         fit.join(timeout=120)
-        assert not fit.is_alive(), "the fit still waits for the lost worker"
-        assert code == [2]
+        assert not fit.is_alive(), "the fit still waits for the lost or paused worker"
+    return victim, code, sweeps, out
+
+
+def test_a_worker_killed_mid_fit_stops_with_one_line(ratings, tmp_path, capsys, monkeypatch):
+    """A worker killed in the middle of a fit (a cluster of its own: its nanny starts a new
+    worker, without the blocks): the fit stops at once, ``ordmix fit`` prints one
+    ``ordmix: error:`` line naming the worker, exits 2 and leaves no output folder."""
+    import os
+    import signal
+
+    pids = {}
+
+    def pick(c):
+        victim, pid = next(iter(c.run(os.getpid).items()))
+        pids[victim] = pid
+        return victim
+
+    victim, code, sweeps, out = _fit_stopped_at_tenth_sweep(
+        ratings, tmp_path, monkeypatch, pick, lambda c, w: os.kill(pids[w], signal.SIGKILL)
+    )
+    assert code == [2]
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1, err
     assert err[0].startswith(f"ordmix: error: the Dask worker {victim} left the cluster")
     assert len(sweeps) < 40  # stopped at once, not after the fit
-    assert not out.exists() and list(tmp_path.iterdir()) == [path]
+    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["r.csv"]
 
 
 def _pause(dask_worker) -> None:
@@ -760,45 +779,17 @@ def test_a_worker_paused_mid_fit_stops_with_one_line(ratings, tmp_path, capsys, 
     """A worker Dask pauses in the middle of a fit (its memory past the pause threshold; the
     blocks are not Dask's to spill) would leave its blocks' tasks waiting forever: the fit
     stops at once with one ``ordmix: error:`` line naming it, and writes nothing."""
-    import logging
-    import threading
-
-    from ordmix_core.cli import main as cli_main
-
-    path = tmp_path / "r.csv"
-    ratings.to_csv(path, index=False)
-    out = tmp_path / "out"
-    with (
-        LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-            silence_logs=logging.CRITICAL,
-        ) as cluster,
-        Client(cluster) as c,
-    ):  # fmt: skip
-        victim = sorted(c.scheduler_info()["workers"])[0]
-        sweeps = []
-
-        class PauseAtTenthSweep(cli_main.Progress):
-            def __call__(self, restart, iteration, bound):
-                sweeps.append(restart)
-                if len(sweeps) == 10:
-                    c.run(_pause, workers=[victim])
-                return super().__call__(restart, iteration, bound)
-
-        monkeypatch.setattr(cli_main, "Progress", PauseAtTenthSweep)
-        args = ["fit", str(path), "--out", str(out), "--engine", "dask", "--quiet"]
-        args += ["--scheduler", c.scheduler.address, "--restarts", "2"]
-        code = []
-        fit = threading.Thread(target=lambda: code.append(main(args)), daemon=True)
-        fit.start()
-        fit.join(timeout=120)
-        assert not fit.is_alive(), "the fit still waits for the paused worker"
-        assert code == [2]
+    victim, code, sweeps, out = _fit_stopped_at_tenth_sweep(
+        ratings, tmp_path, monkeypatch,
+        lambda c: sorted(c.scheduler_info()["workers"])[0],
+        lambda c, w: c.run(_pause, workers=[w]),
+    )  # fmt: skip
+    assert code == [2]
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1, err
     assert err[0].startswith(f"ordmix: error: the Dask worker {victim} paused during the fit")
     assert len(sweeps) < 40
-    assert not out.exists() and list(tmp_path.iterdir()) == [path]
+    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["r.csv"]
 
 
 def test_the_local_cluster_neither_spills_nor_pauses(ratings):
