@@ -302,9 +302,7 @@ def finish(
             model.label_result_ = replace(result, posterior=post)
             model.items_["estimate"], model.items_["sd"] = cols["estimate"], cols["sd"]
             model.estimates_, model.sd_ = model.items_["estimate"], model.items_["sd"]
-        shipped = model.label_result_
-        tied = shipped.posterior.undetermined(shipped.policy)
-        undetermined = float(np.mean(tied)) if tied.size else 0.0
+        undetermined = model.label_result_.undetermined_share()
     else:
         model.label_result_ = result
         model.items_, model.item_posterior_, futures = labels.frames(

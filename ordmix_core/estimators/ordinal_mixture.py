@@ -293,9 +293,7 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
 
     def _label_warnings(self) -> list[FitWarning]:
         """What the user should know about the labels (``decisions.label_warnings``)."""
-        result = self.label_result_
-        tied = result.posterior.undetermined(result.policy)
-        undetermined = float(np.mean(tied)) if tied.size else 0.0
+        undetermined = self.label_result_.undetermined_share()
         # a collapsed fit says so already (CollapseWarning): no second warning about its spam
         spam = 1.0 - decisions.truth_share(self) if self.spam_ and not self.collapsed_ else 0.0
         return decisions.label_warnings(spam, undetermined)

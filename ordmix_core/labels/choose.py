@@ -55,6 +55,12 @@ class LabelResult:
     temperature: float = 1.0
     classes: np.ndarray | None = None
 
+    def undetermined_share(self) -> float:
+        """The share of the items flagged ``undetermined`` (a tie) under the fit's policy, read
+        from the posterior alone (the fit's warning; no item table is built)."""
+        tied = self.posterior.undetermined(self.policy)
+        return float(np.mean(tied)) if tied.size else 0.0
+
     def describe(self) -> dict:
         """For ``model_["labels"]`` and ``summary.json``: the model, its size and how sure it is."""
         f = self.fit
