@@ -9,14 +9,18 @@ TREC = SHARED / "data" / "trec-rf10"
 ADULT = SHARED / "data" / "adult-content2"
 
 
+def need(name: str) -> Path:
+    """The shared data set ``name``'s folder (``ratings.csv``, ``gold.csv``), or a skip."""
+    folder = SHARED / "data" / name
+    if not (folder / "ratings.csv").exists():
+        pytest.skip(f"{name} not found at {folder} (the shared data folder beside the repo)")
+    return folder
+
+
 def need_trec() -> Path:
-    if not (TREC / "ratings.csv").exists():
-        pytest.skip(f"TREC RF10 not found at {TREC} (the shared data folder beside the repo)")
-    return TREC
+    return need(TREC.name)
 
 
 def need_adult() -> Path:
     """AdultContent2 (4 levels G < P < R < X written 1..4, with gold)."""
-    if not (ADULT / "ratings.csv").exists():
-        pytest.skip(f"AdultContent2 not found at {ADULT} (the shared data folder beside the repo)")
-    return ADULT
+    return need(ADULT.name)

@@ -59,17 +59,6 @@ EST_RTOL, EST_ATOL = 5e-6, 1e-7
 
 
 @pytest.fixture(scope="module")
-def client():
-    with (
-        LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
-        ) as cluster,
-        Client(cluster) as c,
-    ):
-        yield c
-
-
-@pytest.fixture(scope="module")
 def ratings() -> pd.DataFrame:
     crowd = simulate_crowd(
         n_items=240, n_annotators=20, ratings_per_item=5, n_queries=6, spammer_share=0.3,

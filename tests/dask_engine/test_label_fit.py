@@ -24,8 +24,7 @@ import pytest
 pytest.importorskip("distributed")
 pytest.importorskip("dask.dataframe")
 
-from _shared import SHARED  # noqa: E402
-from distributed import Client, LocalCluster  # noqa: E402
+from _shared import need  # noqa: E402
 from test_dask_engine import IDS, LABEL_TOL, assert_same_folders  # noqa: E402
 
 from ordmix_core.cli.main import main  # noqa: E402
@@ -40,14 +39,9 @@ EST_TOL = 5e-3
 
 
 @pytest.fixture(scope="module")
-def scheduler():
-    with (
-        LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
-        ) as cluster,
-        Client(cluster) as c,
-    ):
-        yield c.scheduler.address
+def scheduler(client) -> str:
+    """The address of the module's local cluster (``conftest.client``), as ``--scheduler``."""
+    return client.scheduler.address
 
 
 def both_engines(ratings: Path, tmp: Path, scheduler: str, *extra: str) -> tuple[Path, Path]:
@@ -84,9 +78,7 @@ def same_labels(mem: Path, dsk: Path) -> None:
 
 
 def test_trec_as_in_memory(scheduler, tmp_path):
-    ratings = SHARED / "data" / "trec-rf10" / "ratings.csv"
-    if not ratings.exists():
-        pytest.skip(f"{ratings} is not there")
+    ratings = need("trec-rf10") / "ratings.csv"
     mem, dsk = both_engines(ratings, tmp_path, scheduler)
     same_labels(mem, dsk)
     # the continuous fit: the in-memory engine's own path moves with the order of its sums,
@@ -103,9 +95,7 @@ def test_trec_as_in_memory(scheduler, tmp_path):
 
 
 def test_web_as_in_memory(scheduler, tmp_path):
-    ratings = SHARED / "data" / "web-zhou2014" / "ratings.csv"
-    if not ratings.exists():
-        pytest.skip(f"{ratings} is not there")
+    ratings = need("web-zhou2014") / "ratings.csv"
     mem, dsk = both_engines(ratings, tmp_path, scheduler)
     same_labels(mem, dsk)
     assert_same_flags(mem, dsk)
