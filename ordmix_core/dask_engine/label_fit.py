@@ -19,7 +19,7 @@ fit, one posterior per item and the annotators' flags, with the blocks' sums.
 
 Per annotator only the block's own annotators' entries travel (``block_labels.add_rows``).
 The sums are the in-memory ones added in another order, so the answers agree to rounding
-(``tests/dask_engine/test_label_parity.py``).
+(``tests/dask_engine/test_label_fit.py``).
 """
 
 from __future__ import annotations
@@ -39,13 +39,7 @@ from ..labels.posterior import LabelPosterior
 from ..numerics import libm
 from ..results import agreement, reliability
 from ..results.decision_columns import _partitioned_item_decisions
-from ..results.decisions import (
-    CONFIDENCE,
-    THRESHOLD,
-    continuous_labels,
-    label_warnings,
-    truth_share,
-)
+from ..results.decisions import CONFIDENCE, THRESHOLD, continuous_labels
 from . import block_labels
 from .blocks import Box
 from .client import _add_arrays, _Blocks, _empty
@@ -262,7 +256,7 @@ def finish(
     posterior's, whose levels' mean is then the estimate, as in memory; ``gold``: the fit's
     gold values by instance ID, for the gold items' estimates), the agreement
     (``annotator_agreement_``, a Series by annotator, and ``crowd_agreement_``). Returns the
-    label warnings (``decisions.label_warnings``)."""
+    label warnings (``OrdinalMixture._label_warnings``)."""
     flags, median = labels.flags(model, winner.restart, winner.slot, local_categories)
     model.annotator_flags_ = flags
     model.annotators_["reliability"] = median
@@ -302,7 +296,7 @@ def finish(
             model.label_result_ = replace(result, posterior=post)
             model.items_["estimate"], model.items_["sd"] = cols["estimate"], cols["sd"]
             model.estimates_, model.sd_ = model.items_["estimate"], model.items_["sd"]
-        undetermined = model.label_result_.undetermined_share()
+        undetermined = None  # read from the posterior, here in the client
     else:
         model.label_result_ = result
         model.items_, model.item_posterior_, futures = labels.frames(
@@ -317,10 +311,7 @@ def finish(
     model.model_["labels"] = (model.label_result_ or described).describe()
     if model.scale_.fine and model.labels is None:
         model.model_["labels"]["why"] = choose.fine_labels_reason(model.scale_.k)
-    spam = 0.0
-    if model.spam_ and not model.collapsed_:
-        spam = 1.0 - truth_share(model)
-    return label_warnings(spam, undetermined)
+    return model._label_warnings(undetermined)
 
 
 def _with_estimates(items: pd.DataFrame, post: pd.DataFrame) -> pd.DataFrame:

@@ -291,9 +291,13 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
         self.items_["sd"] = sd
         self.estimates_, self.sd_ = self.items_["estimate"], self.items_["sd"]
 
-    def _label_warnings(self) -> list[FitWarning]:
-        """What the user should know about the labels (``decisions.label_warnings``)."""
-        undetermined = self.label_result_.undetermined_share()
+    def _label_warnings(self, undetermined: float | None = None) -> list[FitWarning]:
+        """What the user should know about the labels (``decisions.label_warnings``), both
+        engines': ``undetermined``, the share of tied items, when the posterior is not in this
+        process (the Dask engine's items left on the cluster); else read from
+        ``label_result_``."""
+        if undetermined is None:
+            undetermined = self.label_result_.undetermined_share()
         # a collapsed fit says so already (CollapseWarning): no second warning about its spam
         spam = 1.0 - decisions.truth_share(self) if self.spam_ and not self.collapsed_ else 0.0
         return decisions.label_warnings(spam, undetermined)
