@@ -39,7 +39,7 @@ from ..labels.posterior import LabelPosterior
 from ..numerics import libm
 from ..results import agreement, reliability
 from ..results.decision_columns import _partitioned_item_decisions
-from ..results.decisions import CONFIDENCE, THRESHOLD, continuous_labels
+from ..results.decisions import CONFIDENCE, THRESHOLD
 from . import block_labels
 from .blocks import Box
 from .client import _add_arrays, _Blocks, _empty
@@ -283,15 +283,10 @@ def finish(
         post, cols = labels.rows(model.items_.index, values, model.scale_.names)
         model.truth_weight_ = cols["truth_weight"].to_numpy()
         if result is None:
-            model.label_result_ = continuous_labels(model)
-            if model.scale_.fine:  # the estimate from the levels' posterior, as in memory
-                post = replace(model.label_result_.posterior, estimate=None, sd=None)
-                model.label_result_ = replace(model.label_result_, posterior=post)
-                gold_m = None
-                if gold is not None:
-                    index = pd.Index(model.items_.index).astype(str)
-                    gold_m = gold.reindex(index).to_numpy(dtype=float)
-                model._estimates_from_labels(gold_m)
+            gold_m = None
+            if gold is not None:
+                gold_m = gold.reindex(pd.Index(model.items_.index).astype(str)).to_numpy(float)
+            model._continuous_labels(gold_m)
         else:
             model.label_result_ = replace(result, posterior=post)
             model.items_["estimate"], model.items_["sd"] = cols["estimate"], cols["sd"]
@@ -308,9 +303,7 @@ def finish(
             counts = {f"count_{k}": v for k, v in flags.value_counts().compute().items()}
         undetermined = counts.get("count_undetermined", 0) / max(model.data_.n_instances, 1)
     described = LabelResult(None, None, None, False, DEFAULT_POLICY) if result is None else result
-    model.model_["labels"] = (model.label_result_ or described).describe()
-    if model.scale_.fine and model.labels is None:
-        model.model_["labels"]["why"] = choose.fine_labels_reason(model.scale_.k)
+    model._describe_labels(model.label_result_ or described)
     return model._label_warnings(undetermined)
 
 

@@ -257,16 +257,11 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
     def _choose_labels(self, data: CrowdData, gold_m: np.ndarray | None) -> None:
         """``label_result_``: the one posterior of every item (``labels.choose_labels``; the
         paper's model, and any model on a fine scale: its continuous posterior over the
-        scale's intervals), and the items' ``estimate`` and ``sd`` read from it (the paper's
-        model on up to 11 levels keeps q(z)'s); ``model_["labels"]`` says which, and on a fine
-        scale why."""
-        if self._label_model() == "continuous" and not data.scale.fine:
-            self.label_result_ = decisions.continuous_labels(self)
-        elif self._label_model() == "continuous":  # the estimate from the levels' posterior
-            result = decisions.continuous_labels(self)
-            post = replace(result.posterior, estimate=None, sd=None)
-            self.label_result_ = replace(result, posterior=post)
-            self._estimates_from_labels(gold_m)
+        scale's intervals, ``_continuous_labels``), and the items' ``estimate`` and ``sd`` read
+        from it; ``model_["labels"]`` says which, and on a fine scale why
+        (``_describe_labels``)."""
+        if self._label_model() == "continuous":
+            self._continuous_labels(gold_m)
         else:
             values = data.scale.values
             gold = None if gold_m is None else confusion_model.gold_levels(gold_m, values)
@@ -275,9 +270,28 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
                 gold, names=data.scale.names,
             )  # fmt: skip
             self._estimates_from_labels(gold_m)
-        self.model_["labels"] = self.label_result_.describe()
-        if data.scale.fine and self.labels is None:
-            self.model_["labels"]["why"] = fine_labels_reason(data.scale.k)
+        self._describe_labels()
+
+    def _continuous_labels(self, gold_m: np.ndarray | None) -> None:
+        """``label_result_`` from the continuous posterior over the scale's intervals (both
+        engines). On up to 11 levels the items keep q(z)'s estimate and sd (the paper's
+        model); on a fine scale they are the levels' posterior mean and sd
+        (``_estimates_from_labels``; ``gold_m``: the gold values by item, NaN elsewhere)."""
+        result = decisions.continuous_labels(self)
+        if not self.scale_.fine:
+            self.label_result_ = result
+            return
+        post = replace(result.posterior, estimate=None, sd=None)
+        self.label_result_ = replace(result, posterior=post)
+        self._estimates_from_labels(gold_m)
+
+    def _describe_labels(self, result=None) -> None:
+        """``model_["labels"]``: ``result``'s description (a ``LabelResult``; default
+        ``label_result_``), and on a fine scale whose labels were not asked for, why they are
+        the continuous posterior's (both engines)."""
+        self.model_["labels"] = (result or self.label_result_).describe()
+        if self.scale_.fine and self.labels is None:
+            self.model_["labels"]["why"] = fine_labels_reason(self.scale_.k)
 
     def _estimates_from_labels(self, gold_m: np.ndarray | None) -> None:
         """The items' ``estimate`` and ``sd``: the posterior mean and sd of the level's value
