@@ -49,7 +49,7 @@ from ..labels.choose import choose_labels, fine_labels_reason
 from ..results import decisions, outputs, reliability
 from ..vb import kernels, phases
 from ..vb import sweep as vb
-from . import option_frontends, option_kinds, options, refit
+from . import compile_ahead, option_frontends, option_kinds, options, refit
 from .base import CrowdEstimator
 from .engine_steps import EngineSteps
 from .learned import Learned, StoresLearned
@@ -241,9 +241,11 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
         gold_m = self._gold_vector(gold, data)
         # 2. one Generator for the whole fit: every restart draws its key from it
         rng = np.random.default_rng(self.random_state)
-        # 3. the fit (_fit_data: problem, starts, the race of fit.race, the winner)
+        # 3. the fit (_fit_data: problem, starts, the race of fit.race, the winner); on a
+        # first run the label model's kernels compile meanwhile in another process
         self.spam_ = self.spam is not False
-        warn = self._fit_data(data, gold_m, rng, callback, t0)
+        with compile_ahead.label_kernels():
+            warn = self._fit_data(data, gold_m, rng, callback, t0)
         # 4. each annotator's reliability: one posterior for its point, interval and flag
         self.annotator_flags_, median = reliability.fitted_flags(self)
         self.annotators_["reliability"] = median

@@ -1,0 +1,109 @@
+"""The label path's kernels compiled in another process while a first fit runs its race.
+
+On a first run numba compiles every kernel on the thread that first calls it, one at a time,
+holding the interpreter's lock: the race's kernels first, then, after the race, the label
+model's (about half of the compile). On a machine with a second core that core sits idle
+while the race's kernels compile. ``start`` hands the label model's kernels to a child process
+(``warm_up`` in a new interpreter), which compiles them into numba's
+on-disk cache by fitting the label model to a small simulated crowd; ``join`` waits for it
+before the fit's label path, which then loads them from the cache (``label_kernels``, around
+the race). Nothing is started when
+those kernels are in the cache already (every run after the first), when compiled code is off
+or has no on-disk cache, or on one core. The answers do not depend on it: a kernel loaded from
+the cache is the one compiled in this process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import numpy as np
+
+from ..labels.choose import choose_labels
+from ..numerics import jit
+
+#: the modules whose kernels the child compiles: the label model's
+LABEL_MODULES = ("ordmix_core.labels.",)
+
+#: the simulated crowd the child fits: past the label path's thresholds for running over the
+#: cores (``confusion_ratings.PARALLEL_MIN_RATINGS`` ratings,
+#: ``confusion_model.NEWTON_PARALLEL_MIN`` annotators), so that it compiles the kernels a real
+#: crowd calls, and small enough to fit in milliseconds
+WARM_RATINGS, WARM_ANNOTATORS, WARM_ITEMS, WARM_LEVELS = 12_000, 100, 2_000, 3
+
+#: the longest ``join`` waits for the child (seconds); then the fit compiles what is left itself
+JOIN_TIMEOUT = 600.0
+
+
+def pending_label_kernels() -> list:
+    """The label model's kernels still to compile in this process and not in numba's cache."""
+    return [k for k in jit.uncompiled() if k.py_func.__module__.startswith(LABEL_MODULES)]
+
+
+def start() -> subprocess.Popen | None:
+    """The child that compiles the label model's kernels, started if any of them is still to
+    compile, compiled code is on with an on-disk cache, and this process may run on more than
+    one core; else None."""
+    if not (jit.USE_JIT and jit.CACHE) or len(os.sched_getaffinity(0)) < 2:
+        return None
+    if not pending_label_kernels():
+        return None
+    env = dict(os.environ)
+    if jit.CACHE_WHERE != "numba's default":  # the private folder ``jit`` chose
+        env["NUMBA_CACHE_DIR"] = jit.CACHE_WHERE
+    try:
+        return subprocess.Popen(
+            [sys.executable, "-c", f"from {__name__} import warm_up; warm_up()"],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    except OSError:  # no child processes here: the fit compiles them itself
+        return None
+
+
+def join(child: subprocess.Popen | None) -> None:
+    """Wait for ``child`` (``start``'s) to finish, at most ``JOIN_TIMEOUT`` seconds; a child
+    still running then is stopped. Whatever it did not compile, the fit compiles."""
+    if child is None:
+        return
+    try:
+        child.wait(timeout=JOIN_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        stop(child)
+
+
+def stop(child: subprocess.Popen | None) -> None:
+    """Stop ``child`` (``start``'s) if it is still running."""
+    if child is not None and child.poll() is None:
+        child.kill()
+        child.wait()
+
+
+@contextlib.contextmanager
+def label_kernels() -> Iterator[subprocess.Popen | None]:
+    """Around the race: ``start`` on entry; on leaving, ``join`` (the label path comes next),
+    or ``stop`` when the block raised (a stopped or failed fit has no label path)."""
+    child = start()
+    try:
+        yield child
+    except BaseException:
+        stop(child)
+        raise
+    join(child)
+
+
+def warm_up() -> None:
+    """Fit the label model to a small simulated crowd (``WARM_*``), with the code types of a
+    fit's (int32 codes, float64 values): its kernels are compiled into numba's cache."""
+    rng = np.random.default_rng(0)
+    ann = rng.integers(0, WARM_ANNOTATORS, WARM_RATINGS).astype(np.int32)
+    inst = (np.arange(WARM_RATINGS) % WARM_ITEMS).astype(np.int32)
+    level = rng.integers(0, WARM_LEVELS, WARM_RATINGS).astype(np.int32)
+    values = np.arange(1.0, WARM_LEVELS + 1.0)
+    choose_labels(ann, inst, level, WARM_ANNOTATORS, WARM_ITEMS, values)
