@@ -148,6 +148,28 @@ def download(page, button: str, path: Path, tries: int = 5) -> None:
             page.wait_for_timeout(500)
 
 
+def choose_only(box, keep: list[str]) -> None:
+    """Leave exactly ``keep`` chosen, in that order, in the multiselect ``box`` (a
+    ``stMultiSelect`` locator). Every other chip is removed by name with its own "Remove
+    <name>" button, and the next removal waits until that chip is gone: a removal reruns the
+    app, which renders the chips again, so a chip held by its position could be another one
+    by the time it is clicked. The kept chips are waited for first: the multiselect's code
+    loads after the page's first elements, and a rerun before it is on the page sends no
+    choice, which the app takes as none. The chips are ``[data-tag]``, named by
+    ``aria-label``."""
+    from playwright.sync_api import expect
+
+    tags = box.locator("[data-tag]")
+    for name in keep:
+        expect(box.locator(f'[data-tag][aria-label="{name}"]')).to_be_visible()
+    chosen = tags.evaluate_all("tags => tags.map(t => t.getAttribute('aria-label'))")
+    for name in reversed(chosen):
+        if name not in keep:
+            box.get_by_role("button", name=f"Remove {name}", exact=True).click()
+            expect(box.locator(f'[data-tag][aria-label="{name}"]')).to_have_count(0)
+    expect(tags).to_have_text(keep)
+
+
 def open_app(browser, url: str):
     from playwright.sync_api import expect
 
@@ -331,6 +353,10 @@ def test_named_levels_from_an_upload_survive_data_fit_data_and_compare(server, c
     inputs.nth(0).set_input_files(paths["letters"])
     expect(page.get_by_text("letters.csv:")).to_be_visible()
     inputs.nth(1).set_input_files(paths["letters-gold"])
+    # the page says nothing of a gold file until the data is used: wait for its chip's
+    # "Remove" button, which replaces "Cancel upload of" once the upload is over
+    gold_name = Path(paths["letters-gold"]).name
+    expect(page.get_by_role("button", name=f"Remove {gold_name}", exact=True)).to_be_visible()
     scale = page.get_by_role("textbox", name="Rating scale")
     scale.fill("G,P,R,X")
     scale.press("Enter")
@@ -378,13 +404,14 @@ def test_named_levels_from_an_upload_survive_data_fit_data_and_compare(server, c
     nav.get_by_text("Compare", exact=True).click()
     expect(page.get_by_text("agreement between annotators (Krippendorff's alpha")).to_be_visible()
     box = page.locator('[data-testid="stMultiSelect"]').first
-    for chip in box.locator('[data-baseweb="tag"]').all()[::-1]:
-        if chip.inner_text().strip() not in ("mean", "majority"):
-            chip.locator('[role="presentation"]').last.click()
+    choose_only(box, ["mean", "majority"])
     rounds = page.get_by_role("spinbutton", name="Restarts (odm)")
     rounds.fill("1")
     rounds.press("Enter")
+    expect(rounds).to_have_value("1")
+    expect(box.locator("[data-tag]")).to_have_text(["mean", "majority"])
     page.get_by_role("button", name="Compare methods").click()
+    expect(page.get_by_text("2 method(s) fitted.", exact=True)).to_be_visible()  # those two only
     chart = page.locator('[data-testid="stPlotlyChart"]').first
     title = chart.locator("text.gtitle")
     expect(title).to_contain_text("Methods compared on the gold items")
