@@ -91,3 +91,9 @@ def test_the_child_leaves_every_label_kernel_in_an_empty_cache(tmp_path):
         [sys.executable, "-c", check], env=env, capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == "0"
+
+
+def test_nothing_starts_on_one_core(monkeypatch):
+    monkeypatch.setattr(jit, "uncompiled", lambda: list(jit.KERNELS))
+    monkeypatch.setattr(compile_ahead, "_cores", lambda: 1)
+    assert compile_ahead.start() is None
