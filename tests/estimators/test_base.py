@@ -78,6 +78,12 @@ def crowdkit_frame():
     return pd.DataFrame(rows, columns=["worker", "task", "label"])
 
 
+#: a fit of ``crowdkit_frame``'s twelve ratings does not converge within the default 1,000
+#: sweeps (3-7 s); the shapes and decisions tested on it are a fit's whatever its length, so
+#: its fits stop at 100 sweeps
+SHORT = {"n_restarts": 2, "max_iter": 100}
+
+
 @pytest.mark.parametrize("method", ["odm", "dawid-skene", "majority", "mean"])
 def test_crowdkit_names_return_crowdkit_types(crowdkit_frame, method) -> None:
     """``fit_predict`` labels (Series by ``task``, named ``agg_label``, the scale's own
@@ -87,7 +93,7 @@ def test_crowdkit_names_return_crowdkit_types(crowdkit_frame, method) -> None:
 
     from ordmix_core.evaluation.compare import METHODS
 
-    model = METHODS[method].make({"n_restarts": 2}, np.random.default_rng(0), "instance")
+    model = METHODS[method].make(SHORT, np.random.default_rng(0), "instance")
     labels = model.fit_predict(crowdkit_frame)
     assert labels.index.name == "task" and labels.name == "agg_label"
     assert sorted(labels.index) == ["t1", "t2", "t3"]
@@ -103,7 +109,7 @@ def test_crowdkit_names_return_crowdkit_types(crowdkit_frame, method) -> None:
 
 
 def test_ordinal_mixture_skills_are_worker_reliabilities(crowdkit_frame) -> None:
-    m = OrdinalMixture(n_restarts=2, random_state=0).fit(crowdkit_frame)
+    m = OrdinalMixture(**SHORT, random_state=0).fit(crowdkit_frame)
     skills = m.skills_
     assert skills.index.name == "worker" and skills.name == "skill"
     assert list(skills.index) == list(m.annotators_.index)
@@ -127,7 +133,7 @@ def test_labels_and_probas_share_one_computation_of_the_decisions(
     calls = []
     real = decisions.item_decisions
     monkeypatch.setattr(decisions, "item_decisions", lambda m: calls.append(1) or real(m))
-    m = OrdinalMixture(n_restarts=2, random_state=0).fit(crowdkit_frame)
+    m = OrdinalMixture(**SHORT, random_state=0).fit(crowdkit_frame)
     assert len(calls) == 0
     first = (m.labels_, m.probas_, m.labels_, m.probas_)
     assert len(calls) == 1
