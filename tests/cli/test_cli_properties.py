@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -103,12 +104,17 @@ def _reference_output() -> Path:
 _REF: list[Path] = []
 
 
-@settings(
-    max_examples=60,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
-@given(text=ratings_text(), opts=cli_options(), out_kind=st.sampled_from(OUTS))
+#: the examples of the fit property; a fit of a tiny file is 0.5-1 s of sweeps, so the default
+#: run draws 20 of them and CI's ``-m slow`` run 100 more (test_fit_any_options_many_small_files)
+FIT_EXAMPLES = {"text": ratings_text(), "opts": cli_options(), "out_kind": st.sampled_from(OUTS)}
+FIT_SETTINGS = {
+    "deadline": None,
+    "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large],
+}
+
+
+@settings(max_examples=20, **FIT_SETTINGS)
+@given(**FIT_EXAMPLES)
 def test_fit_any_options_any_small_file(text, opts, out_kind):
     if not _REF:
         _REF.append(_reference_output())
@@ -160,6 +166,14 @@ def test_fit_any_options_any_small_file(text, opts, out_kind):
     finally:
         os.chdir(cwd)
         shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.mark.slow
+@settings(max_examples=100, **FIT_SETTINGS)
+@given(**FIT_EXAMPLES)
+def test_fit_any_options_many_small_files(text, opts, out_kind):
+    """The property above over five times as many files and options."""
+    test_fit_any_options_any_small_file.hypothesis.inner_test(text, opts, out_kind)
 
 
 def compare_flags_only(args: list[str]) -> list[str]:
