@@ -36,7 +36,10 @@ VARIANT = st.sampled_from([(True, True), (True, False), (False, True), (False, F
 GRAN = st.sampled_from(["instance", "query", "global"])
 # tiny random crowds often collapse or stop at max_iter: the warnings are expected here
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
-FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# a fit is up to 2 restarts of 60 sweeps: the default run draws 15 crowds a property, CI's
+# ``-m slow`` run 100 more (the ``*_deeper`` twins at the end)
+FAST = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+DEEP = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def _fit(df, scale, gran, variant, seed=0, **kw):
@@ -125,3 +128,31 @@ def test_an_alternative_only_with_annotators_still_moving_and_spreads_mark_items
     assert np.all(spread >= 0)
     assert m.items_["unstable"].to_numpy()[spread >= 0.1 * m.scale_.step].all()
     assert np.all(m.annotators_["reliability_spread"].to_numpy() >= 0)
+
+
+# --- the properties above over more crowds (-m slow)
+@pytest.mark.slow
+@DEEP
+@given(crowds(), GRAN, VARIANT)
+def test_estimates_finite_inside_outer_thresholds_and_bound_monotone_deeper(crowd, gran, variant):
+    test_estimates_finite_inside_outer_thresholds_and_bound_monotone.hypothesis.inner_test(
+        crowd, gran, variant
+    )
+
+
+@pytest.mark.slow
+@DEEP
+@given(crowds(), GRAN, VARIANT, st.integers(0, 2**32 - 1))
+def test_same_seed_identical_and_row_order_irrelevant_deeper(crowd, gran, variant, perm_seed):
+    test_same_seed_identical_and_row_order_irrelevant.hypothesis.inner_test(
+        crowd, gran, variant, perm_seed
+    )
+
+
+@pytest.mark.slow
+@DEEP
+@given(crowds(), GRAN, VARIANT)
+def test_an_alternative_only_with_annotators_still_moving_deeper(crowd, gran, variant):
+    test_an_alternative_only_with_annotators_still_moving_and_spreads_mark_items.hypothesis.inner_test(
+        crowd, gran, variant
+    )
