@@ -4,13 +4,12 @@ On a first run numba compiles every kernel on the thread that first calls it, on
 holding the interpreter's lock: the race's kernels first, then, after the race, the label
 model's (about half of the compile). On a machine with a second core that core sits idle
 while the race's kernels compile. ``start`` hands the label model's kernels to a child process
-(``warm_up`` in a new interpreter), which compiles them into numba's
-on-disk cache by fitting the label model to a small simulated crowd; ``join`` waits for it
-before the fit's label path, which then loads them from the cache (``label_kernels``, around
-the race). Nothing is started when
-those kernels are in the cache already (every run after the first), when compiled code is off
-or has no on-disk cache, or on one core. The answers do not depend on it: a kernel loaded from
-the cache is the one compiled in this process.
+(``warm_up`` in a new interpreter), which compiles them into numba's on-disk cache by fitting
+the label model to a small simulated crowd; ``join`` waits for it before the fit's label path,
+which then loads them from the cache (``label_kernels``, around the race). Nothing is started
+when those kernels are in the cache already (every run after the first), when compiled code is
+off or has no on-disk cache, or on one core. The answers do not depend on it: a kernel loaded
+from the cache is the one compiled in this process.
 """
 
 from __future__ import annotations
