@@ -131,28 +131,27 @@ def test_an_alternative_only_with_annotators_still_moving_and_spreads_mark_items
 
 
 # --- the properties above over more crowds (-m slow)
-@pytest.mark.slow
-@DEEP
-@given(crowds(), GRAN, VARIANT)
-def test_estimates_finite_inside_outer_thresholds_and_bound_monotone_deeper(crowd, gran, variant):
-    test_estimates_finite_inside_outer_thresholds_and_bound_monotone.hypothesis.inner_test(
-        crowd, gran, variant
-    )
+def deeper(test, *strategies):
+    """``test``'s body over ``DEEP``'s crowds, drawn from ``strategies`` (its arguments), in
+    ``-m slow``."""
+
+    @pytest.mark.slow
+    @DEEP
+    @given(st.tuples(*strategies))
+    def run(args):
+        test.hypothesis.inner_test(*args)
+
+    return run
 
 
-@pytest.mark.slow
-@DEEP
-@given(crowds(), GRAN, VARIANT, st.integers(0, 2**32 - 1))
-def test_same_seed_identical_and_row_order_irrelevant_deeper(crowd, gran, variant, perm_seed):
-    test_same_seed_identical_and_row_order_irrelevant.hypothesis.inner_test(
-        crowd, gran, variant, perm_seed
-    )
-
-
-@pytest.mark.slow
-@DEEP
-@given(crowds(), GRAN, VARIANT)
-def test_an_alternative_only_with_annotators_still_moving_deeper(crowd, gran, variant):
-    test_an_alternative_only_with_annotators_still_moving_and_spreads_mark_items.hypothesis.inner_test(
-        crowd, gran, variant
-    )
+test_estimates_finite_inside_outer_thresholds_and_bound_monotone_deeper = deeper(
+    test_estimates_finite_inside_outer_thresholds_and_bound_monotone, crowds(), GRAN, VARIANT
+)
+test_same_seed_identical_and_row_order_irrelevant_deeper = deeper(
+    test_same_seed_identical_and_row_order_irrelevant,
+    crowds(), GRAN, VARIANT, st.integers(0, 2**32 - 1),
+)  # fmt: skip
+test_an_alternative_only_with_annotators_still_moving_deeper = deeper(
+    test_an_alternative_only_with_annotators_still_moving_and_spreads_mark_items,
+    crowds(), GRAN, VARIANT,
+)  # fmt: skip
