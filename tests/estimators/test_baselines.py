@@ -205,11 +205,13 @@ def test_dawid_skene_iteration_is_fast_at_1m_ratings():
         instances=np.array([f"i{i}" for i in range(m)], dtype=object),
     ).with_granularity("global")
     DawidSkene(max_iter=1).fit(data)  # warm up
-    t = time.perf_counter()
+    # CPU seconds, not wall: another process on the machine must not fail it (an iteration is
+    # one thread's work, ~0.5 s on the 2-core machine of docs/benchmarks.md)
+    t = time.process_time()
     ds = DawidSkene(max_iter=3, tol=0).fit(data)
-    per_iter = (time.perf_counter() - t) / 3
+    per_iter = (time.process_time() - t) / 3
     assert ds.n_iter_ == 3
-    assert per_iter < 1.0, f"{per_iter:.2f} s per Dawid-Skene iteration at 1M ratings"
+    assert per_iter < 1.0, f"{per_iter:.2f} CPU s per Dawid-Skene iteration at 1M ratings"
 
 
 def test_bad_parameters_raise_input_error():
