@@ -302,8 +302,9 @@ def finish(
             flags = _partitioned_item_decisions(model, model.items_, CONFIDENCE)["flag"]
             counts = {f"count_{k}": v for k, v in flags.value_counts().compute().items()}
         undetermined = counts.get("count_undetermined", 0) / max(model.data_.n_instances, 1)
-    described = LabelResult(None, None, None, False, DEFAULT_POLICY) if result is None else result
-    model._describe_labels(model.label_result_ or described)
+    # no result here: the continuous posterior, left on the blocks
+    on_cluster = LabelResult(None, None, None, False, DEFAULT_POLICY)
+    model._describe_labels(model.label_result_ or on_cluster)
     return model._label_warnings(undetermined)
 
 

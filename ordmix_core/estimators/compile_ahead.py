@@ -43,18 +43,11 @@ def pending_label_kernels() -> list:
     return [k for k in jit.uncompiled() if k.py_func.__module__.startswith(LABEL_MODULES)]
 
 
-def _cores() -> int:
-    """The cores this process may run on (all of the machine's where that is not known)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
-
-
 def start() -> subprocess.Popen | None:
     """The child that compiles the label model's kernels, started if any of them is still to
     compile, compiled code is on with an on-disk cache, and this process may run on more than
     one core; else None."""
-    if not (jit.USE_JIT and jit.CACHE) or _cores() < 2:
+    if not (jit.USE_JIT and jit.CACHE) or jit.cores() < 2:
         return None
     if not pending_label_kernels():
         return None

@@ -29,7 +29,6 @@ up to three variants with q(z) restarted from the data), raced with no warm-up s
 
 from __future__ import annotations
 
-import os
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -46,6 +45,7 @@ from ..errors import CollapseWarning, ConvergenceWarning, FitWarning, InputError
 from ..fit import race, rescues, restarts, settle
 from ..labels import confusion_model
 from ..labels.choose import choose_labels, fine_labels_reason
+from ..numerics import jit
 from ..results import decisions, outputs, reliability
 from ..vb import kernels, phases
 from ..vb import sweep as vb
@@ -447,7 +447,7 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
             return max(1, min(int(self.n_jobs), n_runs))
         if p.n_ratings >= kernels.PARALLEL_MIN_RATINGS or not kernels.USE_JIT:
             return 1
-        return max(1, min(len(os.sched_getaffinity(0)), n_runs))
+        return max(1, min(jit.cores(), n_runs))
 
     # ------------------------------------------------------------------ both engines
     def _problem(

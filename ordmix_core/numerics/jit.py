@@ -125,6 +125,14 @@ if HAVE_NUMBA:  # pragma: no branch
     atexit.register(freeze_at_exit)
 
 
+def cores() -> int:
+    """The cores this process may run on (``os.sched_getaffinity``; the machine's where that
+    is not known): how many threads of restarts, or processes compiling, can run at once."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 #: every kernel ``jit`` made that numba compiles on its own (an ``inline="always"`` function is
 #: compiled into its callers): what ``uncompiled`` and ``compile_progress`` look at
 KERNELS: list = []

@@ -95,5 +95,5 @@ def test_the_child_leaves_every_label_kernel_in_an_empty_cache(tmp_path):
 
 def test_nothing_starts_on_one_core(monkeypatch):
     monkeypatch.setattr(jit, "uncompiled", lambda: list(jit.KERNELS))
-    monkeypatch.setattr(compile_ahead, "_cores", lambda: 1)
+    monkeypatch.setattr(jit, "cores", lambda: 1)
     assert compile_ahead.start() is None

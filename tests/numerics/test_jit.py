@@ -132,3 +132,16 @@ def test_nothing_compiles_without_compiled_code(monkeypatch):
     with jit.compile_progress(lambda *r: reports.append(r)) as pending:
         pass
     assert jit.uncompiled() == [] and pending == [] and reports == []
+
+
+def test_the_cores_are_the_affinity_or_else_the_machines(monkeypatch):
+    """``cores``: the cores this process may run on; the machine's count where the platform
+    has no affinity call (macOS), never 0."""
+    import os
+
+    assert jit.cores() == len(os.sched_getaffinity(0))
+    monkeypatch.delattr(os, "sched_getaffinity")
+    monkeypatch.setattr(os, "cpu_count", lambda: 6)
+    assert jit.cores() == 6
+    monkeypatch.setattr(os, "cpu_count", lambda: None)
+    assert jit.cores() == 1
