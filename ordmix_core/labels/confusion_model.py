@@ -7,10 +7,11 @@ probability
     P_n(k | c) ∝ exp( sum_{s=1..k} a[n, s, c >= s] ),
 
 two parameters per threshold ``s``: the log-odds of stepping over ``s`` when the truth is below
-it and when it is at or above it. That is Dawid-Skene's confusion matrix with ``2(K-1)`` ordinal
-parameters instead of ``K(K-1)`` free ones, so that an annotator with a few ratings still gets a
-usable matrix. Besides, each annotator answers at random (any level, evenly) a learned share
-``gamma[n]`` of the time, careless:
+it and when it is at or above it, the second never below the first (``ordered``: an
+annotator's answers rise with the truth). That is Dawid-Skene's confusion matrix with
+``2(K-1)`` ordinal parameters instead of ``K(K-1)`` free ones, so that an annotator with a few
+ratings still gets a usable matrix. Besides, each annotator answers at random (any level,
+evenly) a learned share ``gamma[n]`` of the time, careless:
 
     P_n(k | c) = (1 - gamma[n]) * adjacent-category(k | c) + gamma[n] / K.
 
@@ -202,6 +203,52 @@ def newton_step(
     return a + step, var
 
 
+def ordered(a: np.ndarray, var: np.ndarray) -> np.ndarray:
+    """The annotators' parameters ``a`` (N, J) with every annotator's answers rising with the
+    truth: at each threshold, stepping over it at least as likely when the truth is at or above
+    it as when it is below (``a[:, 1::2] >= a[:, 0::2]``). An ordinal scale means that much;
+    without it a latent level can become a type of disagreement (a level whose items most
+    annotators rate lower than a lower level's) rather than a level of the scale.
+
+    An annotator whose parameters break it is moved to the best ordered point of its Newton
+    step's quadratic model: the projection in the metric of that step's Hessian, the inverse
+    of ``var`` (N, J, J). Active sets: a broken threshold joins, one whose multiplier turns
+    negative leaves, for at most twice as many rounds as there are thresholds; a threshold
+    still broken then (the rounds cycling on rounding errors) gets the mean of its two
+    parameters. Annotators already ordered are unchanged. Returns a new array."""
+    gap = a[:, 1::2] - a[:, 0::2]  # (N, S)
+    out = a.copy()
+    rows = np.flatnonzero((gap < 0.0).any(axis=1))
+    if rows.size == 0:
+        return out
+    s = gap.shape[1]
+    x0, g0 = a[rows], gap[rows]
+    v = var[rows]
+    vc = v[:, :, 1::2] - v[:, :, 0::2]  # (R, J, S): V c_s, with c_s' x the gap at s
+    cvc = vc[:, 1::2, :] - vc[:, 0::2, :]  # (R, S, S): c_s' V c_t
+    active = g0 < 0.0
+    x = x0
+    for _ in range(2 * s):
+        both = active[:, :, None] & active[:, None, :]
+        m = np.where(both, cvc, 0.0) + np.eye(s) * ~active[:, :, None]
+        mu = cho_solve(cholesky(m), np.where(active, -g0, 0.0)[:, :, None])[:, :, 0]
+        x = x0.copy()
+        for t in range(s):  # x0 + V C' mu, in a fixed order
+            x += vc[:, :, t] * mu[:, t, None]
+        g = x[:, 1::2] - x[:, 0::2]
+        leave = active & (mu < 0.0)
+        join = ~active & (g < 0.0)
+        if not (leave | join).any():
+            break
+        active = (active & ~leave) | join
+    g = x[:, 1::2] - x[:, 0::2]
+    mid = 0.5 * (x[:, 1::2] + x[:, 0::2])
+    x[:, 0::2] = np.where(g < 0.0, mid, x[:, 0::2])
+    x[:, 1::2] = np.where(g < 0.0, mid, x[:, 1::2])
+    out[rows] = x
+    return out
+
+
 def anchored_mean(a: np.ndarray) -> np.ndarray:
     """The prior mean (J,) of the annotators' parameters ``a`` (N, J): the average annotator
     is unbiased, so it is ``-kappa`` for stepping over a threshold from below the truth and
@@ -315,6 +362,7 @@ def m_step(
     n = prev.a.shape[0]
     crowd, gamma = careless_split(t[:n], prev.p, prev.gamma)
     a, var = newton_step(prev.a, crowd, d, prev.a_bar, prev.lam, prev.p)
+    a = ordered(a, var)
     a_bar, lam = prior_update(a, var)
     rho = q_sums + PRIOR_COUNT
     rho /= rho.sum()

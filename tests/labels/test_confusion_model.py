@@ -134,6 +134,53 @@ def test_newton_iterations_reach_the_penalised_optimum():
     np.testing.assert_allclose(a[0], ref, atol=1e-5)
 
 
+def _spd(rng, n, j):
+    """(n, j, j) random symmetric positive definite matrices."""
+    m = rng.normal(size=(n, j, j))
+    return m @ m.transpose(0, 2, 1) + 0.3 * np.eye(j)
+
+
+def test_ordered_is_the_best_ordered_point_in_the_newton_steps_metric():
+    """``ordered``: each annotator's parameters moved to the point with every threshold's
+    'at or above' parameter at least its 'below' one that is nearest in the metric of the
+    inverse of ``var`` (the quadratic model of the Newton step), as a general-purpose
+    constrained optimiser finds it."""
+    rng = np.random.default_rng(11)
+    n, s = 40, 4
+    a = rng.normal(scale=2.0, size=(n, 2 * s))
+    var = _spd(rng, n, 2 * s)
+    out = lm.ordered(a, var)
+    assert (out[:, 1::2] >= out[:, 0::2] - 1e-12).all()
+    broken = (a[:, 1::2] < a[:, 0::2]).any(axis=1)
+    assert broken.sum() > n // 2 and (~broken).any()
+    np.testing.assert_array_equal(out[~broken], a[~broken])  # already ordered: untouched
+    cons = [{"type": "ineq", "fun": (lambda x, t=t: x[2 * t + 1] - x[2 * t])} for t in range(s)]
+    for i in np.flatnonzero(broken)[:12]:
+        h, x0 = np.linalg.inv(var[i]), a[i]
+
+        def dist(x, h=h, x0=x0):
+            return 0.5 * (x - x0) @ h @ (x - x0), h @ (x - x0)
+
+        opts = {"ftol": 1e-14, "maxiter": 500}
+        ref = minimize(dist, x0, jac=True, constraints=cons, method="SLSQP", options=opts).x
+        np.testing.assert_allclose(out[i], ref, atol=1e-6)
+
+
+def test_the_label_fits_annotators_answer_higher_for_a_higher_truth():
+    """Every fitted annotator is ordered (``m_step`` applies ``ordered``), so a higher truth
+    never makes a rating of at least any level less likely, careless answers aside: five
+    annotators who read the scale backwards (left free, their every threshold is learned
+    reversed) are not read backwards, and the crowd's labels still hold."""
+    rng = np.random.default_rng(12)
+    ann, inst, rating, truth = _crowd(rng)
+    rating = np.where(ann < 5, 3 - rating, rating)
+    fit = lm.fit(ann, inst, rating, 30, 200, 4)
+    assert np.mean(fit.q.argmax(axis=1) != truth) < 0.05
+    assert (fit.params[:, 1::2] >= fit.params[:, 0::2] - 1e-12).all()
+    at_least = np.cumsum(fit.careful[:, :, ::-1], axis=2)[:, :, ::-1]  # P(rating >= k | truth c)
+    assert (np.diff(at_least, axis=1) >= -1e-12).all()
+
+
 def test_the_prior_mean_is_an_unbiased_annotator_of_the_crowds_sharpness():
     """``anchored_mean``: -kappa below the truth and +kappa at or above it at every threshold,
     kappa the mean half-difference of the annotators' parameters, never below 0."""
