@@ -27,7 +27,8 @@ Usage (from the project root, ../shared beside it)::
 
     python benchmarks/fine_scales.py [--seeds 0,1,2] [--variants default,floor] [--no-snow]
         [--out fine_scales.csv]
-    python benchmarks/fine_scales.py --write-snow DIR   # DIR/snow6.csv, DIR/snow6-gold.csv only
+    python benchmarks/fine_scales.py --write-snow DIR   # DIR/snow6.csv, DIR/snow6-gold.csv,
+                                                        # DIR/snow11/ (0..10) only
 """
 
 from __future__ import annotations
@@ -196,6 +197,15 @@ def main() -> None:
         out.mkdir(parents=True, exist_ok=True)
         ratings.to_csv(out / "snow6.csv", index=False)
         gold.rename("gold").reset_index().to_csv(out / "snow6-gold.csv", index=False)
+        # the same binned to 0..10 (numpy's round, half to even), the emotion as the query:
+        # an 11-level real crowd on the coarse path (docs/results.md, "Eleven levels")
+        eleven = out / "snow11"
+        eleven.mkdir(exist_ok=True)
+        binned = ratings.assign(rating=np.round(ratings["rating"] / 10).astype(int))
+        binned["query"] = binned["instance"].str.split(":").str[0]
+        binned.to_csv(eleven / "ratings.csv", index=False)
+        truth = np.round(gold / 10).astype(int).rename("truth").reset_index()
+        truth.to_csv(eleven / "gold.csv", index=False)
         return
     rows = []
     if not args.no_simulated:
