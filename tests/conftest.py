@@ -32,6 +32,11 @@ for _folder in [
     if str(_folder) not in sys.path:
         sys.path.insert(0, str(_folder))
 
+# the tests compile what they call themselves: the dashboard's background compile of a first
+# run (compile_ahead.start_background) would only compete with them for the cores; its own
+# tests unset this
+os.environ.setdefault("ORDMIX_NO_BACKGROUND_COMPILE", "1")
+
 CI_HINT = (
     "CI runs every test: install what it needs (.ci/run installs chromium and the Dask extra; "
     "the shared data must sit beside the repository as ../shared) or fix the test"

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
-from ..estimators import option_frontends, option_kinds
+from ..estimators import compile_ahead, option_frontends, option_kinds
 from ..estimators.models import difficulty_prior
 from ..estimators.ordinal_mixture import OrdinalMixture
 from ..fit.policy import DEFAULT as FIT_POLICY
@@ -170,7 +170,10 @@ class FitJob:
         try:
             model = OrdinalMixture(scale=self.dataset.scale, **self.params.engine_kwargs())
             gold = self.dataset.gold if self.params.use_gold else None
-            with jit.compile_progress(self.compile_report):
+            with jit.compile_progress(self.compile_report) as pending:
+                if pending and compile_ahead.background_running():  # said while waited for
+                    self.compile_report(0, len(pending), True)
+                    compile_ahead.wait_background()
                 self.model = model.fit(self.dataset.data, callback=self.callback, gold=gold)
         except InputError as err:
             self.error = str(err)

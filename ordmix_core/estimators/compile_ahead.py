@@ -1,4 +1,5 @@
-"""The label path's kernels compiled in another process while a first fit runs its race.
+"""numba's compile of a first run moved to other processes: the label path's kernels while a
+first fit runs its race, and every kernel while the dashboard waits for its user.
 
 On a first run numba compiles every kernel on the thread that first calls it, one at a time,
 holding the interpreter's lock: the race's kernels first, then, after the race, the label
@@ -10,6 +11,11 @@ which then loads them from the cache (``label_kernels``, around the race). Nothi
 when those kernels are in the cache already (every run after the first), when compiled code is
 off or has no on-disk cache, or on one core. The answers do not depend on it: a kernel loaded
 from the cache is the one compiled in this process.
+
+``start_background`` (the dashboard calls it when it opens) starts a child that compiles every
+kernel a default fit calls (``compile_fit.compile_every_kernel``) while the user looks at the
+data: a fit started before it is done waits for it (``wait_background``) rather than compile
+the same kernels beside it, and one started after it loads them all from the cache.
 """
 
 from __future__ import annotations
@@ -37,6 +43,17 @@ WARM_RATINGS, WARM_ANNOTATORS, WARM_ITEMS, WARM_LEVELS = 12_000, 100, 2_000, 3
 #: the longest ``join`` waits for the child (seconds); then the fit compiles what is left itself
 JOIN_TIMEOUT = 600.0
 
+#: what ``start_background``'s child runs: every kernel a default fit calls compiled
+BACKGROUND_ENTRY = ("ordmix_core.estimators.compile_fit", "compile_every_kernel")
+
+#: set (to anything but "" or "0") to start no background compile (``start_background``)
+NO_BACKGROUND = "ORDMIX_NO_BACKGROUND_COMPILE"
+
+#: ``start_background``'s child (None: none started), and whether it has been called: it
+#: starts at most one child a process, and looks at the cache once
+_background: subprocess.Popen | None = None
+_background_asked = False
+
 
 def pending_label_kernels() -> list:
     """The label model's kernels still to compile in this process and not in numba's cache."""
@@ -51,19 +68,55 @@ def start() -> subprocess.Popen | None:
         return None
     if not pending_label_kernels():
         return None
+    return _spawn(__name__, "warm_up")
+
+
+def _spawn(module: str, entry: str) -> subprocess.Popen | None:
+    """A new interpreter running ``module.entry()``, with this process's numba cache, its
+    output discarded; None when no child process can be started (the fit then compiles what it
+    needs itself)."""
     env = dict(os.environ)
     if jit.CACHE_WHERE != "numba's default":  # the private folder ``jit`` chose
         env["NUMBA_CACHE_DIR"] = jit.CACHE_WHERE
     try:
         return subprocess.Popen(
-            [sys.executable, "-c", f"from {__name__} import warm_up; warm_up()"],
+            [sys.executable, "-c", f"from {module} import {entry}; {entry}()"],
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-    except OSError:  # no child processes here: the fit compiles them itself
+    except OSError:
         return None
+
+
+def start_background() -> subprocess.Popen | None:
+    """The child compiling every kernel a default fit calls (``BACKGROUND_ENTRY``), started at the
+    first call of this process when a kernel is still to compile, compiled code is on with an
+    on-disk cache and ``NO_BACKGROUND`` is not set; the child while it runs, else None. Later
+    calls start nothing: what it did not compile, the fits compile."""
+    global _background, _background_asked
+    if _background_asked:
+        return _background if background_running() else None
+    _background_asked = True
+    if os.environ.get(NO_BACKGROUND, "") not in ("", "0"):
+        return None
+    if not (jit.USE_JIT and jit.CACHE) or not jit.uncompiled():
+        return None
+    _background = _spawn(*BACKGROUND_ENTRY)
+    return _background
+
+
+def background_running() -> bool:
+    """Whether ``start_background``'s child is still compiling."""
+    return _background is not None and _background.poll() is None
+
+
+def wait_background() -> None:
+    """Wait for ``start_background``'s child while it runs (``join``: at most
+    ``JOIN_TIMEOUT`` seconds), so that a fit loads the kernels it compiles from the cache."""
+    if background_running():
+        join(_background)
 
 
 def join(child: subprocess.Popen | None) -> None:

@@ -242,8 +242,10 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
         # 2. one Generator for the whole fit: every restart draws its key from it
         rng = np.random.default_rng(self.random_state)
         # 3. the fit (_fit_data: problem, starts, the race of fit.race, the winner); on a
-        # first run the label model's kernels compile meanwhile in another process
+        # first run the label model's kernels compile meanwhile in another process, or all
+        # of them have been compiling in the background (the dashboard's) and are waited for
         self.spam_ = self.spam is not False
+        compile_ahead.wait_background()
         with compile_ahead.label_kernels():
             warn = self._fit_data(data, gold_m, rng, callback, t0)
         # 4. each annotator's reliability: one posterior for its point, interval and flag

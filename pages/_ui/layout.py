@@ -12,6 +12,7 @@ from ordmix_core.dashboard.fit_job import FitResult
 from ordmix_core.dashboard.report import Dataset, make_dataset
 from ordmix_core.data.scale import fmt_scale
 from ordmix_core.errors import InputError
+from ordmix_core.estimators import compile_ahead
 from ordmix_core.results import decision_columns, decisions, outputs
 from ordmix_core.results.agreement import CrowdAgreement, crowd_agreement
 
@@ -186,8 +187,11 @@ def sidebar_status() -> None:
 
 
 def _setup() -> None:
-    """What every run needs first: page config, a finished fit collected, the default demo."""
+    """What every run needs first: page config, a finished fit collected, the default demo;
+    on a first run after install, numba's compile started in the background (once a server
+    process), so that the first fit finds it done or under way."""
     st.set_page_config(page_title="ordmix", page_icon=":material/rate_review:", layout="wide")
+    compile_ahead.start_background()
     s = session()
     s.collect()
     if s.dataset is None and not s.get("demo_tried"):

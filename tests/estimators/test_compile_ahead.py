@@ -97,3 +97,111 @@ def test_nothing_starts_on_one_core(monkeypatch):
     monkeypatch.setattr(jit, "uncompiled", lambda: list(jit.KERNELS))
     monkeypatch.setattr(jit, "cores", lambda: 1)
     assert compile_ahead.start() is None
+
+
+@pytest.fixture
+def background(monkeypatch):
+    """``start_background`` as in a new process, with kernels to compile and the switch off
+    unset; the children it records, and any still running killed afterwards."""
+    monkeypatch.setattr(compile_ahead, "_background", None)
+    monkeypatch.setattr(compile_ahead, "_background_asked", False)
+    monkeypatch.delenv(compile_ahead.NO_BACKGROUND, raising=False)
+    monkeypatch.setattr(jit, "uncompiled", lambda: list(jit.KERNELS))
+    monkeypatch.setattr(jit, "USE_JIT", True)
+    monkeypatch.setattr(jit, "CACHE", True)
+    spawned = []
+
+    def spawn(module, entry):
+        spawned.append(f"{module}.{entry}")
+        child = _sleeper()
+        spawned.append(child)
+        return child
+
+    monkeypatch.setattr(compile_ahead, "_spawn", spawn)
+    yield spawned
+    for child in spawned[1::2]:
+        compile_ahead.stop(child)
+
+
+def test_the_background_compile_starts_once_a_process(background):
+    child = compile_ahead.start_background()
+    assert background == ["ordmix_core.estimators.compile_fit.compile_every_kernel", child]
+    assert compile_ahead.background_running()
+    assert compile_ahead.start_background() is child  # still running: the same child
+    compile_ahead.stop(child)
+    assert not compile_ahead.background_running()
+    assert compile_ahead.start_background() is None  # done: nothing new is started
+    assert len(background) == 2
+
+
+@pytest.mark.parametrize("why", ["switched off", "nothing to compile", "no jit", "no cache"])
+def test_no_background_compile_when_switched_off_or_nothing_to_do(background, monkeypatch, why):
+    if why == "switched off":
+        monkeypatch.setenv(compile_ahead.NO_BACKGROUND, "1")
+    elif why == "nothing to compile":
+        monkeypatch.setattr(jit, "uncompiled", lambda: [])
+    else:
+        monkeypatch.setattr(jit, "USE_JIT" if why == "no jit" else "CACHE", False)
+    assert compile_ahead.start_background() is None
+    assert background == []
+
+
+def test_a_fit_waits_for_the_background_compile(monkeypatch):
+    """A fit started while the background child compiles waits for it (it then loads the
+    kernels from the cache), and the dashboard's job says it is compiling meanwhile."""
+    from ordmix_core.dashboard.fit_job import FitJob, FitParams
+    from ordmix_core.dashboard.report import make_dataset
+    from ordmix_core.data.simulate import simulate_crowd
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.5)"])
+    monkeypatch.setattr(compile_ahead, "_background", child)
+    monkeypatch.setattr(jit, "uncompiled", lambda: list(jit.KERNELS[:3]))
+    crowd = simulate_crowd(n_items=30, n_annotators=6, random_state=0)
+    job = FitJob(make_dataset("crowd", crowd.ratings), FitParams(n_restarts=1))
+    t = time.perf_counter()
+    job.run()
+    assert job.error is None and job.model is not None
+    assert child.poll() == 0 and time.perf_counter() - t >= 1.0
+    assert job.compile_note is not None and job.compile_note.startswith("compiling (once")
+
+
+@pytest.mark.slow
+def test_after_the_background_compile_a_first_fit_compiles_nothing(tmp_path):
+    """An empty numba cache, ``start_background``'s child run to its end; a new process then
+    fits the shipped TREC demo (query granularity) and the simulated demo with no kernel
+    compiled, every one loaded from the cache."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop(compile_ahead.NO_BACKGROUND, None)
+    script = textwrap.dedent(
+        """
+        from ordmix_core.estimators import compile_ahead as c
+        child = c.start_background()
+        c.wait_background()
+        print(child.returncode)
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "0"
+    demo = os.path.join(os.path.dirname(__file__), "..", "..", "demo_data")
+    check = textwrap.dedent(
+        f"""
+        import warnings
+        warnings.simplefilter("ignore")
+        import pandas as pd
+        from ordmix_core import OrdinalMixture
+        from ordmix_core.numerics import jit
+        pending = jit.uncompiled()
+        trec = pd.read_csv({os.path.join(demo, "trec-rf10-ratings.csv")!r})
+        OrdinalMixture(granularity="query", random_state=0).fit(trec)
+        sim = pd.read_csv({os.path.join(demo, "simulated-ratings.csv")!r})
+        OrdinalMixture(random_state=0).fit(sim)
+        print(sum(bool(k.overloads) for k in pending), len(pending))
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", check], env=env, capture_output=True, text=True, check=True
+    )
+    compiled, pending = out.stdout.split()
+    assert compiled == "0" and int(pending) >= 0
