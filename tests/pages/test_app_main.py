@@ -109,6 +109,17 @@ def test_opens_on_the_trec_demo_without_upload():
     assert any("TREC" in h for h in texts(at.header))
 
 
+def test_opening_the_app_starts_the_background_compile(monkeypatch):
+    """Every run asks for it (``compile_ahead.start_background`` starts it once a process, on
+    a first run after install only), so that the first fit finds it done or under way."""
+    from ordmix_core.estimators import compile_ahead
+
+    calls = []
+    monkeypatch.setattr(compile_ahead, "start_background", lambda: calls.append(1))
+    new_app()
+    assert calls
+
+
 def test_every_page_is_reachable_and_says_what_it_needs_before_a_fit():
     at = new_app()
     for page, needs in [
