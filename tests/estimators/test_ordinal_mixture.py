@@ -182,10 +182,18 @@ def test_keyboard_interrupt_leaves_previous_fit(spammy):
     ids=["single-rating", "one-annotator", "all-equal", "two-levels", "uneven-scale", "far-tails"],
 )
 @pytest.mark.parametrize("ordinal,spam", VARIANTS)
-def test_odd_but_valid_data_gives_finite_estimates_in_range(ratings, scale, ordinal, spam):
+@pytest.mark.parametrize(
+    "max_iter", [200, pytest.param(None, marks=pytest.mark.slow)], ids=["200-sweeps", "max-iter"]
+)
+def test_odd_but_valid_data_gives_finite_estimates_in_range(
+    ratings, scale, ordinal, spam, max_iter
+):
+    """Odd data never converge: the default run sweeps 200 times (every stage, both restarts),
+    ``-m slow`` up to the default ``max_iter`` (1000), where a slow drift would overflow."""
+    kw = {} if max_iter is None else {"max_iter": max_iter}
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
-        m = OrdinalMixture("instance", scale=scale, ordinal=ordinal, spam=spam, n_restarts=2)
+        m = OrdinalMixture("instance", scale=scale, ordinal=ordinal, spam=spam, n_restarts=2, **kw)
         m.fit(ratings)
     b = m.scale_.thresholds
     assert np.all(np.isfinite(m.estimates_)) and np.all(np.isfinite(m.sd_))
