@@ -231,12 +231,13 @@ def test_a_crowdkit_script_runs_unchanged_on_ordmix(tmp_path) -> None:
 
 def test_the_scripts_labels_are_the_most_probable_levels(tmp_path) -> None:
     """crowd-kit's ``labels_`` is ``probas_.idxmax(axis=1)``; ordmix's is too, on the first
-    1,500 tasks of AdultContent2 (favourite-answer spammers, where an override would show)."""
+    500 tasks of AdultContent2 (favourite-answer spammers, where an override would show: the
+    level nearest the posterior mean is another on 113 of them)."""
     import pandas as pd
     from _shared import need_adult
 
     ratings = pd.read_csv(need_adult() / "ratings.csv", dtype=str)
-    keep = ratings["instance"].drop_duplicates().iloc[:1500]
+    keep = ratings["instance"].drop_duplicates().iloc[:500]
     path = tmp_path / "ratings.csv"
     ratings[ratings["instance"].isin(keep)].to_csv(path, index=False)
     for aggregator in (_CrowdKitShapes(), OrdinalMixture(n_restarts=2, random_state=0)):
