@@ -22,3 +22,29 @@ def _component_manifests_scanned_once():
         scan = functools.cache(manifest_scanner.scan_component_manifests)
         mp.setattr(manifest_scanner, "scan_component_manifests", scan)
         yield
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _demo_data_read_once():
+    """Every new ``AppTest`` opens on the default demo (TREC, 91,783 ratings): read and
+    validated, about 0.25 s, in every page test since st.cache_data is emptied between tests.
+    The demo files do not change during a test run, so each demo is read once and every
+    later call gets a copy of it, as st.cache_data hands out (unpickled from the first read).
+    """
+    import pickle
+
+    from test_app_main import ui
+
+    package = ui()
+    real = package.layout.load_demo
+    kept: dict[str, bytes] = {}
+
+    def load_demo(label: str):
+        if label not in kept:
+            kept[label] = pickle.dumps(real(label))
+        return pickle.loads(kept[label])
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(package.layout, "load_demo", load_demo)
+        mp.setattr(package, "load_demo", load_demo)
+        yield
