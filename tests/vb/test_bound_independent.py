@@ -105,6 +105,18 @@ def record_fit(monkeypatch, variant: Variant, **kw) -> tuple[OrdinalMixture, lis
     return model, calls
 
 
+_FITS: dict[Variant, tuple[OrdinalMixture, list[Sweep]]] = {}
+
+
+def recorded_fit(variant: Variant) -> tuple[OrdinalMixture, list[Sweep]]:
+    """``record_fit``'s model and sweeps, fitted once per variant for the tests below, which
+    only read them (a sweep from a recorded state starts from a copy of it)."""
+    if variant not in _FITS:
+        with pytest.MonkeyPatch.context() as mp:
+            _FITS[variant] = record_fit(mp, variant)
+    return _FITS[variant]
+
+
 def reference_inputs(
     model: OrdinalMixture, variant: Variant, sweep: Sweep, x_from: str = "before"
 ) -> tuple[Crowd, Q, Hyper]:
@@ -139,8 +151,8 @@ def _chosen_sweeps(model: OrdinalMixture, calls: list[Sweep]) -> dict[str, Sweep
 
 
 @pytest.mark.parametrize("variant", VARIANTS, ids=IDS)
-def test_fit_reports_the_reference_bound(monkeypatch, variant: Variant) -> None:
-    model, calls = record_fit(monkeypatch, variant)
+def test_fit_reports_the_reference_bound(variant: Variant) -> None:
+    model, calls = recorded_fit(variant)
     # lower_bound_ is the chosen restart's last trace value and its final state's bound
     trace = model.trace_[model.trace_["restart"] == model.best_restart_]
     assert model.lower_bound_ == trace["lower_bound"].iloc[-1]
@@ -168,10 +180,10 @@ def _perturbed(s: vb.State, spam: bool, seed: int) -> vb.State:
 
 @pytest.mark.parametrize("engine", ["numpy", "fused"])
 @pytest.mark.parametrize("variant", [v for v in VARIANTS if not v.defaults], ids=IDS[:-1])
-def test_sweeps_from_arbitrary_states(monkeypatch, variant: Variant, engine: str) -> None:
+def test_sweeps_from_arbitrary_states(variant: Variant, engine: str) -> None:
     """Both sweep implementations, from states no fit would visit (omega well inside (0, 1))."""
     sweep = vb.sweep_numpy if engine == "numpy" else vb.sweep_fused
-    model, calls = record_fit(monkeypatch, variant)
+    model, calls = recorded_fit(variant)
     p = calls[-1].problem  # the fit's own problem (with the spam component if the model has it)
     s = _perturbed(calls[0].before, p.spam, seed=len(variant.id))
     for i in range(2):
@@ -180,11 +192,11 @@ def test_sweeps_from_arbitrary_states(monkeypatch, variant: Variant, engine: str
         s = new
 
 
-def test_q_x_is_the_one_before_the_sweep(monkeypatch) -> None:
+def test_q_x_is_the_one_before_the_sweep() -> None:
     """The reported F uses q(x) from the state before the sweep; q(x) rebuilt from the state
     after it (a plausible misreading) is off by far more than TOL."""
     variant = Variant(True, True, "query")
-    model, calls = record_fit(monkeypatch, variant)
+    model, calls = recorded_fit(variant)
     first = calls[0]
     assert_bound_matches(model, variant, first, "first sweep")
     crowd, q, h = reference_inputs(model, variant, first, x_from="after")
@@ -193,11 +205,11 @@ def test_q_x_is_the_one_before_the_sweep(monkeypatch) -> None:
 
 @pytest.mark.parametrize("ordinal", [True, False], ids=["ordinal", "real"])
 @pytest.mark.parametrize("spam", [True, False], ids=["spam", "nospam"])
-def test_terms_add_up_to_the_model_bound_monte_carlo(monkeypatch, ordinal, spam) -> None:
+def test_terms_add_up_to_the_model_bound_monte_carlo(ordinal, spam) -> None:
     """E_q[log p(data, latents) - log q(latents)] sampled, with no algebra: the reference's
     terms (and the engine's F) are that expectation, within 5 standard errors."""
     variant = Variant(ordinal, spam, "query")
-    model, calls = record_fit(monkeypatch, variant)
+    model, calls = recorded_fit(variant)
     s = _perturbed(calls[0].before, calls[-1].problem.spam, seed=3)
     new, f = vb.sweep_numpy(calls[-1].problem, s)
     sweep = Sweep(calls[-1].problem, s, new, f)
