@@ -21,6 +21,10 @@ from ordmix_core.results.output_paths import (
     safe_output_dir,
 )
 
+#: a fit of ``crowd_files`` cut short (it takes ~475 sweeps to converge): these tests are about
+#: where the files go, not what is in them
+QUICK = ["--restarts", "1", "--max-iter", "30"]
+
 
 @pytest.fixture(scope="module")
 def crowd_files(tmp_path_factory):
@@ -91,11 +95,11 @@ def test_out_holding_the_input_and_other_files_refused_and_nothing_deleted(
 
 def test_previous_output_with_a_foreign_file_refused(crowd_files, tmp_path):
     out = tmp_path / "out"
-    assert run(["fit", crowd_files / "r.csv", "--out", out, "--restarts", "1"])[0] == 0
+    assert run(["fit", crowd_files / "r.csv", "--out", out, *QUICK])[0] == 0
     assert sorted(os.listdir(out)) == sorted(FIT_FILES)
     assert "ordmix_version" in json.loads((out / "summary.json").read_text())
     # a second run replaces an ordmix output ...
-    assert run(["fit", crowd_files / "r.csv", "--out", out, "--restarts", "1"])[0] == 0
+    assert run(["fit", crowd_files / "r.csv", "--out", out, *QUICK])[0] == 0
     # ... but not once someone put their own file in it
     (out / "my-analysis.xlsx").write_text("precious")
     before = snapshot(tmp_path)
@@ -155,7 +159,7 @@ def test_next_refuses_its_input_other_files_and_a_fit_folders_inside(
 
 def test_next_replaces_its_own_batch_and_review(crowd_files, tmp_path):
     n, v = tmp_path / "n.csv", tmp_path / "v.csv"
-    argv = ["next", crowd_files / "r.csv", "--quiet", "--restarts", "1"]
+    argv = ["next", crowd_files / "r.csv", "--quiet", *QUICK]
     assert run([*argv, "--out", n, "--review", v])[0] == 0
     assert run([*argv, "--out", n, "--review", v, "--batch", "3"])[0] == 0
     assert len(n.read_text().splitlines()) == 4  # the header and the new batch of three
@@ -194,7 +198,7 @@ def test_experiment_output_is_recognised_and_replaced(crowd_files, tmp_path):
 
 def test_interrupted_run_keeps_the_previous_output(crowd_files, tmp_path, monkeypatch):
     out = tmp_path / "out"
-    assert run(["fit", crowd_files / "r.csv", "--out", out, "--restarts", "1"])[0] == 0
+    assert run(["fit", crowd_files / "r.csv", "--out", out, *QUICK])[0] == 0
     before = snapshot(out)
 
     def fail(*a, **k):
@@ -202,7 +206,7 @@ def test_interrupted_run_keeps_the_previous_output(crowd_files, tmp_path, monkey
 
     # cmd_fit imports the writer from outputs when it writes: patch it there
     monkeypatch.setattr("ordmix_core.results.outputs.write_fit_outputs", fail)
-    rc, err = run(["fit", crowd_files / "r.csv", "--out", out, "--restarts", "1", "--quiet"])
+    rc, err = run(["fit", crowd_files / "r.csv", "--out", out, *QUICK, "--quiet"])
     assert rc == 2 and err == ["ordmix: error: the disk is full"]
     assert snapshot(out) == before
     assert sorted(os.listdir(tmp_path)) == ["out"]  # no temporary folder left behind
