@@ -606,7 +606,10 @@ def test_dask_items_read_each_blocks_posterior(sync_dask) -> None:
     dask = pytest.importorskip("dask")
     dd = pytest.importorskip("dask.dataframe")
     crowd = simulate_crowd(n_items=40, n_annotators=6, ratings_per_item=3, random_state=4)
-    model = OrdinalMixture("query", n_restarts=1, random_state=0).fit(crowd.ratings)
+    with warnings.catch_warnings():  # 60 sweeps: the columns are read from whatever posterior
+        warnings.simplefilter("ignore")
+        model = OrdinalMixture("query", n_restarts=1, max_iter=60, random_state=0)
+        model.fit(crowd.ratings)
     post = model.label_result_.posterior
     frame = pd.DataFrame(post.proba, index=model.items_.index)
     frame.columns = [f"proba_{k}" for k in range(post.proba.shape[1])]
@@ -638,8 +641,12 @@ def test_dask_items_at_instance_granularity_join_each_partitions_categories(
     dd = pytest.importorskip("dask.dataframe")
     crowd = simulate_crowd(n_items=30, n_annotators=5, ratings_per_item=3, random_state=4)
     # the Dask engine's labels come from the continuous posterior (no confusion-model stage)
-    model = OrdinalMixture("instance", n_restarts=1, random_state=0, labels="continuous")
-    model.fit(crowd.ratings)
+    model = OrdinalMixture(
+        "instance", n_restarts=1, max_iter=60, random_state=0, labels="continuous"
+    )
+    with warnings.catch_warnings():  # 60 sweeps: the columns are joined whatever the posterior
+        warnings.simplefilter("ignore")
+        model.fit(crowd.ratings)
     assert (model.categories_.index == model.items_["category"].to_numpy()).all()
     with dask.config.set({"dataframe.convert-string": False}):
         items = dd.from_pandas(model.items_, npartitions=3, sort=False)
