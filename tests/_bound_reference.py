@@ -187,23 +187,37 @@ class Hyper:
 # ---------------------------------------------------------------------- distributions
 
 
-def q_z(q: Q, m: int):
-    return stats.norm(q.mu_m[m], 1.0 / np.sqrt(q.lam_m[m]))
+class Frozen:
+    """``gen(*args, **kwds)``, a scipy distribution with its parameters bound, without the
+    copy of the distribution object scipy's freezing makes each time (most of this reference's
+    time): ``pdf``, ``logpdf``, ``ppf``, ``support``, ``entropy``, ... are ``gen``'s own,
+    called with these parameters, as a frozen distribution calls them."""
+
+    def __init__(self, gen, *args, **kwds) -> None:
+        self.gen, self.args, self.kwds = gen, args, kwds
+
+    def __getattr__(self, name: str):
+        method = getattr(self.gen, name)
+        return lambda *a, **k: method(*a, *self.args, **self.kwds, **k)
 
 
-def q_tau(q: Q, n: int):
-    return stats.gamma(q.tau_shape[n], scale=1.0 / q.tau_rate[n])
+def q_z(q: Q, m: int) -> Frozen:
+    return Frozen(stats.norm, q.mu_m[m], 1.0 / np.sqrt(q.lam_m[m]))
 
 
-def q_delta(q: Q, c: int):
-    return stats.gamma(q.delta_shape[c], scale=1.0 / q.delta_rate[c])
+def q_tau(q: Q, n: int) -> Frozen:
+    return Frozen(stats.gamma, q.tau_shape[n], scale=1.0 / q.tau_rate[n])
 
 
-def q_x(crowd: Crowd, q: Q, l_: int):
+def q_delta(q: Q, c: int) -> Frozen:
+    return Frozen(stats.gamma, q.delta_shape[c], scale=1.0 / q.delta_rate[c])
+
+
+def q_x(crowd: Crowd, q: Q, l_: int) -> Frozen:
     sd = 1.0 / np.sqrt(q.x_prec[l_])
     a = (crowd.lo[l_] - q.x_mean[l_]) / sd
     b = (crowd.hi[l_] - q.x_mean[l_]) / sd
-    return stats.truncnorm(a, b, loc=q.x_mean[l_], scale=sd)
+    return Frozen(stats.truncnorm, a, b, loc=q.x_mean[l_], scale=sd)
 
 
 # ---------------------------------------------------------------------- the terms
@@ -259,33 +273,28 @@ def _ident(t: np.ndarray) -> np.ndarray:
     return t
 
 
+def _prior_and_entropy(dist, prior) -> float:
+    """E_dist[log prior] + H[dist] (one ``dist``: its segments are found once)."""
+    return expect(dist, prior.logpdf) + entropy(dist)
+
+
 def instance_terms(crowd: Crowd, q: Q, h: Hyper) -> np.ndarray:
     """(M,): E_q[log N(z_m | mu, 1/lam)] + H[q(z_m)]."""
     prior = stats.norm(h.mu, 1.0 / np.sqrt(h.lam))
-    return np.array(
-        [expect(q_z(q, m), prior.logpdf) + entropy(q_z(q, m)) for m in range(crowd.instances.size)]
-    )
+    return np.array([_prior_and_entropy(q_z(q, m), prior) for m in range(crowd.instances.size)])
 
 
 def annotator_terms(crowd: Crowd, q: Q, h: Hyper) -> np.ndarray:
     """(N,): E_q[log Gamma(tau_n | alpha, beta)] + H[q(tau_n)]."""
     prior = stats.gamma(h.alpha, scale=1.0 / h.beta)
-    return np.array(
-        [
-            expect(q_tau(q, n), prior.logpdf) + entropy(q_tau(q, n))
-            for n in range(crowd.annotators.size)
-        ]
-    )
+    return np.array([_prior_and_entropy(q_tau(q, n), prior) for n in range(crowd.annotators.size)])
 
 
 def category_terms(crowd: Crowd, q: Q, h: Hyper) -> np.ndarray:
     """(C,): E_q[log Gamma(delta_c | phi, eta)] + H[q(delta_c)]."""
     prior = stats.gamma(h.phi, scale=1.0 / h.eta)
     return np.array(
-        [
-            expect(q_delta(q, c), prior.logpdf) + entropy(q_delta(q, c))
-            for c in range(crowd.categories.size)
-        ]
+        [_prior_and_entropy(q_delta(q, c), prior) for c in range(crowd.categories.size)]
     )
 
 
