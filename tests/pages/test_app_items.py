@@ -140,12 +140,22 @@ def test_what_to_rate_next_and_annotators_to_review(csv_downloads):
     assert {"p_unreliable", "reliability_lower", "reliability_upper"} <= set(review)
 
 
-def test_undetermined_items_are_marked_on_trec():
-    """The TREC demo (one restart): the items whose ratings carry almost no truth weight."""
+@pytest.fixture(scope="module")
+def trec_items():
+    """The Items page of a fit of the TREC demo (one restart; its fit is most of the two tests'
+    time, so they share it): the app as it opens, on TREC. The tests read it; the one that sets
+    the Show filter reads nothing the other does after it (the list of undetermined items to
+    rate is built from every item, whatever the filter)."""
     at = new_app()  # opens on TREC
     at = fit_current(at, restarts=1)
     at.switch_page("pages/items.py").run()
     assert_clean(at)
+    return at
+
+
+def test_undetermined_items_are_marked_on_trec(trec_items):
+    """The TREC demo (one restart): the items whose ratings carry almost no truth weight."""
+    at = trec_items
     res = at.session_state["ordmix"]["fit"]
     want = decisions.item_decisions(res.model)
     n_und = int((want["flag"] == "undetermined").sum())
@@ -224,11 +234,8 @@ def test_level_chart_does_not_open_on_certain_items():
     assert 1 - p.max(axis=1).min() == pytest.approx(worst.iloc[0], abs=1e-9)
 
 
-def test_undetermined_items_are_listed_most_useful_first():
-    at = new_app()  # TREC: many undetermined items
-    at = fit_current(at, restarts=1)
-    at.switch_page("pages/items.py").run()
-    assert_clean(at)
+def test_undetermined_items_are_listed_most_useful_first(trec_items):
+    at = trec_items  # TREC: many undetermined items
     und = next(
         d.value for d in at.dataframe if "rank" not in d.value and "flag" not in d.value
         and "expected_gain" in d.value
