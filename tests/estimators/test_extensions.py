@@ -77,11 +77,18 @@ def crowd():
 @pytest.mark.parametrize("granularity", GRANULARITIES)
 @pytest.mark.parametrize("bias,spam_dist", EXTENSIONS)
 @pytest.mark.parametrize("ordinal", [True, False])
-def test_fused_equals_reference_and_bound_monotone(crowd, granularity, bias, spam_dist, ordinal):
+@pytest.mark.parametrize(
+    "sweeps", [4, pytest.param(12, marks=pytest.mark.slow)], ids=["4-sweeps", "12-sweeps"]
+)
+def test_fused_equals_reference_and_bound_monotone(
+    crowd, granularity, bias, spam_dist, ordinal, sweeps
+):
+    """Sweep by sweep from one state (a sweep of each is ~12 ms, whatever the crowd's size):
+    4 sweeps in the default run, 12 in ``-m slow``."""
     p, s = problem_and_state(crowd.ratings, granularity, bias, spam_dist, ordinal, gold_every=4)
     a = b = s
     prev = -np.inf
-    for _ in range(12):
+    for _ in range(sweeps):
         a, fa = sweep.sweep_numpy(p, a)
         b, fb = sweep.sweep_fused(p, b)
         assert fa >= prev - 1e-9 * abs(prev)
