@@ -8,6 +8,7 @@ writer that imports the Dask engine, was a lazy one).
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import sys
 from pathlib import Path
@@ -23,6 +24,18 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
+@functools.cache
+def _parsed(path: Path, stamp: tuple[int, int]) -> ast.Module:
+    return ast.parse(path.read_text(), filename=str(path))
+
+
+def tree_of(path: Path) -> ast.Module:
+    """``path``'s syntax tree, parsed once per version of the file in a test run (the tests
+    below read every module, and only read the trees)."""
+    st = path.stat()
+    return _parsed(path, (st.st_mtime_ns, st.st_size))
+
+
 def _modules() -> dict[str, Path]:
     return {_module_name(p): p for p in sorted(ROOT.rglob("*.py"))}
 
@@ -36,7 +49,7 @@ def _imports(name: str, path: Path, known: set[str]) -> set[str]:
     """
     is_pkg = path.name == "__init__.py"
     out: set[str] = set()
-    tree = ast.parse(path.read_text(), filename=str(path))
+    tree = tree_of(path)
     typing_only = {  # ``if TYPE_CHECKING:`` imports: annotations, not a dependency at run time
         id(inner)
         for node in ast.walk(tree)
@@ -135,7 +148,7 @@ def test_engine_never_imports_the_command_line() -> None:
 def test_engine_never_imports_streamlit() -> None:
     offenders = []
     for name, path in _modules().items():
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(tree_of(path)):
             names = []
             if isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
@@ -230,7 +243,7 @@ def test_modules_and_functions_stay_short() -> None:
         n = text.count("\n")
         if n > 500:
             big[rel] = n
-        for node in ast.walk(ast.parse(text)):
+        for node in ast.walk(tree_of(p)):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 length = node.end_lineno - node.lineno + 1
                 if length > 80:
@@ -262,7 +275,7 @@ def fit_constants_outside_the_policy(root: Path) -> list[str]:
     for p in sorted((root / "fit").glob("*.py")):
         if p.name == "policy.py":
             continue
-        for node in ast.parse(p.read_text()).body:
+        for node in tree_of(p).body:
             targets = node.targets if isinstance(node, ast.Assign) else []
             if isinstance(node, ast.AnnAssign) and node.value is not None:
                 targets = [node.target]
