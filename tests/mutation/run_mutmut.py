@@ -59,7 +59,9 @@ MODULES: dict[str, tuple[str, list[str]]] = {
          "tests/estimators/test_extensions.py::test_fused_equals_reference_and_bound_monotone",
          "tests/estimators/test_extensions.py::test_bias_terms_equal_an_independent_computation",
          "tests/estimators/test_extensions.py::test_dirichlet_terms_equal_an_independent_computation",
-         "tests/estimators/test_extensions.py::test_gold_instance_terms_are_the_log_prior_density"],
+         "tests/estimators/test_extensions.py::test_gold_instance_terms_are_the_log_prior_density",
+         # the fused-vs-reference check's 12 sweeps too (the default run's are 4)
+         "-m", "slow or not slow"],
     ),
     "options": ("ordmix_core/estimators/options.py", ["tests/estimators/test_options.py"]),
     "posterior": ("ordmix_core/labels/posterior.py", ["tests/labels/test_posterior.py"]),
