@@ -170,3 +170,15 @@ def test_the_best_method_per_metric_and_a_winning_baseline_in_words():
     only_baselines = table[table["method"].isin(["mean", "majority"])]
     assert all("A baseline wins" not in w for w in comparison_words(only_baselines))
     assert "ndcg" not in best_methods(table.assign(ndcg=np.nan))
+
+
+def test_rated_is_membership_in_the_rated_instances():
+    """``rated``: each ID (in any order, repeated or not) is True exactly when an instance of
+    the ratings has it, as a set's membership says."""
+    from ordmix_core.dashboard.report import rated
+
+    instances = np.array(["a", "b:1", "10", "c"], dtype=object)
+    ids = pd.Index(["10", "x", "a", "a", "b:1", "1", "C"], dtype="str")
+    expected = [i in set(instances) for i in ids]
+    assert rated(ids, instances).tolist() == expected
+    assert rated(pd.Index([], dtype="str"), instances).tolist() == []
