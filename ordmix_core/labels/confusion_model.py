@@ -227,7 +227,6 @@ def ordered(a: np.ndarray, var: np.ndarray) -> np.ndarray:
     vc = v[:, :, 1::2] - v[:, :, 0::2]  # (R, J, S): V c_s, with c_s' x the gap at s
     cvc = vc[:, 1::2, :] - vc[:, 0::2, :]  # (R, S, S): c_s' V c_t
     active = g0 < 0.0
-    x = x0
     for _ in range(2 * s):
         both = active[:, :, None] & active[:, None, :]
         m = np.where(both, cvc, 0.0) + np.eye(s) * ~active[:, :, None]
@@ -241,7 +240,6 @@ def ordered(a: np.ndarray, var: np.ndarray) -> np.ndarray:
         if not (leave | join).any():
             break
         active = (active & ~leave) | join
-    g = x[:, 1::2] - x[:, 0::2]
     mid = 0.5 * (x[:, 1::2] + x[:, 0::2])
     x[:, 0::2] = np.where(g < 0.0, mid, x[:, 0::2])
     x[:, 1::2] = np.where(g < 0.0, mid, x[:, 1::2])
