@@ -197,11 +197,12 @@ def test_after_the_background_compile_a_first_fit_compiles_nothing(tmp_path):
         OrdinalMixture(granularity="query", random_state=0).fit(trec)
         sim = pd.read_csv({os.path.join(demo, "simulated-ratings.csv")!r})
         OrdinalMixture(random_state=0).fit(sim)
-        print(sum(bool(k.overloads) for k in pending), len(pending))
+        loaded = sum(bool(k.overloads) for k in jit.KERNELS)
+        print(sum(bool(k.overloads) for k in pending), loaded)
         """
     )
     out = subprocess.run(
         [sys.executable, "-c", check], env=env, capture_output=True, text=True, check=True
     )
-    compiled, pending = out.stdout.split()
-    assert compiled == "0" and int(pending) >= 0
+    compiled, loaded = out.stdout.split()
+    assert compiled == "0" and int(loaded) > 0  # every kernel the fits ran, from the cache

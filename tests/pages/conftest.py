@@ -29,10 +29,10 @@ def _demo_data_read_once():
     """Every new ``AppTest`` opens on the default demo (TREC, 91,783 ratings): read and
     validated, about 0.25 s, in every page test since st.cache_data is emptied between tests;
     and the Data page shows its report (``validation_report``). The demo files do not change
-    during a test run, so
-    each demo is read once and every later call gets a copy of it, as st.cache_data hands out
-    (unpickled from the first read); the report of such a copy is computed once per demo and
-    handed out as a copy too. Any other data set (an upload, a rescaled demo) gets its own.
+    during a test run, so each demo is read once and every later call gets a copy of it, as
+    st.cache_data hands out (unpickled from the first read); the report of such a copy is
+    computed once per demo and handed out as a copy too. Any other data set (an upload, a
+    rescaled demo) gets its own.
     """
     import pickle
     import weakref
