@@ -16,14 +16,23 @@ from the cache is the one compiled in this process.
 kernel a default fit calls (``compile_fit.compile_every_kernel``) while the user looks at the
 data: a fit started before it is done waits for it (``wait_background``) rather than compile
 the same kernels beside it, and one started after it loads them all from the cache.
+
+A child never outlives its parent: it stops within ``WATCH_SECONDS`` of the parent's end, however
+the parent ended (``run_child``), and a parent that exits stops it first (``atexit``). numba
+writes a cache file under another name and renames it, so a stopped child leaves no half-written
+kernel behind.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import importlib
 import os
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 
 import numpy as np
@@ -49,6 +58,9 @@ BACKGROUND_ENTRY = ("ordmix_core.estimators.compile_fit", "compile_every_kernel"
 #: set (to anything but "" or "0") to start no background compile (``start_background``)
 NO_BACKGROUND = "ORDMIX_NO_BACKGROUND_COMPILE"
 
+#: how often a child looks whether its parent is still there (seconds; ``run_child``)
+WATCH_SECONDS = 1.0
+
 #: ``start_background``'s child (None: none started), and whether it has been called: it
 #: starts at most one child a process, and looks at the cache once
 _background: subprocess.Popen | None = None
@@ -72,15 +84,16 @@ def start() -> subprocess.Popen | None:
 
 
 def _spawn(module: str, entry: str) -> subprocess.Popen | None:
-    """A new interpreter running ``module.entry()``, with this process's numba cache, its
-    output discarded; None when no child process can be started (the fit then compiles what it
-    needs itself)."""
+    """A new interpreter running ``module.entry()`` (through ``run_child``: it stops when this
+    process ends), with this process's numba cache, its output discarded; None when no child
+    process can be started (the fit then compiles what it needs itself)."""
     env = dict(os.environ)
     if jit.CACHE_WHERE != "numba's default":  # the private folder ``jit`` chose
         env["NUMBA_CACHE_DIR"] = jit.CACHE_WHERE
+    code = f"from {__name__} import run_child; run_child({module!r}, {entry!r}, {os.getpid()})"
     try:
-        return subprocess.Popen(
-            [sys.executable, "-c", f"from {module} import {entry}; {entry}()"],
+        child = subprocess.Popen(
+            [sys.executable, "-c", code],
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -88,6 +101,23 @@ def _spawn(module: str, entry: str) -> subprocess.Popen | None:
         )
     except OSError:
         return None
+    atexit.register(stop, child)
+    return child
+
+
+def run_child(module: str, entry: str, parent: int) -> None:
+    """A child's life: ``module.entry()``, while a thread looks every ``WATCH_SECONDS`` whether
+    the process ``parent`` is still its parent and ends the child when it is not (the parent
+    ended, say a dashboard stopped within its first minute, and the child was handed to
+    another)."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(WATCH_SECONDS)
+        os._exit(0)
+
+    threading.Thread(target=watch, daemon=True).start()
+    getattr(importlib.import_module(module), entry)()
 
 
 def start_background() -> subprocess.Popen | None:

@@ -206,3 +206,36 @@ def test_after_the_background_compile_a_first_fit_compiles_nothing(tmp_path):
     )
     compiled, loaded = out.stdout.split()
     assert compiled == "0" and int(loaded) > 0  # every kernel the fits ran, from the cache
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie waiting for its reaper counts as ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("how", ["killed", "exits"])
+def test_a_child_ends_with_its_parent(how):
+    """A parent that is killed (no atexit runs) or exits leaves no child running: the child's
+    watch sees its parent gone within a second or two."""
+    parent = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time; from ordmix_core.estimators import compile_ahead as c; "
+         "child = c._spawn('signal', 'pause'); print(child.pid, flush=True); "
+         f"time.sleep({60 if how == 'killed' else 0.5})"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    child = int(parent.stdout.readline())
+    time.sleep(0.5)
+    assert _alive(child)
+    if how == "killed":
+        parent.kill()
+    parent.wait(timeout=30)
+    deadline = time.monotonic() + 10 * compile_ahead.WATCH_SECONDS + 5
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(child)
