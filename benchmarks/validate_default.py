@@ -21,9 +21,14 @@ shipped pair's. The label fit does not depend on the two constants, so it is fit
 ``--gold``: 10% of each set's gold given to the fit in five draws; the label error and
 calibration error on the other 90%, with and without the gold.
 
+``--small N``: small crowds, as a team that has rated only N items has: N of each set's
+rated gold items with all their ratings (and no other ratings), five draws; every method's
+mean over the draws and how many draws meet each of the default's targets.
+
 Usage (from the project root, ../shared beside it)::
 
-    python benchmarks/validate_default.py [--sets trec,web,...] [--gold] [--no-baselines]
+    python benchmarks/validate_default.py [--sets trec,web,...] [--gold] [--small 120]
+        [--no-baselines]
 """
 
 from __future__ import annotations
@@ -189,13 +194,56 @@ def gold_draws(name: str, ratings: pd.DataFrame, gold: pd.Series, draws: int = 5
         f" | {r[:, 3].min():.3f}-{r[:, 3].max():.3f} |")  # fmt: skip
 
 
+def small_crowds(
+    name: str, ratings: pd.DataFrame, gold: pd.Series, n_items: int, draws: int = 5
+) -> None:
+    """``n_items`` of the set's rated gold items with all their ratings, ``draws`` draws
+    (``numpy.random.default_rng(draw).permutation``): each method's mean label error, ECE,
+    AUROC and MSE over the draws, and the draws where the default meets each target."""
+    ids = ratings["instance"].astype(str)
+    rated = gold[gold.index.astype(str).isin(set(ids))]
+    tables, met = [], np.zeros(4, int)
+    for draw in range(draws):
+        pick = set(rated.index.astype(str)[np.random.default_rng(draw).permutation(len(rated))
+                                           [:n_items]])  # fmt: skip
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            t, _ = compare_methods(ratings[ids.isin(pick)], rated[rated.index.astype(str)
+                                   .isin(pick)], METHODS, random_state=0)  # fmt: skip
+        t = t.set_index("method")
+        tables.append(t)
+        odm = t.loc["odm"]
+        scores = {
+            "label_error": odm.label_error,
+            "mse": odm.mse,
+            "calibration_error": odm.calibration_error,
+            "p_wrong_auroc": odm.p_wrong_auroc,
+        }
+        met += np.array([v == 0 for v in excess(scores, targets(t, name)).values()])
+    cols = ["label_error", "calibration_error", "p_wrong_auroc", "mse"]
+    mean = sum(t[cols] for t in tables) / draws
+    print(f"\n**{name}**, {n_items} items, {draws} draws: mean label error / ECE / AUROC / MSE; "
+          f"draws where the default meets the label, MSE, ECE, AUROC targets: "
+          + " / ".join(str(m) for m in met) + "\n")  # fmt: skip
+    print("| method | label error | ECE | AUROC | MSE |\n|---|---|---|---|---|")
+    for m, row in mean.iterrows():
+        print(f"| {m} | {row.label_error:.3f} | {row.calibration_error:.3f} | "
+              f"{row.p_wrong_auroc:.3f} | {row.mse:.3f} |")  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sets", default=",".join(SETS))
     ap.add_argument("--gold", action="store_true", help="also the 10%% gold draws")
     ap.add_argument("--no-baselines", action="store_true", help="the LODO table only")
+    ap.add_argument("--small", type=int, metavar="N", help="only the small crowds of N items")
     args = ap.parse_args(argv)
     names = args.sets.split(",")
+    if args.small:
+        for name in names:
+            if "+" not in name:
+                small_crowds(name, *load(name), args.small)
+        return
     bounds, scores = {}, {}
     for name in names:
         ratings, gold = load(name)
