@@ -224,16 +224,18 @@ def test_a_child_ends_with_its_parent(how):
     watch sees its parent gone within a second or two."""
     parent = subprocess.Popen(
         [sys.executable, "-c",
-         "import sys, time; from ordmix_core.estimators import compile_ahead as c; "
-         "child = c._spawn('signal', 'pause'); print(child.pid, flush=True); "
-         f"time.sleep({60 if how == 'killed' else 0.5})"],
-        stdout=subprocess.PIPE, text=True,
+         "import sys; from ordmix_core.estimators import compile_ahead as c; "
+         "child = c._spawn('signal', 'pause'); print(child.pid, flush=True); sys.stdin.readline()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     child = int(parent.stdout.readline())
     time.sleep(0.5)
     assert _alive(child)
     if how == "killed":
         parent.kill()
+    else:
+        parent.stdin.write("exit\n")
+        parent.stdin.flush()
     parent.wait(timeout=30)
     deadline = time.monotonic() + 10 * compile_ahead.WATCH_SECONDS + 5
     while _alive(child) and time.monotonic() < deadline:
