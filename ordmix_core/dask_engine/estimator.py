@@ -82,6 +82,14 @@ _OWN_MEMORY = {
     "distributed.worker.memory.pause": False,
 }
 
+#: glibc's allocator in the local cluster's workers: Dask sets ``MALLOC_TRIM_THRESHOLD_`` to
+#: 64 KiB, and any such setting also fixes the mmap threshold at 128 KiB, so every per-rating
+#: array of a block (8 MB for a block of 1M ratings) was a fresh mapping whose pages fault in
+#: at every sweep: a quarter of a worker's CPU was system time. Arrays of up to 32 MiB
+#: (glibc's largest mmap threshold) now come from the heap and are reused, and up to 128 MiB
+#: of free heap is kept between sweeps (``docs/benchmarks.md``, the Dask engine's sweeps)
+WORKER_MALLOC = {"MALLOC_MMAP_THRESHOLD_": 32 * 2**20, "MALLOC_TRIM_THRESHOLD_": 128 * 2**20}
+
 
 @dataclass
 class DaskData:
@@ -161,7 +169,8 @@ class DaskOrdinalMixture(OrdinalMixture):
         if self.scheduler is None:
             import dask
 
-            with dask.config.set(_OWN_MEMORY):
+            environ = {**dask.config.get("distributed.nanny.pre-spawn-environ"), **WORKER_MALLOC}
+            with dask.config.set({**_OWN_MEMORY, "distributed.nanny.pre-spawn-environ": environ}):
                 cluster = LocalCluster(
                     n_workers=self.n_workers,
                     threads_per_worker=1,

@@ -26,6 +26,7 @@ mid-fit (1.3e-8 to 2.5e-5 relative, measured); with it the engines' bound traces
 from __future__ import annotations
 
 import json
+import os
 import time
 import warnings
 from dataclasses import replace
@@ -784,20 +785,27 @@ def test_a_worker_paused_mid_fit_stops_with_one_line(ratings, tmp_path, capsys, 
 def test_the_local_cluster_neither_spills_nor_pauses(ratings):
     """The local cluster's workers hold the blocks outside Dask's memory manager: no spilling
     (nothing to spill) and no pause (it would stall the fit); the nanny's end of a worker past
-    95% of its limit stays (the fit then stops with one line)."""
+    95% of its limit stays (the fit then stops with one line). Their allocator reuses a
+    block's per-rating arrays (``WORKER_MALLOC``), and Dask's other settings for a new worker
+    stay."""
     import dask
+
+    from ordmix_core.dask_engine.estimator import WORKER_MALLOC
 
     model = DaskOrdinalMixture(n_workers=1, memory_limit="1GiB")
     client, owned = model._connect()
+    names = [*WORKER_MALLOC, "OMP_NUM_THREADS"]
     try:
         got = client.run(
             lambda: [dask.config.get(f"distributed.worker.memory.{k}") for k in
                      ("target", "spill", "pause", "terminate")]
         )  # fmt: skip
+        env = client.run(lambda: [os.environ.get(n) for n in names])
     finally:
         client.close()
         client.cluster.close()
     assert owned and list(got.values()) == [[False, False, False, 0.95]]
+    assert list(env.values()) == [[str(v) for v in WORKER_MALLOC.values()] + ["1"]]
 
 
 def test_the_watch_asks_the_scheduler_not_the_clients_cache(client, ratings, monkeypatch):
