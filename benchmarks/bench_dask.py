@@ -6,7 +6,8 @@ LocalCluster, seconds per sweep and peak memory per worker, next to the in-memor
 1. ``synth.synth_arrays`` (memory O(L)) written as ``--files`` Parquet files with string IDs
    (``annotator, instance, rating, query``), in a temporary folder, or in ``--folder`` if it
    is missing or empty (kept for the next run, which reads it as it is).
-2. Dask: a ``LocalCluster`` of 2 worker processes, 1 thread each, ``--memory-limit`` each;
+2. Dask: the local cluster a fit starts (``estimator.local_cluster``: its workers' allocator
+   settings too) of 2 worker processes, 1 thread each, ``--memory-limit`` each;
    ``DaskOrdinalMixture(granularity='query', n_restarts=1, max_iter=N, tol=0,
    accelerate=False, spam=True, nospam_warmup=False)`` on the folder: the default model
    (``model='extended'``: bias, learned spam distribution), ``N = --iters`` plain sweeps of it
@@ -18,7 +19,8 @@ LocalCluster, seconds per sweep and peak memory per worker, next to the in-memor
    callback minus one sweep; after = last callback to the fit's return (the learned
    attributes, the labels); peak memory per worker = ``ru_maxrss`` of each worker process.
    CPU seconds per sweep of each worker and of the client (``getrusage``, read at the first
-   and the last sweep) do not depend on what else the machine runs, as wall times do.
+   and the last sweep) do not depend on what else the machine runs, as wall times do; each
+   worker's user and system seconds in all (page faults count as system time).
    ``--default`` fits ``DaskOrdinalMixture(granularity='query', random_state=0)`` instead:
    the whole default fit (every restart, stage and stopping rule), its sweeps counted in all
    restarts and in the winner; CPU is then read at the first sweep and after the fit.
@@ -115,6 +117,12 @@ def _cpu_s() -> float:
     return r.ru_utime + r.ru_stime
 
 
+def _user_system_s() -> tuple[float, float]:
+    """User and system CPU seconds of this process so far (page faults show as system)."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime, r.ru_stime
+
+
 def _timed_fit(model, data, cpu) -> dict:
     """Fit with a callback that stamps every sweep; per-sweep and load times, wall and CPU.
 
@@ -159,17 +167,12 @@ def run_dask(
     folder: str, iters: int, warmup: bool, memory_limit: str, n_partitions: int,
     default: bool = False,
 ) -> dict:  # fmt: skip
-    from distributed import Client, LocalCluster
+    from distributed import Client
 
     from ordmix_core.dask_engine import DaskOrdinalMixture
+    from ordmix_core.dask_engine.estimator import local_cluster
 
-    with LocalCluster(
-        n_workers=2,
-        threads_per_worker=1,
-        processes=True,
-        memory_limit=memory_limit,
-        dashboard_address=None,
-    ) as cluster, Client(cluster) as client:  # fmt: skip
+    with local_cluster(2, memory_limit) as cluster, Client(cluster) as client:
         model = DaskOrdinalMixture(
             **model_params(iters, warmup, default), scheduler=client, n_partitions=n_partitions
         )
@@ -184,6 +187,7 @@ def run_dask(
         out = _timed_fit(model, folder, cpu)
         rss = client.run(_peak_rss_mb)
         out["peak_rss_mb_per_worker"] = sorted(rss.values())
+        out["user_system_s_per_worker"] = sorted(client.run(_user_system_s).values())
         out["n_partitions"] = model.data_.n_partitions
         out["items_type"] = type(model.items_).__name__
         r = model.restarts_

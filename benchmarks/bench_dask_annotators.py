@@ -8,7 +8,7 @@ annotators.
 ``synth.synth_arrays(n_ratings, n_annotators=...)`` (5 ratings an item, 1,000 queries, 5 levels,
 30% spammers, the annotators' loads falling as 1/sqrt(rank)) as a pandas frame of string IDs,
 fitted by ``DaskOrdinalMixture(granularity='query', n_restarts=1, max_iter=iters, tol=0,
-accelerate=False, spam=True, nospam_warmup=False)`` on a ``LocalCluster`` of 2 worker
+accelerate=False, spam=True, nospam_warmup=False)`` on the local cluster a fit starts, 2 worker
 processes x 1 thread: every progress callback is one plain sweep of the default model. Per
 sweep (the median over the sweeps after the first): wall seconds between callbacks and the
 client process's CPU seconds (``getrusage``: its own steps and the (de)serialisation of what
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import resource
 import statistics
@@ -51,10 +50,11 @@ def main() -> None:
 
     import numpy as np
     import pandas as pd
-    from distributed import Client, LocalCluster
+    from distributed import Client
     from synth import synth_arrays
 
     from ordmix_core.dask_engine import DaskOrdinalMixture, label_fit
+    from ordmix_core.dask_engine.estimator import local_cluster
 
     a = synth_arrays(args.ratings, n_annotators=args.annotators, seed=0)
 
@@ -86,10 +86,7 @@ def main() -> None:
 
     load = open("/proc/loadavg").read().split()[:3]
     with (
-        LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-            memory_limit=args.memory_limit, silence_logs=logging.CRITICAL,
-        ) as cluster,
+        local_cluster(2, args.memory_limit) as cluster,
         Client(cluster) as client,
         warnings.catch_warnings(),
     ):  # fmt: skip

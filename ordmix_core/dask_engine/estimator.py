@@ -91,6 +91,25 @@ _OWN_MEMORY = {
 WORKER_MALLOC = {"MALLOC_MMAP_THRESHOLD_": 32 * 2**20, "MALLOC_TRIM_THRESHOLD_": 128 * 2**20}
 
 
+def local_cluster(n_workers: int, memory_limit: str | int | None):
+    """The local cluster a fit without a scheduler starts (and the benchmarks): ``n_workers``
+    processes of one thread, ``memory_limit`` each, with ``_OWN_MEMORY`` and
+    ``WORKER_MALLOC``, no dashboard and no logs (a bad file gives one InputError)."""
+    import dask
+    from distributed import LocalCluster
+
+    environ = {**dask.config.get("distributed.nanny.pre-spawn-environ"), **WORKER_MALLOC}
+    with dask.config.set({**_OWN_MEMORY, "distributed.nanny.pre-spawn-environ": environ}):
+        return LocalCluster(
+            n_workers=n_workers,
+            threads_per_worker=1,
+            processes=True,
+            memory_limit=memory_limit,
+            dashboard_address=None,
+            silence_logs=logging.CRITICAL,
+        )
+
+
 @dataclass
 class DaskData:
     """Sizes and scale of a Dask fit's data (``data_``; the ratings stay on the workers)."""
@@ -164,22 +183,10 @@ class DaskOrdinalMixture(OrdinalMixture):
     # ------------------------------------------------------------------ cluster
     def _connect(self):
         """``(client, owned)``: a client of the given scheduler, or of a new LocalCluster."""
-        from distributed import Client, LocalCluster
+        from distributed import Client
 
         if self.scheduler is None:
-            import dask
-
-            environ = {**dask.config.get("distributed.nanny.pre-spawn-environ"), **WORKER_MALLOC}
-            with dask.config.set({**_OWN_MEMORY, "distributed.nanny.pre-spawn-environ": environ}):
-                cluster = LocalCluster(
-                    n_workers=self.n_workers,
-                    threads_per_worker=1,
-                    processes=True,
-                    memory_limit=self.memory_limit,
-                    dashboard_address=None,
-                    silence_logs=logging.CRITICAL,  # a bad file gives one InputError, not logs
-                )
-            return Client(cluster), True
+            return Client(local_cluster(self.n_workers, self.memory_limit)), True
         if isinstance(self.scheduler, Client):
             return self.scheduler, False
         return Client(self.scheduler), True

@@ -7,15 +7,12 @@ import pytest
 
 @pytest.fixture(scope="module")
 def client():
-    """A client of a local cluster of 2 single-threaded worker processes (the default engine's
-    shape), shared by a module's tests."""
+    """A client of the local cluster a fit without a scheduler starts (2 single-threaded worker
+    processes, ``estimator.local_cluster``), shared by a module's tests."""
     pytest.importorskip("distributed")
-    from distributed import Client, LocalCluster
+    from distributed import Client
 
-    with (
-        LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
-        ) as cluster,
-        Client(cluster) as c,
-    ):
+    from ordmix_core.dask_engine.estimator import local_cluster
+
+    with local_cluster(2, "auto") as cluster, Client(cluster) as c:
         yield c
