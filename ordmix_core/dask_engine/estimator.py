@@ -87,7 +87,7 @@ _OWN_MEMORY = {
 #: array of a block (8 MB for a block of 1M ratings) was a fresh mapping whose pages fault in
 #: at every sweep: a quarter of a worker's CPU was system time. Arrays of up to 32 MiB
 #: (glibc's largest mmap threshold) now come from the heap and are reused, and up to 128 MiB
-#: of free heap is kept between sweeps (``docs/benchmarks.md``, the Dask engine's sweeps)
+#: of free heap is kept between sweeps (``docs/benchmarks.md``, "the workers' allocator")
 WORKER_MALLOC = {"MALLOC_MMAP_THRESHOLD_": 32 * 2**20, "MALLOC_TRIM_THRESHOLD_": 128 * 2**20}
 
 
