@@ -6,7 +6,7 @@ LocalCluster, seconds per sweep and peak memory per worker, next to the in-memor
 1. ``synth.synth_arrays`` (memory O(L)) written as ``--files`` Parquet files with string IDs
    (``annotator, instance, rating, query``), in a temporary folder, or in ``--folder`` if it
    is missing or empty (kept for the next run, which reads it as it is).
-2. Dask: the local cluster a fit starts (``estimator.local_cluster``: its workers' allocator
+2. Dask: the local cluster a fit starts (``cluster.local_cluster``: its workers' allocator
    settings too) of 2 worker processes, 1 thread each, ``--memory-limit`` each;
    ``DaskOrdinalMixture(granularity='query', n_restarts=1, max_iter=N, tol=0,
    accelerate=False, spam=True, nospam_warmup=False)`` on the folder: the default model
@@ -170,7 +170,7 @@ def run_dask(
     from distributed import Client
 
     from ordmix_core.dask_engine import DaskOrdinalMixture
-    from ordmix_core.dask_engine.estimator import local_cluster
+    from ordmix_core.dask_engine.cluster import local_cluster
 
     with local_cluster(2, memory_limit) as cluster, Client(cluster) as client:
         model = DaskOrdinalMixture(

@@ -54,7 +54,7 @@ def main() -> None:
     from synth import synth_arrays
 
     from ordmix_core.dask_engine import DaskOrdinalMixture, label_fit
-    from ordmix_core.dask_engine.estimator import local_cluster
+    from ordmix_core.dask_engine.cluster import local_cluster
 
     a = synth_arrays(args.ratings, n_annotators=args.annotators, seed=0)
 

@@ -44,7 +44,6 @@ Flow of a fit (nothing gathers the ratings onto one process):
 from __future__ import annotations
 
 import dataclasses
-import logging
 import operator
 import os
 import time
@@ -68,46 +67,10 @@ from ..results import outputs
 from ..vb.problem import State
 from . import block_loading, blocks, label_fit
 from .client import _add_arrays, _Blocks, _empty, _Global, _Sweeps
+from .cluster import local_cluster, shut_down
 from .source import _short, column_mapping, read_source
 
 ProgressCallback = Callable[[int, int, float], "bool | None"]
-
-#: the local cluster's workers neither spill nor pause: the blocks live outside Dask's memory
-#: manager (``blocks._REGISTRY``), so there is nothing to spill, and a worker paused past 80% of
-#: its limit would leave its blocks' tasks waiting forever (a 10M-rating fit at 2 GiB a
-#: worker stalled so); past 95% the nanny still ends the worker, and the fit stops with one line
-_OWN_MEMORY = {
-    "distributed.worker.memory.target": False,
-    "distributed.worker.memory.spill": False,
-    "distributed.worker.memory.pause": False,
-}
-
-#: glibc's allocator in the local cluster's workers: Dask sets ``MALLOC_TRIM_THRESHOLD_`` to
-#: 64 KiB, and any such setting also fixes the mmap threshold at 128 KiB, so every per-rating
-#: array of a block (8 MB for a block of 1M ratings) was a fresh mapping whose pages fault in
-#: at every sweep: a quarter of a worker's CPU was system time. Arrays of up to 32 MiB
-#: (glibc's largest mmap threshold) now come from the heap and are reused, and up to 128 MiB
-#: of free heap is kept between sweeps (``docs/benchmarks.md``, "the workers' allocator")
-WORKER_MALLOC = {"MALLOC_MMAP_THRESHOLD_": 32 * 2**20, "MALLOC_TRIM_THRESHOLD_": 128 * 2**20}
-
-
-def local_cluster(n_workers: int, memory_limit: str | int | None):
-    """The local cluster a fit without a scheduler starts (and the benchmarks): ``n_workers``
-    processes of one thread, ``memory_limit`` each, with ``_OWN_MEMORY`` and
-    ``WORKER_MALLOC``, no dashboard and no logs (a bad file gives one InputError)."""
-    import dask
-    from distributed import LocalCluster
-
-    environ = {**dask.config.get("distributed.nanny.pre-spawn-environ"), **WORKER_MALLOC}
-    with dask.config.set({**_OWN_MEMORY, "distributed.nanny.pre-spawn-environ": environ}):
-        return LocalCluster(
-            n_workers=n_workers,
-            threads_per_worker=1,
-            processes=True,
-            memory_limit=memory_limit,
-            dashboard_address=None,
-            silence_logs=logging.CRITICAL,
-        )
 
 
 @dataclass
@@ -195,7 +158,7 @@ class DaskOrdinalMixture(OrdinalMixture):
         """Close the cluster this estimator started (if any); Dask results become unusable."""
         client = getattr(self, "_client", None)
         if client is not None and getattr(self, "_owned", False):
-            _shut_down(client)
+            shut_down(client)
         self._client = None
 
     # ------------------------------------------------------------------ fit
@@ -242,7 +205,7 @@ class DaskOrdinalMixture(OrdinalMixture):
             if keep:  # the Dask results live on this client's cluster
                 self._client, self._owned = client, owned
             elif owned:
-                _shut_down(client)
+                shut_down(client)
         _emit(warn)
         return self
 
@@ -462,14 +425,6 @@ class DaskOrdinalMixture(OrdinalMixture):
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def _shut_down(client) -> None:
-    """Close a client and the cluster it started."""
-    cluster = client.cluster
-    client.close()
-    if cluster is not None:
-        cluster.close()
 
 
 def _cats_meta() -> pd.DataFrame:

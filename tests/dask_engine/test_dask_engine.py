@@ -790,7 +790,7 @@ def test_the_local_cluster_neither_spills_nor_pauses(ratings):
     stay."""
     import dask
 
-    from ordmix_core.dask_engine.estimator import WORKER_MALLOC
+    from ordmix_core.dask_engine.cluster import WORKER_MALLOC
 
     model = DaskOrdinalMixture(n_workers=1, memory_limit="1GiB")
     client, owned = model._connect()
