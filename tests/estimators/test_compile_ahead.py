@@ -220,8 +220,8 @@ def _alive(pid: int) -> bool:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 @pytest.mark.parametrize("how", ["killed", "exits"])
 def test_a_child_ends_with_its_parent(how):
-    """A parent that is killed (no atexit runs) or exits leaves no child running: the child's
-    watch sees its parent gone within a second or two."""
+    """No child outlives its parent: one that exits stops it (``atexit``); one that is killed
+    (no ``atexit`` runs) leaves it to its watch, which sees the parent gone within a second."""
     parent = subprocess.Popen(
         [sys.executable, "-c",
          "import sys; from ordmix_core.estimators import compile_ahead as c; "
