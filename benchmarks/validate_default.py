@@ -167,10 +167,15 @@ def lodo(scores: dict[str, LabelScores], bounds: dict[str, dict]) -> None:
         for n in scores))  # fmt: skip
 
 
+def rated_gold(ratings: pd.DataFrame, gold: pd.Series) -> pd.Series:
+    """The gold of the items the ratings rate (the draws below are taken among them)."""
+    return gold[gold.index.astype(str).isin(set(ratings["instance"].astype(str)))]
+
+
 def gold_draws(name: str, ratings: pd.DataFrame, gold: pd.Series, draws: int = 5) -> None:
     """10% of the gold given to the fit, five draws: label error and calibration error on the
     other 90%, without and with it."""
-    rated = gold[gold.index.astype(str).isin(set(ratings["instance"].astype(str)))]
+    rated = rated_gold(ratings, gold)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         plain = OrdinalMixture(random_state=0).fit(ratings)
@@ -201,7 +206,7 @@ def small_crowds(
     (``numpy.random.default_rng(draw).permutation``): each method's mean label error, ECE,
     AUROC and MSE over the draws, and the draws where the default meets each target."""
     ids = ratings["instance"].astype(str)
-    rated = gold[gold.index.astype(str).isin(set(ids))]
+    rated = rated_gold(ratings, gold)
     tables, met = [], np.zeros(4, int)
     for draw in range(draws):
         pick = set(rated.index.astype(str)[np.random.default_rng(draw).permutation(len(rated))

@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from ordmix_core.dashboard import figures, figures_compare
-from ordmix_core.dashboard.report import METRICS, best_at, comparison_words
+from ordmix_core.dashboard.report import METRICS, best_at, comparison_words, rated
 from ordmix_core.errors import InputError
 from ordmix_core.evaluation.compare import METHODS, TABLE1, compare_methods
 from ordmix_core.evaluation.experiments import spam_experiment
@@ -92,7 +92,7 @@ if ds.gold is None:
     )
     st.stop()
 
-n_gold = int(ds.gold.index.isin(ds.data.instances).sum())
+n_gold = int(rated(ds.gold.index, ds.data.instances).sum())
 st.caption(
     f"Data: **{ds.name}**, {n_gold:,} rated gold items; "
     f"{words(dataset_agreement(ds, ds.name, id(ds.data)).as_dict())}. Every method is scored "
