@@ -46,6 +46,9 @@ class _Global(State):
     # the exact eps step's first Newton sums, taken by the sweep that made this state (its
     # second round): ``(restart, slot, eps_used, x, g, h)``, used once by ``eps_block``
     eps_first: tuple | None = None
+    # a settled state's: the slot it was settled from, which the blocks keep through this
+    # state's next sweep (a window's settle not taken goes back to it: ``rescues``)
+    source: int | None = None
 
 
 #: the SQUAREM groups the client holds (the blocks hold the per-instance ones)
@@ -218,12 +221,14 @@ class _Sweeps:
         norms=None,
         keep_after=None,
         ref: int | None = None,
+        keep_q_y: tuple = (),
     ) -> tuple[_Global | None, float, np.ndarray | None]:
         """One sweep of ``g``'s restart from ``g`` (or from the proposal ``src``, whose
         global factors ``g`` then holds) into a new slot; ``(new, F, norms)``, ``new`` None
         when the proposal is not valid on some block. ``keep``: slots the blocks keep
         (besides the new one); ``keep_after``: those still kept after phase 3; ``ref``: the
-        slot the items' change is measured from (default ``g``'s)."""
+        slot the items' change is measured from (default ``g``'s); ``keep_q_y``: kept slots
+        that keep their q(y) too (a settled state's source, which a rescue may go back to)."""
         bl, p, local_cats = self.bl, self.gp.at(spam), self.local_cats
         dst = self.next_slot[g.restart]
         self.next_slot[g.restart] += 1
@@ -239,7 +244,7 @@ class _Sweeps:
             bl.run(
                 blocks.phase_xy_tau, g.restart, spam, bl.send(fac),
                 g.slot if src is None else src, dst, keep, ref,
-                (self.exact_eps or self.keep_q_y) and spam is True, self.pinned,
+                (self.exact_eps or self.keep_q_y) and spam is True, self.pinned + keep_q_y,
             )
         )  # fmt: skip
         if s1["bad"] > 0:
@@ -283,8 +288,12 @@ class _Sweeps:
             h0, h1 = history
             return self._sweep(g, spam, (h0.slot, h1.slot, g.slot), norms=(h0.slot, h1.slot))
         # the blocks keep g only while a later step may extrapolate from it
-        pin = self.pinned
-        return self._sweep(g, spam, (g.slot, *pin), keep_after=(g.slot,) * self.accelerate + pin)
+        source = () if g.source is None else (g.source,)
+        pin = self.pinned + source
+        return self._sweep(
+            g, spam, (g.slot, *pin), keep_after=(g.slot,) * self.accelerate + pin,
+            keep_q_y=source,
+        )  # fmt: skip
 
     def eps_block(self, g: _Global) -> _Global:
         """``g`` with each annotator's eps at the exact optimum of its block
@@ -334,7 +343,7 @@ class _Sweeps:
         moved = max(part["max_move"] for part in got)
         tops = [((i, part["top"]), part["max_move"]) for i, part in enumerate(got)]
         sizes = [part["linked"].size for part in got]
-        new = dataclasses.replace(g, slot=dst)
+        new = dataclasses.replace(g, slot=dst, source=g.slot)
         if sum(sizes) and busy.any():
             start = np.concatenate([[0], np.cumsum(sizes)[:-1]])
             inst = np.concatenate([part["inst"] + o for part, o in zip(got, start, strict=True)])
