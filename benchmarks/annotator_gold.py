@@ -1,0 +1,100 @@
+"""What the annotator table tells a manager, measured on gold: which annotators answer the
+expert's level.
+
+For each real set with gold (``validate_default.SETS``' shared sets), every annotator with at
+least ``--min-gold`` ratings of gold items gets their gold accuracy (the share of those
+ratings equal to the expert's level). Printed: Spearman's rank correlation of that accuracy
+with each column of ``ordmix fit``'s ``annotators.csv`` that ranks annotators
+(``reliability``, ``expertise``, ``agreement``, and ``p_unreliable`` negated), and with the
+label fit's own view of each annotator (``labels/confusion_model``): the share of answers
+that are the item's latent level, ``sum_c rho_c P(c | c)`` (``label_accuracy``), and its mean
+over levels (``label_balanced``); then the mean gold accuracy of the annotators of each flag.
+
+Usage (from the project root, ../shared beside it)::
+
+    python benchmarks/annotator_gold.py [--sets trec,web,adult,metaphor] [--min-gold 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy.stats import spearmanr
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from validate_default import DATA, FOLDERS  # noqa: E402
+
+from ordmix_core.data.crowd import prepare  # noqa: E402
+from ordmix_core.io import read_gold, read_ratings  # noqa: E402
+from ordmix_core.labels import confusion_model  # noqa: E402
+
+#: the annotators.csv columns that rank annotators, with the sign that makes higher better
+COLUMNS = {"reliability": 1, "expertise": 1, "agreement": 1, "p_unreliable": -1}
+
+
+def gold_accuracy(ratings: pd.DataFrame, gold: pd.Series, min_gold: int) -> pd.DataFrame:
+    """Each annotator's ``n`` gold-item ratings and ``accuracy`` on them (those with at least
+    ``min_gold``), indexed by annotator ID as text."""
+    g = gold.rename(index=str)
+    inst = ratings["instance"].astype(str)
+    on_gold = inst.isin(g.index)
+    hit = ratings.loc[on_gold, "rating"].to_numpy(float) == g.loc[inst[on_gold]].to_numpy(float)
+    per = pd.DataFrame({"annotator": ratings.loc[on_gold, "annotator"].astype(str), "hit": hit})
+    out = per.groupby("annotator")["hit"].agg(n="size", accuracy="mean")
+    return out[out["n"] >= min_gold]
+
+
+def label_view(ratings: pd.DataFrame) -> pd.DataFrame:
+    """The label fit's accuracy of each annotator (prior-weighted and balanced over levels)."""
+    d = prepare(ratings, None, "instance")
+    fit = confusion_model.fit(d.ann, d.inst, d.level, d.n_annotators, d.n_instances, d.scale.k)
+    diag = np.einsum("nkk->nk", fit.confusion)
+    return pd.DataFrame(
+        {"label_accuracy": diag @ fit.rho, "label_balanced": diag.mean(axis=1)},
+        index=pd.Index(d.annotators.astype(str), name="annotator"),
+    )
+
+
+def fit_table(folder: Path, work: Path) -> pd.DataFrame:
+    """``annotators.csv`` of the default ``ordmix fit`` (seed 0), indexed by ID as text."""
+    out = work / folder.name
+    subprocess.run(
+        ["ordmix", "fit", str(folder / "ratings.csv"), "--seed", "0", "--quiet", "--out",
+         str(out)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return pd.read_csv(out / "annotators.csv", dtype={"annotator": str}).set_index("annotator")
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sets", default=",".join(FOLDERS))
+    ap.add_argument("--min-gold", type=int, default=5)
+    args = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.sets.split(","):
+            folder = DATA / FOLDERS[name]
+            ratings = read_ratings(folder / "ratings.csv")
+            acc = gold_accuracy(ratings, read_gold(folder / "gold.csv"), args.min_gold)
+            table = fit_table(folder, Path(tmp)).join(label_view(ratings))
+            j = acc.join(table, how="inner")
+            signs = {**COLUMNS, "label_accuracy": 1, "label_balanced": 1}
+            rho = {c: spearmanr(s * j[c], j["accuracy"]).statistic for c, s in signs.items()}
+            flags = j.groupby("flag")["accuracy"].agg(["size", "mean"])
+            print(f"{name} ({len(j)} annotators with >= {args.min_gold} gold ratings)")
+            print("  Spearman with gold accuracy: "
+                  + ", ".join(f"{c} {r:.3f}" for c, r in rho.items()))  # fmt: skip
+            print("  gold accuracy by flag: " + ", ".join(
+                f"{f} {row['mean']:.3f} ({int(row['size'])})" for f, row in flags.iterrows()
+            ))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
