@@ -244,7 +244,7 @@ class _Sweeps:
             bl.run(
                 blocks.phase_xy_tau, g.restart, spam, bl.send(fac),
                 g.slot if src is None else src, dst, keep, ref,
-                (self.exact_eps or self.keep_q_y) and spam is True, self.pinned + keep_q_y,
+                self._keeps_q_y(spam), self.pinned + keep_q_y,
             )
         )  # fmt: skip
         if s1["bad"] > 0:
@@ -282,6 +282,12 @@ class _Sweeps:
             eps_first=None if x0 is None else (g.restart, dst, g.eps, x0, s3["eps_g"], s3["eps_h"]),
         )  # fmt: skip
         return new, float(f_ann + f), s3.get("norms")
+
+    def _keeps_q_y(self, spam: object) -> bool:
+        """Whether a sweep of stage ``spam`` leaves its q(y) in the new slot: the mixture's
+        for the exact eps step, and with ``keep_q_y`` every stage with spam (the uniform
+        stage's too: a fit stopped there has its winner's flags read from it, as in memory)."""
+        return (self.exact_eps and spam is True) or (self.keep_q_y and spam is not False)
 
     def sweep(self, g: _Global, spam: bool, history: tuple | None) -> tuple:
         if history is not None:  # keep s0, s1 (= g) for the proposal and take their norms
