@@ -54,11 +54,8 @@ class FitPolicy:
 
     # ---------------------------------------------------------------- the race (``race``)
     #: the stopping rule of the shared warm-up and of a pre-stage, fixed: they are the
-    #: mixture's start, which must not move when a user tightens ``tol``. A start need not be
-    #: polished: chosen leave-one-data-set-out over 1e-6 to 1e-3 (the fewest sweeps, seeds 0-3
-    #: of the four real sets), 1e-4 in every fold, 0.62-0.96 of 1e-6's sweeps on the set left
-    #: out, and the mixture ends at a higher bound on 13 of 16 fits (docs/benchmarks.md) ...
-    warmup_tol: float = 1e-4
+    #: mixture's start, which must not move when a user tightens ``tol`` ...
+    warmup_tol: float = 1e-6
     #: ... and the bound alone decides (``tol_estimate`` 0): a start need not be polished
     warmup_tol_estimate: float = 0.0
     #: successive halving stops dropping restarts when this many are left: they run to the

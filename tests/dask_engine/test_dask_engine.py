@@ -224,14 +224,14 @@ def test_same_fit_as_in_memory(client, ratings, granularity, spam):
 
 
 def test_the_same_alternative_as_in_memory(client):
-    """A crowd whose default fit ends with an annotator still moving (worker009): both
+    """A crowd whose default fit ends with an annotator still moving (worker006): both
     engines judge it the other way, with the same sweeps, bound and unstable items (the
     blocks keep the winner's slot while the alternative sweeps from it)."""
     crowd = simulate_crowd(
         n_items=240, n_annotators=20, ratings_per_item=5, n_queries=6, spammer_share=0.3,
-        random_state=18,
+        random_state=1,
     ).ratings  # fmt: skip
-    kw = dict(n_restarts=3, random_state=2)
+    kw = dict(n_restarts=3, random_state=3)
     mem = quiet_fit(in_memory(**kw), crowd)
     assert mem.alternative_ is not None and mem.alternative_["near_tied"]
     assert mem.items_["unstable"].any()
@@ -247,8 +247,7 @@ def test_a_settled_stop_as_in_memory(client, ratings, granularity, monkeypatch):
     with their items, gathered, solved by the client and written back
     (``_Sweeps.settle_items``, ``blocks.settle_write``). Each settle gives the in-memory
     one's items' means, reliabilities and largest move, and the fits agree (measured:
-    estimates 2e-14 apart, a reliability 2e-9 after each engine's own sums over 300 sweeps);
-    the settles changed the fit (more sweeps than without them)."""
+    estimates 2e-14 apart); the settles changed the fit (more sweeps than without them)."""
     kw = dict(granularity=granularity, n_restarts=3, random_state=3)
     unforced = quiet_fit(in_memory(**kw), ratings)
     seen: dict[str, list] = {"mem": [], "dask": []}
@@ -283,8 +282,8 @@ def test_a_settled_stop_as_in_memory(client, ratings, granularity, monkeypatch):
     ):
         assert named_n == 3 and moved > 0
         mu.index = mem.items_.index
-        np.testing.assert_allclose(means.reindex(mu.index), mu, rtol=RTOL, atol=1e-12)
-        np.testing.assert_allclose(d_eps, eps, rtol=RTOL, atol=1e-12)
+        np.testing.assert_allclose(means.reindex(mu.index), mu, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(d_eps, eps, rtol=1e-9, atol=1e-12)
         assert d_moved == pytest.approx(moved, rel=1e-6, abs=1e-12)
     assert_same_fit(mem, dsk, EST_RTOL, EST_ATOL)
 

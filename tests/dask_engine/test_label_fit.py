@@ -6,8 +6,10 @@ TREC RF10, web-zhou2014 (``../shared/data``) and a simulated crowd of 1M ratings
 ``ordmix fit`` and ``ordmix fit --engine dask`` on a 2-process local cluster: the same files
 and columns, the same ``label`` and ``flag`` of every item, ``p_level_*`` within 1e-6, the
 same agreement (the crowd's exactly, each annotator's to rounding).
-All three also end on the same winning restart with the same annotators' flags and the
-continuous fit within ``EST_TOL``. Minutes each: slow.
+web-zhou2014 and the simulated crowd also end on the same winning restart with the same
+annotators' flags. TREC's continuous fit does not: its race is decided by the rounding of its
+sums (SQUAREM amplifies it), and the in-memory engine itself ends elsewhere when only the
+ratings' row order changes (``test_trec_as_in_memory``). Minutes each: slow.
 """
 
 from __future__ import annotations
@@ -79,7 +81,17 @@ def test_trec_as_in_memory(scheduler, tmp_path):
     ratings = need("trec-rf10") / "ratings.csv"
     mem, dsk = both_engines(ratings, tmp_path, scheduler)
     same_labels(mem, dsk)
-    assert_same_flags(mem, dsk)
+    # the continuous fit: the in-memory engine's own path moves with the order of its sums,
+    # ratings sorted by instance (the order a Dask block holds them in) instead of the file's
+    frame = pd.read_csv(ratings, dtype=str)
+    resorted = tmp_path / "sorted.csv"
+    frame.sort_values(["instance", "annotator"], kind="stable").to_csv(resorted, index=False)
+    other = tmp_path / "mem-sorted"
+    assert main(["fit", str(resorted), "--out", str(other), "--seed", "0", "--quiet"]) == 0
+    same_labels(mem, other)
+    file_order, sorted_order = (json.loads((f / "summary.json").read_text()) for f in (mem, other))
+    assert sorted_order["iterations"] != file_order["iterations"]
+    assert abs(sorted_order["lower_bound"] - file_order["lower_bound"]) > 1.0  # nats
 
 
 def test_web_as_in_memory(scheduler, tmp_path):
