@@ -288,6 +288,43 @@ def test_a_settled_stop_as_in_memory(client, ratings, granularity, monkeypatch):
     assert_same_fit(mem, dsk, EST_RTOL, EST_ATOL)
 
 
+def test_a_window_settle_not_taken_goes_back_as_in_memory(client, ratings, monkeypatch):
+    """A window's settle whose sweep is not higher is not taken
+    (``rescues.Rescues.after_plain_sweep``): the run goes back to the plain sweep's state,
+    whose slot and q(y) the blocks keep through the sweep from the settle
+    (``_Global.source``). Forced: every window's settle swept from (``window_settle_move``
+    ~0) with every reliability set to 0.5, so its sweep is lower; the fits agree."""
+    kw = dict(granularity="query", n_restarts=3, random_state=3)
+    back = {"mem": 0, "dask": 0}
+    settled = []
+    after = rescues.Rescues.after_plain_sweep
+    mem_settle, dask_settle = MemorySweeps.settle_items, _Sweeps.settle_items
+
+    def counted(self, run, new, f):
+        settled.clear()
+        out = after(self, run, new, f)
+        if settled and out[0] is new:  # settled, swept from, and not taken
+            back["dask" if isinstance(self.engine, _Sweeps) else "mem"] += 1
+        return out
+
+    def worse(settle):
+        def settle_items(self, state, annotators):
+            settled.append(True)
+            new, moved = settle(self, state, annotators)
+            return replace(new, eps=np.full_like(new.eps, 0.5)), moved
+
+        return settle_items
+
+    monkeypatch.setattr(OrdinalMixture, "fit_policy", replace(DEFAULT, window_settle_move=1e-12))
+    monkeypatch.setattr(rescues.Rescues, "after_plain_sweep", counted)
+    monkeypatch.setattr(MemorySweeps, "settle_items", worse(mem_settle))
+    monkeypatch.setattr(_Sweeps, "settle_items", worse(dask_settle))
+    mem = quiet_fit(in_memory(**kw, n_jobs=1), ratings)
+    dsk = quiet_fit(DaskOrdinalMixture(**kw, scheduler=client, n_partitions=3), ratings)
+    assert back["dask"] == back["mem"] > 0
+    assert_same_fit(mem, dsk, EST_RTOL, EST_ATOL)
+
+
 @pytest.mark.parametrize("granularity", ["instance", "query"])
 def test_the_escape_step_as_in_memory(client, ratings, granularity, monkeypatch):
     """The window settle taken again with the raters of the item it moved most
