@@ -1,7 +1,7 @@
 """What the annotator table tells a manager, measured on gold: which annotators answer the
 expert's level.
 
-For each real set with gold (``validate_default.SETS``' shared sets), every annotator with at
+For each shared set with gold (``validate_default.FOLDERS``), every annotator with at
 least ``--min-gold`` ratings of gold items gets their gold accuracy (the share of those
 ratings equal to the expert's level). Printed: Spearman's rank correlation of that accuracy
 with each column of ``ordmix fit``'s ``annotators.csv`` that ranks annotators
