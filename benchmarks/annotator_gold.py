@@ -29,11 +29,7 @@ from scipy.stats import spearmanr
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from validate_default import DATA, FOLDERS  # noqa: E402
-
-from ordmix_core.data.crowd import prepare  # noqa: E402
-from ordmix_core.io import read_gold, read_ratings  # noqa: E402
-from ordmix_core.labels import confusion_model  # noqa: E402
+from validate_default import DATA, FOLDERS, LabelScores, load  # noqa: E402
 
 #: the annotators.csv columns that rank annotators, with the sign that makes higher better
 COLUMNS = {"reliability": 1, "expertise": 1, "agreement": 1, "p_unreliable": -1}
@@ -51,14 +47,15 @@ def gold_accuracy(ratings: pd.DataFrame, gold: pd.Series, min_gold: int) -> pd.D
     return out[out["n"] >= min_gold]
 
 
-def label_view(ratings: pd.DataFrame) -> pd.DataFrame:
-    """The label fit's accuracy of each annotator (prior-weighted and balanced over levels)."""
-    d = prepare(ratings, None, "instance")
-    fit = confusion_model.fit(d.ann, d.inst, d.level, d.n_annotators, d.n_instances, d.scale.k)
+def label_view(ratings: pd.DataFrame, gold: pd.Series) -> pd.DataFrame:
+    """The label fit's accuracy of each annotator (prior-weighted and balanced over levels),
+    from ``validate_default``'s label fit of the set."""
+    scores = LabelScores(ratings, gold)
+    fit = scores.fit
     diag = np.einsum("nkk->nk", fit.confusion)
     return pd.DataFrame(
         {"label_accuracy": diag @ fit.rho, "label_balanced": diag.mean(axis=1)},
-        index=pd.Index(d.annotators.astype(str), name="annotator"),
+        index=pd.Index(scores.data.annotators.astype(str), name="annotator"),
     )
 
 
@@ -80,10 +77,9 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.sets.split(","):
-            folder = DATA / FOLDERS[name]
-            ratings = read_ratings(folder / "ratings.csv")
-            acc = gold_accuracy(ratings, read_gold(folder / "gold.csv"), args.min_gold)
-            table = fit_table(folder, Path(tmp)).join(label_view(ratings))
+            ratings, gold = load(name)
+            acc = gold_accuracy(ratings, gold, args.min_gold)
+            table = fit_table(DATA / FOLDERS[name], Path(tmp)).join(label_view(ratings, gold))
             j = acc.join(table, how="inner")
             signs = {**COLUMNS, "label_accuracy": 1, "label_balanced": 1}
             rho = {c: spearmanr(s * j[c], j["accuracy"]).statistic for c, s in signs.items()}
