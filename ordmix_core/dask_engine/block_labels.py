@@ -3,7 +3,9 @@ of its items, and its ratings' evidence for the annotators' flags.
 
 A block holds every rating of its items, so everything per item is local: the label fit's
 E-step (``confusion_ratings.ItemRatings``), its items' posteriors, their report and gain, each
-rating's leave-one-out evidence (``evidence.ratings_evidence``) and the items' truth weight.
+rating's leave-one-out evidence against the posterior the labels come from
+(``evidence.ratings_label_evidence`` or ``evidence.ratings_evidence``) and the items' truth
+weight.
 What is per annotator is summed here over the block's ratings and added by the client
 (``label_fit``): the soft tables and the class prior's column sums, the reliability
 posterior's pulls and grid. Only the block's own annotators' entries travel, as rows of
@@ -234,17 +236,20 @@ def label_frame(fit_id: str, index: int) -> pd.DataFrame:
 def flag_evidence(
     fit_id: str, index: int, expertise: np.ndarray, restart: int, slot: int, box: Box
 ) -> None:
-    """Each of the block's ratings' evidence (``evidence.ratings_evidence``) against the
-    restart's state in ``slot`` (its q(z), its q(y): the in-memory ``omega_``; ones for a
-    state of the no-spam stage, which keeps none), and its items' truth weight (the sum of
-    q(y) over each item's ratings), kept on the block.
-    ``expertise`` (n_b,): its annotators' E[tau]; ``box``: ``(difficulty (C,) or None at
-    instance granularity, hyperparams_, ordinal)``."""
+    """The items' truth weight (the sum of q(y) over each item's ratings) of the restart's
+    state in ``slot`` (its q(y): the in-memory ``omega_``; ones for a state of the no-spam
+    stage, which keeps none), and, when the labels are the continuous posterior's, each of
+    the block's ratings' evidence against its q(z) (``evidence.ratings_evidence``), both kept
+    on the block. ``expertise`` (n_b,): its annotators' E[tau]; ``box``: ``(difficulty (C,)
+    or None at instance granularity, hyperparams_, ordinal, continuous)``."""
     b = _block(fit_id, index)
     p = b.problem
-    difficulty, hp, ordinal = box.value
+    difficulty, hp, ordinal, continuous = box.value
     loc = b.states[restart][slot]
     omega = np.ones(p.n_ratings) if loc.omega is None else loc.omega
+    b.truth_weight = np.bincount(p.inst, weights=omega, minlength=p.n_instances)
+    if not continuous:
+        return
     if b.local_categories:
         names = pd.Index(b.inst_ids, dtype=object)
         cats = outputs.categories_frame(names, loc.delta_shape, loc.delta_rate, b.n_m)
@@ -253,7 +258,19 @@ def flag_evidence(
         b.ann_local, p.inst, p.cat_l, p.level, omega, expertise, difficulty,
         updates.apply_gold(loc.mu_m, p.gold), hp, ordinal,
     )  # fmt: skip
-    b.truth_weight = np.bincount(p.inst, weights=omega, minlength=p.n_instances)
+
+
+def label_evidence(fit_id: str, index: int, confusion: np.ndarray, log_pi: np.ndarray) -> None:
+    """Each of the block's ratings' evidence against the label fit
+    (``evidence.ratings_label_evidence``), kept on the block: ``confusion`` (n_b, K, K) its
+    annotators', ``log_pi`` (K,) the log of every block's ratings' share of each level."""
+    b = _block(fit_id, index)
+    lb = b.labels
+    r = lb.ratings
+    crowd = slice(0, b.problem.n_ratings)  # the expert's ratings are last
+    b.log_r = evidence.ratings_label_evidence(
+        r.annotator[crowd], r.instance[crowd], r.rating[crowd], lb.q, confusion, log_pi
+    )
 
 
 def flag_pulls(fit_id: str, index: int, e: np.ndarray, square: bool) -> dict:

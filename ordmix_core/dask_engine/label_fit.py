@@ -12,8 +12,9 @@ fit, one posterior per item and the annotators' flags, with the blocks' sums.
   (from their own posteriors, ``gold_own_posterior``) and the typical rater on the client;
   ``q @ report``, the gain and the gold items' rows on the blocks (``label_posterior``).
 - The flags (``reliability.fitted_flags``): each block's ratings' evidence against the
-  continuous fit's winner (``flag_evidence``); the reliability posterior's bisection and grid
-  from the blocks' per-annotator sums (``reliability.posterior_from_sums``).
+  posterior the labels come from, the label fit (``label_evidence``, before the posterior
+  drops it) or the continuous fit's winner (``flag_evidence``); the reliability posterior's
+  bisection and grid from the blocks' per-annotator sums (``reliability.posterior_from_sums``).
 - The agreement (``agreement``): the crowd's alpha from the blocks' distinct rating patterns,
   added (the in-memory figure's bits), each annotator's from the blocks' per-annotator sums.
 
@@ -37,7 +38,7 @@ from ..labels.policy import DEFAULT as DEFAULT_POLICY
 from ..labels.policy import LabelPolicy
 from ..labels.posterior import LabelPosterior
 from ..numerics import libm
-from ..results import agreement, reliability
+from ..results import agreement, evidence, reliability
 from ..results.decision_columns import _partitioned_item_decisions
 from ..results.decisions import CONFIDENCE, THRESHOLD
 from . import block_labels
@@ -193,21 +194,34 @@ class BlockLabels:
         return items, post, post_f + item_futures
 
     # ------------------------------------------------------------------ the flags
-    def flags(
-        self, model, restart: int, slot: int, local_categories: bool
-    ) -> tuple[pd.DataFrame, np.ndarray]:
-        """``reliability.fitted_flags`` of ``model`` (its learned frames set, the winner's
-        state in ``slot`` of ``restart`` on the blocks): the flags' frame and the medians."""
+    def weights_and_evidence(
+        self, model, restart: int, slot: int, local_categories: bool, continuous: bool
+    ) -> None:
+        """On the blocks, the items' truth weight of ``model``'s winner (its learned frames
+        set, its state in ``slot`` of ``restart``) and, when the labels are the continuous
+        posterior's (``continuous``), the ratings' evidence against it
+        (``block_labels.flag_evidence``)."""
         expertise = model.annotators_["expertise"].to_numpy(dtype=float)
         difficulty = None
-        if not local_categories:
+        if not local_categories and continuous:
             difficulty = model.categories_["difficulty"].to_numpy(dtype=float)
-        box = (difficulty, model.hyperparams_, getattr(model, "ordinal", True))
+        box = (difficulty, model.hyperparams_, getattr(model, "ordinal", True), continuous)
         wait(
             self.each(
                 block_labels.flag_evidence, lambda c: (expertise[c],), restart, slot, Box(box)
             )
         )
+
+    def label_evidence(self, fit: confusion_model.ConfusionFit, counts: np.ndarray) -> None:
+        """On the blocks, before the posterior drops the label fit: the ratings' evidence
+        against ``fit`` (``block_labels.label_evidence``; ``counts`` (K,) the ratings at each
+        level it was fitted on, all blocks')."""
+        log_pi = evidence.level_log_shares(counts)
+        wait(self.each(block_labels.label_evidence, lambda c: (fit.confusion[c],), log_pi))
+
+    def flags(self, model) -> tuple[pd.DataFrame, np.ndarray]:
+        """``reliability.fitted_flags`` of ``model`` from the evidence its blocks hold
+        (``weights_and_evidence`` or ``label_evidence``): the flags' frame and the medians."""
         n = self.n
 
         def pulls(e: np.ndarray, square: bool) -> np.ndarray:
@@ -257,28 +271,30 @@ def finish(
     gold values by instance ID, for the gold items' estimates), the agreement
     (``annotator_agreement_``, a Series by annotator, and ``crowd_agreement_``). Returns the
     label warnings (``OrdinalMixture._label_warnings``)."""
-    flags, median = labels.flags(model, winner.restart, winner.slot, local_categories)
-    model.annotator_flags_ = flags
-    model.annotators_["reliability"] = median
+    continuous = model._label_model() == "continuous"
+    labels.weights_and_evidence(model, winner.restart, winner.slot, local_categories, continuous)
     values = np.asarray(model.scale_.values, float)
     each, crowd = labels.agreement(values.size)
-    model.annotator_agreement_ = pd.Series(each, index=flags.index, name="agreement")
+    model.annotator_agreement_ = pd.Series(each, index=model.annotators_.index, name="agreement")
     model.crowd_agreement_ = crowd
     result, counts = None, None
-    if model._label_model() != "continuous":
+    if not continuous:
         k = values.size
         classes = choose.level_classes(k, choose.MAX_CLASSES) if k > choose.MAX_CLASSES else None
-        level_counts = None
-        if classes is not None:
-            futs = labels.bl.run(block_labels.level_counts, k)
-            level_counts = labels.bl.reduce(futs, _add_arrays)
+        level_counts = labels.bl.reduce(labels.bl.run(block_labels.level_counts, k), _add_arrays)
         n_ratings = model.annotators_["n_ratings"].to_numpy(dtype=np.int64)
 
         def expert_prior(careful: np.ndarray, rho: np.ndarray) -> np.ndarray:
             return choose.report_map(careful, rho, n_ratings, DEFAULT_POLICY)
 
         fit = labels.fit(k, classes, expert_prior)
+        fitted_counts = level_counts
+        if classes is not None:
+            fitted_counts = np.bincount(classes, weights=level_counts, minlength=fit.rho.size)
+        labels.label_evidence(fit, fitted_counts)
         result, counts = labels.posterior(fit, n_ratings, values, classes, level_counts)
+    # each annotator's reliability, judged against the posterior the labels come from
+    model.annotator_flags_, model.annotators_["reliability"] = labels.flags(model)
     if isinstance(model.items_, pd.DataFrame):
         post, cols = labels.rows(model.items_.index, values, model.scale_.names)
         model.truth_weight_ = cols["truth_weight"].to_numpy()

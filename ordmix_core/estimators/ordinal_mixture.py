@@ -248,11 +248,12 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
         compile_ahead.wait_background()
         with compile_ahead.label_kernels():
             warn = self._fit_data(data, gold_m, rng, callback, t0)
-        # 4. each annotator's reliability: one posterior for its point, interval and flag
+        # 4. the labels: one posterior per item, every item column read from it
+        self._choose_labels(data, gold_m)
+        # 5. each annotator's reliability, judged against the posterior the labels come
+        # from: one posterior for its point, interval and flag
         self.annotator_flags_, median = reliability.fitted_flags(self)
         self.annotators_["reliability"] = median
-        # 5. the labels: one posterior per item, every item column read from it
-        self._choose_labels(data, gold_m)
         label_warn = self._label_warnings()
         self.warnings_ = [*self.warnings_, *(w.message for w in label_warn)]
         _emit(warn + label_warn)
@@ -331,8 +332,9 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
     @property
     def skills_(self) -> pd.Series:
         """Each worker's reliability (``annotators_["reliability"]``: the median of the
-        posterior of their share of ratings from the truth rather than spam, given their own
-        ratings), indexed by ``worker`` and named ``skill`` as in crowd-kit."""
+        posterior of their share of ratings that give their item's level rather than spam,
+        judged against the posterior the labels come from), indexed by ``worker`` and named
+        ``skill`` as in crowd-kit."""
         rel = self.annotators_["reliability"]
         return pd.Series(
             rel.to_numpy(), index=pd.Index(rel.index.to_numpy(), name="worker"), name="skill"

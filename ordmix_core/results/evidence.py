@@ -1,9 +1,16 @@
 """Each rating's evidence, truth against spam, from the other ratings of its item: the
 observations of each annotator's reliability posterior (``reliability``, whose docstring
-derives it). ``rating_evidence`` is the likelihood ratio of one rating against its item's
-leave-one-out posterior (``leave_one_out``); ``ratings_evidence`` takes it for a set of ratings
-holding every rating of their items (a fit's, or a Dask block's), a chunk at a time. Pure
-array functions but ``annotator_evidence``, which reads a fitted in-memory model.
+derives it), taken against the posterior the fit's labels come from.
+
+- The label model's (``labels/confusion_model``): ``label_evidence`` is the probability that
+  the item's latent-level posterior without the rating gives the rating's level, against the
+  ratings' share of that level; ``ratings_label_evidence`` takes it a chunk at a time.
+- The continuous posterior's (the paper's model, a fine scale): ``rating_evidence`` is the
+  likelihood ratio of one rating against its item's leave-one-out q(z) (``leave_one_out``);
+  ``ratings_evidence`` takes it for a set of ratings holding every rating of their items (a
+  fit's, or a Dask block's), a chunk at a time.
+
+Pure array functions but ``annotator_evidence``, which reads a fitted in-memory model.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..numerics import libm
+from ..numerics.fixed_order import log_softmax
 from ..numerics.truncnorm import tn_log_z, tn_stats
 from ..vb.updates import update_z, z_from_sums
 
@@ -104,11 +112,67 @@ def leave_one_out_by_chunk(
         yield sl, rho, mean, prec
 
 
+def label_evidence(
+    q: np.ndarray, log_own: np.ndarray, level: np.ndarray, log_pi: np.ndarray
+) -> np.ndarray:
+    """``log r_l`` against the label model: log ``q_{-l}(level_l) / pi[level_l]``; (L,).
+
+    ``q`` (L, K): the latent-level posterior of each rating's item, that rating included;
+    ``log_own`` (L, K): log P_n(level_l | c) of the rating under its annotator's confusion,
+    which ``q`` is divided by to leave the rating out (a rating cannot confirm itself);
+    ``level`` (L,); ``log_pi`` (K,): the log of the ratings' share of each level. A truthful
+    rating answers its item's level; a spam one is a draw from the ratings' level shares (so
+    that answering the crowd's favourite level is little evidence). An item nobody else rated
+    has ``q_{-l}`` = the class prior: r_l near 1. Clipped to ``+-LOG_R_CLIP``."""
+    loo = log_softmax(libm.log(np.maximum(q, 1e-300)) - log_own)
+    log_r = loo[np.arange(level.size), level] - log_pi[level]
+    return np.clip(log_r, -LOG_R_CLIP, LOG_R_CLIP)
+
+
+def level_log_shares(counts: np.ndarray) -> np.ndarray:
+    """log of each level's share of the ratings (K,) from their counts (K,); a level nobody
+    chose (never looked up) gets the share of one rating."""
+    c = np.maximum(np.asarray(counts, dtype=float), 1.0)
+    return libm.log(c) - libm.log(np.asarray([c.sum()]))[0]
+
+
+def ratings_label_evidence(
+    ann: np.ndarray,
+    inst: np.ndarray,
+    level: np.ndarray,
+    q: np.ndarray,
+    confusion: np.ndarray,
+    log_pi: np.ndarray,
+) -> np.ndarray:
+    """``label_evidence`` of the ratings ``ann``, ``inst``, ``level`` (L,; the levels the label
+    model was fitted on), every rating of their items among them, a chunk at a time: ``q``
+    (M, K) the items' latent-level posteriors, ``confusion`` (N, K, K) the annotators'
+    (``[n, c, k]``: P_n(k | c)), ``log_pi`` (K,) ``level_log_shares``."""
+    log_r = np.empty(len(ann))
+    for lo in range(0, len(ann), CHUNK):
+        sl = slice(lo, lo + CHUNK)
+        lev = level[sl]
+        own = libm.log(np.maximum(confusion[ann[sl], :, lev], 1e-300))
+        log_r[sl] = label_evidence(q[inst[sl]], own, lev, log_pi)
+    return log_r
+
+
 def annotator_evidence(model) -> np.ndarray:
-    """``log r_l`` for every rating of a fitted in-memory model (``ratings_evidence``); (L,).
-    Needs the per-rating ``omega_`` and ``data_`` (the Dask engine's blocks hold theirs)."""
-    omega = getattr(model, "omega_", None)
+    """``log r_l`` for every rating of a fitted in-memory model; (L,): against its label
+    model (``ratings_label_evidence``) when its labels are that model's, else against its
+    continuous posterior (``ratings_evidence``, which needs the per-rating ``omega_``). The
+    Dask engine's blocks hold their own."""
     data = getattr(model, "data_", None)
+    result = getattr(model, "label_result_", None)
+    fit = getattr(result, "fit", None)
+    if fit is not None and getattr(fit, "q", None) is not None and hasattr(data, "level"):
+        classes = result.classes
+        level = data.level if classes is None else classes[data.level]
+        counts = np.bincount(level, minlength=fit.q.shape[1])
+        return ratings_label_evidence(
+            data.ann, data.inst, level, fit.q, fit.confusion, level_log_shares(counts)
+        )
+    omega = getattr(model, "omega_", None)
     if omega is None or not hasattr(data, "level"):
         raise InputError(
             "annotator flags need the fit's per-rating results (omega_), which the Dask engine "

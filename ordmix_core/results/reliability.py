@@ -8,15 +8,27 @@ with 5 ratings or fewer), so neither ``eps_n`` nor a Beta posterior built from
 ``sum(omega)`` and ``n - sum(omega)`` measures evidence: that Beta counts each rating's
 omega, which already contains ``eps_n``, as an observation (on TREC it flags 335 annotators,
 six of them with 3 ratings or fewer). Instead each rating gets the likelihood ratio
-truth : spam that the *other* ratings give it (``rating_evidence``)::
+truth : spam that the *other* ratings give it, against the posterior the fit's labels come from
+(``evidence.annotator_evidence``). With the label model (the default on up to 11 levels)::
+
+    r_l = q_{-l}(level of l) / pi_level
+
+with ``q_{-l}`` the item's latent-level posterior without rating l (the label fit's, divided
+by the rating's own likelihood, so a rating cannot confirm itself): a truthful rating answers
+the item's level, a spam one is a draw from the ratings' share of each level ``pi`` (so the
+crowd's favourite answer is little evidence). The reliability is then each annotator's share
+of ratings that give their item's level, the gold accuracy a manager would measure; it ranks
+annotators by that accuracy far better than the continuous fit's (``docs/results.md``, "The
+annotator table, against gold"). With the continuous posterior's labels (the paper's model, a
+fine scale)::
 
     r_l = P(level of l | z_m ~ q_{-l}(z_m), x ~ N(z_m, 1/rho_l), x within the scale) / pi_level
 
-with ``q_{-l}`` the item's posterior without rating l (leave-one-out, so a rating cannot
-confirm itself) and ``rho_l = E[tau_n] E[delta_c]``. An item nobody else rated credibly has
-``q_{-l}`` = the prior and gives ``r_l ~ 1``: no evidence either way. With the ratings
-independent given the items (their leave-one-out posteriors and n's expertise held at the
-fit's values), the posterior of n's reliability is one-dimensional and computed as it is::
+with ``q_{-l}`` the item's q(z) without rating l and ``rho_l = E[tau_n] E[delta_c]``
+(``evidence.rating_evidence``). Either way an item nobody else rated credibly gives
+``r_l ~ 1``: no evidence. With the ratings independent given the items (their leave-one-out
+posteriors held at the fit's values), the posterior of n's reliability is one-dimensional and
+computed as it is::
 
     p(eps | n's ratings) ∝ Beta(eps; a0, b0) * prod_l (1 - eps + eps r_l)
 
@@ -321,8 +333,9 @@ def annotator_flags(
     (central ``confidence`` credible interval of the reliability from the same posterior,
     whose median is ``annotators_["reliability"]``: ``fitted_flags``),
     ``flag_threshold`` and ``flag_confidence`` (the settings used, so a CSV explains itself).
-    The posterior is the module docstring's; it works for fits with or without the spam
-    component (the evidence compares each rating with uniform-at-``pi`` spam either way).
+    The posterior is the module docstring's, against the posterior the fit's labels come
+    from; it works for fits with or without the spam component (the evidence compares each
+    rating with spam drawn at the levels' shares either way).
     At the default settings a fit's own flags (``annotator_flags_``, computed with the fit)
     are returned as they are, not computed again.
     """

@@ -76,7 +76,9 @@ def test_paper_updates_run_and_differ(spammy):
     paper = OrdinalMixture("global", n_restarts=1, updates="paper", random_state=0)
     paper.fit(spammy.ratings)
     assert np.all(np.isfinite(paper.estimates_))
-    assert not np.allclose(exact.annotators_["reliability"], paper.annotators_["reliability"])
+    # the variational fit's own figures differ (the reliability is the label model's)
+    assert not np.allclose(exact.annotators_["spam_share"], paper.annotators_["spam_share"])
+    assert not np.allclose(exact.items_["z_mean"], paper.items_["z_mean"])
 
 
 def test_same_seed_same_result_and_restarts_differ(spammy):

@@ -46,12 +46,12 @@ def test_flags_with_their_evidence_in_three_groups():
     metrics = {
         m.label: m.value for m in at.metric if m.label in ("Unreliable", "Ok", "Undetermined")
     }
-    assert metrics == {"Unreliable": "9", "Ok": "21", "Undetermined": "0"}
+    assert metrics == {"Unreliable": "9", "Ok": "11", "Undetermined": "10"}
     figs = charts(at)
     assert {"ann_evidence", "ann_scatter", "ann_distributions"} <= set(figs)
     evidence = figs["ann_evidence"]
     names = {t["name"] for t in evidence["data"]}
-    assert names == {"unreliable (9)", "ok (21)"}
+    assert names == {"unreliable (9)", "ok (11)", "undetermined (10)"}
     hover = evidence["data"][0]["hovertemplate"]
     assert "P(unreliable)" in hover and "reliability" in hover
     assert evidence["layout"]["xaxis"]["type"] == "log"

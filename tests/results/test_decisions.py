@@ -268,6 +268,49 @@ def test_leave_one_out_and_rating_evidence_against_direct_computation():
     np.testing.assert_allclose(log_r, np.log(p_level / p_scale / pi[level]), rtol=1e-10)
 
 
+def test_label_evidence_against_direct_computation():
+    """``log r_l = log q_{-l}(level_l) - log pi_level``, with q_{-l} the product over the item's
+    other ratings computed directly (not by dividing the full posterior)."""
+    rng = np.random.default_rng(4)
+    n, m, k = 3, 4, 3
+    conf = rng.dirichlet(np.ones(k), size=(n, k))  # [n, c, x]
+    rho = np.array([0.5, 0.3, 0.2])
+    ann = np.array([0, 1, 2, 0, 1, 2, 0, 1])
+    inst = np.array([0, 0, 0, 1, 1, 2, 2, 3])
+    level = np.array([0, 2, 1, 1, 1, 2, 0, 2])
+    pi = np.bincount(level, minlength=k) / level.size
+
+    def post(rows: np.ndarray) -> np.ndarray:
+        p = rho.copy()
+        for r in rows:
+            p = p * conf[ann[r], :, level[r]]
+        return p / p.sum()
+
+    q = np.array([post(np.flatnonzero(inst == i)) for i in range(m)])
+    log_r = evidence.ratings_label_evidence(
+        ann, inst, level, q, conf, evidence.level_log_shares(np.bincount(level, minlength=k))
+    )
+    for j in range(level.size):
+        others = np.flatnonzero((inst == inst[j]) & (np.arange(level.size) != j))
+        assert log_r[j] == pytest.approx(np.log(post(others)[level[j]] / pi[level[j]]), rel=1e-10)
+    assert log_r[7] == pytest.approx(np.log(rho[2] / pi[2]))  # alone on its item: the prior
+
+
+def test_favourite_answer_spammers_are_not_reliable():
+    """Answering one level whatever the item matches the items of that level only; spam drawn at
+    the levels' shares explains those matches as well, so none of them is ``ok``."""
+    crowd = simulate_crowd(
+        300, 24, 5, spammer_share=0.4, random_state=3, favourite_share=1.0, favourite_weight=0.9
+    )
+    m = _fit(crowd.ratings, n_restarts=2)
+    flags = reliability.annotator_flags(m)
+    favourite = crowd.favourite.reindex(flags.index).notna()
+    assert favourite.sum() >= 8
+    assert (flags.loc[favourite, "flag"] != "ok").all()
+    assert (flags.loc[favourite, "flag"] == "unreliable").sum() >= favourite.sum() - 1
+    assert (flags.loc[~favourite, "flag"] != "unreliable").all()
+
+
 def test_bad_flag_settings_are_input_errors():
     with pytest.raises(InputError, match="threshold"):
         D.check_flag_settings(threshold=1.0)
@@ -399,8 +442,14 @@ def test_simulated_spammers_are_the_unreliable_ones():
     spam = pd.read_csv(ROOT / "demo_data" / "simulated-spammers.csv", dtype={"annotator": str})
     m = _fit(ratings, n_restarts=2)
     flags = reliability.annotator_flags(m).join(spam.set_index("annotator")["spammer"])
-    assert (flags.loc[flags["spammer"] == 1, "flag"] == "unreliable").all()
-    assert (flags.loc[flags["spammer"] == 0, "flag"] == "ok").all()
+    flags["reliability"] = m.annotators_["reliability"]
+    spammer = flags["spammer"] == 1
+    assert (flags.loc[spammer, "flag"] == "unreliable").all()
+    # a careful annotator of this crowd gives its item's level on 37% to 97% of its ratings
+    # (the rest near it): none is unreliable, and each is more reliable than every spammer
+    assert (flags.loc[~spammer, "flag"] != "unreliable").all()
+    assert (flags.loc[~spammer, "flag"] == "ok").mean() > 0.5
+    assert flags.loc[~spammer, "reliability"].min() > flags.loc[spammer, "reliability"].max()
 
 
 def test_annotator_flags_need_per_rating_results():
