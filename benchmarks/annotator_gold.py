@@ -5,10 +5,11 @@ For each shared set with gold (``validate_default.FOLDERS``), every annotator wi
 least ``--min-gold`` ratings of gold items gets their gold accuracy (the share of those
 ratings equal to the expert's level). Printed: Spearman's rank correlation of that accuracy
 with each column of ``ordmix fit``'s ``annotators.csv`` that ranks annotators
-(``reliability``, ``expertise``, ``agreement``, and ``p_unreliable`` negated), and with the
-label fit's own view of each annotator (``labels/confusion_model``): the share of answers
-that are the item's latent level, ``sum_c rho_c P(c | c)`` (``label_accuracy``), and its mean
-over levels (``label_balanced``); then the mean gold accuracy of the annotators of each flag.
+(``reliability`` and ``p_unreliable`` negated, one posterior judged against the label fit's
+items; ``expertise`` and ``agreement``), and with the label fit's own view of each annotator
+(``labels/confusion_model``): the share of answers that are the item's latent level,
+``sum_c rho_c P(c | c)`` (``label_accuracy``), and its mean over levels
+(``label_balanced``); then the mean gold accuracy of the annotators of each flag.
 
 Usage (from the project root, ../shared beside it)::
 

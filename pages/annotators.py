@@ -28,8 +28,9 @@ MEANING = {
     "they often contradict what the other ratings say about the same items. Review them.",
     "ok": "Their ratings make a reliability of {t:g} or more at least {c:.0%} probable: they "
     "agree with the other ratings of the same items.",
-    "undetermined": "Too few ratings, or ratings of items nobody else rated well, to judge "
-    "either way at {c:.0%}: not a verdict. Collect more of their ratings first.",
+    "undetermined": "Too few ratings, ratings of items nobody else rated well, or a reliability "
+    "near {t:g}, to judge either way at {c:.0%}: not a verdict. Collect more of their ratings "
+    "first.",
 }
 
 page_setup()
@@ -110,8 +111,8 @@ evidence_cols = {
     ),
     "expertise": st.column_config.NumberColumn(
         format="%.3g",
-        help="As annotators.csv has it. Where the fit's reliability is below "
-        f"{explanations.NO_EXPERTISE_BELOW:g} the fit takes (almost) all their ratings as "
+        help="As annotators.csv has it. Where their spam_share is above "
+        f"{1 - explanations.NO_EXPERTISE_BELOW:g} the fit takes (almost) all their ratings as "
         "spam, so their expertise is mostly its prior.",
     ),
     "agreement": st.column_config.NumberColumn(
@@ -131,13 +132,16 @@ shown = ["annotator", "n_ratings", "p_unreliable", "reliability_lower", "reliabi
          "still_moving"]  # fmt: skip
 shown = [c for c in shown if c == "annotator" or c in ann.columns]
 st.caption(
-    "Expertise: how precisely an annotator's honest ratings track the truth. Reliability: the "
-    "share of their ratings the fit takes as honest rather than spam. Bias: how far above (+, "
-    "lenient) or below (-, strict) the truth they rate, in units of the scale (0 under the "
-    "paper's model, which has no bias). Unstable: answers the data support about as well "
-    "(near-tied restarts, or the still-moving annotators carried the way they were going) "
-    "put their reliability on both sides of 0.5. Still moving: their reliability was still "
-    "changing when the fit stopped, so a longer fit may change their verdict."
+    "Reliability: the share of their ratings that give their item's level rather than spam, "
+    "each rating judged against what the other ratings of its item say (the posterior the "
+    "labels come from); the flag reads the same posterior. Expertise: how precisely an "
+    "annotator's honest ratings track the truth. Bias: how far above (+, lenient) or below "
+    "(-, strict) the truth they rate, in units of the scale (0 under the paper's model, which "
+    "has no bias). Unstable: answers the data support about as well (near-tied restarts, or "
+    "the still-moving annotators carried the way they were going) put the continuous fit's "
+    "reliability (eps in annotators.csv) on both sides of 0.5. Still moving: that eps was "
+    "still changing when the fit stopped, so a longer fit may change their expertise and spam "
+    "share."
 )
 tabs = st.tabs(
     [f"{flag.capitalize()} ({(ann['flag'] == flag).sum():,})" for flag in decisions.ANNOTATOR_FLAGS]
@@ -221,9 +225,9 @@ with c2:
 with st.expander("Expertise against the fit's reliability, and their distributions"):
     st.plotly_chart(figures.annotator_scatter(ann), key="ann_scatter")
     st.caption(
-        "The fit's own point estimates (expertise on a log scale): many annotators with only a "
-        "few ratings sit at the prior or at a reliability of 0 or 1, which is why the flags "
-        "above weigh the evidence instead. Annotators that share one spot are spread into a "
+        "The fit's own point estimates (expertise on a log scale; the reliability is the middle "
+        "of the posterior the flags read, so an annotator with few ratings sits near 0.5, "
+        "undetermined, however they rated). Annotators that share one spot are spread into a "
         "disc that grows with their number; hover shows each one's own values."
     )
     st.plotly_chart(figures.annotator_distributions(ann), key="ann_distributions")

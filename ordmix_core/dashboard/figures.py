@@ -202,7 +202,9 @@ def annotator_scatter(
     fig.update_xaxes(title="expertise E[tau] (precision of honest ratings)")
     if log_x:
         fig.update_xaxes(type="log")
-    fig.update_yaxes(title="reliability epsilon (P(rating is honest))", range=[-0.1, 1.1])
+    fig.update_yaxes(
+        title="reliability (share of ratings giving the item's level)", range=[-0.1, 1.1]
+    )
     return _layout(
         fig,
         "Annotators: expertise vs reliability",

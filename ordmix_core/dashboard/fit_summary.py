@@ -258,8 +258,8 @@ def fit_summary(model: OrdinalMixture, dec: decision_columns.Decisions | None = 
             f"unreliable: their ratings make a reliability below {t:g} at least {c:.0%} "
             f"probable; they gave {share:.1%} of the ratings. {n['ok']:,} {_be(n['ok'])} ok "
             f"(reliability {t:g} or more with {c:.0%} probability) and {n['undetermined']:,} "
-            "undetermined: too few ratings, or ratings of items nobody else rated well, to "
-            "judge either way."
+            "undetermined: too few ratings, ratings of items nobody else rated well, or a "
+            f"reliability near {t:g}, to judge either way."
         )
         if not model.spam_:
             lines.append(

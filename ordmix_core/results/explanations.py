@@ -111,8 +111,9 @@ def probability_text(p: float, digits: int = 3) -> str:
     return f"{p:.{digits}f}"
 
 
-#: below this fitted reliability an annotator's ratings are (almost) all taken as spam, so the
-#: fit has little to learn their expertise from: it is mostly its prior (the pages say so)
+#: below this share of an annotator's ratings taken as truth (1 - ``spam_share``) they are
+#: (almost) all spam to the fit, which has little to learn their expertise from: it is mostly
+#: its prior (the pages say so)
 NO_EXPERTISE_BELOW = 0.05
 
 

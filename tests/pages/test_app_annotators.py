@@ -69,7 +69,7 @@ def test_flags_with_their_evidence_in_three_groups():
     assert labels == ["Download review.csv", "Download annotators.csv"]
     # unstable and still_moving are columns of every group, explained in the
     # caption, with the fit's own values
-    assert "Still moving: their reliability was still changing when the fit stopped" in captions
+    assert "Still moving: that eps was still changing when the fit stopped" in captions
     assert "Unstable: answers the data support about as well" in captions
     fitted = at.session_state["ordmix"]["fit"].model.annotators_
     for table in t.values():

@@ -213,8 +213,8 @@ def test_upload_fit_flags_and_the_next_batch(server, chromium, tmp_path):
     expect(page.get_by_role("heading", name="Annotators")).to_be_visible()
     metrics = page.locator('[data-testid="stMetric"]')
     expect(metrics.filter(has_text="Unreliable")).to_contain_text("9")
-    expect(metrics.filter(has_text="Ok")).to_contain_text("21")
-    expect(metrics.filter(has_text="Undetermined")).to_contain_text("0")
+    expect(metrics.filter(has_text="Ok")).to_contain_text("11")
+    expect(metrics.filter(has_text="Undetermined")).to_contain_text("10")
     expect(page.get_by_text("Review them.").first).to_be_visible()
     chart = page.locator('[data-testid="stPlotlyChart"]').first
     expect(chart.get_by_text("Annotator flags and their evidence")).to_be_visible()
