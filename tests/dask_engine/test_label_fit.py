@@ -81,6 +81,7 @@ def test_trec_as_in_memory(scheduler, tmp_path):
     ratings = need("trec-rf10") / "ratings.csv"
     mem, dsk = both_engines(ratings, tmp_path, scheduler)
     same_labels(mem, dsk)
+    same_annotator_flags(mem, dsk)  # they read the label fit, not the continuous one
     # the continuous fit: the in-memory engine's own path moves with the order of its sums,
     # ratings sorted by instance (the order a Dask block holds them in) instead of the file's
     frame = pd.read_csv(ratings, dtype=str)
@@ -89,6 +90,7 @@ def test_trec_as_in_memory(scheduler, tmp_path):
     other = tmp_path / "mem-sorted"
     assert main(["fit", str(resorted), "--out", str(other), "--seed", "0", "--quiet"]) == 0
     same_labels(mem, other)
+    same_annotator_flags(mem, other)
     file_order, sorted_order = (json.loads((f / "summary.json").read_text()) for f in (mem, other))
     assert sorted_order["iterations"] != file_order["iterations"]
     assert abs(sorted_order["lower_bound"] - file_order["lower_bound"]) > 1.0  # nats
@@ -111,6 +113,16 @@ def test_a_million_ratings_as_in_memory(scheduler, tmp_path):
     mem, dsk = both_engines(path, tmp_path, scheduler, "--granularity", "query")
     same_labels(mem, dsk)
     assert_same_flags(mem, dsk)
+
+
+def same_annotator_flags(mem: Path, dsk: Path) -> None:
+    """The same annotators' flags, and their reliability posterior to rounding: it reads the
+    label fit, whatever the continuous fit's path."""
+    x = pd.read_csv(mem / "annotators.csv", dtype=IDS).set_index("annotator")
+    y = pd.read_csv(dsk / "annotators.csv", dtype=IDS).set_index("annotator").loc[x.index]
+    assert (x["flag"] == y["flag"]).all()
+    for col in ("reliability", "reliability_lower", "reliability_upper", "p_unreliable"):
+        np.testing.assert_allclose(y[col], x[col], rtol=0, atol=1e-9)
 
 
 def assert_same_flags(mem: Path, dsk: Path) -> None:
