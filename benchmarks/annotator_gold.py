@@ -11,9 +11,15 @@ items; ``expertise`` and ``agreement``), and with the label fit's own view of ea
 ``sum_c rho_c P(c | c)`` (``label_accuracy``), and its mean over levels
 (``label_balanced``); then the mean gold accuracy of the annotators of each flag.
 
+``--simulated``: simulated crowds instead (3, 5 and 11 levels, no spammers or 30%), whose
+gold is the rounded truth: Spearman's rho of the reliability with gold accuracy, and of the
+reliability judged against the continuous fit's q(z) instead (``evidence.ratings_evidence``);
+the spammers flagged ``unreliable``, and the gold accuracy of the careful annotators flagged so.
+
 Usage (from the project root, ../shared beside it)::
 
     python benchmarks/annotator_gold.py [--sets trec,web,adult,metaphor] [--min-gold 5]
+    python benchmarks/annotator_gold.py --simulated
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import argparse
 import subprocess
 import sys
 import tempfile
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +38,11 @@ from scipy.stats import spearmanr
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from validate_default import DATA, FOLDERS, LabelScores, load  # noqa: E402
+
+from ordmix_core.data.scale import Scale  # noqa: E402
+from ordmix_core.data.simulate import simulate_crowd  # noqa: E402
+from ordmix_core.estimators.ordinal_mixture import OrdinalMixture  # noqa: E402
+from ordmix_core.results import evidence, reliability  # noqa: E402
 
 #: the annotators.csv columns that rank annotators, with the sign that makes higher better
 COLUMNS = {"reliability": 1, "expertise": 1, "agreement": 1, "p_unreliable": -1}
@@ -71,11 +83,47 @@ def fit_table(folder: Path, work: Path) -> pd.DataFrame:
     return pd.read_csv(out / "annotators.csv", dtype={"annotator": str}).set_index("annotator")
 
 
+def simulated(k: int, spammer_share: float) -> str:
+    """One simulated crowd's line (``--simulated``): 600 items, 30 annotators, seed 2."""
+    scale = Scale(np.arange(1, k + 1, dtype=float))
+    crowd = simulate_crowd(600, 30, scale=scale, spammer_share=spammer_share, random_state=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = OrdinalMixture(n_restarts=3, random_state=0).fit(crowd.ratings)
+    d, ann = m.data_, m.annotators_
+    r = crowd.ratings
+    hit = r["rating"].astype(float).to_numpy() == r["instance"].map(crowd.gold).to_numpy(float)
+    acc = pd.Series(hit).groupby(r["annotator"].to_numpy()).mean().reindex(ann.index)
+    log_r = evidence.ratings_evidence(
+        d.ann, d.inst, d.cat, d.level, m.omega_, ann["expertise"].to_numpy(float),
+        m.categories_["difficulty"].to_numpy(float), m.items_["z_mean"].to_numpy(float),
+        m.hyperparams_,
+    )  # fmt: skip
+    against_z = reliability.reliability_posterior(d.ann, log_r, d.n_annotators)["median"]
+    spam = crowd.spammers.reindex(ann.index).to_numpy(bool)
+    flag = m.annotator_flags_["flag"].to_numpy()
+    careful = acc[~spam & (flag == "unreliable")]
+    return (
+        f"| {k} | {spammer_share:.0%} | {spearmanr(ann['reliability'], acc).statistic:.2f} | "
+        f"{spearmanr(against_z.to_numpy(), acc).statistic:.2f} | "
+        f"{int((flag[spam] == 'unreliable').sum())} / {int(spam.sum())} | "
+        f"{', '.join(f'{a:.2f}' for a in careful) or '-'} |"
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sets", default=",".join(FOLDERS))
     ap.add_argument("--min-gold", type=int, default=5)
+    ap.add_argument("--simulated", action="store_true", help="simulated crowds instead")
     args = ap.parse_args(argv)
+    if args.simulated:
+        print("| levels | spam | reliability | against q(z) | spammers unreliable | careful "
+              "annotators flagged: gold accuracy |\n|---|---|---|---|---|---|")  # fmt: skip
+        for k in (3, 5, 11):
+            for share in (0.0, 0.3):
+                print(simulated(k, share))
+        return
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.sets.split(","):
             ratings, gold = load(name)
