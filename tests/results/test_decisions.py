@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from scipy import integrate, optimize, stats
 from scipy.special import betaln
 
+from ordmix_core.data.scale import Scale
 from ordmix_core.data.simulate import simulate_crowd
 from ordmix_core.errors import InputError
 from ordmix_core.estimators.ordinal_mixture import OrdinalMixture
@@ -294,6 +295,46 @@ def test_label_evidence_against_direct_computation():
         others = np.flatnonzero((inst == inst[j]) & (np.arange(level.size) != j))
         assert log_r[j] == pytest.approx(np.log(post(others)[level[j]] / pi[level[j]]), rel=1e-10)
     assert log_r[7] == pytest.approx(np.log(rho[2] / pi[2]))  # alone on its item: the prior
+
+
+def test_label_evidence_is_clipped_and_level_shares_count_an_unchosen_level_once():
+    q = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.0]])
+    own = np.log(np.full((2, 3), 0.5))
+    log_r = evidence.label_evidence(q, own, np.array([2, 0]), np.array([-60.0, -60.0, -1.0]))
+    # the other ratings rule level 2 out: log 0 clipped; level 0 at share e^-60: 60 clipped
+    np.testing.assert_array_equal(log_r, [-evidence.LOG_R_CLIP, evidence.LOG_R_CLIP])
+    np.testing.assert_allclose(
+        evidence.level_log_shares(np.array([0, 1, 3])), np.log(np.array([1, 1, 3]) / 5)
+    )
+
+
+@pytest.mark.parametrize("labels", ["continuous", "confusion-on-classes"])
+def test_each_rating_is_judged_against_the_posterior_the_labels_come_from(labels):
+    """The continuous posterior's labels: the evidence against q(z) (``ratings_evidence``);
+    a slider's labels from the confusion model: against its classes' posterior."""
+    if labels == "continuous":
+        crowd = simulate_crowd(n_items=80, n_annotators=8, random_state=3)
+        m = _fit(crowd.ratings, n_restarts=1, labels="continuous")
+        d = m.data_
+        want = evidence.ratings_evidence(
+            d.ann, d.inst, d.cat, d.level, m.omega_,
+            m.annotators_["expertise"].to_numpy(float),
+            m.categories_["difficulty"].to_numpy(float), m.items_["z_mean"].to_numpy(float),
+            m.hyperparams_,
+        )  # fmt: skip
+    else:
+        crowd = simulate_crowd(n_items=80, n_annotators=8, scale=Scale(np.arange(101.0)),
+                               random_state=3)  # fmt: skip
+        m = _fit(crowd.ratings, n_restarts=1, labels="confusion")
+        d, result = m.data_, m.label_result_
+        assert result.classes is not None and result.fit.q.shape[1] < 101
+        level = result.classes[d.level]
+        want = evidence.ratings_label_evidence(
+            d.ann, d.inst, level, result.fit.q, result.fit.confusion,
+            evidence.level_log_shares(np.bincount(level)),
+        )  # fmt: skip
+    np.testing.assert_array_equal(evidence.annotator_evidence(m), want)
+    assert not np.allclose(want, 0.0)
 
 
 def test_favourite_answer_spammers_are_not_reliable():
