@@ -308,19 +308,21 @@ def test_label_evidence_is_clipped_and_level_shares_count_an_unchosen_level_once
     )
 
 
-@pytest.mark.parametrize("labels", ["continuous", "confusion-on-classes"])
+@pytest.mark.parametrize("labels", ["continuous", "continuous-not-ordinal", "confusion-on-classes"])
 def test_each_rating_is_judged_against_the_posterior_the_labels_come_from(labels):
-    """The continuous posterior's labels: the evidence against q(z) (``ratings_evidence``);
-    a slider's labels from the confusion model: against its classes' posterior."""
-    if labels == "continuous":
+    """The continuous posterior's labels: the evidence against q(z) (``ratings_evidence``,
+    of the fit's own ``ordinal``); a slider's labels from the confusion model: against its
+    classes' posterior."""
+    if labels.startswith("continuous"):
+        ordinal = labels == "continuous"
         crowd = simulate_crowd(n_items=80, n_annotators=8, random_state=3)
-        m = _fit(crowd.ratings, n_restarts=1, labels="continuous")
+        m = _fit(crowd.ratings, n_restarts=1, labels="continuous", ordinal=ordinal)
         d = m.data_
         want = evidence.ratings_evidence(
             d.ann, d.inst, d.cat, d.level, m.omega_,
             m.annotators_["expertise"].to_numpy(float),
             m.categories_["difficulty"].to_numpy(float), m.items_["z_mean"].to_numpy(float),
-            m.hyperparams_,
+            m.hyperparams_, ordinal,
         )  # fmt: skip
     else:
         crowd = simulate_crowd(n_items=80, n_annotators=8, scale=Scale(np.arange(101.0)),
@@ -493,12 +495,24 @@ def test_simulated_spammers_are_the_unreliable_ones():
     assert flags.loc[~spammer, "reliability"].min() > flags.loc[spammer, "reliability"].max()
 
 
-def test_annotator_flags_need_per_rating_results():
+@pytest.mark.parametrize("has_levels", [False, True])
+def test_annotator_flags_need_per_rating_results(has_levels):
+    """A Dask fit keeps the label fit's q and the continuous fit's omega on its workers: its
+    flags at other settings are an input error, whatever else it holds."""
+
+    class Data:
+        level = np.zeros(3, dtype=int)
+
     class Fake:
         omega_ = None
-        data_ = None
+        data_ = Data() if has_levels else None
+        label_result_ = type("Result", (), {"fit": type("Fit", (), {"q": None})()})()
 
-    with pytest.raises(InputError, match="Dask"):
+    message = (
+        "annotator flags need the fit's per-rating results \\(omega_\\), which the Dask engine "
+        "keeps on its workers; fit with the in-memory engine"
+    )
+    with pytest.raises(InputError, match=message):
         reliability.annotator_flags(Fake())
 
 
