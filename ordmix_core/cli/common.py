@@ -164,7 +164,7 @@ def fit_report(
     else:
         flags = (
             f"{ann.get('unreliable', 0):,} flagged unreliable, {ann.get('ok', 0):,} ok, "
-            f"{ann.get('undetermined', 0):,} undetermined (too few ratings to judge)"
+            f"{ann.get('undetermined', 0):,} undetermined (too few ratings, or near the threshold)"
         )
     lines.append(f"ordmix: {summary['n_annotators']:,} annotators: {flags}{spam}")
     if summary.get("agreement") is not None:

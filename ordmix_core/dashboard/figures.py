@@ -65,7 +65,7 @@ FLAG_STYLE = {
     "ok": ("annotator", "circle"),
     "spammer": ("flagged as spammer", "x"),
     "unreliable": ("unreliable", "x"),
-    "undetermined": ("too few ratings to judge", "circle-open"),
+    "undetermined": ("undetermined: too few ratings, or near the threshold", "circle-open"),
 }
 
 

@@ -98,7 +98,7 @@ def test_annotator_scatter_draws_a_flag_column_when_given():
     assert names == {
         "annotator": {"b"},
         "unreliable": {"c"},
-        "too few ratings to judge": {"a", "d"},
+        "undetermined: too few ratings, or near the threshold": {"a", "d"},
     }
 
 
