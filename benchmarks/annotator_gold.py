@@ -13,7 +13,7 @@ items; ``expertise`` and ``agreement``), and with the label fit's own view of ea
 
 ``--simulated``: simulated crowds instead (3, 5 and 11 levels, no spammers or 30%), whose
 gold is the rounded truth: Spearman's rho of the reliability with gold accuracy, and of the
-reliability judged against the continuous fit's q(z) instead (``evidence.ratings_evidence``);
+reliability judged against the continuous fit's q(z) instead (``evidence.continuous_evidence``);
 the spammers flagged ``unreliable``, and the gold accuracy of the careful annotators flagged so.
 
 Usage (from the project root, ../shared beside it)::
@@ -94,11 +94,7 @@ def simulated(k: int, spammer_share: float) -> str:
     r = crowd.ratings
     hit = r["rating"].astype(float).to_numpy() == r["instance"].map(crowd.gold).to_numpy(float)
     acc = pd.Series(hit).groupby(r["annotator"].to_numpy()).mean().reindex(ann.index)
-    log_r = evidence.ratings_evidence(
-        d.ann, d.inst, d.cat, d.level, m.omega_, ann["expertise"].to_numpy(float),
-        m.categories_["difficulty"].to_numpy(float), m.items_["z_mean"].to_numpy(float),
-        m.hyperparams_,
-    )  # fmt: skip
+    log_r = evidence.continuous_evidence(m)
     against_z = reliability.reliability_posterior(d.ann, log_r, d.n_annotators)["median"]
     spam = crowd.spammers.reindex(ann.index).to_numpy(bool)
     flag = m.annotator_flags_["flag"].to_numpy()

@@ -10,7 +10,8 @@ derives it), taken against the posterior the fit's labels come from.
   ``ratings_evidence`` takes it for a set of ratings holding every rating of their items (a
   fit's, or a Dask block's), a chunk at a time.
 
-Pure array functions but ``annotator_evidence``, which reads a fitted in-memory model.
+Pure array functions but ``annotator_evidence`` and ``continuous_evidence``, which read a
+fitted in-memory model.
 """
 
 from __future__ import annotations
@@ -133,7 +134,7 @@ def level_log_shares(counts: np.ndarray) -> np.ndarray:
     """log of each level's share of the ratings (K,) from their counts (K,); a level nobody
     chose (never looked up) gets the share of one rating."""
     c = np.maximum(np.asarray(counts, dtype=float), 1.0)
-    return libm.log(c) - libm.log(np.asarray([c.sum()]))[0]
+    return libm.log(c / c.sum())
 
 
 def ratings_label_evidence(
@@ -160,8 +161,7 @@ def ratings_label_evidence(
 def annotator_evidence(model) -> np.ndarray:
     """``log r_l`` for every rating of a fitted in-memory model; (L,): against its label
     model (``ratings_label_evidence``) when its labels are that model's, else against its
-    continuous posterior (``ratings_evidence``, which needs the per-rating ``omega_``). The
-    Dask engine's blocks hold their own."""
+    continuous posterior (``continuous_evidence``). The Dask engine's blocks hold their own."""
     data = getattr(model, "data_", None)
     result = getattr(model, "label_result_", None)
     fit = getattr(result, "fit", None)
@@ -172,6 +172,14 @@ def annotator_evidence(model) -> np.ndarray:
         return ratings_label_evidence(
             data.ann, data.inst, level, fit.q, fit.confusion, level_log_shares(counts)
         )
+    return continuous_evidence(model)
+
+
+def continuous_evidence(model) -> np.ndarray:
+    """``log r_l`` for every rating of a fitted in-memory model against its continuous
+    posterior q(z) (``ratings_evidence``); (L,). Needs the per-rating ``omega_`` and
+    ``data_`` (the Dask engine's blocks hold theirs)."""
+    data = getattr(model, "data_", None)
     omega = getattr(model, "omega_", None)
     if omega is None or not hasattr(data, "level"):
         raise InputError(
