@@ -233,7 +233,7 @@ def label_frame(fit_id: str, index: int) -> pd.DataFrame:
 
 
 # --------------------------------------------------------------------------- the flags
-def flag_evidence(
+def weights_and_evidence(
     fit_id: str, index: int, expertise: np.ndarray, restart: int, slot: int, box: Box
 ) -> None:
     """The items' truth weight (the sum of q(y) over each item's ratings) of the restart's

@@ -184,7 +184,9 @@ class _Sweeps:
         self.pinned: tuple[int, ...] = ()  # slots every plain sweep keeps (``alternative``)
         self.tops: dict[int, tuple] = {}  # each restart's last settle's top item (``settle_top``)
         self.exact_eps = accelerate  # the exact eps step (``OrdinalMixture._exact_eps``)
-        self.keep_q_y = False  # every mixture state keeps its sweep's q(y) (the flags')
+        # every state with spam keeps its sweep's q(y): the winner's truth weight reads it (and
+        # with the continuous posterior's labels, its flags' evidence)
+        self.keep_q_y = False
         self.lo, self.hi = float(gp.thresholds[0]), float(gp.thresholds[-1])
 
     def branch_fn(self, ann_hash: np.ndarray, sc) -> race.BranchFn:
@@ -286,7 +288,8 @@ class _Sweeps:
     def _keeps_q_y(self, spam: object) -> bool:
         """Whether a sweep of stage ``spam`` leaves its q(y) in the new slot: the mixture's
         for the exact eps step, and with ``keep_q_y`` every stage with spam (the uniform
-        stage's too: a fit stopped there has its winner's flags read from it, as in memory)."""
+        stage's too: a fit stopped there has its winner's truth weight read from it, as in
+        memory)."""
         return (self.exact_eps and spam is True) or (self.keep_q_y and spam is not False)
 
     def sweep(self, g: _Global, spam: bool, history: tuple | None) -> tuple:

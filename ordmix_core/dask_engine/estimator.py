@@ -245,7 +245,7 @@ class DaskOrdinalMixture(OrdinalMixture):
         if prev is not None:  # a refit: the previous posteriors as its starts
             runs = self._warm_runs(bl, prev, runs, annotators, categories, gp)
         sweeps = _Sweeps(bl, gp, local_cats, n_ratings, self.n_restarts, self.accelerate)
-        sweeps.keep_q_y = True  # the flags read the winner's (``label_fit.finish``)
+        sweeps.keep_q_y = True  # the truth weight reads the winner's (``label_fit.finish``)
         sweeps.exact_eps = self._exact_eps()
         interrupted = self._schedule(runs, sweeps, callback, branch=sweeps.branch_fn(ann_hash, sc))
 

@@ -13,7 +13,7 @@ fit, one posterior per item and the annotators' flags, with the blocks' sums.
   ``q @ report``, the gain and the gold items' rows on the blocks (``label_posterior``).
 - The flags (``reliability.fitted_flags``): each block's ratings' evidence against the
   posterior the labels come from, the label fit (``label_evidence``, before the posterior
-  drops it) or the continuous fit's winner (``flag_evidence``); the reliability posterior's
+  drops it) or the continuous fit's winner (``weights_and_evidence``); the reliability posterior's
   bisection and grid from the blocks' per-annotator sums (``reliability.posterior_from_sums``).
 - The agreement (``agreement``): the crowd's alpha from the blocks' distinct rating patterns,
   added (the in-memory figure's bits), each annotator's from the blocks' per-annotator sums.
@@ -200,7 +200,7 @@ class BlockLabels:
         """On the blocks, the items' truth weight of ``model``'s winner (its learned frames
         set, its state in ``slot`` of ``restart``) and, when the labels are the continuous
         posterior's (``continuous``), the ratings' evidence against it
-        (``block_labels.flag_evidence``)."""
+        (``block_labels.weights_and_evidence``)."""
         expertise = model.annotators_["expertise"].to_numpy(dtype=float)
         difficulty = None
         if not local_categories and continuous:
@@ -208,7 +208,11 @@ class BlockLabels:
         box = (difficulty, model.hyperparams_, getattr(model, "ordinal", True), continuous)
         wait(
             self.each(
-                block_labels.flag_evidence, lambda c: (expertise[c],), restart, slot, Box(box)
+                block_labels.weights_and_evidence,
+                lambda c: (expertise[c],),
+                restart,
+                slot,
+                Box(box),
             )
         )
 
