@@ -566,8 +566,8 @@ def test_partitioned_items_at_instance_granularity_get_their_decisions(client, r
 @pytest.mark.parametrize("stop_at", [25, 80])
 def test_progress_and_stop_as_in_memory(client, ratings, stop_at):
     """The callback sees the same (restart, iteration, F) and a stop keeps the same result,
-    in the warm-up (25) or in the stage with uniform spam (80, its 10th sweep: the winner's
-    flags read that stage's q(y), which the blocks keep)."""
+    in the warm-up (25) or in the stage with uniform spam (80, its 10th sweep: the items'
+    truth weight reads that stage's q(y), which the blocks keep)."""
 
     def recorder(calls):
         def cb(restart, iteration, f):
