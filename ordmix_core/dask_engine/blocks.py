@@ -240,8 +240,7 @@ def phase_xy_tau(
     sweep from a slot (not from a proposal) drops that of the restart's slots other than its
     start, which a step always makes from the current state: the start stays current if this
     sweep is refused (a flip, or the exact eps step's fallback), else the new slot is; the
-    slots ``keep_q_y`` keep theirs (the winner's while the alternative sweeps: its truth
-    weight's).
+    slots ``keep_q_y`` keep theirs (the winner's while the alternative sweeps: truth weight).
     """
     b = _REGISTRY[f"{fit_id}/{index}"]
     p = b.problem.at(spam)
