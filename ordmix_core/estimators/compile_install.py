@@ -1,0 +1,67 @@
+"""numba's compile at ``pip install -e .``: the first fit after install loads every kernel from
+the cache instead of compiling them (about a minute of CPU on a first run).
+
+setuptools runs ``CompileAtInstall`` (``[tool.setuptools.cmdclass]`` in ``pyproject.toml``)
+where it would copy the modules; in an editable install the modules stay where they are, so the
+kernels a child process compiles (``compile_fit.compile_every_kernel``) land in numba's cache
+beside them, where a fit looks. The build environment brings what that fit imports (numba and
+the libraries in ``[build-system] requires``); numba keys its cache on its own version and each
+module's time stamp, so a kernel compiled by another numba or from another version of a module
+is compiled again, as without this step. A wheel's modules are copied, with new time stamps:
+nothing is compiled there. The install never fails for it: a failed compile is one line on
+pip's log (``pip install -v`` shows it) and the first run compiles as before.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from setuptools.command.build_py import build_py
+
+#: set (to anything but "" or "0") to compile nothing at install (a developer's quick reinstall)
+NO_INSTALL_COMPILE = "ORDMIX_NO_INSTALL_COMPILE"
+
+#: the longest the compile may take (seconds); then it is stopped and the first run compiles
+INSTALL_COMPILE_TIMEOUT = 900.0
+
+#: what the child runs: the fit that compiles every kernel a default fit calls
+CHILD_CODE = (
+    "from ordmix_core.estimators.compile_fit import compile_every_kernel; compile_every_kernel()"
+)
+
+
+def compile_kernels(root: Path, timeout: float = INSTALL_COMPILE_TIMEOUT) -> str:
+    """Compile every kernel of the package at ``root`` (the folder holding ``ordmix_core``)
+    into numba's cache, in a child of this interpreter that imports the package from
+    ``root``; returns one line saying what happened (never raises for a failed compile)."""
+    if os.environ.get(NO_INSTALL_COMPILE, "") not in ("", "0"):
+        return f"ordmix: no compile at install ({NO_INSTALL_COMPILE} is set)"
+    env = dict(os.environ)  # pip's build environment is set up through PYTHONPATH: keep it
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH")) if p)
+    env["ORDMIX_NO_BACKGROUND_COMPILE"] = "1"
+    start = time.perf_counter()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", CHILD_CODE], cwd=root, env=env, timeout=timeout,
+            stdin=subprocess.DEVNULL, capture_output=True, text=True,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"ordmix: numba's kernels not compiled at install ({exc}); the first run will"
+    seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        return f"ordmix: numba's kernels not compiled at install ({last}); the first run will"
+    return f"ordmix: numba's kernels compiled into its cache in {seconds:.0f} s"
+
+
+class CompileAtInstall(build_py):
+    """setuptools' ``build_py``, then, in an editable install, ``compile_kernels``."""
+
+    def run(self) -> None:
+        super().run()
+        if getattr(self, "editable_mode", False):
+            self.announce(compile_kernels(Path(__file__).resolve().parents[2]), level=3)

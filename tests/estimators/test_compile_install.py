@@ -1,0 +1,134 @@
+"""compile_install: numba's kernels compiled at ``pip install -e .``, never failing the install."""
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from setuptools import Distribution
+from setuptools.command.build_py import build_py
+
+from ordmix_core.estimators import compile_install
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_nothing_is_compiled_when_asked_not_to(monkeypatch):
+    monkeypatch.setenv(compile_install.NO_INSTALL_COMPILE, "1")
+
+    def no_child(*args, **kwargs):
+        raise AssertionError("no child may start")
+
+    monkeypatch.setattr(subprocess, "run", no_child)
+    assert "no compile at install" in compile_install.compile_kernels(ROOT)
+
+
+@pytest.mark.parametrize(
+    ("code", "timeout", "said"),
+    [
+        ("import sys; sys.exit('no numba here')", 60, "(no numba here)"),
+        ("import time; time.sleep(30)", 0.5, "timed out after 0.5 seconds"),
+    ],
+)
+def test_a_failed_compile_is_one_line_and_no_error(monkeypatch, code, timeout, said):
+    monkeypatch.delenv(compile_install.NO_INSTALL_COMPILE, raising=False)
+    monkeypatch.setattr(compile_install, "CHILD_CODE", code)
+    line = compile_install.compile_kernels(ROOT, timeout=timeout)
+    assert line.startswith("ordmix: numba's kernels not compiled at install")
+    assert said in line and line.endswith("the first run will") and "\n" not in line
+
+
+def test_the_child_imports_the_tree_first_and_keeps_the_build_environment(monkeypatch, tmp_path):
+    """pip's isolated build environment is set up through PYTHONPATH: the child keeps it,
+    behind the tree being installed, and compiles nothing in the background besides."""
+    monkeypatch.delenv(compile_install.NO_INSTALL_COMPILE, raising=False)
+    monkeypatch.setenv("PYTHONPATH", "build-env")
+    check = textwrap.dedent(
+        f"""
+        import os, sys
+        path = os.environ["PYTHONPATH"].split(os.pathsep)
+        if path != [{str(tmp_path)!r}, "build-env"] or sys.path[1] != {str(tmp_path)!r}:
+            sys.exit("PYTHONPATH " + os.environ["PYTHONPATH"])
+        if os.environ.get("ORDMIX_NO_BACKGROUND_COMPILE") != "1":
+            sys.exit("a background compile besides")
+        if os.getcwd() != {str(tmp_path)!r}:
+            sys.exit("cwd " + os.getcwd())
+        """
+    )
+    monkeypatch.setattr(compile_install, "CHILD_CODE", check)
+    line = compile_install.compile_kernels(tmp_path)
+    assert line.startswith("ordmix: numba's kernels compiled into its cache in"), line
+
+
+@pytest.mark.parametrize("editable", [True, False])
+def test_the_hook_compiles_only_in_an_editable_install(monkeypatch, editable):
+    """A wheel's modules are copied with new time stamps, where numba's cache would not be
+    found: only an editable install compiles, the tree holding ``ordmix_core``."""
+    roots = []
+    monkeypatch.setattr(compile_install, "compile_kernels", lambda root: roots.append(root) or "")
+    monkeypatch.setattr(build_py, "run", lambda self: None)
+    command = compile_install.CompileAtInstall(Distribution())
+    command.editable_mode = editable
+    command.run()
+    assert roots == ([ROOT] if editable else [])
+
+
+def test_setuptools_runs_the_hook():
+    """``pyproject.toml`` names the hook as setuptools' ``build_py``, and the build environment
+    brings what the compile imports."""
+    import tomllib  # Python 3.11+; the test environment's
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    hook = project["tool"]["setuptools"]["cmdclass"]["build_py"]
+    assert hook == "ordmix_core.estimators.compile_install.CompileAtInstall"
+    needs = {r.split(">")[0].split("=")[0] for r in project["build-system"]["requires"]}
+    runtime = {r.split(">")[0].split("=")[0] for r in project["project"]["dependencies"]}
+    assert {"setuptools", "numba", "numpy", "scipy", "pandas", "pyarrow"} <= needs
+    assert needs - {"setuptools"} <= runtime
+
+
+@pytest.mark.slow
+def test_a_new_install_fits_the_demo_without_compiling(tmp_path):
+    """The README's install in a new venv from a copy of this tree's files (no numba cache):
+    the first fit of the shipped TREC demo then loads every kernel it runs from the cache."""
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+        cwd=ROOT, capture_output=True, text=True,
+    )  # fmt: skip
+    if listed.returncode != 0:
+        pytest.skip("needs the repository's git checkout to copy")
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "PYTHONPATH")}
+    env.pop(compile_install.NO_INSTALL_COMPILE, None)
+    clone, venv = tmp_path / "clone", tmp_path / "venv"
+    for name in filter(None, listed.stdout.split("\0")):
+        if (ROOT / name).is_file():
+            (clone / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, clone / name)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run(
+        [str(venv / "bin" / "pip"), "install", "-q", "-e", "."], cwd=clone, env=env, check=True
+    )
+    check = textwrap.dedent(
+        f"""
+        import warnings
+        warnings.simplefilter("ignore")
+        import pandas as pd
+        import ordmix_core
+        from ordmix_core import OrdinalMixture
+        from ordmix_core.numerics import jit
+        assert ordmix_core.__file__.startswith({str(clone)!r}), ordmix_core.__file__
+        pending = jit.uncompiled()
+        trec = pd.read_csv({str(ROOT / "demo_data" / "trec-rf10-ratings.csv")!r})
+        OrdinalMixture(granularity="query", random_state=0).fit(trec)
+        print(sum(bool(k.overloads) for k in pending), sum(bool(k.overloads) for k in jit.KERNELS))
+        """
+    )
+    out = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", check],
+        cwd=tmp_path, env=env, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    compiled, loaded = out.stdout.split()
+    assert compiled == "0" and int(loaded) > 20  # every kernel the fit ran, from the cache
