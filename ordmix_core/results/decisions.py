@@ -305,9 +305,9 @@ def label_warnings(spam_share: float, undetermined_share: float) -> list[FitWarn
     out = []
     if spam_share > SPAM_WARNING_SHARE:
         out.append(FitWarning(SpamWarning, (
-            f"{spam_share:.0%} of the ratings are taken as spam: check the annotators flagged "
-            "unreliable (ordmix next --review) and their spam_share; if your crowd has no "
-            "spammers, fit with --spam off and compare"
+            f"{spam_share:.0%} of the ratings are taken as spam: review the annotators flagged "
+            "unreliable (ordmix next --review) and have the items ordmix next lists rated "
+            "again (the labels already weigh each annotator by their own confusion)"
         )))  # fmt: skip
     if undetermined_share > UNDETERMINED_WARNING_SHARE:
         out.append(FitWarning(UndeterminedWarning, (

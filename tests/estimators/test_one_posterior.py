@@ -89,7 +89,7 @@ def test_mostly_spam_says_so_in_one_warning():
     share = 1 - decisions.truth_share(model)
     assert share > decisions.SPAM_WARNING_SHARE and not model.collapsed_
     assert len(spam) == 1
-    assert f"{share:.0%}" in str(spam[0].message) and "--spam off" in str(spam[0].message)
+    assert f"{share:.0%}" in str(spam[0].message) and "ordmix next --review" in str(spam[0].message)
     assert str(spam[0].message) in model.warnings_  # the Fit page shows warnings_
 
 
