@@ -16,6 +16,13 @@ from ordmix_core.estimators import compile_install
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def test_the_switch_at_0_compiles(monkeypatch):
+    monkeypatch.setenv(compile_install.NO_INSTALL_COMPILE, "0")
+    monkeypatch.setattr(compile_install, "CHILD_CODE", "pass")
+    line = compile_install.compile_kernels(ROOT)
+    assert line.startswith("ordmix: numba's kernels compiled into its cache in")
+
+
 def test_nothing_is_compiled_when_asked_not_to(monkeypatch):
     monkeypatch.setenv(compile_install.NO_INSTALL_COMPILE, "1")
 
@@ -30,6 +37,7 @@ def test_nothing_is_compiled_when_asked_not_to(monkeypatch):
     ("code", "timeout", "said"),
     [
         ("import sys; sys.exit('no numba here')", 60, "(no numba here)"),
+        ("import os; os._exit(3)", 60, "(no message)"),
         ("import time; time.sleep(30)", 0.5, "timed out after 0.5 seconds"),
     ],
 )
