@@ -64,4 +64,5 @@ class CompileAtInstall(build_py):
     def run(self) -> None:
         super().run()
         if getattr(self, "editable_mode", False):
-            self.announce(compile_kernels(Path(__file__).resolve().parents[2]), level=3)
+            # pip shows a build's output with -v or when it fails
+            print(compile_kernels(Path(__file__).resolve().parents[2]), file=sys.stderr)

@@ -140,3 +140,4 @@ def test_a_new_install_fits_the_demo_without_compiling(tmp_path):
     )  # fmt: skip
     compiled, loaded = out.stdout.split()
     assert compiled == "0" and int(loaded) > 20  # every kernel the fit ran, from the cache
+
