@@ -49,26 +49,46 @@ def test_a_failed_compile_is_one_line_and_no_error(monkeypatch, code, timeout, s
     assert said in line and line.endswith("the first run will") and "\n" not in line
 
 
-def test_the_child_imports_the_tree_first_and_keeps_the_build_environment(monkeypatch, tmp_path):
-    """pip's isolated build environment is set up through PYTHONPATH: the child keeps it,
-    behind the tree being installed, and compiles nothing in the background besides."""
+def test_the_childs_environment(monkeypatch, tmp_path):
+    """The tree first on the path; behind it pip's build environment (set up through
+    PYTHONPATH and PYTHONNOUSERSITE) or the installed one; no background compile besides."""
+    monkeypatch.setenv("PYTHONPATH", "build-env")
+    monkeypatch.setenv("PYTHONNOUSERSITE", "1")
+    built = compile_install.child_env(tmp_path, build_env=True)
+    assert built["PYTHONPATH"].split(os.pathsep) == [str(tmp_path), "build-env"]
+    assert built["PYTHONNOUSERSITE"] == "1"
+    installed = compile_install.child_env(tmp_path, build_env=False)
+    assert installed["PYTHONPATH"] == str(tmp_path) and "PYTHONNOUSERSITE" not in installed
+    assert built["ORDMIX_NO_BACKGROUND_COMPILE"] == installed["ORDMIX_NO_BACKGROUND_COMPILE"] == "1"
+
+
+@pytest.mark.parametrize(
+    ("needs_build_env", "runs", "said"),
+    [(False, 1, "with the installed"), (True, 2, "with the build environment's")],
+)
+def test_the_installed_libraries_first_then_the_build_environments(
+    monkeypatch, tmp_path, needs_build_env, runs, said
+):
+    """numba reads only a cache its own version wrote: the child runs with the libraries the
+    package is installed with, and only where that fails with the build environment's; in
+    the tree's folder, the tree first on ``sys.path``."""
     monkeypatch.delenv(compile_install.NO_INSTALL_COMPILE, raising=False)
     monkeypatch.setenv("PYTHONPATH", "build-env")
+    log = tmp_path / "runs"
     check = textwrap.dedent(
         f"""
         import os, sys
-        path = os.environ["PYTHONPATH"].split(os.pathsep)
-        if path != [{str(tmp_path)!r}, "build-env"] or sys.path[1] != {str(tmp_path)!r}:
-            sys.exit("PYTHONPATH " + os.environ["PYTHONPATH"])
-        if os.environ.get("ORDMIX_NO_BACKGROUND_COMPILE") != "1":
-            sys.exit("a background compile besides")
-        if os.getcwd() != {str(tmp_path)!r}:
-            sys.exit("cwd " + os.getcwd())
+        open({str(log)!r}, "a").write("run\\n")
+        if sys.path[1] != {str(tmp_path)!r} or os.getcwd() != {str(tmp_path)!r}:
+            sys.exit("the tree is not first")
+        if {needs_build_env!r} and "build-env" not in os.environ["PYTHONPATH"]:
+            sys.exit("ModuleNotFoundError: No module named 'numpy'")
         """
     )
     monkeypatch.setattr(compile_install, "CHILD_CODE", check)
     line = compile_install.compile_kernels(tmp_path)
     assert line.startswith("ordmix: numba's kernels compiled into its cache in"), line
+    assert line.endswith(said + " libraries") and log.read_text().count("run") == runs
 
 
 @pytest.mark.parametrize("editable", [True, False])
@@ -140,4 +160,3 @@ def test_a_new_install_fits_the_demo_without_compiling(tmp_path):
     )  # fmt: skip
     compiled, loaded = out.stdout.split()
     assert compiled == "0" and int(loaded) > 20  # every kernel the fit ran, from the cache
-
