@@ -62,7 +62,6 @@ def compile_kernels(root: Path, timeout: float = INSTALL_COMPILE_TIMEOUT) -> str
     if os.environ.get(NO_INSTALL_COMPILE, "") not in ("", "0"):
         return f"ordmix: no compile at install ({NO_INSTALL_COMPILE} is set)"
     start = time.perf_counter()
-    why = "no message"
     for build_env in (False, True):
         try:
             done = subprocess.run(

@@ -20,7 +20,7 @@ def test_the_switch_at_0_compiles(monkeypatch):
     monkeypatch.setenv(compile_install.NO_INSTALL_COMPILE, "0")
     monkeypatch.setattr(compile_install, "CHILD_CODE", "pass")
     line = compile_install.compile_kernels(ROOT)
-    assert line.startswith("ordmix: numba's kernels compiled into its cache in")
+    assert line.startswith("ordmix: numba's kernels compiled into its cache in 0 s")
 
 
 def test_nothing_is_compiled_when_asked_not_to(monkeypatch):
@@ -52,6 +52,10 @@ def test_a_failed_compile_is_one_line_and_no_error(monkeypatch, code, timeout, s
 def test_the_childs_environment(monkeypatch, tmp_path):
     """The tree first on the path; behind it pip's build environment (set up through
     PYTHONPATH and PYTHONNOUSERSITE) or the installed one; no background compile besides."""
+    monkeypatch.delenv("ORDMIX_NO_BACKGROUND_COMPILE", raising=False)
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    alone = compile_install.child_env(tmp_path, build_env=True)
+    assert alone["PYTHONPATH"] == str(tmp_path)  # no build environment to keep
     monkeypatch.setenv("PYTHONPATH", "build-env")
     monkeypatch.setenv("PYTHONNOUSERSITE", "1")
     built = compile_install.child_env(tmp_path, build_env=True)
@@ -91,17 +95,27 @@ def test_the_installed_libraries_first_then_the_build_environments(
     assert line.endswith(said + " libraries") and log.read_text().count("run") == runs
 
 
-@pytest.mark.parametrize("editable", [True, False])
-def test_the_hook_compiles_only_in_an_editable_install(monkeypatch, editable):
+@pytest.mark.parametrize("editable", [True, False, None])
+def test_the_hook_compiles_only_in_an_editable_install(monkeypatch, capsys, editable):
     """A wheel's modules are copied with new time stamps, where numba's cache would not be
-    found: only an editable install compiles, the tree holding ``ordmix_core``."""
+    found: only an editable install compiles, the tree holding ``ordmix_core`` (a setuptools
+    that does not say, ``None``, builds a wheel), and says so on the build's stderr."""
     roots = []
-    monkeypatch.setattr(compile_install, "compile_kernels", lambda root: roots.append(root) or "")
+    monkeypatch.setattr(
+        compile_install, "compile_kernels", lambda root: roots.append(root) or "said"
+    )
     monkeypatch.setattr(build_py, "run", lambda self: None)
     command = compile_install.CompileAtInstall(Distribution())
-    command.editable_mode = editable
+    if editable is None:  # an older setuptools: neither the class nor the command has it
+        monkeypatch.delattr(build_py, "editable_mode", raising=False)
+        command.__dict__.pop("editable_mode", None)
+        assert not hasattr(command, "editable_mode")
+    else:
+        command.editable_mode = editable
     command.run()
     assert roots == ([ROOT] if editable else [])
+    out = capsys.readouterr()
+    assert (out.err, out.out) == (("said\n" if editable else ""), "")
 
 
 def test_setuptools_runs_the_hook():

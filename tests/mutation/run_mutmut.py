@@ -5,7 +5,7 @@ Usage (from the repository root; mutmut is not a project dependency: ``pip insta
     python tests/mutation/run_mutmut.py MODULE [--max-children N] [--keep]
 
 ``MODULE`` is a key of ``MODULES`` (tn, updates, bound, options, outputs, posterior,
-calibration, choose, evidence). The script copies ``ordmix_core/``, ``tests/``, ``demo_data/`` and
+calibration, choose, evidence, install). The script copies ``ordmix_core/``, ``tests/``, ``demo_data/`` and
 ``pyproject.toml`` to ``/tmp/ordmix-mutmut/MODULE`` (so no ``mutants/`` folder or config ever
 lands in the repository), appends a ``[tool.mutmut]`` section that mutates only that module
 and runs only its tests, runs ``mutmut run`` there and prints the per-status counts and the
@@ -75,6 +75,10 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     ),
     "evidence": (
         "ordmix_core/results/evidence.py", ["tests/results/test_decisions.py", "-m", "not slow"]
+    ),
+    "install": (
+        "ordmix_core/estimators/compile_install.py",
+        ["tests/estimators/test_compile_install.py", "-m", "not slow"],
     ),
     # "-m not slow": the TREC fit through the CLI (6 s) adds nothing the other tests miss
     "outputs": (
