@@ -5,8 +5,8 @@ Usage (from the repository root; mutmut is not a project dependency: ``pip insta
     python tests/mutation/run_mutmut.py MODULE [--max-children N] [--keep]
 
 ``MODULE`` is a key of ``MODULES`` (tn, updates, bound, options, outputs, posterior,
-calibration, choose, evidence, install). The script copies ``ordmix_core/``, ``tests/``, ``demo_data/`` and
-``pyproject.toml`` to ``/tmp/ordmix-mutmut/MODULE`` (so no ``mutants/`` folder or config ever
+calibration, choose, evidence, install). The script copies ``ordmix_core/``, ``tests/``,
+``demo_data/`` and ``pyproject.toml`` to ``/tmp/ordmix-mutmut/MODULE`` (so no ``mutants/`` folder or config ever
 lands in the repository), appends a ``[tool.mutmut]`` section that mutates only that module
 and runs only its tests, runs ``mutmut run`` there and prints the per-status counts and the
 survivors (``mutmut results``). ``--keep`` reuses the scratch folder (mutmut resumes where it
