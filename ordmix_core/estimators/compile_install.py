@@ -23,8 +23,6 @@ from pathlib import Path
 
 from setuptools.command.build_py import build_py
 
-from .compile_ahead import NO_BACKGROUND
-
 #: set (to anything but "" or "0") to compile nothing at install (a developer's quick reinstall)
 NO_INSTALL_COMPILE = "ORDMIX_NO_INSTALL_COMPILE"
 
@@ -47,7 +45,7 @@ def child_env(root: Path, build_env: bool) -> dict[str, str]:
     if not build_env:
         env.pop("PYTHONNOUSERSITE", None)
     env["PYTHONPATH"] = os.pathsep.join(p for p in path if p)
-    env[NO_BACKGROUND] = "1"
+    env["ORDMIX_NO_BACKGROUND_COMPILE"] = "1"
     return env
 
 
