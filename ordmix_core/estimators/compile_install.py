@@ -13,6 +13,9 @@ for it: a failed compile is one line on pip's log (``pip install -v`` shows it) 
 run compiles as before.
 """
 
+# setuptools loads this file on its own, not as a module of ``ordmix_core`` (the package is not
+# importable while it is being built): it imports the standard library and setuptools only
+
 from __future__ import annotations
 
 import os
@@ -45,6 +48,7 @@ def child_env(root: Path, build_env: bool) -> dict[str, str]:
     if not build_env:
         env.pop("PYTHONNOUSERSITE", None)
     env["PYTHONPATH"] = os.pathsep.join(p for p in path if p)
+    # compile_ahead.NO_BACKGROUND: this file imports nothing of the package (see the top)
     env["ORDMIX_NO_BACKGROUND_COMPILE"] = "1"
     return env
 

@@ -174,3 +174,16 @@ def test_a_new_install_fits_the_demo_without_compiling(tmp_path):
     )  # fmt: skip
     compiled, loaded = out.stdout.split()
     assert compiled == "0" and int(loaded) > 20  # every kernel the fit ran, from the cache
+
+
+def test_the_hook_imports_nothing_of_the_package():
+    """setuptools loads the hook's file on its own, without ``ordmix_core``: an import from the
+    package there fails every install (``No module named 'ordmix_core'``)."""
+    import ast
+
+    tree = ast.parse(Path(compile_install.__file__).read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            assert node.level == 0 and not (node.module or "").startswith("ordmix_core")
+        elif isinstance(node, ast.Import):
+            assert not any(a.name.startswith("ordmix_core") for a in node.names)
