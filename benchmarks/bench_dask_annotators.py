@@ -1,6 +1,5 @@
 """The Dask client's work a sweep as the annotators grow: seconds and CPU of the client per
-plain sweep, and the bytes a sweep sends to and from the blocks, at a given number of
-annotators.
+plain sweep, at a given number of annotators.
 
     python benchmarks/bench_dask_annotators.py --annotators 200000 [--ratings 1000000]
         [--partitions 4] [--iters 6] [--json out.json]
@@ -10,12 +9,15 @@ annotators.
 fitted by ``DaskOrdinalMixture(granularity='query', n_restarts=1, max_iter=iters, tol=0,
 accelerate=False, spam=True, nospam_warmup=False)`` on the local cluster a fit starts, 2 worker
 processes x 1 thread: every progress callback is one plain sweep of the default model. Per
-sweep (the median over the sweeps after the first): wall seconds between callbacks and the
-client process's CPU seconds (``getrusage``: its own steps and the (de)serialisation of what
-it sends and receives); the annotators a block holds (mean over the blocks, from the blocks'
-``ann_codes``); the seconds before the first sweep (loading and encoding) and after the
-last. The label path after the race (``label_fit.finish``) is left out: it is not a sweep, and
-the fit's learned labels are not read. The load average goes into the report.
+sweep (the median over the sweeps after the first): wall seconds between callbacks, the
+client process's CPU seconds (``getrusage``: its own steps, the (de)serialisation of what it
+sends and receives, and the local scheduler's work, which runs in the client's process), and
+of those the client's own steps (the CPU of the thread that runs the fit, ``thread_time``: the
+annotators' and categories' factors, which are global); the annotators a block holds (mean
+over the blocks, from the blocks' ``ann_codes``); the seconds before the first sweep (loading
+and encoding) and after the last. The label path after the race (``label_fit.finish``) is
+left out: it is not a sweep, and the fit's learned labels are not read. The load average
+goes into the report.
 """
 
 from __future__ import annotations
@@ -79,10 +81,10 @@ def main() -> None:
         return []  # the label path after the race is not a sweep: left out
 
     label_fit.finish = counting_finish
-    stamps: list[tuple[float, float]] = []
+    stamps: list[tuple[float, float, float]] = []
 
     def callback(r, i, f):
-        stamps.append((time.perf_counter(), _cpu_s()))
+        stamps.append((time.perf_counter(), _cpu_s(), time.thread_time()))
 
     load = open("/proc/loadavg").read().split()[:3]
     with (
@@ -100,6 +102,7 @@ def main() -> None:
         total = time.perf_counter() - t0
     wall = [b[0] - a[0] for a, b in zip(stamps[1:], stamps[2:], strict=False)]
     cpu = [b[1] - a[1] for a, b in zip(stamps[1:], stamps[2:], strict=False)]
+    own = [b[2] - a[2] for a, b in zip(stamps[1:], stamps[2:], strict=False)]
     out = {
         "annotators": n_ann,
         "ratings": args.ratings,
@@ -107,6 +110,7 @@ def main() -> None:
         "sweeps": len(stamps),
         "wall_per_sweep_s": statistics.median(wall),
         "client_cpu_per_sweep_s": statistics.median(cpu),
+        "client_steps_cpu_per_sweep_s": statistics.median(own),
         "annotators_per_block": statistics.mean(held) if held else None,
         "fit_s": total,
         "load_s": stamps[0][0] - t0 if stamps else None,
