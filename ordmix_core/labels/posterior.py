@@ -56,7 +56,8 @@ def item_flags(tie: np.ndarray, p_best: np.ndarray, confidence: float) -> np.nda
 def level_interval(p: np.ndarray, best: np.ndarray, mass: float) -> tuple[np.ndarray, np.ndarray]:
     """Lowest and highest level index (M,) of the narrowest run of adjacent levels that holds
     the label ``best`` (M,) and at least ``mass`` of the probability ``p`` (M, K); grown one
-    level at a time towards the more probable neighbour."""
+    level at a time towards the more probable neighbour (the lower one when they are equal,
+    a neighbour of probability 0 included: the run stays adjacent levels)."""
     m, k = p.shape
     lo = best.copy()
     hi = best.copy()

@@ -12,6 +12,7 @@ from ordmix_core.labels.posterior import (
     LabelPosterior,
     decide,
     expected_gain,
+    item_flags,
     level_interval,
     mean_and_sd,
 )
@@ -138,3 +139,87 @@ def test_rows_take_a_slice_of_every_per_item_array():
     np.testing.assert_array_equal(part.proba, p[1:3])
     np.testing.assert_array_equal(part.gain, [1.0, 2.0])
     np.testing.assert_array_equal(part.estimates()[0], [0.5, 1.0])
+
+
+def test_decide_on_two_levels_and_on_one():
+    # two levels: the general rule, ties included
+    best, tie = decide(np.array([[0.5, 0.5], [0.9, 0.1], [0.2, 0.8]]), 0.01)
+    np.testing.assert_array_equal(best, [0, 0, 1])
+    np.testing.assert_array_equal(tie, [True, False, False])
+    # one level (every rating the same answer): that level, never a tie
+    best, tie = decide(np.ones((3, 1)), 0.01)
+    np.testing.assert_array_equal(best, [0, 0, 0])
+    assert tie.dtype == bool and tie.shape == (3,) and not tie.any()
+
+
+def test_a_runner_up_exactly_the_tie_apart_is_no_tie():
+    # 0.625 - 0.375 is exactly 0.25 in binary: "closer than" the tie is a tie, this is not
+    p = np.array([[0.625, 0.375], [0.375, 0.625]])
+    np.testing.assert_array_equal(decide(p, 0.25)[1], [False, False])
+    np.testing.assert_array_equal(decide(p, 0.25 + 2**-20)[1], [True, True])
+
+
+def test_on_a_slider_only_close_probabilities_far_apart_are_a_tie():
+    values = np.arange(0.0, 101.0)  # a fit unit of 10 points
+    p = np.full((3, 101), 0.1 / 99)
+    p[0, [50, 60]] = 0.45  # exactly the fit unit apart: no longer neighbours
+    p[1, 20], p[1, 80] = 0.6, 0.3  # far apart, but the label clearly more probable
+    p[2, [50, 51]] = 0.45
+    p /= p.sum(axis=1, keepdims=True)
+    np.testing.assert_array_equal(decide(p, 0.01, values)[1], [True, False, False])
+
+
+def test_a_label_exactly_at_the_confidence_is_confident():
+    flags = item_flags(np.array([False, False, True]), np.array([0.9, 0.9 - 2**-40, 0.95]), 0.9)
+    assert list(flags) == ["confident", "uncertain", "undetermined"]
+
+
+def test_level_interval_edges():
+    def interval(p, mass):
+        p = np.asarray(p, dtype=float)
+        lo, hi = level_interval(p, decide(p, 0.0)[0], mass)
+        return list(zip(lo.tolist(), hi.tolist(), strict=True))
+
+    # the label alone holds exactly the mass: nothing added; each row grows on its own
+    assert interval([[0.05, 0.9, 0.05], [0.3, 0.4, 0.3]], 0.9) == [(1, 1), (0, 2)]
+    # equal neighbours: the lower level first
+    assert interval([[0.2, 0.6, 0.2]], 0.7) == [(0, 1)]
+    # a neighbour of probability 0 is still a neighbour: the run stays adjacent levels
+    assert interval([[0.3, 0.0, 0.7], [0.7, 0.0, 0.3]], 0.9) == [(0, 2), (0, 2)]
+
+
+def test_the_estimate_is_clipped_to_the_scale_when_rounding_overshoots():
+    # a normalised posterior can sum to one plus an ulp; its mean stays on the scale
+    over = np.nextafter(1.0, 2.0)
+    values = np.array([-1.0, 0.0, 1.0])
+    p = np.array([[0.0, 0.0, over], [over, 0.0, 0.0]])
+    assert (p @ values)[0] > 1.0 and (p @ values)[1] < -1.0  # the overshoot is real
+    np.testing.assert_array_equal(mean_and_sd(p, values)[0], [1.0, -1.0])
+
+
+def test_read_and_undetermined_on_a_slider_use_its_values():
+    values = np.arange(0.0, 101.0)
+    p = np.full((2, 101), 0.1 / 99)
+    p[0, [50, 51]] = 0.45  # neighbours: no tie on a slider
+    p[1, [20, 80]] = 0.45  # far apart: undetermined
+    post = LabelPosterior(p, values, np.zeros(2), "confusion")
+    assert list(post.read()["flag"]) == ["uncertain", "undetermined"]
+    np.testing.assert_array_equal(post.undetermined(), [False, True])
+
+
+def test_read_gives_the_posterior_sd():
+    p = np.array([[0.2, 0.3, 0.5], [0.0, 1.0, 0.0]])
+    values = np.array([1.0, 2.0, 4.0])
+    cols = LabelPosterior(p, values, np.zeros(2), "confusion").read()
+    var0 = 0.2 * (1 - 2.8) ** 2 + 0.3 * (2 - 2.8) ** 2 + 0.5 * (4 - 2.8) ** 2
+    np.testing.assert_allclose(cols["sd"], [np.sqrt(var0), 0.0], atol=1e-12)
+
+
+def test_rows_keep_the_sd_and_work_without_an_estimate():
+    p = np.eye(3)[[0, 1, 2, 1]]
+    post = LabelPosterior(p, np.arange(3.0), np.zeros(4), "continuous", np.zeros(4), np.arange(4.0))
+    np.testing.assert_array_equal(post.rows(slice(1, 3)).estimates()[1], [1.0, 2.0])
+    own = LabelPosterior(p, np.array([1.0, 2.0, 5.0]), np.zeros(4), "confusion")
+    part = own.rows(slice(2, 4))
+    assert part.estimate is None and part.sd is None
+    np.testing.assert_array_equal(part.estimates()[0], [5.0, 2.0])
