@@ -50,7 +50,8 @@ def reference_confusion(
     their answers without their careless share) until they have given ``share`` of the
     ratings (``n_ratings`` (N,); the last one included whole); their confusions are averaged,
     each weighted by its ratings, and the average is made symmetric in ordinal distance
-    (``symmetric``, with ``rho`` (K,) the latent levels' prior)."""
+    (``symmetric``, with ``rho`` (K,) the latent levels' prior). Annotators of equal accuracy
+    are taken in their order (their codes)."""
     order = np.argsort(-balanced_accuracy(careful), kind="stable")
     w = np.asarray(n_ratings, dtype=float)[order]
     cum = np.cumsum(w) / max(w.sum(), 1e-300)
@@ -84,7 +85,8 @@ GOLD_TEMPERATURES = (0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
 
 
 def tempered(q: np.ndarray, temperature: float) -> np.ndarray:
-    """``q`` (M, K) raised to ``1 / temperature`` and renormalised (zeros stay 0)."""
+    """``q`` (M, K) raised to ``1 / temperature`` and renormalised (zeros stay 0); its rows
+    may be weights at any scale (each is shifted by its own largest log before the power)."""
     with np.errstate(divide="ignore"):
         logq = libm.log(q) / temperature
     logq -= logq.max(axis=1, keepdims=True)

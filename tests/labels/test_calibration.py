@@ -68,6 +68,38 @@ def test_the_reference_is_the_most_accurate_annotators_giving_the_share():
     np.testing.assert_allclose(everyone, cal.symmetric(mean_all, rho), rtol=1e-12)
 
 
+def test_annotators_tied_in_accuracy_are_taken_in_their_order():
+    """Twenty annotators in three tiers of equal balanced accuracy, each with its own
+    off-diagonal answers: the share stops inside the top tier, whose first annotators (by
+    code) are taken. An unstable sort takes others of the tier."""
+    rng = np.random.default_rng(7)
+    k, n_ann = 3, 20
+    tier = rng.integers(0, 3, size=n_ann)
+    diag = np.array([0.8, 0.6, 0.4])[tier]
+    p = np.empty((n_ann, k, k))
+    for a in range(n_ann):
+        for c in range(k):
+            off = rng.dirichlet(np.ones(k - 1)) * (1.0 - diag[a])
+            p[a, c] = np.insert(off, c, diag[a])
+    n = rng.integers(1, 30, size=n_ann).astype(float)
+    rho = np.array([0.3, 0.4, 0.3])
+    acc = cal.balanced_accuracy(p)
+    assert len(np.unique(acc.round(12))) == 3  # the tiers are exact ties
+    order = sorted(range(n_ann), key=lambda a: (-round(acc[a], 12), a))
+    top = [a for a in order if tier[a] == 0]
+    share = n[top[:2]].sum() / n.sum() - 1e-9  # reached at the top tier's second annotator
+    taken, held = [], 0.0
+    for a in order:
+        taken.append(a)
+        held += n[a]
+        if held / n.sum() >= share:
+            break
+    assert taken == top[:2]
+    mean = (n[taken, None, None] * p[taken]).sum(axis=0) / n[taken].sum()
+    got = cal.reference_confusion(p, rho, n, share)
+    np.testing.assert_allclose(got, cal.symmetric(mean, rho), rtol=1e-12)
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.floats(0.0, 1.0), st.integers(2, 6))
 def test_the_report_map_mixes_the_latent_level_and_the_reference(weight, k):
@@ -84,6 +116,13 @@ def test_tempered_is_the_power_renormalised():
     np.testing.assert_allclose(got, want, rtol=1e-12)
     assert (got[1] == [1.0, 0.0, 0.0]).all()  # a zero stays 0, no warning
     np.testing.assert_allclose(cal.tempered(q, 1.0), q, rtol=1e-12)
+
+
+def test_tempered_rows_need_not_sum_to_one():
+    # weights at any scale, each row on its own: 1e-200 squared would underflow unshifted
+    q = np.array([[1e-200, 3e-200], [0.5, 0.5], [2.0, 6.0]])
+    got = cal.tempered(q, 0.5)
+    np.testing.assert_allclose(got, [[0.1, 0.9], [0.5, 0.5], [0.1, 0.9]], rtol=1e-12)
 
 
 def test_gold_temperature_is_the_most_likely_of_the_grid():
