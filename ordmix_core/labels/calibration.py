@@ -86,7 +86,8 @@ GOLD_TEMPERATURES = (0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
 
 def tempered(q: np.ndarray, temperature: float) -> np.ndarray:
     """``q`` (M, K) raised to ``1 / temperature`` and renormalised (zeros stay 0); its rows
-    may be weights at any scale (each is shifted by its own largest log before the power)."""
+    may be weights at any scale (each row's ``log q / temperature`` is shifted by its own
+    largest before the exponential)."""
     with np.errstate(divide="ignore"):
         logq = libm.log(q) / temperature
     logq -= logq.max(axis=1, keepdims=True)
