@@ -74,7 +74,9 @@ MODULES: dict[str, tuple[str, list[str]]] = {
         ["tests/labels/test_choose.py", "tests/estimators/test_one_posterior.py"],
     ),
     "confusion": (
-        "ordmix_core/labels/confusion_model.py", ["tests/labels/test_confusion_model.py"]
+        "ordmix_core/labels/confusion_model.py",
+        ["tests/labels/test_confusion_model.py", "tests/labels/test_confusion_passes.py",
+         "tests/labels/test_confusion_steps.py"],
     ),
     "evidence": (
         "ordmix_core/results/evidence.py", ["tests/results/test_decisions.py", "-m", "not slow"]
