@@ -290,3 +290,30 @@ def test_own_posterior_is_the_crowds_reading_of_an_item():
 def test_gold_levels_are_the_nearest_level_or_none():
     got = lm.gold_levels(np.array([1.0, np.nan, 2.6, 9.0]), np.array([1.0, 2.0, 3.0]))
     np.testing.assert_array_equal(got, [0, -1, 2, 2])
+
+
+def test_fit_counts_its_rounds_and_reports_the_ratings_evidence():
+    rng = np.random.default_rng(8)
+    ann, inst, rating, truth = _crowd(rng, noise=0.35)
+    one = lm.fit(ann, inst, rating, 30, 200, 4, max_iter=1)
+    assert one.n_iter == 1 and not one.converged
+    fit = lm.fit(ann, inst, rating, 30, 200, 4)
+    assert fit.converged and 1 < fit.n_iter < lm.MAX_ITER
+    assert fit.rho.sum() == pytest.approx(1.0, abs=1e-12)
+    # the evidence: the ratings' log likelihood under the fitted confusions and class prior,
+    # item by item, summed over the latent level
+    want = 0.0
+    for m in range(200):
+        mine = inst == m
+        like = fit.rho.copy()
+        for a, r in zip(ann[mine], rating[mine], strict=True):
+            like = like * fit.confusion[a, :, r]
+        want += np.log(like.sum())
+    assert fit.evidence == pytest.approx(want, rel=1e-10)
+    # gold at the lowest level alone is gold all the same: the expert is learned
+    gold = np.full(200, -1)
+    gold[np.flatnonzero(truth == 0)[:10]] = 0
+    assert (
+        lm.fit(ann, inst, rating, 30, 200, 4, gold=gold, expert_prior=_expert_prior).expert
+        is not None
+    )
