@@ -13,7 +13,8 @@ prints the per-status counts and the survivors (``mutmut results``). ``--keep`` 
 scratch folder (mutmut resumes where it stopped).
 ``--recheck [--only TEST ...]``, after adding tests for the survivors: copies ``tests/`` into
 the scratch folder again and re-runs each mutant the last run left alive in a fresh process
-(with ``--only``, just the new tests: the others already ran against every mutant).
+(with ``--only``, just the new tests: the others already ran against every mutant; a mutant
+mutmut timed out or called suspicious gets the module's tests and the new ones).
 Run with ``--max-children 1`` on a shared machine; a module then takes 2-40 minutes.
 
 Inspect a survivor in the scratch folder: ``cd /tmp/ordmix-mutmut/MODULE && mutmut show NAME``.
@@ -188,9 +189,10 @@ def main() -> int:
     survived = [n for n, st in statuses.items() if st in alive]
     for name in unclear:
         # --only: new tests for mutants the full selection let live; a timeout or a
-        # "suspicious" one gets the full selection
+        # "suspicious" one gets the full selection, and the --only tests beside it (they may
+        # lie outside it)
         only = args.recheck and args.only and statuses[name] in ("survived", "no tests")
-        rerun = args.only if only else tests
+        rerun = args.only if only else [*tests, *(args.only or [])]
         env_m = dict(env, MUTANT_UNDER_TEST=name, PYTHONPATH=str(work / "mutants"))
         cmd = [sys.executable, "-m", "pytest", *rerun, "-x", "-q", "-p", "no:cacheprovider"]
         try:
