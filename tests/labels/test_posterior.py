@@ -63,6 +63,9 @@ def test_mean_and_sd_are_the_level_values_moments():
     np.testing.assert_allclose(mean, [0.2 + 0.6 + 2.0, 1.0])
     var0 = 0.2 * (1 - 2.8) ** 2 + 0.3 * (2 - 2.8) ** 2 + 0.5 * (4 - 2.8) ** 2
     np.testing.assert_allclose(sd, [np.sqrt(var0), 0.0], atol=1e-12)
+    # and the posterior's sd column is the same
+    cols = LabelPosterior(p, values, np.zeros(2), "confusion").read()
+    np.testing.assert_allclose(cols["sd"], [np.sqrt(var0), 0.0], atol=1e-12)
 
 
 @settings(max_examples=100, deadline=None)
@@ -205,14 +208,6 @@ def test_read_and_undetermined_on_a_slider_use_its_values():
     post = LabelPosterior(p, values, np.zeros(2), "confusion")
     assert list(post.read()["flag"]) == ["uncertain", "undetermined"]
     np.testing.assert_array_equal(post.undetermined(), [False, True])
-
-
-def test_read_gives_the_posterior_sd():
-    p = np.array([[0.2, 0.3, 0.5], [0.0, 1.0, 0.0]])
-    values = np.array([1.0, 2.0, 4.0])
-    cols = LabelPosterior(p, values, np.zeros(2), "confusion").read()
-    var0 = 0.2 * (1 - 2.8) ** 2 + 0.3 * (2 - 2.8) ** 2 + 0.5 * (4 - 2.8) ** 2
-    np.testing.assert_allclose(cols["sd"], [np.sqrt(var0), 0.0], atol=1e-12)
 
 
 def test_rows_keep_the_sd_and_work_without_an_estimate():
