@@ -11,6 +11,8 @@ Formula protection is injective: a text cell is prefixed with ``'`` when, after 
 from __future__ import annotations
 
 import contextlib
+import csv
+import io
 import os
 import re
 import uuid
@@ -83,6 +85,76 @@ def _neutralise(values: pd.Series | pd.Index) -> Any:
     return arr
 
 
+#: rows :func:`write_csv_chunks` formats at a time (each cell a Python string meanwhile)
+FAST_ROWS = 16_384
+#: a cell holding one of these is quoted (the csv module's minimal quoting): the rows of such
+#: a cell are written by the csv module itself
+_QUOTED = re.compile('[,"\r\n]')
+
+
+def _text(col: pd.Series | pd.Index) -> bool | None:
+    """Whether pandas writes ``col`` as text (True: every cell a ``str`` or missing), as a
+    number or boolean (False: float64, integers, booleans), or otherwise (None)."""
+    dtype = col.dtype
+    if isinstance(dtype, np.dtype) and (dtype == np.float64 or dtype.kind in "iub"):
+        return False
+    if isinstance(dtype, pd.StringDtype):
+        return True
+    if isinstance(dtype, np.dtype) and dtype.kind == "O":
+        values = np.asarray(col, dtype=object)
+        present = values[~pd.isna(values)].tolist()
+        return True if all(type(v) is str for v in present) else None
+    return None
+
+
+def _cells(col: pd.Series | pd.Index, text: bool) -> list[str]:
+    """One column's cells as pandas' ``to_csv`` writes them (``_text`` says it can).
+
+    pandas writes a float64 cell as numpy's ``str`` of it, the shortest text that reads back
+    to the same float, which is Python's ``repr`` (``tests/io/test_io.py`` compares the two
+    writers' bytes), and a missing one as an empty cell; integers and booleans as ``str``;
+    text as it is. ``repr`` over a list of floats takes about half of numpy's time."""
+    if text:
+        values = np.asarray(col, dtype=object).copy()
+        values[pd.isna(values)] = ""
+        return values.tolist()
+    values = np.asarray(col)
+    if values.dtype != np.float64:
+        return list(map(str, values.tolist()))
+    cells = list(map(float.__repr__, values.tolist()))
+    for i in np.flatnonzero(np.isnan(values)).tolist():
+        cells[i] = ""
+    return cells
+
+
+def _write_rows(f: Any, df: pd.DataFrame, index: bool, header: bool) -> None:
+    """``df.to_csv(f, index=index, header=header, lineterminator="\\n")``, the same bytes.
+
+    A frame of float64, integer, boolean and text columns (and one level of index) is
+    formatted here, ``FAST_ROWS`` rows at a time, each row's cells joined by commas unless
+    one of them needs quotes (then the csv module writes those rows, as pandas does); any
+    other frame is pandas'. About half of pandas' time on ``items.csv``."""
+    cols = [df.index] if index else []
+    cols += [df.iloc[:, j] for j in range(df.shape[1])]
+    kinds = [_text(c) for c in cols]
+    nested = isinstance(df.index, pd.MultiIndex) or isinstance(df.columns, pd.MultiIndex)
+    if nested or len(cols) < 2 or None in kinds:
+        df.to_csv(f, index=index, header=header, lineterminator="\n")
+        return
+    writer = csv.writer(f, lineterminator="\n")
+    if header:
+        names = [df.index.name if df.index.name is not None else ""] if index else []
+        writer.writerow([*names, *df.columns])
+    for lo in range(0, len(df), FAST_ROWS):
+        cells = [_cells(c[lo : lo + FAST_ROWS], t) for c, t in zip(cols, kinds, strict=True)]
+        text = [col for col, t in zip(cells, kinds, strict=True) if t]
+        rows = zip(*cells, strict=True)
+        if any(_QUOTED.search("".join(col)) for col in text):
+            writer.writerows(rows)
+        else:
+            f.write("\n".join(map(",".join, rows)) + "\n")
+
+
 def _frame_for_csv(df: pd.DataFrame | pd.Series, id_columns: Sequence[str] | None) -> tuple:
     safe = csv_safe(df, id_columns)
     default_index = isinstance(safe.index, pd.RangeIndex) and safe.index.name is None
@@ -95,7 +167,9 @@ def to_csv_bytes(df: pd.DataFrame | pd.Series, id_columns: Sequence[str] | None 
     A meaningful index (named, or not a plain 0..n-1 range) is written as the first column.
     """
     safe, index = _frame_for_csv(df, id_columns)
-    return safe.to_csv(index=index, lineterminator="\n").encode("utf-8")
+    buf = io.StringIO()
+    _write_rows(buf, safe, index, header=True)
+    return buf.getvalue().encode("utf-8")
 
 
 def write_csv(
@@ -126,7 +200,7 @@ def write_csv_chunks(
             for df in frames:
                 safe, own_index = _frame_for_csv(df, id_columns)
                 header, index = index is None, own_index if index is None else index
-                safe.to_csv(f, index=index, header=header, lineterminator="\n")
+                _write_rows(f, safe, index, header)
             if index is None:
                 raise ValueError("write_csv_chunks needs at least one frame")
         os.replace(tmp, path)
