@@ -19,7 +19,8 @@ over them; the left-out set is then scored with that pair. Both figures are prin
 shipped pair's. The label fit does not depend on the two constants, so it is fitted once a set.
 
 ``--gold``: 10% of each set's gold given to the fit in five draws; the label error and
-calibration error on the other 90%, with and without the gold.
+calibration error on the other 90%, with and without the gold; then what gold could reach
+(``gold_ceiling``: the best expert map of all the gold, a calibrated posterior's ECE).
 
 ``--small N``: small crowds, as a team that has rated only N items has: N of each set's
 rated gold items with all their ratings (and no other ratings), five draws; every method's
@@ -199,6 +200,36 @@ def gold_draws(name: str, ratings: pd.DataFrame, gold: pd.Series, draws: int = 5
         f" | {r[:, 3].min():.3f}-{r[:, 3].max():.3f} |")  # fmt: skip
 
 
+def gold_ceiling(name: str, ratings: pd.DataFrame, gold: pd.Series, draws: int = 400) -> None:
+    """What gold could reach, whatever the fit does with it: the label error of the no-gold
+    fit's latent posterior read through the expert map learned from *all* the gold (the
+    rows ``sum_m q[m, c] [gold_m = k]``, normalised: the best any map can do, in-sample), and
+    the calibration error a perfectly calibrated posterior shows on 90% of the gold items
+    (truths drawn from the shipped posterior itself, ``draws`` times): its mean and the
+    share of draws above 0.05."""
+    d = prepare(ratings, None, "instance")
+    fit = confusion_model.fit(d.ann, d.inst, d.level, d.n_annotators, d.n_instances, d.scale.k)
+    post = label_posterior(fit, d.ann, d.inst, d.level, d.scale.values)
+    g = gold.rename(index=str).reindex(pd.Index(d.instances.astype(str))).to_numpy(float)
+    known = np.isfinite(g) & np.isin(g, d.scale.values)
+    truth = np.searchsorted(d.scale.values, g[known])
+    q, p = fit.q[known], post.posterior.proba[known]
+    best = np.stack([np.bincount(truth, weights=q[:, c], minlength=d.scale.k)
+                     for c in range(d.scale.k)]) + 1e-3  # fmt: skip
+    best /= best.sum(axis=1, keepdims=True)
+    rng = np.random.default_rng(0)
+    n = round(0.9 * len(p))
+    eces = []
+    for _ in range(draws):
+        rows = rng.choice(len(p), n, replace=False)
+        drawn = (np.cumsum(p[rows], axis=1) < rng.random(n)[:, None]).sum(axis=1)
+        eces.append(calibration_error(p[rows], np.minimum(drawn, d.scale.k - 1)))
+    e = np.array(eces)
+    print(f"| {name} | {np.mean(p.argmax(axis=1) != truth):.3f} | "
+          f"{np.mean((q @ best).argmax(axis=1) != truth):.3f} | {n} | {e.mean():.3f} | "
+          f"{np.mean(e > 0.05):.2f} |")  # fmt: skip
+
+
 def small_crowds(
     name: str, ratings: pd.DataFrame, gold: pd.Series, n_items: int, draws: int = 5
 ) -> None:
@@ -280,6 +311,13 @@ def main(argv: list[str] | None = None) -> None:
         for name in names:
             if "+" not in name:
                 gold_draws(name, *load(name))
+        print("\n## What gold could reach: the best expert map, and a calibrated posterior's ECE"
+              "\n\n| set | label error without gold | through the best map of all the gold | "
+              "items scored | calibrated ECE, mean | share of draws > 0.05 |\n"
+              "|---|---|---|---|---|---|")  # fmt: skip
+        for name in names:
+            if "+" not in name:
+                gold_ceiling(name, *load(name))
 
 
 if __name__ == "__main__":
