@@ -140,6 +140,20 @@ def _spd(rng, n, j):
     return m @ m.transpose(0, 2, 1) + 0.3 * np.eye(j)
 
 
+def _projection(x0: np.ndarray, var: np.ndarray) -> np.ndarray:
+    """The ordered point nearest ``x0`` (J,) in the metric of ``var``'s inverse, found by
+    SLSQP (the reference ``ordered`` is compared with)."""
+    s = x0.size // 2
+    cons = [{"type": "ineq", "fun": (lambda x, t=t: x[2 * t + 1] - x[2 * t])} for t in range(s)]
+    h = np.linalg.inv(var)
+
+    def dist(x):
+        return 0.5 * (x - x0) @ h @ (x - x0), h @ (x - x0)
+
+    opts = {"ftol": 1e-14, "maxiter": 500}
+    return minimize(dist, x0, jac=True, constraints=cons, method="SLSQP", options=opts).x
+
+
 def test_ordered_is_the_best_ordered_point_in_the_newton_steps_metric():
     """``ordered``: each annotator's parameters moved to the point with every threshold's
     'at or above' parameter at least its 'below' one that is nearest in the metric of the
@@ -154,16 +168,67 @@ def test_ordered_is_the_best_ordered_point_in_the_newton_steps_metric():
     broken = (a[:, 1::2] < a[:, 0::2]).any(axis=1)
     assert broken.sum() > n // 2 and (~broken).any()
     np.testing.assert_array_equal(out[~broken], a[~broken])  # already ordered: untouched
-    cons = [{"type": "ineq", "fun": (lambda x, t=t: x[2 * t + 1] - x[2 * t])} for t in range(s)]
     for i in np.flatnonzero(broken)[:12]:
-        h, x0 = np.linalg.inv(var[i]), a[i]
+        np.testing.assert_allclose(out[i], _projection(a[i], var[i]), atol=1e-6)
 
-        def dist(x, h=h, x0=x0):
-            return 0.5 * (x - x0) @ h @ (x - x0), h @ (x - x0)
 
-        opts = {"ftol": 1e-14, "maxiter": 500}
-        ref = minimize(dist, x0, jac=True, constraints=cons, method="SLSQP", options=opts).x
-        np.testing.assert_allclose(out[i], ref, atol=1e-6)
+def test_ordered_moves_a_lone_broken_annotator():
+    """One annotator broken among ordered ones is projected like any other."""
+    a = np.array([[-1.0, 1.0, -0.5, 0.5], [1.0, -0.5, 0.0, 0.2], [0.0, 0.0, -2.0, 2.0]])
+    var = np.broadcast_to(np.eye(4), (3, 4, 4)).copy()
+    var[1, 0, 2] = var[1, 2, 0] = 0.3
+    out = lm.ordered(a, var)
+    np.testing.assert_array_equal(out[[0, 2]], a[[0, 2]])
+    np.testing.assert_allclose(out[1], _projection(a[1], var[1]), atol=1e-8)
+    assert out[1, 1] >= out[1, 0] - 1e-12 and out[1, 3] >= out[1, 2] - 1e-12
+
+
+def test_ordered_keeps_a_threshold_that_the_projection_would_break():
+    """A threshold ordered at the start (gap 0.1) that the projection onto the broken one
+    (gap -1) would break, through the metric's correlation (``var[1, 3] = -0.6``: raising
+    the first threshold's 'at or above' parameter lowers the second's), joins the active set
+    and stays in it: the point is the constrained optimum with both thresholds at equality."""
+    a = np.array([[1.0, 0.0, 0.0, 0.1]])
+    var = np.eye(4)[None].copy()
+    var[0, 1, 3] = var[0, 3, 1] = -0.6
+    out = lm.ordered(a, var)[0]
+    ref = _projection(a[0], var[0])
+    np.testing.assert_allclose(out, ref, atol=1e-8)
+    np.testing.assert_allclose([out[1] - out[0], out[3] - out[2]], [0.0, 0.0], atol=1e-12)
+
+
+@pytest.mark.parametrize("s", [2, 3, 4])
+def test_ordered_meets_the_projections_optimality_conditions(s):
+    """Every projected annotator (1,000 a scale, metrics near singular among them, where
+    the active set changes most) is the projection's unique optimum, checked by its KKT
+    conditions: ordered, ``x - a = var C' mu`` with the multipliers ``mu >= 0`` and zero
+    wherever the threshold is not at equality (``C x``: the gaps)."""
+    rng = np.random.default_rng(s)
+    n, j = 1000, 2 * s
+    a = rng.normal(scale=2.0, size=(n, j))
+    m = rng.normal(size=(n, j, j))
+    var = m @ m.transpose(0, 2, 1) + 0.05 * np.eye(j)
+    out = lm.ordered(a, var)
+    c = np.zeros((s, j))
+    c[np.arange(s), 2 * np.arange(s)], c[np.arange(s), 2 * np.arange(s) + 1] = -1.0, 1.0
+    for i in np.flatnonzero((a[:, 1::2] < a[:, 0::2]).any(axis=1)):
+        gap = c @ out[i]
+        move = np.linalg.solve(var[i], out[i] - a[i])  # = C' mu
+        mu, *_ = np.linalg.lstsq(c.T, move, rcond=None)
+        scale = 1.0 + np.abs(move).max()
+        assert (gap >= -1e-9).all(), i
+        np.testing.assert_allclose(c.T @ mu, move, atol=1e-7 * scale, err_msg=str(i))
+        assert (mu >= -1e-7 * scale).all(), i
+        assert (np.abs(mu * gap) <= 1e-7 * scale).all(), i
+
+
+def test_ordered_falls_back_to_the_mean_where_its_metric_cannot_move():
+    """An annotator whose quadratic model cannot move (a zero covariance: the projection
+    stays where it is) gets, at each threshold still broken, the mean of its two
+    parameters; its ordered thresholds keep theirs."""
+    a = np.array([[1.0, 0.0, -0.5, 0.5, 2.0, 1.0]])
+    out = lm.ordered(a, np.zeros((1, 6, 6)))
+    np.testing.assert_allclose(out, [[0.5, 0.5, -0.5, 0.5, 1.5, 1.5]], rtol=0, atol=0)
 
 
 def test_the_label_fits_annotators_answer_higher_for_a_higher_truth():
@@ -198,12 +263,26 @@ def test_prior_update_is_the_moment_match_about_the_anchored_mean():
     dev = a - a_bar  # [[0, 2], [2, 0]]
     cov = (dev[:, :, None] * dev[:, None, :]).mean(axis=0)
     np.testing.assert_allclose(lam, np.linalg.inv(cov + lm.PRIOR_RIDGE * np.eye(2)), rtol=1e-6)
-    # a variance beyond 1 / MIN_PRECISION is capped, the correlation kept
-    a = np.array([[10.0, 11.0], [-10.0, -9.0]])
+    # a variance beyond 1 / MIN_PRECISION is capped, the correlation kept (compared as
+    # covariances: the precision of nearly collinear parameters hides the cap behind the ridge)
+    a = np.array([[10.0, 11.0], [-10.0, -7.0]])  # about a_bar = (-1, 1): (11, 10), (-9, -8)
     _, lam = lm.prior_update(a, var)
     cap = 1.0 / lm.MIN_PRECISION
-    capped = np.array([[cap, cap], [cap, cap]]) + lm.PRIOR_RIDGE * np.eye(2)
-    np.testing.assert_allclose(lam, np.linalg.inv(capped), rtol=1e-6)
+    cov = np.array([[101.0, 91.0], [91.0, 82.0]])
+    sd = np.sqrt(np.diag(cov))
+    capped = cov / np.outer(sd, sd) * cap + lm.PRIOR_RIDGE * np.eye(2)
+    np.testing.assert_allclose(np.linalg.inv(lam), capped, rtol=1e-6)
+
+
+def test_the_em_starts_from_even_confusions_and_an_even_class_prior():
+    """``first_parameters``: two parameters a threshold for each annotator, all at the
+    prior's mean 0 (each row of the confusion even), ``CARELESS_START`` careless, an identity
+    prior precision and an even class prior."""
+    par = lm.first_parameters(3, 5)
+    assert par.a.shape == (3, 8) and par.a_bar.shape == (8,) and par.lam.shape == (8, 8)
+    assert (par.a == 0).all() and (par.a_bar == 0).all() and (par.lam == np.eye(8)).all()
+    np.testing.assert_allclose(par.p, np.full((3, 5, 5), 0.2), rtol=1e-15)
+    assert (par.gamma == lm.CARELESS_START).all() and (par.rho == 0.2).all()
 
 
 def test_recovers_the_truth_of_a_careful_crowd():

@@ -14,7 +14,9 @@ scratch folder (mutmut resumes where it stopped).
 ``--recheck [--only TEST ...]``, after adding tests for the survivors: copies ``tests/`` into
 the scratch folder again and re-runs each mutant the last run left alive in a fresh process
 (with ``--only``, just the new tests: the others already ran against every mutant; a mutant
-mutmut timed out or called suspicious gets the module's tests and the new ones).
+mutmut timed out or called suspicious gets the module's tests and the new ones). A re-run
+counts as killing its mutant when a test fails or the process dies of a signal (a compiled
+kernel given arrays of the wrong shape aborts).
 Run with ``--max-children 1`` on a shared machine; a module then takes 2-40 minutes.
 
 Inspect a survivor in the scratch folder: ``cd /tmp/ordmix-mutmut/MODULE && mutmut show NAME``.
@@ -201,7 +203,9 @@ def main() -> int:
             ).returncode
         except subprocess.TimeoutExpired:  # a mutant that makes the tests hang: found, as
             rc = 1  # mutmut counts its own timeouts
-        if rc != 1:
+        # failed tests (1) or a process the mutant crashed (killed by a signal: a compiled
+        # kernel reading out of bounds aborts); 0 is a pass, 2-5 pytest's own trouble
+        if rc != 1 and rc >= 0:
             survived.append(name)
     killed = len(statuses) - len(survived)
     share = 100 * killed / max(len(statuses), 1)
