@@ -17,9 +17,10 @@ a candidate is only a matter of which slot the client keeps.
 
 Memory per rating of a block: 16 bytes of codes (annotator, instance, category, level) and
 24 bytes of per-sweep buffers (``phases.Work``), and in the mixture with ``accelerate`` 16
-bytes of q(y) per restart (its last sweep's start and result; 24 during a SQUAREM step; the
-in-memory engine's states hold 8 to 16); per instance and restart 16 bytes (q(z)) per
-slot, plus 16 per slot for q(delta) at instance granularity: 2 slots between sweeps, up to 4
+bytes of q(y) per running restart (its last sweep's start and result; 24 during a SQUAREM
+step; the in-memory engine's states hold 8 to 16), 8 per restart the race dropped (its
+state's: ``block_slots.park_block``); per instance and restart 16 bytes (q(z)) per slot,
+plus 16 per slot for q(delta) at instance granularity: 2 slots between sweeps, up to 4
 during an accelerated sweep (as many states as the in-memory engine holds then).
 """
 
@@ -31,13 +32,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..data.scale import Scale
-from ..estimators import refit
-from ..fit import restarts
 from ..fit import step as squarem
 from ..fit.settle import own_ratings, settle_items
 from ..results import outputs, stability
-from ..vb import kernels, phases, updates
+from ..vb import kernels, phases
 from ..vb.problem import Problem
 
 _REGISTRY: dict[str, Block] = {}
@@ -96,61 +94,6 @@ class Block:
         if self.local_categories:
             return squarem.INSTANCE_GROUPS + squarem.CATEGORY_GROUPS
         return squarem.INSTANCE_GROUPS
-
-
-def init_block(fit_id: str, index: int, restart: int, key: int, step: float) -> None:
-    """The restart's start of the block's q(z) (and q(delta) when categories are local), in
-    slot 0."""
-    b = _REGISTRY[f"{fit_id}/{index}"]
-    p = b.problem
-    mu_m, lam_m = restarts.init_instances(
-        b.sum_m, b.n_m, b.inst_hash, key, restart, p.mu, p.lam, Scale(p.values).thresholds, step
-    )  # the scale's own thresholds, as in memory (a fine scale's fit has open ends)
-    loc = Local(updates.apply_gold(mu_m, p.gold), lam_m)
-    if b.local_categories:
-        loc.delta_shape, loc.delta_rate = restarts.init_categories(b.n_m, p.phi, p.eta)
-    b.states[restart] = {0: loc}
-
-
-def warm_block(fit_id: str, index: int, n_starts: int, box: Box) -> None:
-    """A refit's starts (``refit.refit_starts``) of the block's items, in slot 0 of restarts
-    0..n_starts-1 from the restarts' usual starts there (``init_block``): restart 0's with
-    the previous q(z) of the items rated before (and q(delta) at instance granularity, when
-    the previous fit's was; ``box``: ``(previous, categories too)``, a ``refit.Previous``),
-    restart r's with restart r - 1's usual q(z); the restarts past them dropped."""
-    b = _REGISTRY[f"{fit_id}/{index}"]
-    prev, categories = box.value
-    fresh = {r: slots[0] for r, slots in b.states.items()}
-    warm = Local(fresh[0].mu_m.copy(), fresh[0].lam_m.copy())
-    refit.warm_items(prev, b.inst_ids, warm.mu_m, warm.lam_m)
-    if b.local_categories:
-        warm.delta_shape, warm.delta_rate = fresh[0].delta_shape.copy(), fresh[0].delta_rate.copy()
-        if categories:
-            refit.warm_categories(prev, b.inst_ids, warm.delta_shape, warm.delta_rate)
-    b.states = {0: {0: warm}}
-    for r in range(1, n_starts):
-        z = fresh[r - 1]
-        loc = Local(z.mu_m.copy(), z.lam_m.copy())
-        if b.local_categories:
-            loc.delta_shape, loc.delta_rate = warm.delta_shape.copy(), warm.delta_rate.copy()
-        b.states[r] = {0: loc}
-
-
-def branch_block(
-    fit_id: str, index: int, source: int, src: int, restart: int, dst: int, key: int, step: float
-) -> None:
-    """The restart's start from the shared warm-up, in its slot ``dst``: the
-    warm-up restart ``source``'s slot ``src`` with the restart's own noise on q(z)'s means
-    (``restarts.branch_instances``, as the in-memory engine adds it)."""
-    b = _REGISTRY[f"{fit_id}/{index}"]
-    slot = dst
-    src = b.states[source][src]
-    bounds = Scale(b.problem.values).thresholds  # as ``init_block``'s
-    mu = restarts.branch_instances(src.mu_m, b.inst_hash, key, bounds, step)
-    loc = Local(updates.apply_gold(mu, b.problem.gold), src.lam_m.copy())
-    if b.local_categories:
-        loc.delta_shape, loc.delta_rate = src.delta_shape.copy(), src.delta_rate.copy()
-    b.states[restart] = {slot: loc}
 
 
 def _threads(b: Block) -> int:

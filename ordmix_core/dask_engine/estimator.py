@@ -65,8 +65,9 @@ from ..fit import restarts
 from ..numerics.keyed_random import id_hash
 from ..results import outputs
 from ..vb.problem import State
-from . import block_loading, blocks, label_fit
-from .client import _add_arrays, _Blocks, _empty, _Global, _Sweeps
+from . import block_loading, block_slots, blocks, label_fit
+from .block_tasks import Blocks, add_arrays, empty_frame
+from .client import _Global, _Sweeps
 from .cluster import local_cluster, shut_down
 from .source import _short, column_mapping, read_source
 
@@ -187,7 +188,7 @@ class DaskOrdinalMixture(OrdinalMixture):
         client, owned = self._connect()
         fit_id = uuid.uuid4().hex
         keep = False
-        self._blocks = bl = _Blocks(client, fit_id)
+        self._blocks = bl = Blocks(client, fit_id)
         try:
             with np.errstate(over="ignore", under="ignore"), bl.watch():
                 warn = self._fit(bl, ratings, callback, t0, gold, prev)
@@ -210,7 +211,7 @@ class DaskOrdinalMixture(OrdinalMixture):
         return self
 
     def _fit(
-        self, bl: _Blocks, ratings, callback, t0: float, gold: pd.Series | None, prev
+        self, bl: Blocks, ratings, callback, t0: float, gold: pd.Series | None, prev
     ) -> list[FitWarning]:
 
         client = bl.client
@@ -226,7 +227,7 @@ class DaskOrdinalMixture(OrdinalMixture):
         gp, pi = self._problem(sc, n_per_ann, n_cat)
         setup = block_loading.Setup(gp, annotators, categories, self.granularity, sc.step, label)
         setup_f = client.scatter(setup, broadcast=True, hash=False)
-        n_c = bl.reduce(bl.run(block_loading.finalize_block, setup_f), _add_arrays)
+        n_c = bl.reduce(bl.run(block_loading.finalize_block, setup_f), add_arrays)
         n_c = np.rint(n_c).astype(np.int64)
         del setup_f
         labels = label_fit.BlockLabels(bl, annotators.size)
@@ -293,10 +294,10 @@ class DaskOrdinalMixture(OrdinalMixture):
         return as_scale(self.scale, summary["values"])
 
     def _start_runs(
-        self, bl: _Blocks, gp, ann_hash: np.ndarray, n_c: np.ndarray, sc: Scale
+        self, bl: Blocks, gp, ann_hash: np.ndarray, n_c: np.ndarray, sc: Scale
     ) -> list[restarts.RestartRun]:
         """Every restart's start: keys in restart order from one Generator, the global factors
-        here (``_global_start``), the blocks' q(z) there (``blocks.init_block``)."""
+        here (``_global_start``), the blocks' q(z) there (``block_slots.init_block``)."""
         from distributed import wait
 
         rng = np.random.default_rng(self.random_state)
@@ -304,17 +305,17 @@ class DaskOrdinalMixture(OrdinalMixture):
         for r in range(self.n_restarts):
             kind, key = self._start(r, rng)
             g = self._global_start(gp, ann_hash, n_c, kind, key, r, sc.step)
-            wait(bl.run(blocks.init_block, r, key, sc.step))
+            wait(bl.run(block_slots.init_block, r, key, sc.step))
             w_ann = gp.n_per_ann.astype(float)
             state = _Global(None, None, **g._asdict(), restart=r, w_ann=w_ann)
             runs.append(restarts.RestartRun(r, kind, state, key=key))
         return runs
 
     def _warm_runs(
-        self, bl: _Blocks, prev: refit.Previous, runs: list, annotators, categories, gp
+        self, bl: Blocks, prev: refit.Previous, runs: list, annotators, categories, gp
     ) -> list[restarts.RestartRun]:
         """``refit.refit_starts`` of the restarts' usual starts ``runs``: the blocks' items
-        (``blocks.warm_block``), the client's annotators, categories and hyperparameters
+        (``block_slots.warm_block``), the client's annotators, categories and hyperparameters
         (``refit.warm_globals``, ``warm_categories``), as ``OrdinalMixture._fit_data``'s."""
         from distributed import wait
 
@@ -322,7 +323,7 @@ class DaskOrdinalMixture(OrdinalMixture):
         kinds = refit.start_kinds(len(runs))
         same = prev.granularity in (None, self.granularity)
         sent = bl.client.scatter(blocks.Box((prev, same)), broadcast=True, hash=False)
-        wait(bl.run(blocks.warm_block, len(kinds), sent))
+        wait(bl.run(block_slots.warm_block, len(kinds), sent))
         start = dataclasses.replace(runs[0].state)
         refit.warm_globals(prev, annotators, gp, start)
         if same and self.granularity != "instance":
@@ -351,10 +352,10 @@ class DaskOrdinalMixture(OrdinalMixture):
         wait(futs)
         self._item_futures = futs
         self._futures = [*self._futures, *futs]
-        meta = bl.client.submit(_empty, futs[0]).result()
+        meta = bl.client.submit(empty_frame, futs[0]).result()
         return dd.from_delayed(futs, meta=meta, verify_meta=False)
 
-    def _load_blocks(self, bl: _Blocks, ratings) -> tuple[dict, str]:
+    def _load_blocks(self, bl: Blocks, ratings) -> tuple[dict, str]:
         """Read the ratings, normalise each partition, shuffle on ``instance`` and load one
         block per partition on its worker; ``(summary of the blocks, the source's label)``."""
         from distributed import wait
@@ -404,7 +405,7 @@ class DaskOrdinalMixture(OrdinalMixture):
             return None
         return np.asarray(summary["query_min"].sort_values().index, dtype=object)
 
-    def _dask_frames(self, bl: _Blocks, parts: list, local_cats: bool) -> tuple:
+    def _dask_frames(self, bl: Blocks, parts: list, local_cats: bool) -> tuple:
         """``items_`` (and local ``categories_``) as Dask DataFrames of the blocks' results,
         computed before the blocks are released; the futures are kept on the estimator."""
         import dask.dataframe as dd
@@ -413,7 +414,7 @@ class DaskOrdinalMixture(OrdinalMixture):
         client = bl.client
         item_f = [client.submit(operator.itemgetter(0), f) for f in parts]
         self._item_futures = item_f
-        meta = client.submit(_empty, item_f[0]).result()  # the columns, gold's included
+        meta = client.submit(empty_frame, item_f[0]).result()  # the columns, gold's included
         items = dd.from_delayed(item_f, meta=meta, verify_meta=False)
         cats, cat_f = None, []
         if local_cats:

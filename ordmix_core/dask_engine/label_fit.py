@@ -42,15 +42,15 @@ from ..results import agreement, evidence, reliability
 from ..results.decision_columns import _partitioned_item_decisions
 from ..results.decisions import CONFIDENCE, THRESHOLD
 from . import block_labels
+from .block_tasks import Blocks, add_arrays, empty_frame
 from .blocks import Box
-from .client import _add_arrays, _Blocks, _empty
 
 
 class BlockLabels:
     """The label path over the blocks of a fit of ``n_annotators`` annotators (module
     docstring); ``codes[i]``: block i's annotators (``block_labels.annotator_codes``)."""
 
-    def __init__(self, bl: _Blocks, n_annotators: int) -> None:
+    def __init__(self, bl: Blocks, n_annotators: int) -> None:
         self.bl = bl
         self.n = int(n_annotators)
         self.codes = bl.client.gather(bl.run(block_labels.annotator_codes))
@@ -188,7 +188,7 @@ class BlockLabels:
                 for it, pf in zip(item_futures, post_f, strict=True)
             ]
         wait(post_f + item_futures)
-        meta = client.submit(_empty, post_f[0]).result()
+        meta = client.submit(empty_frame, post_f[0]).result()
         items = dd.from_delayed(item_futures, meta=items_meta, verify_meta=False)
         post = dd.from_delayed(post_f, meta=meta, verify_meta=False)
         return items, post, post_f + item_futures
@@ -285,7 +285,7 @@ def finish(
     if not continuous:
         k = values.size
         classes = choose.level_classes(k, choose.MAX_CLASSES) if k > choose.MAX_CLASSES else None
-        level_counts = labels.bl.reduce(labels.bl.run(block_labels.level_counts, k), _add_arrays)
+        level_counts = labels.bl.reduce(labels.bl.run(block_labels.level_counts, k), add_arrays)
         n_ratings = model.annotators_["n_ratings"].to_numpy(dtype=np.int64)
 
         def expert_prior(careful: np.ndarray, rho: np.ndarray) -> np.ndarray:

@@ -149,7 +149,8 @@ class EngineSteps:
         engines call it): the step (``step.make_step``: SQUAREM with ``accelerate``, the exact
         eps step, ``_exact_eps``) and the rescues (``rescues.Rescues``: the flips with
         ``accelerate``, the settles with the exact eps step); ``branch``: the engine's start of
-        a restart from the shared warm-up. Returns True if the fit was stopped."""
+        a restart from the shared warm-up; the engine's ``park`` (if it has one) hears of each
+        restart the race drops. Returns True if the fit was stopped."""
         policy, exact_eps = self.fit_policy, self._exact_eps()
         rescue = Rescues(sweeps, bool(self.accelerate), exact_eps, policy)
         return race.race(
@@ -169,4 +170,5 @@ class EngineSteps:
             pre_stage=self._extensions()[2],
             rescues=rescue,
             policy=policy,
+            park=getattr(sweeps, "park", None),
         )

@@ -90,6 +90,7 @@ def race(
     branch: BranchFn | None = None,
     rescues: AtStop | None = None,
     policy: FitPolicy = DEFAULT,
+    park: Callable[[RestartRun], None] | None = None,
 ) -> bool:
     """Every restart: its warm-up (``init == 'warm'``), then mixture rounds of doubling length.
 
@@ -114,11 +115,15 @@ def race(
     ``map_runs(fn, runs)`` applies ``fn`` to each run, in turn or side by side: each
     restart's arithmetic is its own, so the result does not depend on it. Returns True if
     the fit was stopped (the restarts still running are marked ``stopped``). ``rescues``:
-    asked at each mixture restart's stop (``advance``).
+    asked at each mixture restart's stop (``advance``). ``park(run)``: told of each restart
+    dropped (by halving or the out-of-reach stop), which may then free what only a running
+    restart needs; a dropped restart may still win, and a revived one goes on from its state
+    and its history.
     """
     race = _Race(
         step, start_mixture, spam, max_iter, (tol, tol_estimate),
         collapse_threshold if spam else -np.inf, callback, map_runs, pre_stage, rescues, policy,
+        park,
     )  # fmt: skip
     try:
         # 1. warm-ups: the first warm restart's, which the others branch from (``branch``),
@@ -160,7 +165,17 @@ class _Race:
     pre_stage: str | None
     rescues: AtStop | None
     policy: FitPolicy
+    park: Callable[[RestartRun], None] | None = None
     stop: threading.Event = field(default_factory=threading.Event)
+
+    def drop(self, run: RestartRun, outrun: bool = False) -> None:
+        """``run`` is done and dropped where it stands (``outrun``: by the out-of-reach stop);
+        the engine is told (``park``)."""
+        run.done = run.dropped = True
+        run.outrun = run.outrun or outrun
+        run.pruned_at = len(run.trace)
+        if self.park is not None:
+            self.park(run)
 
     @staticmethod
     def offset(run: RestartRun) -> int:
@@ -216,7 +231,7 @@ class _Race:
                 healthy_first = lambda r: (r.truth_share >= self.collapse, r.trace[-1])  # noqa: E731
                 alive.sort(key=healthy_first, reverse=True)
                 for run in alive[max((len(alive) + 1) // 2, p.keep) :]:
-                    run.done, run.dropped, run.pruned_at = True, True, len(run.trace)
+                    self.drop(run)
             if final:
                 self.stop_outrun(kept)
             budget *= 2
@@ -237,8 +252,7 @@ class _Race:
                 continue
             gain = projected_gain(run.trace, p.gain_window)
             if out_of_reach(run.trace[-1], gain, leader.trace[-1], p):
-                run.done = run.dropped = run.outrun = True
-                run.pruned_at = len(run.trace)
+                self.drop(run, outrun=True)
 
     def stages(self, todo: list[RestartRun], budget: int, halve: bool) -> None:
         """The pre-stage (if any) in rounds, then the mixture in rounds for its survivors."""

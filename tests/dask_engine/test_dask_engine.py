@@ -457,6 +457,50 @@ def test_blocks_keep_at_most_four_states_per_restart(client, ratings):
     assert seen and max(seen) <= 4 and min(seen) >= 1
 
 
+def _hold_blocks(hold: bool) -> dict:
+    """On a worker: keep the blocks past the fit's end and report each restart's slots and
+    how many of them keep a q(y) (``hold``), or let them go."""
+    from ordmix_core.dask_engine import blocks
+
+    if not hold:
+        blocks.release = blocks.__dict__.pop("_held_release", blocks.release)
+        blocks._REGISTRY.clear()
+        return {}
+    blocks._held_release, blocks.release = blocks.release, lambda fit_id: 0
+    return {}
+
+
+def _slots_and_q_y() -> dict:
+    from ordmix_core.dask_engine import blocks
+
+    out: dict = {}
+    for b in blocks._REGISTRY.values():
+        for r, slots in b.states.items():
+            q_y = sum(loc.omega is not None for loc in slots.values())
+            out[r] = (*out.get(r, ()), (len(slots), q_y))
+    return out
+
+
+def test_a_dropped_restart_keeps_its_states_q_y_and_its_history_without(client, ratings):
+    """A restart the race drops (halving, the out-of-reach stop) keeps on the blocks its
+    state's slot with its q(y) and its history's without (``block_slots.park_block``), as
+    the in-memory engine keeps it; those still running at the end keep theirs."""
+    client.run(_hold_blocks, True)
+    try:
+        kw = dict(granularity="instance", n_restarts=6, random_state=3)
+        model = quiet_fit(DaskOrdinalMixture(**kw, scheduler=client, n_partitions=2), ratings)
+        per_worker = client.run(_slots_and_q_y)
+    finally:
+        client.run(_hold_blocks, False)
+    table = model.restarts_
+    dropped = table.index[table["dropped"]]
+    assert len(dropped) >= 3 and (~table["dropped"]).any()
+    for per_restart in per_worker.values():
+        for r in dropped:
+            for n_slots, q_y in per_restart[r]:
+                assert n_slots <= 2 and q_y == 1, (r, n_slots, q_y)
+
+
 def test_parquet_dataset_and_dask_frames(client, ratings, tmp_path):
     """A folder of Parquet files, real-valued + paper updates, items_ as a Dask DataFrame."""
     folder = tmp_path / "ratings"
@@ -865,6 +909,6 @@ def test_the_watch_asks_the_scheduler_not_the_clients_cache(client, ratings, mon
 
 
 def client_watch_seconds() -> float:
-    from ordmix_core.dask_engine import client as dask_client
+    from ordmix_core.dask_engine import block_tasks
 
-    return dask_client.WATCH_SECONDS
+    return block_tasks.WATCH_SECONDS

@@ -183,7 +183,7 @@ def test_projected_gain_is_the_remaining_gain_of_a_geometric_climb() -> None:
     assert race.projected_gain([-7.0] * (3 * w)) == 0.0
 
 
-def _scripted_race(limits: dict[int, float], rate: float, map_runs=None) -> list:
+def _scripted_race(limits: dict[int, float], rate: float, map_runs=None, park=None) -> list:
     """Restarts whose bound climbs geometrically (``rate`` per sweep) from ``limit - 1000``
     to ``limits[restart]``; the race of the shared schedule's last stage, no warm-up."""
     runs = [restarts.RestartRun(i, "data", None) for i in limits]
@@ -195,7 +195,7 @@ def _scripted_race(limits: dict[int, float], rate: float, map_runs=None) -> list
 
     race.race(
         runs, step, lambda run: None, spam=True, max_iter=2000, tol=1e-9, prune=True,
-        prune_start=5, collapse_threshold=0.05,
+        prune_start=5, collapse_threshold=0.05, park=park,
         **({"map_runs": map_runs} if map_runs else {}),
     )  # fmt: skip
     return runs
@@ -220,6 +220,22 @@ def test_a_restart_out_of_reach_of_the_leader_stops() -> None:
     assert best is leader
     assert f"restart 1 was stopped after mixture sweep {first}, out of reach" in reason
     assert "successive halving" not in reason
+
+
+def test_the_engine_hears_of_each_restart_the_race_drops_once_as_it_drops_it() -> None:
+    """``park``: called once for every restart halving or the out-of-reach stop drops, when
+    it is marked dropped at its last sweep, and for no other restart."""
+    heard = []
+
+    def park(run):
+        heard.append((run.restart, run.dropped, run.done, run.pruned_at == len(run.trace)))
+
+    limits = {i: -10_000.0 - 300.0 * i for i in range(6)}
+    runs = _scripted_race(limits, 0.95, park=park)
+    dropped = sorted(run.restart for run in runs if run.dropped)
+    assert len(dropped) == 5 and any(run.outrun for run in runs)  # halving, then the stop
+    assert sorted(r for r, *_ in heard) == dropped
+    assert all(flags == [True, True, True] for _, *flags in heard)
 
 
 def test_a_restart_within_reach_runs_to_the_end() -> None:

@@ -9,8 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ordmix_core.io import to_csv_bytes, write_csv_chunks
-from ordmix_core.io import writing
+from ordmix_core.io import to_csv_bytes, write_csv_chunks, writing
 from ordmix_core.io.writing import csv_safe
 
 FLOATS = st.one_of(
