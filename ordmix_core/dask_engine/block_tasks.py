@@ -144,6 +144,7 @@ def empty_frame(frame):
 
 
 def add_arrays(*parts: np.ndarray) -> np.ndarray:
+    """The blocks' arrays added, in their order (a reduction's ``combine``)."""
     acc = parts[0].copy()
     for a in parts[1:]:
         acc += a

@@ -1,6 +1,6 @@
 """The Dask client's side of a sweep: the engine's sweeps over the blocks (``_Sweeps``: the
 same methods as the in-memory engine's, so ``fit.step`` and ``fit.race`` run them alike; the
-tasks on the blocks are ``block_tasks.Blocks``'); the state the client holds, ``_Global``, is
+tasks on the blocks are ``block_tasks.Blocks``'s); the state the client holds, ``_Global``, is
 ``State`` without its per-instance part."""
 
 from __future__ import annotations
