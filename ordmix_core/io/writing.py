@@ -111,7 +111,7 @@ def _cells(col: pd.Series | pd.Index, text: bool) -> list[str]:
     """One column's cells as pandas' ``to_csv`` writes them (``_text`` says it can).
 
     pandas writes a float64 cell as numpy's ``str`` of it, the shortest text that reads back
-    to the same float, which is Python's ``repr`` (``tests/io/test_io.py`` compares the two
+    to the same float, which is Python's ``repr`` (``tests/io/test_writing.py`` compares the two
     writers' bytes), and a missing one as an empty cell; integers and booleans as ``str``;
     text as it is. ``repr`` over a list of floats takes about half of numpy's time."""
     if text:
