@@ -77,10 +77,11 @@ if query.strip():
     for c in text_cols:
         hit = hit | view[c].astype(str).str.contains(query.strip(), case=False, regex=False)
     view = view[hit]
-# what the near-tied answers disagree on, when the fit has the column
+# what the continuous fit's near-tied answers disagree on, when the fit has the column
 if "unstable" in view.columns and st.toggle(
-    f"Unstable only ({int(table['unstable'].sum()):,}: the near-tied answers disagree, "
-    "see estimate_spread)",
+    f"Unstable only ({int(table['unstable'].sum()):,}: the continuous fit's near-tied answers "
+    "disagree on z_mean, see estimate_spread; the labels are the label fit's, which they do "
+    "not change)",
     value=False,
     key="items_unstable",
 ):

@@ -192,8 +192,7 @@ def ensemble_line(model: OrdinalMixture) -> str:
     about = (
         ""
         if items is None
-        else f"{items:,} item(s) (largest spread of an estimate {ens['max_estimate_spread']:.3f}) "
-        "and "
+        else f"{items:,} item(s) (largest spread of z_mean {ens['max_estimate_spread']:.3f}) and "
     )
     return (
         f"Unstable: {', and '.join(answers)}. These answers disagree on {about}"

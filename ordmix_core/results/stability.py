@@ -25,9 +25,10 @@ _STABILITY_CHUNK = 1 << 18
 
 
 def item_stability(member_mu: np.ndarray, values: np.ndarray, step: float) -> pd.DataFrame:
-    """``estimate_spread`` (max - min of the estimate across the ensemble) and ``unstable``
-    per item; ``member_mu`` (E, M): each near-tied restart's posterior means (E >= 1, the
-    winner first); ``values`` (K,): the scale's levels; ``step``: its step."""
+    """``estimate_spread`` (max - min of the continuous posterior mean ``z_mean`` across the
+    ensemble) and ``unstable`` per item; ``member_mu`` (E, M): each near-tied restart's
+    posterior means (E >= 1, the winner first); ``values`` (K,): the scale's levels; ``step``:
+    its step."""
     values = np.asarray(values, dtype=float)
     spread = member_mu.max(axis=0) - member_mu.min(axis=0)
     flips = np.zeros(spread.shape, dtype=bool)

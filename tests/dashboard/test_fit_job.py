@@ -408,7 +408,7 @@ def test_the_unstable_line_names_the_near_tied_answers_and_the_alternative(demo)
         "Unstable: carrying the 2 still-moving annotators (a, b) the way they were going gives "
         "an answer whose lower bound is 15.2 above the chosen one's. These answers disagree on "
         "3 item(s) "
-        "(largest spread of an estimate 0.750) and 1 annotator(s)"
+        "(largest spread of z_mean 0.750) and 1 annotator(s)"
     )
     m.ensemble_ = [m.best_restart_, 4]
     m.alternative_.update(bound_above_winner=-0.17, annotators=list("abcdefg"))
