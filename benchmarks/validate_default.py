@@ -200,20 +200,16 @@ def gold_draws(name: str, ratings: pd.DataFrame, gold: pd.Series, draws: int = 5
         f" | {r[:, 3].min():.3f}-{r[:, 3].max():.3f} |")  # fmt: skip
 
 
-def gold_ceiling(name: str, ratings: pd.DataFrame, gold: pd.Series, draws: int = 400) -> None:
+def gold_ceiling(name: str, s: LabelScores, draws: int = 400) -> None:
     """What gold could reach, whatever the fit does with it: the label error of the no-gold
     fit's latent posterior read through the expert map learned from *all* the gold (the
     rows ``sum_m q[m, c] [gold_m = k]``, normalised: the best any map can do, in-sample), and
     the calibration error a perfectly calibrated posterior shows on 90% of the gold items
     (truths drawn from the shipped posterior itself, ``draws`` times): its mean and the
-    share of draws above 0.05."""
-    d = prepare(ratings, None, "instance")
-    fit = confusion_model.fit(d.ann, d.inst, d.level, d.n_annotators, d.n_instances, d.scale.k)
-    post = label_posterior(fit, d.ann, d.inst, d.level, d.scale.values)
-    g = gold.rename(index=str).reindex(pd.Index(d.instances.astype(str))).to_numpy(float)
-    known = np.isfinite(g) & np.isin(g, d.scale.values)
-    truth = np.searchsorted(d.scale.values, g[known])
-    q, p = fit.q[known], post.posterior.proba[known]
+    share of draws above 0.05. ``s``: the set's label fit and gold (``LabelScores``)."""
+    d, truth = s.data, s.truth
+    post = label_posterior(s.fit, d.ann, d.inst, d.level, d.scale.values)
+    q, p = s.fit.q[s.known], post.posterior.proba[s.known]
     best = np.stack([np.bincount(truth, weights=q[:, c], minlength=d.scale.k)
                      for c in range(d.scale.k)]) + 1e-3  # fmt: skip
     best /= best.sum(axis=1, keepdims=True)
@@ -317,7 +313,7 @@ def main(argv: list[str] | None = None) -> None:
               "|---|---|---|---|---|---|")  # fmt: skip
         for name in names:
             if "+" not in name:
-                gold_ceiling(name, *load(name))
+                gold_ceiling(name, scores[name])
 
 
 if __name__ == "__main__":
