@@ -8,7 +8,7 @@ from ..data.scale import Scale
 from ..estimators import refit
 from ..fit import restarts
 from ..vb import updates
-from .blocks import _REGISTRY, Box, Local, _slots
+from .blocks import _REGISTRY, Box, Local, _slots, drop_q_y
 
 
 def init_block(fit_id: str, index: int, restart: int, key: int, step: float) -> None:
@@ -71,7 +71,4 @@ def park_block(
 ) -> None:
     """A restart the race dropped (``client._Sweeps.park``): its slots not in ``keep`` go,
     and the q(y) of the kept ones not in ``keep_q_y``."""
-    b = _REGISTRY[f"{fit_id}/{index}"]
-    for k, loc in _slots(b, restart, keep).items():
-        if k not in keep_q_y:
-            loc.omega = None
+    drop_q_y(_slots(_REGISTRY[f"{fit_id}/{index}"], restart, keep), keep_q_y)

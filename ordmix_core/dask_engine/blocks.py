@@ -122,6 +122,13 @@ def _slots(b: Block, restart: int, keep) -> dict[int, Local]:
     return slots
 
 
+def drop_q_y(slots: dict[int, Local], keep: tuple[int, ...]) -> None:
+    """The q(y) of the ``slots`` not in ``keep`` freed (their q(z) stays)."""
+    for k, loc in slots.items():
+        if k not in keep:
+            loc.omega = None
+
+
 @dataclass
 class Proposal:
     """A SQUAREM start: slots of ``s0, s1, s2``, the step length ``a`` and where mu_m is
@@ -209,9 +216,7 @@ def phase_xy_tau(
     slots[dst] = Local(xy.mu_m, xy.lam_m, w_cat=xy.w_cat if b.local_categories else None)
     if keep_omega:
         if not isinstance(src, Proposal):  # a step starts from the current state, src
-            for k, loc in slots.items():
-                if k != src and k not in keep_q_y:
-                    loc.omega = None
+            drop_q_y(slots, (src, *keep_q_y))
         slots[dst].omega = b.work.omega.copy()
     return {
         "max_dmu": dmu,
