@@ -5,7 +5,7 @@ Usage (from the repository root; mutmut is not a project dependency: ``pip insta
     python tests/mutation/run_mutmut.py MODULE [--max-children N] [--keep]
 
 ``MODULE`` is a key of ``MODULES`` (tn, updates, bound, options, outputs, posterior,
-calibration, choose, confusion, evidence, install). The script copies ``ordmix_core/``,
+calibration, choose, confusion, evidence, reliability, install). The script copies ``ordmix_core/``,
 ``tests/``, ``demo_data/`` and ``pyproject.toml`` to ``/tmp/ordmix-mutmut/MODULE`` (so no
 ``mutants/`` folder or config ever lands in the repository), appends a ``[tool.mutmut]``
 section that mutates only that module and runs only its tests, runs ``mutmut run`` there and
@@ -83,6 +83,11 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     ),
     "evidence": (
         "ordmix_core/results/evidence.py", ["tests/results/test_decisions.py", "-m", "not slow"]
+    ),
+    "reliability": (
+        "ordmix_core/results/reliability.py",
+        ["tests/results/test_decisions.py", "tests/results/test_passes.py",
+         "tests/results/test_reliability.py", "-m", "not slow"],
     ),
     "install": (
         "ordmix_core/estimators/compile_install.py",
