@@ -27,7 +27,7 @@ from ..labels.posterior import ITEM_FLAGS, LabelPosterior, expected_gain, mean_a
 from ..numerics.fixed_order import matmul
 from ..results import agreement, evidence, outputs, reliability
 from ..vb import updates
-from .blocks import _REGISTRY, Block, Box
+from .blocks import Box, block
 
 
 @dataclass
@@ -43,14 +43,10 @@ class LabelBlock:
     gold: np.ndarray | None
 
 
-def _block(fit_id: str, index: int) -> Block:
-    return _REGISTRY[f"{fit_id}/{index}"]
-
-
 def annotator_codes(fit_id: str, index: int) -> np.ndarray:
     """The block's annotators' global codes (n_b,), sorted; the block keeps each rating's
     local code into them (``ann_local``) for the per-annotator sums below."""
-    b = _block(fit_id, index)
+    b = block(fit_id, index)
     codes, local = np.unique(b.problem.ann, return_inverse=True)
     b.ann_codes, b.ann_local = codes, local.astype(np.int32)
     return codes
@@ -95,7 +91,7 @@ def set_gold(fit_id: str, index: int, box: Box) -> int:
     """The block's gold (``box``: a Series of gold values by instance ID as text): its
     problem's known truth (``Problem.with_gold``; NaN where none) and its items' gold level
     indices (``b.gold_levels``). Returns its gold items' count."""
-    b = _block(fit_id, index)
+    b = block(fit_id, index)
     g = box.value.reindex(pd.Index(b.inst_ids).astype(str)).to_numpy(dtype=float)
     b.problem = b.problem.with_gold(g)
     b.gold_levels = confusion_model.gold_levels(g, b.problem.values)
@@ -106,7 +102,7 @@ def label_start(fit_id: str, index: int, box: Box) -> dict:
     """Start the block's label fit (``confusion_model.fit``'s start on its ratings); its
     first soft tables and column sums. ``box``: ``(n_annotators, classes)``, ``classes``
     (K,) the class each level is fitted in (``choose.level_classes``) or None."""
-    b = _block(fit_id, index)
+    b = block(fit_id, index)
     n, classes = box.value
     p = b.problem
     level = p.level if classes is None else classes[p.level]
@@ -137,7 +133,7 @@ def label_round(fit_id: str, index: int, logp: np.ndarray, rho: np.ndarray) -> d
     """The E-step on the block's items with its annotators' log confusions ``logp`` (n_b, K,
     K) and the class prior ``rho`` (K,); the soft tables and column sums of the new
     posteriors, their log evidence and how far they moved (``max_moved``)."""
-    lb = _block(fit_id, index).labels
+    lb = block(fit_id, index).labels
     lb.q, ev, moved = lb.ratings.e_step(logp, rho, lb.q)
     return {**_tables(lb), "evidence": ev, "max_moved": moved}
 
@@ -148,7 +144,7 @@ def gold_own_posterior(
     """The block's gold items' posteriors from their own ratings (``confusion_model.
     own_posterior``: ``log_conf`` (n_b, K, K) its annotators' log confusions, ``rho`` the class
     prior) and their gold classes: (G_b, K) and (G_b,)."""
-    lb = _block(fit_id, index).labels
+    lb = block(fit_id, index).labels
     if lb.gold is None:  # a block without gold items
         return np.zeros((0, lb.q.shape[1])), np.zeros(0, np.int64)
     items = np.flatnonzero(lb.gold >= 0)
@@ -178,7 +174,7 @@ def label_posterior(fit_id: str, index: int, box: Box) -> dict:
     """The block's items' one posterior (``choose.label_posterior`` and, with classes,
     ``choose.spread``, on its items; ``box``: a ``Report``): kept on the block as
     ``b.posterior``; returns the items per flag at the default policy (``count_*``)."""
-    b = _block(fit_id, index)
+    b = block(fit_id, index)
     lb, rep = b.labels, box.value
     q = lb.q if rep.temperature == 1.0 else tempered(lb.q, rep.temperature)
     proba = matmul(q, rep.report)
@@ -201,21 +197,21 @@ def label_posterior(fit_id: str, index: int, box: Box) -> dict:
 def label_rows(fit_id: str, index: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The block's items (their IDs), posterior (M_b, K), gain and truth weight (M_b,), for
     the client to gather."""
-    b = _block(fit_id, index)
+    b = block(fit_id, index)
     post = b.posterior
     return b.inst_ids, post.proba, post.gain, b.truth_weight
 
 
 def level_counts(fit_id: str, index: int, k: int) -> np.ndarray:
     """The block's ratings at each of the ``k`` levels (K,)."""
-    return np.bincount(_block(fit_id, index).problem.level, minlength=k).astype(float)
+    return np.bincount(block(fit_id, index).problem.level, minlength=k).astype(float)
 
 
 def label_frame(fit_id: str, index: int) -> pd.DataFrame:
     """The block's items' posterior as a frame (indexed by instance): ``proba_<k>``, ``gain``,
     ``truth_weight`` and the ``estimate``, ``sd`` read from it (a gold item's: its value, 0);
     ``truth_weight`` alone when the labels are the continuous posterior's (no ``posterior``)."""
-    b = _block(fit_id, index)
+    b = block(fit_id, index)
     post = b.posterior
     if post is None:
         index = pd.Index(b.inst_ids, dtype=object, name="instance")
@@ -242,7 +238,7 @@ def weights_and_evidence(
     the block's ratings' evidence against its q(z) (``evidence.ratings_evidence``), both kept
     on the block. ``expertise`` (n_b,): its annotators' E[tau]; ``box``: ``(difficulty (C,)
     or None at instance granularity, hyperparams_, ordinal, continuous)``."""
-    b = _block(fit_id, index)
+    b = block(fit_id, index)
     p = b.problem
     difficulty, hp, ordinal, continuous = box.value
     loc = b.states[restart][slot]
@@ -264,7 +260,7 @@ def label_evidence(fit_id: str, index: int, confusion: np.ndarray, log_pi: np.nd
     """Each of the block's ratings' evidence against the label fit
     (``evidence.ratings_label_evidence``), kept on the block: ``confusion`` (n_b, K, K) its
     annotators', ``log_pi`` (K,) the log of every block's ratings' share of each level."""
-    b = _block(fit_id, index)
+    b = block(fit_id, index)
     lb = b.labels
     r = lb.ratings
     crowd = slice(0, b.problem.n_ratings)  # the expert's ratings are last
@@ -276,7 +272,7 @@ def label_evidence(fit_id: str, index: int, confusion: np.ndarray, log_pi: np.nd
 def flag_pulls(fit_id: str, index: int, e: np.ndarray, square: bool) -> dict:
     """The reliability posterior's pulls (``reliability.PullSums``) of the block's annotators
     at their reliabilities ``e`` (n_b,), as rows."""
-    b = _block(fit_id, index)
+    b = block(fit_id, index)
     pulls = reliability.pull_sums(b.ann_local, b.log_r, b.ann_codes.size)
     return _rows(b.ann_codes, s=pulls(e, square))
 
@@ -284,14 +280,14 @@ def flag_pulls(fit_id: str, index: int, e: np.ndarray, square: bool) -> dict:
 def flag_grid(fit_id: str, index: int, mode: np.ndarray, width: np.ndarray, z: np.ndarray) -> dict:
     """The reliability posterior's grid sums (``reliability.grid_sums``) of the block's
     annotators (``mode``, ``width`` (n_b,) theirs, ``z`` (G,)), as rows (n_b, G)."""
-    b = _block(fit_id, index)
+    b = block(fit_id, index)
     lik = reliability.grid_sums(b.ann_local, b.log_r, b.ann_codes.size, mode, width, z)
     return _rows(b.ann_codes, g=np.ascontiguousarray(lik.T))
 
 
 def flags_done(fit_id: str, index: int) -> None:
     """Drop the block's evidence (8 bytes a rating) once the flags are made."""
-    _block(fit_id, index).log_r = None
+    block(fit_id, index).log_r = None
 
 
 # --------------------------------------------------------------------------- the agreement
@@ -299,7 +295,7 @@ def agreement_patterns(fit_id: str, index: int, k: int) -> tuple[np.ndarray, np.
     """The distinct rating patterns of the block's items rated at least twice and their
     counts (``agreement.rating_patterns``, ``k`` levels); the block keeps its items' level
     counts (M_b, K) for ``agreement_rows``."""
-    b = _block(fit_id, index)
+    b = block(fit_id, index)
     p = b.problem
     flat = np.bincount(p.inst.astype(np.int64) * k + p.level, minlength=p.n_instances * k)
     b.item_levels = flat.reshape(p.n_instances, k)
@@ -309,7 +305,7 @@ def agreement_patterns(fit_id: str, index: int, k: int) -> tuple[np.ndarray, np.
 def agreement_rows(fit_id: str, index: int, d: np.ndarray) -> dict:
     """The block's annotators' agreement sums (``agreement.agreement_sums``) at the crowd's
     ordinal distance ``d`` (K, K), as rows; the level counts are dropped."""
-    b = _block(fit_id, index)
+    b = block(fit_id, index)
     p = b.problem
     total, used = agreement.agreement_sums(
         p.inst, b.ann_local, p.level, b.item_levels, b.ann_codes.size, d

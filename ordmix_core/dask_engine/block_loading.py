@@ -14,7 +14,7 @@ from ..data.queries import instance_queries, query_clash
 from ..errors import InputError
 from ..numerics.keyed_random import id_hash
 from ..vb.problem import Problem
-from .blocks import _REGISTRY, Block
+from .blocks import _REGISTRY, Block, block
 
 ID_COLUMNS = ("annotator", "instance", "query")
 
@@ -92,7 +92,7 @@ def load_block(fit_id: str, index: int, df: pd.DataFrame, label: str) -> dict:
         qs = pd.Series(inst_ids, index=query_of_inst)
         query_min = qs.groupby(level=0, sort=False).min()
     del df
-    block = Block(
+    b = Block(
         ann_ids=ann_ids,
         ann_local=ann_local.astype(np.int32),
         inst_ids=inst_ids,
@@ -101,12 +101,12 @@ def load_block(fit_id: str, index: int, df: pd.DataFrame, label: str) -> dict:
         rating_code=rating_code.astype(np.int32),
         query_of_inst=query_of_inst,
     )
-    _REGISTRY[f"{fit_id}/{index}"] = block
-    counts = np.bincount(block.ann_local, minlength=ann_ids.size)
+    _REGISTRY[f"{fit_id}/{index}"] = b
+    counts = np.bincount(b.ann_local, minlength=ann_ids.size)
     return {
         "ann": pd.Series(counts, index=pd.Index(ann_ids, dtype=object)),
-        "values": block.rating_vals,
-        "value_counts": np.bincount(block.rating_code, minlength=block.rating_vals.size),
+        "values": b.rating_vals,
+        "value_counts": np.bincount(b.rating_code, minlength=b.rating_vals.size),
         "query_min": query_min,
         "n_ratings": n,
         "n_instances": int(inst_ids.size),
@@ -149,7 +149,7 @@ class Setup:
 
 def finalize_block(fit_id: str, index: int, setup: Setup) -> np.ndarray:
     """Global codes and levels for the block; returns its ratings per global category (C,)."""
-    b = _REGISTRY[f"{fit_id}/{index}"]
+    b = block(fit_id, index)
     g = setup.problem
     scale_vals = g.values
     lev_of_val = _levels(b.rating_vals, scale_vals, setup.label)

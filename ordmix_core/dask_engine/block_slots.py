@@ -8,13 +8,13 @@ from ..data.scale import Scale
 from ..estimators import refit
 from ..fit import restarts
 from ..vb import updates
-from .blocks import _REGISTRY, Box, Local, _slots, drop_q_y
+from .blocks import Box, Local, _slots, block, drop_q_y
 
 
 def init_block(fit_id: str, index: int, restart: int, key: int, step: float) -> None:
     """The restart's start of the block's q(z) (and q(delta) when categories are local), in
     slot 0."""
-    b = _REGISTRY[f"{fit_id}/{index}"]
+    b = block(fit_id, index)
     p = b.problem
     mu_m, lam_m = restarts.init_instances(
         b.sum_m, b.n_m, b.inst_hash, key, restart, p.mu, p.lam, Scale(p.values).thresholds, step
@@ -31,7 +31,7 @@ def warm_block(fit_id: str, index: int, n_starts: int, box: Box) -> None:
     the previous q(z) of the items rated before (and q(delta) at instance granularity, when
     the previous fit's was; ``box``: ``(previous, categories too)``, a ``refit.Previous``),
     restart r's with restart r - 1's usual q(z); the restarts past them dropped."""
-    b = _REGISTRY[f"{fit_id}/{index}"]
+    b = block(fit_id, index)
     prev, categories = box.value
     fresh = {r: slots[0] for r, slots in b.states.items()}
     warm = Local(fresh[0].mu_m.copy(), fresh[0].lam_m.copy())
@@ -55,15 +55,14 @@ def branch_block(
     """The restart's start from the shared warm-up, in its slot ``dst``: the
     warm-up restart ``source``'s slot ``src`` with the restart's own noise on q(z)'s means
     (``restarts.branch_instances``, as the in-memory engine adds it)."""
-    b = _REGISTRY[f"{fit_id}/{index}"]
-    slot = dst
-    src = b.states[source][src]
+    b = block(fit_id, index)
+    warm = b.states[source][src]
     bounds = Scale(b.problem.values).thresholds  # as ``init_block``'s
-    mu = restarts.branch_instances(src.mu_m, b.inst_hash, key, bounds, step)
-    loc = Local(updates.apply_gold(mu, b.problem.gold), src.lam_m.copy())
+    mu = restarts.branch_instances(warm.mu_m, b.inst_hash, key, bounds, step)
+    loc = Local(updates.apply_gold(mu, b.problem.gold), warm.lam_m.copy())
     if b.local_categories:
-        loc.delta_shape, loc.delta_rate = src.delta_shape.copy(), src.delta_rate.copy()
-    b.states[restart] = {slot: loc}
+        loc.delta_shape, loc.delta_rate = warm.delta_shape.copy(), warm.delta_rate.copy()
+    b.states[restart] = {dst: loc}
 
 
 def park_block(
@@ -71,4 +70,4 @@ def park_block(
 ) -> None:
     """A restart the race dropped (``client._Sweeps.park``): its slots not in ``keep`` go,
     and the q(y) of the kept ones not in ``keep_q_y``."""
-    drop_q_y(_slots(_REGISTRY[f"{fit_id}/{index}"], restart, keep), keep_q_y)
+    drop_q_y(_slots(block(fit_id, index), restart, keep), keep_q_y)

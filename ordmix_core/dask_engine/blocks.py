@@ -41,6 +41,11 @@ from ..vb.problem import Problem
 _REGISTRY: dict[str, Block] = {}
 
 
+def block(fit_id: str, index: int) -> Block:
+    """The fit's block ``index``, on this worker (``block_loading.load_block`` put it there)."""
+    return _REGISTRY[f"{fit_id}/{index}"]
+
+
 # --------------------------------------------------------------------------- blocks
 
 
@@ -192,7 +197,7 @@ def phase_xy_tau(
     sweep is refused (a flip, or the exact eps step's fallback), else the new slot is; the
     slots ``keep_q_y`` keep theirs (the winner's while the alternative sweeps: truth weight).
     """
-    b = _REGISTRY[f"{fit_id}/{index}"]
+    b = block(fit_id, index)
     p = b.problem.at(spam)
     slots = _slots(b, restart, keep)
     start = _proposal(b, slots, src) if isinstance(src, Proposal) else slots[src]
@@ -233,7 +238,7 @@ def eps_sums(fit_id: str, index: int, restart: int, slot: int, box: Box) -> dict
     """The block's share of ``updates.eps_block_sums`` for the restart's state in ``slot``
     (its q(y), kept by ``phase_xy_tau``), with ``box`` = ``(x, eps_used)`` (N,) each:
     ``{"g": (N,), "h": (N,)}``."""
-    b = _REGISTRY[f"{fit_id}/{index}"]
+    b = block(fit_id, index)
     p = b.problem
     x, eps_used = box.value
     omega = b.states[restart][slot].omega
@@ -258,7 +263,7 @@ def settle_block(fit_id: str, index: int, restart: int, src: int, dst: int, box:
     move of the block's own items, ``top``: which (a local code; -1 without items). The new
     slot keeps ``src``'s q(y) (the next sweep's exact eps step reads it, as in memory, where
     the settled state keeps the old omega)."""
-    b = _REGISTRY[f"{fit_id}/{index}"]
+    b = block(fit_id, index)
     p = replace(b.problem)  # its per-rating views (``Problem.lo``, ...) live for this call only
     glob, busy = box.value
     loc = b.states[restart][src]
@@ -290,13 +295,13 @@ def settle_block(fit_id: str, index: int, restart: int, src: int, dst: int, box:
 def item_raters(fit_id: str, index: int, code: int) -> np.ndarray:
     """(N,) bool: the annotators who rated the block's item ``code`` (a local code; the block
     holds all of an item's ratings)."""
-    return _REGISTRY[f"{fit_id}/{index}"].problem.raters(code)
+    return block(fit_id, index).problem.raters(code)
 
 
 def settle_write(fit_id: str, index: int, restart: int, dst: int, box: Box) -> None:
     """Writes into slot ``dst`` the client's solution of this block's ``linked`` items
     (``box`` = {block index: ``(linked, mu_m, lam_m, delta or None)``})."""
-    b = _REGISTRY[f"{fit_id}/{index}"]
+    b = block(fit_id, index)
     got = box.value.get(index)
     if got is None:
         return
@@ -346,7 +351,7 @@ def phase_delta(
     ``dst``), so that the step's first round needs no round trip. ``norms``: slots of ``s0,
     s1`` (``dst`` is ``s2``); then ``norms`` in the result is the block's share of SQUAREM's
     squared norms (``sq_norms``). Slots not in ``keep`` are dropped (after the norms)."""
-    b = _REGISTRY[f"{fit_id}/{index}"]
+    b = block(fit_id, index)
     p = b.problem
     slots = b.states[restart]
     loc = slots[dst]
@@ -396,7 +401,7 @@ def block_results(
     column); ``glob`` (the client's global factors, a ``State`` without the per-instance
     part) gives their own reading (``settle.own_ratings``: ``crowd_estimate``; None: the fit
     was stopped, no such column)."""
-    b = _REGISTRY[f"{fit_id}/{index}"]
+    b = block(fit_id, index)
     p = b.problem
     loc = b.states[restart][slot]
     ids = pd.Index(b.inst_ids, dtype=object)
@@ -423,7 +428,7 @@ def block_means(fit_id: str, index: int, restart: int, slot: int) -> pd.Series:
     """The block's items' posterior means (indexed by instance) in the restart's ``slot``: a
     near-tied restart's estimates, for the ensemble's item columns
     (``stability.item_stability``)."""
-    b = _REGISTRY[f"{fit_id}/{index}"]
+    b = block(fit_id, index)
     return pd.Series(b.states[restart][slot].mu_m, index=pd.Index(b.inst_ids, dtype=object))
 
 
@@ -432,7 +437,7 @@ def block_stability(
 ) -> pd.DataFrame:
     """The block's ``items`` with the ensemble's columns (``stability.item_stability``) of its
     items' means in the ``members``' ``(restart, slot)`` (the winner first)."""
-    b = _REGISTRY[f"{fit_id}/{index}"]
+    b = block(fit_id, index)
     mu = np.stack([b.states[r][slot].mu_m for r, slot in members])
     it = stability.item_stability(mu, values, step)
     return items.assign(
