@@ -433,44 +433,9 @@ def test_same_fit_without_acceleration(client, ratings, granularity):
     assert mem.converged_  # stopped by the rule, not by max_iter
 
 
-def _slot_counts() -> dict:
-    """On a worker: restart -> number of kept states, the most over its blocks."""
-    from ordmix_core.dask_engine import blocks
-
-    out: dict = {}
-    for b in blocks._REGISTRY.values():
-        for r, slots in b.states.items():
-            out[r] = max(out.get(r, 0), len(slots))
-    return out
-
-
-def test_blocks_keep_at_most_four_states_per_restart(client, ratings):
-    """SQUAREM's history on the blocks: at most s0, s1, s2 and the candidate per restart."""
-    seen: list[int] = []
-
-    def cb(restart, iteration, f):
-        counts = client.run(_slot_counts)
-        seen.extend(n for per_worker in counts.values() for n in per_worker.values())
-
-    kw = dict(granularity="instance", n_restarts=2, random_state=2, max_iter=12)
-    quiet_fit(DaskOrdinalMixture(**kw, scheduler=client, n_partitions=2), ratings, callback=cb)
-    assert seen and max(seen) <= 4 and min(seen) >= 1
-
-
-def _hold_blocks(hold: bool) -> dict:
-    """On a worker: keep the blocks past the fit's end and report each restart's slots and
-    how many of them keep a q(y) (``hold``), or let them go."""
-    from ordmix_core.dask_engine import blocks
-
-    if not hold:
-        blocks.release = blocks.__dict__.pop("_held_release", blocks.release)
-        blocks._REGISTRY.clear()
-        return {}
-    blocks._held_release, blocks.release = blocks.release, lambda fit_id: 0
-    return {}
-
-
 def _slots_and_q_y() -> dict:
+    """On a worker: restart -> ``(kept states, how many of them keep a q(y))`` of each of its
+    blocks."""
     from ordmix_core.dask_engine import blocks
 
     out: dict = {}
@@ -479,6 +444,32 @@ def _slots_and_q_y() -> dict:
             q_y = sum(loc.omega is not None for loc in slots.values())
             out[r] = (*out.get(r, ()), (len(slots), q_y))
     return out
+
+
+def test_blocks_keep_at_most_four_states_per_restart(client, ratings):
+    """SQUAREM's history on the blocks: at most s0, s1, s2 and the candidate per restart."""
+    seen: list[int] = []
+
+    def cb(restart, iteration, f):
+        per_worker = client.run(_slots_and_q_y).values()
+        seen.extend(max(n for n, _ in blocks_of) for w in per_worker for blocks_of in w.values())
+
+    kw = dict(granularity="instance", n_restarts=2, random_state=2, max_iter=12)
+    quiet_fit(DaskOrdinalMixture(**kw, scheduler=client, n_partitions=2), ratings, callback=cb)
+    assert seen and max(seen) <= 4 and min(seen) >= 1
+
+
+def _hold_blocks(hold: bool) -> dict:
+    """On a worker: keep the blocks past the fit's end (``hold``), so that ``_slots_and_q_y``
+    can read them, or let them go."""
+    from ordmix_core.dask_engine import blocks
+
+    if not hold:
+        blocks.release = blocks.__dict__.pop("_held_release", blocks.release)
+        blocks._REGISTRY.clear()
+        return {}
+    blocks._held_release, blocks.release = blocks.release, lambda fit_id: 0
+    return {}
 
 
 def test_a_dropped_restart_keeps_its_states_q_y_and_its_history_without(client, ratings):
