@@ -1,8 +1,11 @@
 """The default fit's winner against the same fit with tighter tolerances (a stopping-rule check).
 
-    python benchmarks/tighter_tolerance.py [ratings.csv] [--seed S]
+    python benchmarks/tighter_tolerance.py [ratings.csv] [--seed S] [--granularity G]
+        [--policy FIELD=VALUE ...]
 
-Default: the demo TREC RF10 ratings, seed 0. The default's alternative (its still-moving
+Default: the demo TREC RF10 ratings, seed 0, instance granularity; ``--policy`` changes a
+field of the fit's ``FitPolicy`` in both fits (``reliability_share=0``: the stopping rule
+without its annotators' half). The default's alternative (its still-moving
 annotators carried the way they were going) and the items it marks unstable; for each tighter
 setting, the winning restart's mixture sweeps and bound, whether its trace starts with the
 default's (the same path), how far its items' means are from the default's, and how many of
@@ -12,6 +15,7 @@ the items it moves by more than 0.1 the default marks unstable.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import warnings
 from pathlib import Path
 
@@ -19,6 +23,7 @@ import numpy as np
 
 from ordmix_core import OrdinalMixture
 from ordmix_core.fit import restarts
+from ordmix_core.fit.policy import DEFAULT
 from ordmix_core.io import read_ratings
 
 DEMO = Path(__file__).resolve().parents[1] / "demo_data" / "trec-rf10-ratings.csv"
@@ -50,9 +55,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("ratings", nargs="?", default=str(DEMO))
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--granularity", default="instance")
+    ap.add_argument("--policy", nargs="*", default=[], metavar="FIELD=VALUE")
     a = ap.parse_args()
+    fields = dict(item.split("=", 1) for item in a.policy)
+    kinds = {f.name: f.type for f in dataclasses.fields(DEFAULT)}
+    OrdinalMixture.fit_policy = dataclasses.replace(
+        DEFAULT, **{k: (int if kinds[k] in (int, "int") else float)(v) for k, v in fields.items()}
+    )
     df = read_ratings(a.ratings)
-    m, runs = fit(df, a.seed)
+    m, runs = fit(df, a.seed, granularity=a.granularity)
     b = m.best_restart_
     run = runs[b]
     print(f"default: winner {b}, {len(run.trace)} mixture sweeps, bound {run.lower_bound:.2f}")
@@ -69,7 +81,7 @@ def main() -> None:
         )
     print(f"  unstable: {unstable.sum()} of {len(unstable)} items")
     for name, kw in TIGHTER.items():
-        mt, rt = fit(df, a.seed, max_iter=5000, **kw)
+        mt, rt = fit(df, a.seed, granularity=a.granularity, max_iter=5000, **kw)
         t = rt[b]
         d = np.abs(run.state.mu_m - t.state.mu_m)
         same = t.trace[: len(run.trace)] == run.trace

@@ -171,4 +171,5 @@ class EngineSteps:
             rescues=rescue,
             policy=policy,
             park=getattr(sweeps, "park", None),
+            tol_reliability=policy.reliability_share * self.tol_estimate,
         )

@@ -133,8 +133,9 @@ OPTIONS: tuple[Option, ...] = (
         Real(0.0),
         "a restart has converged only when no item's estimate is expected to move by this "
         "much more (in scale units, on a scale of more than 11 levels in tenths of its range; "
-        "the last sweeps' changes extrapolated by their rate of decay), so a tighter tolerance "
-        "no longer moves estimates; 0: the bound alone decides",
+        "the last sweeps' changes extrapolated by their rate of decay) and no annotator's "
+        "reliability by a tenth of it, so a tighter tolerance no longer moves estimates; 0: the "
+        "bound alone decides",
         "Tolerance on estimates",
         flag="--tol-estimate",
         metavar="T",

@@ -16,10 +16,12 @@ The stopping rule (``converged``): a restart has converged when one sweep change
 less than ``tol`` relative (``|F_t - F_{t-1}| < tol |F_t|``) AND the estimated distance of the
 items' posterior means to the fixed point is below ``tol_estimate`` (``remaining_change``: the
 last window's largest changes, extrapolated with their ratio to the window before,
-Aitken-style; on a slow drift the ratio nears 1 and the fit goes on). Once the bound has
+Aitken-style; on a slow drift the ratio nears 1 and the fit goes on), and each annotator's
+reliability within ``tol_reliability`` of where it is heading (``reliabilities_settled``,
+the same extrapolation over the plain sweeps' eps that the rescues keep). Once the bound has
 settled the restart continues with plain sweeps (no SQUAREM: its extrapolations, accepted for
 a tiny gain of the bound, kick items along flat directions, so the changes would not decay),
-and the estimate half must hold at each sweep of ``hold_windows`` windows of them.
+and the items' half must hold at each sweep of ``hold_windows`` windows of them.
 ``tol_estimate = 0`` leaves the bound alone to decide. ``max_iter`` caps all sweeps of a
 restart, every stage together (the warm-up at most half). At a mixture restart's stop the
 rescues (``rescues.Rescues.at_stop``) may undo it.
@@ -91,6 +93,7 @@ def race(
     rescues: AtStop | None = None,
     policy: FitPolicy = DEFAULT,
     park: Callable[[RestartRun], None] | None = None,
+    tol_reliability: float = 0.0,
 ) -> bool:
     """Every restart: its warm-up (``init == 'warm'``), then mixture rounds of doubling length.
 
@@ -98,12 +101,13 @@ def race(
     convergence or half of ``max_iter``, then ``start_mixture(run)`` (the engine resets eps).
     With ``branch`` only the first warm restart does (without, each warm restart its own);
     the warm-up and a ``pre_stage`` stop by the fixed ``warmup_tol`` / ``warmup_tol_estimate``,
-    only the last stage by ``tol`` and ``tol_estimate``; the others start from ``branch(its
-    final state, run)`` (``shared_iter`` records the warm-up's sweeps). ``pre_stage``: a
-    stage key passed to ``step`` instead of ``spam``, run in rounds as the mixture is (so
-    pruned the same way) after ``start_mixture``; the restarts it did not drop then continue
-    with the mixture rounds (the extended model: the mixture with the spam distribution held
-    uniform, then learned); its trace goes to ``stage_trace``. With ``prune``, after each
+    only the last stage by ``tol``, ``tol_estimate`` and ``tol_reliability``; the others start
+    from ``branch(its final state, run)`` (``shared_iter`` records the warm-up's sweeps).
+    ``pre_stage``: a stage key passed to ``step`` instead of ``spam``, run in rounds as the
+    mixture is (so pruned the same way) after ``start_mixture``; the restarts it did not drop
+    then continue with the mixture rounds (the extended model: the mixture with the spam
+    distribution held uniform, then learned); its trace goes to ``stage_trace``. With
+    ``prune``, after each
     round the worse half of the unfinished restarts (collapsed first, then by bound) is
     dropped (successive halving), never below ``keep``, and the last stage then runs in
     rounds of ``final_round`` sweeps after which a restart out of reach of the leader stops
@@ -121,7 +125,7 @@ def race(
     and its history.
     """
     race = _Race(
-        step, start_mixture, spam, max_iter, (tol, tol_estimate),
+        step, start_mixture, spam, max_iter, (tol, tol_estimate, tol_reliability),
         collapse_threshold if spam else -np.inf, callback, map_runs, pre_stage, rescues, policy,
         park,
     )  # fmt: skip
@@ -158,7 +162,7 @@ class _Race:
     start_mixture: Callable[[RestartRun], None]
     spam: bool
     max_iter: int
-    tols: tuple[float, float]  # the mixture's (tol, tol_estimate)
+    tols: tuple[float, float, float]  # the mixture's (tol, tol_estimate, tol_reliability)
     collapse: float  # truth share below which a restart counts as collapsed
     callback: Callback | None
     map_runs: MapRuns
@@ -212,7 +216,9 @@ class _Race:
         never below ``keep``."""
         p = self.policy
         pre = key == self.pre_stage
-        tol, tol_estimate = (p.warmup_tol, p.warmup_tol_estimate) if pre else self.tols
+        tol, tol_estimate, tol_reliability = (
+            (p.warmup_tol, p.warmup_tol_estimate, 0.0) if pre else self.tols
+        )
         while True:
             active = [run for run in todo if not run.done]
             if not active:
@@ -223,6 +229,7 @@ class _Race:
                 lambda run, n=p.final_round if final else budget: advance(
                     run, self.step, key, n, self.max_iter, tol, self.callback,
                     self.offset(run), self.stop, tol_estimate, self.rescues, p,
+                    tol_reliability,
                 ),
                 active,
             )  # fmt: skip
@@ -331,11 +338,17 @@ def remaining_changes(changes: np.ndarray, policy: FitPolicy = DEFAULT) -> np.nd
 
 
 def converged(
-    run: RestartRun, tol: float, tol_estimate: float, policy: FitPolicy = DEFAULT
+    run: RestartRun,
+    tol: float,
+    tol_estimate: float,
+    policy: FitPolicy = DEFAULT,
+    tol_reliability: float = 0.0,
 ) -> bool:
     """The stopping rule after a sweep of ``run``: the bound changed by less than ``tol``
     relative to it AND (``tol_estimate > 0``) the items' means are within ``tol_estimate`` of
-    where they are heading (``remaining_change``), at each sweep of ``hold_windows`` windows.
+    where they are heading (``remaining_change``), at each sweep of ``hold_windows`` windows,
+    and (``tol_reliability > 0``) the annotators' reliabilities within ``tol_reliability``
+    (``reliabilities_settled``).
 
     With ``tol_estimate > 0`` the plain sweeps start once the bound's relative change is below
     ``max(tol, polish_tol)``, so a tighter ``tol`` follows the default's path and goes on from
@@ -354,10 +367,36 @@ def converged(
         return False
     changes = run.changes[run.polish_from :]
     n = len(changes)
-    return all(
+    items = all(
         remaining_change(changes[: n - k], policy) < tol_estimate
         for k in range(policy.hold_windows * policy.window)
     )
+    return items and reliabilities_settled(run.watch.eps_window, tol_reliability, policy)
+
+
+def reliability_remaining(
+    window: Sequence[np.ndarray], n: int, policy: FitPolicy = DEFAULT
+) -> np.ndarray:
+    """(N,) each annotator's estimated remaining change of its reliability: ``window`` (W,)
+    of eps (N,) from consecutive plain sweeps, ``remaining_changes`` of their changes; zeros
+    with fewer than ``moving_min_sweeps`` sweeps (two windows of changes are needed)."""
+    if len(window) < policy.moving_min_sweeps:
+        return np.zeros(n)
+    return remaining_changes(np.abs(np.diff(np.asarray(window), axis=0)), policy)
+
+
+def reliabilities_settled(
+    window: Sequence[np.ndarray], tol_reliability: float, policy: FitPolicy = DEFAULT
+) -> bool:
+    """The stopping rule's annotators' half: every reliability of ``window`` (a run's
+    ``Watch.eps_window``, the plain sweeps' eps since the last flip or settle) is within
+    ``tol_reliability`` of where it is heading (``reliability_remaining``). True with
+    ``tol_reliability <= 0`` or a window too short to tell (the items' half, held for
+    ``hold_windows`` windows, covers the sweeps right after a flip): an annotator drifting
+    slowly moves each of its items too little a sweep for the items' half to see it."""
+    if tol_reliability <= 0 or len(window) < policy.moving_min_sweeps:
+        return True
+    return bool(reliability_remaining(window, np.size(window[-1]), policy).max() < tol_reliability)
 
 
 def advance(
@@ -373,6 +412,7 @@ def advance(
     tol_estimate: float = 0.0,
     rescues: AtStop | None = None,
     policy: FitPolicy = DEFAULT,
+    tol_reliability: float = 0.0,
 ) -> None:
     """Up to ``n_iter`` more sweeps of ``run``; marks it done at convergence (``converged``)
     or when ``offset`` (sweeps of earlier stages) plus its own reach ``max_iter``. In the
@@ -399,7 +439,7 @@ def advance(
                 if stop is not None:
                     stop.set()
                 raise Stop()
-        if converged(run, tol, tol_estimate, policy):
+        if converged(run, tol, tol_estimate, policy, tol_reliability):
             settled = None
             if rescues is not None and spam is True:
                 settled = rescues.at_stop(run, tol_estimate)

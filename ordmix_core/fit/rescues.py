@@ -31,7 +31,7 @@ import numpy as np
 
 from ..numerics import libm
 from .policy import DEFAULT, FitPolicy
-from .race import remaining_changes
+from .race import reliability_remaining
 from .restarts import RestartRun, Watch
 
 if TYPE_CHECKING:
@@ -138,7 +138,7 @@ def still_moving(
     """(N,) bool: the annotators the fit had not settled over its last plain sweeps
     (``window``, a run's ``Watch.eps_window``): their reliability was still leaving its side's
     end (``escaping`` at ``moving_growth``), or is estimated to move by more than
-    ``moving_drift`` still (``race.remaining_changes``). Their verdict, and their items'
+    ``moving_drift`` still (``race.reliability_remaining``). Their verdict, and their items'
     estimates, may change with a longer fit. All False with fewer than
     ``moving_min_sweeps`` sweeps (a fit stopped before its plain sweeps, or just after an
     accepted flip)."""
@@ -151,10 +151,9 @@ def still_moving_parts(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``still_moving``'s two halves, (N,) bool each: leaving their end, and otherwise
     drifting; with the estimated remaining change (N,) (zeros below ``moving_min_sweeps``)."""
-    leaving, remaining = np.zeros(n, dtype=bool), np.zeros(n)
+    leaving, remaining = np.zeros(n, dtype=bool), reliability_remaining(window, n, policy)
     if len(window) >= policy.moving_min_sweeps:
         leaving[escaping(window, policy.moving_growth)] = True
-        remaining = remaining_changes(np.abs(np.diff(np.asarray(window), axis=0)), policy)
     return leaving, (remaining > policy.moving_drift) & ~leaving, remaining
 
 
@@ -194,7 +193,7 @@ def alternative_start(state: Any, window: Sequence[np.ndarray], policy: FitPolic
     """Where the verdicts the fit had not settled (``still_moving`` over ``window``, the
     winner's ``Watch.eps_window``) could go: ``state`` with the reliability of the annotators
     leaving their end mirrored (``flipped``: the other side of the saddle) and that of those
-    drifting carried by their estimated remaining change (``race.remaining_changes``) in
+    drifting carried by their estimated remaining change (``race.reliability_remaining``) in
     the direction they moved over its last two windows, within ``[eps_pack, 1 - eps_pack]``
     (mirroring a drift, 0.27 to 0.73, would only send it back)."""
     e = np.asarray(window, dtype=float)

@@ -112,7 +112,10 @@ def test_pi_shifts_the_log_odds_of_omega_by_log_pi(ratings) -> None:
 
 def test_pi_on_a_favourite_answer_marks_its_spammer(ratings) -> None:
     """An annotator who answers 1 to everything: the more pi expects spam to say 1, the more
-    of that annotator's ratings are spam (lower reliability)."""
+    of that annotator's ratings are spam (lower reliability). With pi favouring 5 the fit ends
+    at 0.36, as a 100x tighter one does (eps 0.33); before the stopping rule asked the
+    annotators' reliabilities to settle it stopped at 0.97, 8 nats lower, with this
+    annotator's eps still drifting."""
     first = ratings.groupby("instance")["query"].first()
     fav = pd.DataFrame(
         {"annotator": "fav", "instance": first.index, "rating": 1.0, "query": first.to_numpy()}
@@ -123,4 +126,4 @@ def test_pi_on_a_favourite_answer_marks_its_spammer(ratings) -> None:
         for name, pi in [("favours 5", [1, 1, 1, 1, 7]), ("uniform", None),
                          ("favours 1", [7, 1, 1, 1, 1])]
     }  # fmt: skip
-    assert rel["favours 5"] > 0.5 > rel["uniform"] > rel["favours 1"], rel
+    assert rel["favours 5"] > 0.3 > rel["uniform"] > rel["favours 1"], rel

@@ -4,7 +4,8 @@ and scripted restarts.
 Successive halving (``prune_restarts``), the restart kinds and stages (``nospam_warmup``, the
 shared warm-up and its branches), a restart out of reach of the leader, and the stopping rule
 (``race.converged``): the bound's relative change below ``tol`` AND the estimated remaining
-change of the items' means (Aitken, over windows of plain sweeps) below ``tol_estimate``.
+change of the items' means (Aitken, over windows of plain sweeps) below ``tol_estimate``, and
+that of each annotator's reliability below ``tol_reliability``.
 Each expectation is the rule as the estimator's docstring and README state it, applied to the
 fit's own restarts table.
 """
@@ -317,3 +318,52 @@ def test_the_rule_holds_long_enough_to_see_a_decay_turn_into_growth() -> None:
     assert DEFAULT.hold_windows == 4
     assert first_stop(DEFAULT) is None
     assert first_stop(replace(DEFAULT, hold_windows=2)) == 11
+
+
+def test_reliability_remaining_is_remaining_changes_of_each_annotators_eps() -> None:
+    """Each annotator's column: the absolute changes of its eps from sweep to sweep, through
+    ``remaining_changes`` (the items' Aitken); zeros until the window holds
+    ``moving_min_sweeps`` sweeps."""
+    rng = np.random.default_rng(5)
+    window = [rng.random(4) for _ in range(DEFAULT.moving_min_sweeps + 3)]
+    got = race.reliability_remaining(window, 4)
+    for k in range(4):
+        column = [abs(b[k] - a[k]) for a, b in zip(window, window[1:], strict=False)]
+        assert got[k] == race.remaining_change(column)
+    short = window[: DEFAULT.moving_min_sweeps - 1]
+    np.testing.assert_array_equal(race.reliability_remaining(short, 4), np.zeros(4))
+
+
+def test_the_rule_waits_for_an_annotator_drifting_slowly() -> None:
+    """The items' half holds (their changes decay by half a sweep), while one annotator's eps
+    drifts by 2e-4 a sweep (its remaining change a plateau's 99 windows, 0.059): the rule
+    does not stop while a ``tol_reliability`` of 0.003 is asked, stops at the first sweep
+    the items' half allows without one, and stops once the drift decays fast enough. The
+    window is a run's ``Watch.eps_window`` (the rescues keep it)."""
+
+    def first_stop(drift, tol_reliability: float) -> int | None:
+        run = restarts.RestartRun(0, "warm", None, polish_from=0)
+        eps = np.array([0.9, 0.4])
+        for i in range(60):
+            run.trace.append(-1000.0)  # the bound has settled
+            run.changes.append(0.01 * 0.5**i)
+            eps = eps - np.array([0.0, drift(i)])
+            run.watch.eps_window.append(eps.copy())
+            del run.watch.eps_window[: -DEFAULT.flip_window]
+            if len(run.trace) >= 2 and race.converged(run, 1e-6, 0.03, DEFAULT, tol_reliability):
+                return i + 1
+        return None
+
+    def plateau(i: int) -> float:
+        return 2e-4
+
+    def decaying(i: int) -> float:
+        return 2e-4 * 0.7**i
+
+    items_alone = first_stop(plateau, 0.0)
+    assert items_alone == DEFAULT.min_plain_sweeps
+    assert first_stop(plateau, 0.003) is None
+    assert first_stop(plateau, 0.06) == items_alone  # 0.059 is within it
+    stop = first_stop(decaying, 0.003)
+    assert stop is not None and stop >= items_alone
+    assert race.reliabilities_settled([np.ones(2)] * 3, 1e-12)  # too short a window to tell
