@@ -48,14 +48,14 @@ class FitPolicy:
     #: stop, then grew fivefold over 30 sweeps (a 100x tighter fit moved items by 0.085); held
     #: for 4 it stops after the turn (0.0035)
     hold_windows: int = 4
-    #: ... and each annotator's reliability within this share of ``tol_estimate`` of where it
-    #: is heading (``race.reliabilities_settled``: Aitken over the plain sweeps' eps, as the
-    #: items' means): an annotator drifting a few 1e-4 a sweep carries its items with it for
-    #: hundreds of sweeps, and the items' changes, spread over its ratings, stay below the
-    #: rule's (metaphor-novelty seeds 0, 1, 3: items 0.037-0.053 from a 100x tighter fit
-    #: without, 0.003-0.008 with). Chosen leave-one-data-set-out over 0, 0.03, 0.1, 0.3, 1 on
-    #: the four real sets' seeds 0-3 (the most fits within 0.01 of the tighter one, then the
-    #: fewest sweeps): 0.1 in every fold (``docs/benchmarks.md``)
+    #: a restart stops only with each annotator's reliability within this share of
+    #: ``tol_estimate`` of where it is heading too (``race.reliabilities_settled``: Aitken over
+    #: the plain sweeps' eps, as the items' means): one drifting a few 1e-4 a sweep carries its
+    #: items with it for hundreds of sweeps, and the items' changes, spread over its ratings,
+    #: stay below the rule's (metaphor-novelty seeds 0, 1, 3: items 0.037-0.053 from a 100x
+    #: tighter fit without, 0.003-0.008 with). Chosen leave-one-data-set-out over 0, 0.03, 0.1,
+    #: 0.3, 1 on the four real sets' seeds 0-3 (the most fits within 0.01 of the tighter one,
+    #: then the fewest sweeps): 0.1 in every fold (``docs/benchmarks.md``)
     reliability_share: float = 0.1
     #: the bound's relative change below which the plain sweeps start when ``tol`` is tighter:
     #: a tighter tolerance then continues the default's path rather than taking another

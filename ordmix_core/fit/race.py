@@ -99,22 +99,20 @@ def race(
 
     A warm restart first runs the no-spam model (its trace goes to ``warmup_trace``) to
     convergence or half of ``max_iter``, then ``start_mixture(run)`` (the engine resets eps).
-    With ``branch`` only the first warm restart does (without, each warm restart its own);
-    the warm-up and a ``pre_stage`` stop by the fixed ``warmup_tol`` / ``warmup_tol_estimate``,
-    only the last stage by ``tol``, ``tol_estimate`` and ``tol_reliability``; the others start
-    from ``branch(its final state, run)`` (``shared_iter`` records the warm-up's sweeps).
+    With ``branch`` only the first warm restart does (without, each warm restart its own); the
+    warm-up and a ``pre_stage`` stop by the fixed ``warmup_tol`` / ``warmup_tol_estimate``, only
+    the last stage by ``tol``, ``tol_estimate`` and ``tol_reliability``; the others start from
+    ``branch(its final state, run)`` (``shared_iter`` records the warm-up's sweeps).
     ``pre_stage``: a stage key passed to ``step`` instead of ``spam``, run in rounds as the
     mixture is (so pruned the same way) after ``start_mixture``; the restarts it did not drop
     then continue with the mixture rounds (the extended model: the mixture with the spam
-    distribution held uniform, then learned); its trace goes to ``stage_trace``. With
-    ``prune``, after each
-    round the worse half of the unfinished restarts (collapsed first, then by bound) is
-    dropped (successive halving), never below ``keep``, and the last stage then runs in
+    distribution held uniform, then learned); its trace goes to ``stage_trace``. With ``prune``,
+    after each round the worse half of the unfinished restarts (collapsed first, then by bound)
+    is dropped (successive halving), never below ``keep``, and the last stage then runs in
     rounds of ``final_round`` sweeps after which a restart out of reach of the leader stops
-    (``stop_outrun``: marked ``dropped`` and ``outrun``); there, if every restart that
-    finished then collapsed, the dropped ones are resumed where they stopped and run to the
-    end too (so halving never returns a collapsed fit where running every restart would
-    not).
+    (``stop_outrun``: marked ``dropped`` and ``outrun``); there, if every restart that finished
+    then collapsed, the dropped ones are resumed where they stopped and run to the end too (so
+    halving never returns a collapsed fit where running every restart would not).
     ``max_iter`` caps each restart's sweeps of all stages together.
     ``map_runs(fn, runs)`` applies ``fn`` to each run, in turn or side by side: each
     restart's arithmetic is its own, so the result does not depend on it. Returns True if
