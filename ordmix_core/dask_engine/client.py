@@ -223,6 +223,18 @@ class _Sweeps:
         eps = updates.eps_block_solve(sums, np.asarray(g.eps, dtype=float), self.gp.n_per_ann > 0)
         return dataclasses.replace(g, eps=eps)
 
+    def eps_slopes(self, g: _Global) -> np.ndarray | None:
+        """(N,) the slope of each annotator's eps block at ``g``'s eps, as in memory: the
+        exact eps step's first Newton sums' g, which the sweep that made ``g`` took
+        (``eps_first``, not used up here); None without them."""
+        first = g.eps_first
+        if first is None or first[:2] != (g.restart, g.slot):
+            return None
+        x = np.clip(np.asarray(g.eps, dtype=float), updates.EPS_FLOOR, 1.0 - updates.EPS_FLOOR)
+        if not (np.array_equal(first[2], g.omega_eps) and np.array_equal(first[3], x)):
+            return None
+        return first[4]
+
     def settle_items(self, g: _Global, annotators: np.ndarray) -> tuple[_Global, np.ndarray]:
         """``settle.settle_items`` of ``g`` with ``annotators`` ((N,) bool), as in memory, into
         a new slot; ``(state, [largest move of an item's mean])``.

@@ -59,6 +59,23 @@ class MemorySweeps:
         eps = kernels.eps_block(self._ann_groups, state.omega, state.omega_eps, start)
         return dataclasses.replace(state, eps=eps)
 
+    def eps_slopes(self, state: vb.State) -> np.ndarray | None:
+        """(N,) the slope of each annotator's eps block at its eps: the derivative of the bound
+        over eps with its ratings' q(y) at their optimum (the exact eps step's first Newton
+        round, ``updates.eps_block_sums``' g), from ``state``'s q(y), computed with
+        ``state.omega_eps``; None without them."""
+        if state.omega is None or getattr(state, "omega_eps", None) is None:
+            return None
+        p = self.problems[True]
+        x = np.clip(
+            np.asarray(state.eps, dtype=float), vb_updates.EPS_FLOOR, 1 - vb_updates.EPS_FLOOR
+        )
+        if kernels.USE_JIT:
+            return kernels.eps_block_sums(p.ann, state.omega, state.omega_eps, x)[0]
+        used = np.asarray(state.omega_eps, dtype=float)[p.ann]
+        a, b = vb_updates.eps_block_terms(state.omega, used)
+        return vb_updates.eps_block_sums(p.ann, a, b, x, x.size)[0]
+
     def settle_items(self, state: vb.State, annotators: np.ndarray) -> tuple[vb.State, np.ndarray]:
         """``state`` with every item's own block solved, and the blocks of ``annotators``
         ((N,) bool) with their items (``settle.settle_items``), and how far each item's mean

@@ -12,16 +12,12 @@ restart (``step.make_step``), which also sets ``run.truth_share`` and ``run.esti
 the race never looks inside ``run.state``. Restarts of one round may run side by side
 through ``map_runs``.
 
-The stopping rule (``converged``): a restart has converged when one sweep changes its bound by
-less than ``tol`` relative (``|F_t - F_{t-1}| < tol |F_t|``) AND the estimated distance of the
-items' posterior means to the fixed point is below ``tol_estimate`` (``remaining_change``: the
-last window's largest changes, extrapolated with their ratio to the window before,
-Aitken-style; on a slow drift the ratio nears 1 and the fit goes on), and each annotator's
-reliability within ``tol_reliability`` of where it is heading (``reliabilities_settled``,
-the same extrapolation over the plain sweeps' eps that the rescues keep). Once the bound has
-settled the restart continues with plain sweeps (no SQUAREM: its extrapolations, accepted for
-a tiny gain of the bound, kick items along flat directions, so the changes would not decay),
-and the items' half must hold at each sweep of ``hold_windows`` windows of them.
+The stopping rule (``converged``): one sweep changes the bound by less than ``tol`` relative
+AND the items' means are within ``tol_estimate`` of their fixed point (``remaining_change``:
+the last window's largest changes extrapolated with their ratio to the window before, Aitken;
+on a slow drift the ratio nears 1 and the fit goes on), held for ``hold_windows`` windows of
+plain sweeps (no SQUAREM once the bound has settled: its extrapolations kick items along flat
+directions), and the annotators have settled (``reliabilities_settled``, ``ends_settled``).
 ``tol_estimate = 0`` leaves the bound alone to decide. ``max_iter`` caps all sweeps of a
 restart, every stage together (the warm-up at most half). At a mixture restart's stop the
 rescues (``rescues.Rescues.at_stop``) may undo it.
@@ -113,14 +109,12 @@ def race(
     (``stop_outrun``: marked ``dropped`` and ``outrun``); there, if every restart that finished
     then collapsed, the dropped ones are resumed where they stopped and run to the end too (so
     halving never returns a collapsed fit where running every restart would not).
-    ``max_iter`` caps each restart's sweeps of all stages together.
-    ``map_runs(fn, runs)`` applies ``fn`` to each run, in turn or side by side: each
-    restart's arithmetic is its own, so the result does not depend on it. Returns True if
-    the fit was stopped (the restarts still running are marked ``stopped``). ``rescues``:
-    asked at each mixture restart's stop (``advance``). ``park(run)``: told of each restart
-    dropped (by halving or the out-of-reach stop), which may then free what only a running
-    restart needs; a dropped restart may still win, and a revived one goes on from its state
-    and its history.
+    ``max_iter`` caps each restart's sweeps of all stages together. ``map_runs(fn, runs)``
+    applies ``fn`` to each run, in turn or side by side (each restart's arithmetic is its
+    own). Returns True if the fit was stopped (the restarts still running are marked
+    ``stopped``). ``rescues``: asked at each mixture restart's stop (``advance``).
+    ``park(run)``: told of each restart dropped, which may free what only a running restart
+    needs (a dropped restart may still win; a revived one goes on from its state).
     """
     race = _Race(
         step, start_mixture, spam, max_iter, (tol, tol_estimate, tol_reliability),
@@ -342,15 +336,10 @@ def converged(
     policy: FitPolicy = DEFAULT,
     tol_reliability: float = 0.0,
 ) -> bool:
-    """The stopping rule after a sweep of ``run``: the bound changed by less than ``tol``
-    relative to it AND (``tol_estimate > 0``) the items' means are within ``tol_estimate`` of
-    where they are heading (``remaining_change``), at each sweep of ``hold_windows`` windows,
-    and (``tol_reliability > 0``) the annotators' reliabilities within ``tol_reliability``
-    (``reliabilities_settled``).
-
-    With ``tol_estimate > 0`` the plain sweeps start once the bound's relative change is below
-    ``max(tol, polish_tol)``, so a tighter ``tol`` follows the default's path and goes on from
-    where the default stopped, instead of taking another path to another optimum."""
+    """The stopping rule after a sweep of ``run`` (the module's), the annotators' halves with
+    ``tol_reliability > 0``. With ``tol_estimate > 0`` the plain sweeps start once the bound's
+    relative change is below ``max(tol, polish_tol)``, so a tighter ``tol`` follows the
+    default's path and goes on from where it stopped, not to another optimum."""
     if len(run.trace) < 2:
         return False
     f, prev = run.trace[-1], run.trace[-2]
@@ -369,15 +358,19 @@ def converged(
         remaining_change(changes[: n - k], policy) < tol_estimate
         for k in range(policy.hold_windows * policy.window)
     )
-    return items and reliabilities_settled(run.watch.eps_window, tol_reliability, policy)
+    watch = run.watch
+    return (
+        items
+        and reliabilities_settled(watch.eps_window, tol_reliability, policy)
+        and ends_settled(watch.eps_window, watch.slope_window, tol_reliability, policy)
+    )
 
 
 def reliability_remaining(
     window: Sequence[np.ndarray], n: int, policy: FitPolicy = DEFAULT
 ) -> np.ndarray:
-    """(N,) each annotator's estimated remaining change of its reliability: ``window`` (W,)
-    of eps (N,) from consecutive plain sweeps, ``remaining_changes`` of their changes; zeros
-    with fewer than ``moving_min_sweeps`` sweeps (two windows of changes are needed)."""
+    """(N,) each annotator's remaining change of eps: ``remaining_changes`` of ``window``'s
+    (W,) of eps (N,) changes; zeros with fewer than ``moving_min_sweeps`` sweeps."""
     if len(window) < policy.moving_min_sweeps:
         return np.zeros(n)
     return remaining_changes(np.abs(np.diff(np.asarray(window), axis=0)), policy)
@@ -386,15 +379,37 @@ def reliability_remaining(
 def reliabilities_settled(
     window: Sequence[np.ndarray], tol_reliability: float, policy: FitPolicy = DEFAULT
 ) -> bool:
-    """The stopping rule's annotators' half: every reliability of ``window`` (a run's
-    ``Watch.eps_window``, the plain sweeps' eps since the last flip or settle) is within
-    ``tol_reliability`` of where it is heading (``reliability_remaining``). True with
-    ``tol_reliability <= 0`` or a window too short to tell (the items' half, held for
-    ``hold_windows`` windows, covers the sweeps right after a flip): an annotator drifting
-    slowly moves each of its items too little a sweep for the items' half to see it."""
+    """Every reliability of ``window`` (``Watch.eps_window``) within ``tol_reliability`` of
+    where it is heading (``reliability_remaining``): one drifting slowly moves each item too
+    little a sweep for the items' half to see. True with ``tol_reliability <= 0`` or a window
+    too short to tell (the items' half covers the sweeps right after a flip)."""
     if tol_reliability <= 0 or len(window) < policy.moving_min_sweeps:
         return True
     return bool(reliability_remaining(window, np.size(window[-1]), policy).max() < tol_reliability)
+
+
+def ends_settled(
+    eps_window: Sequence[np.ndarray],
+    slope_window: Sequence[np.ndarray],
+    tol_reliability: float,
+    policy: FitPolicy = DEFAULT,
+) -> bool:
+    """Annotators at an end (within ``end_margin`` of 0 or 1, by ``eps_window``'s last) held
+    there: one whose slope (``slope_window``, (W,) of (N,), the engine's ``eps_slopes``:
+    positive holds it at 1, negative at 0) points inwards, or shrinks towards 0 with at least
+    ``end_share`` of itself still to go (``remaining_changes``), has not settled: when the
+    slope crosses 0 the exact eps step takes it, and its items, off its end in one step.
+    True with ``tol_reliability <= 0`` or fewer than ``moving_min_sweeps`` slopes."""
+    if tol_reliability <= 0 or len(slope_window) < policy.moving_min_sweeps or not eps_window:
+        return True
+    e = np.asarray(eps_window[-1], dtype=float)
+    w = np.asarray(slope_window, dtype=float)
+    g = w[-1]
+    end = (e >= 1.0 - policy.end_margin) | (e <= policy.end_margin)
+    inwards = g * np.where(e > 0.5, 1.0, -1.0) < 0
+    shrinking = np.abs(g) < np.abs(w[-1 - 2 * policy.window])
+    to_go = remaining_changes(np.abs(np.diff(w, axis=0)), policy)
+    return not bool(np.any(end & (inwards | shrinking) & (to_go >= policy.end_share * np.abs(g))))
 
 
 def advance(
@@ -459,16 +474,11 @@ def run_to_convergence(
     callback: Callable[[int, float], bool | None] | None = None,
     tol_estimate: float = 0.0,
 ) -> tuple[State, list[float], bool]:
-    """Iterate ``sweep`` from ``s`` until ``|F_t - F_{t-1}| < tol |F_t|`` and (``tol_estimate
-    > 0``) the items' means are within ``tol_estimate`` of their fixed point, or ``max_iter``
-    sweeps.
-
-    One restart alone, without the race (no warm-up, pruning or SQUAREM), for tests,
-    benchmarks and exploring one start; the stopping rule is the fit's own (``advance``).
-    Returns the final state, the bound after each sweep and whether it converged.
+    """Sweeps of one restart alone from ``s`` (no warm-up, pruning, SQUAREM or rescues), for
+    tests, benchmarks and exploring one start, to the fit's stopping rule (``advance``) or
+    ``max_iter``: the final state, the bound after each sweep and whether it converged.
     ``callback(iteration, F)`` returning ``False`` raises :class:`Stop` with the state and
-    trace so far attached (``err.state``, ``err.trace``).
-    """
+    trace so far attached (``err.state``, ``err.trace``)."""
     one = RestartRun(0, "data", s)
 
     def step(run: RestartRun, spam: bool) -> float:

@@ -51,8 +51,23 @@ class Rescues:
     ) -> None:
         self.engine, self.flips, self.policy = engine, flips, policy
         self.settle = getattr(engine, "settle_items", None) if settles else None
+        # the slopes of the exact eps step's blocks, which run with the settles
+        self.slopes = getattr(engine, "eps_slopes", None) if settles else None
 
     def after_plain_sweep(self, run: RestartRun, new: Any, f: float) -> tuple[Any, float]:
+        """``_window_step``, then the slopes of the state it returns join ``Watch.slope_window``
+        (the engine's ``eps_slopes``; the window starts again with ``eps_window``)."""
+        out = self._window_step(run, new, f)
+        watch = run.watch
+        g = None if self.slopes is None or not watch.eps_window else self.slopes(out[0])
+        if g is None:
+            watch.slope_window.clear()
+        else:
+            watch.slope_window.append(np.asarray(g, dtype=float))
+            del watch.slope_window[: -self.policy.flip_window]
+        return out
+
+    def _window_step(self, run: RestartRun, new: Any, f: float) -> tuple[Any, float]:
         """A plain sweep's state ``new`` (bound ``f``) of the stopping rule: its reliabilities
         join the window; every ``flip_window`` plain sweeps the annotators ``escaping`` a
         saddle are mirrored, and a sweep from there replaces ``new`` if its bound is finite and
@@ -111,6 +126,7 @@ class Rescues:
         if moved.size == 0 or not moved.max() >= p.settle_move * tol_estimate:
             return None
         watch.eps_window.clear()
+        watch.slope_window.clear()
         watch.settle_top = None
         return new
 

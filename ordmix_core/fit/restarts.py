@@ -34,10 +34,14 @@ class Watch:
 
     ``eps_window``: the reliabilities of its last plain sweeps (at most ``flip_window``,
     since the last accepted flip or settle), for the flips and ``rescues.still_moving``;
-    ``settles``: how often its stop was settled; ``settle_top``: the item the last window's
-    settle moved most and by how much (``rescues._escaping_item``)."""
+    ``slope_window``: the same sweeps' slopes of each annotator's eps block at its eps (the
+    engine's ``eps_slopes``; empty without them), for the stopping rule's annotators at an
+    end (``race.ends_settled``); ``settles``: how often its stop was settled;
+    ``settle_top``: the item the last window's settle moved most and by how much
+    (``rescues._escaping_item``)."""
 
     eps_window: list = field(default_factory=list)
+    slope_window: list = field(default_factory=list)
     settles: int = 0
     settle_top: tuple | None = None
 

@@ -367,3 +367,34 @@ def test_the_rule_waits_for_an_annotator_drifting_slowly() -> None:
     stop = first_stop(decaying, 0.003)
     assert stop is not None and stop >= items_alone
     assert race.reliabilities_settled([np.ones(2)] * 3, 1e-12)  # too short a window to tell
+
+
+def test_an_annotator_held_at_an_end_by_a_slope_falling_to_zero_has_not_settled() -> None:
+    """Three annotators over the plain sweeps: one at eps 1 - 1e-10 whose slope (the
+    derivative of its block's bound at the end, positive holding it there) falls by a tenth
+    a sweep towards 0, the whole of it still to go; one at the same end with a steady slope;
+    one inside (0, 1) with the first one's slopes. Only the first holds the stop; the same
+    slope pointing inwards (negative at 1) holds it too, as does the first at eps 1e-10 with
+    the slopes negated. Without the annotators' halves (``tol_reliability`` 0) or with fewer
+    than ``moving_min_sweeps`` slopes, nothing holds it."""
+    n_sweeps = DEFAULT.flip_window
+    falling = [0.01 * 0.9**k for k in range(n_sweeps)]
+    eps = [np.array([1 - 1e-10, 1 - 1e-10, 0.6])] * n_sweeps
+
+    def slopes(first: list[float]) -> list[np.ndarray]:
+        return [np.array([s, 5.0, s]) for s in first]
+
+    assert not race.ends_settled(eps, slopes(falling), 0.003)
+    steady = [np.array([5.0, 5.0, s]) for s in falling]
+    assert race.ends_settled(eps, steady, 0.003)  # the inside one's falling slope is no matter
+    inwards = [np.array([-1e-3 - 1e-5 * k, 5.0, 0.0]) for k in range(n_sweeps)]
+    assert not race.ends_settled(eps, inwards, 0.003)
+    at_zero = [np.array([1e-10, 1 - 1e-10, 0.6])] * n_sweeps
+    negated = [np.array([-s, 5.0, s]) for s in falling]
+    assert not race.ends_settled(at_zero, negated, 0.003)
+    assert race.ends_settled(eps, slopes(falling), 0.0)
+    short = DEFAULT.moving_min_sweeps - 1
+    assert race.ends_settled(eps[:short], slopes(falling)[:short], 0.003)
+    # a slope shrinking by a hundredth a sweep to a positive floor: 1e-4 of itself still to go
+    floor = [np.array([1.0 + 0.99**k * 1e-2, 5.0, 0.0]) for k in range(n_sweeps)]
+    assert race.ends_settled(eps, floor, 0.003)

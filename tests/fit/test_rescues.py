@@ -506,3 +506,36 @@ def test_alternative_start_mirrors_the_annotators_leaving_and_carries_on_those_d
     # too few sweeps: nothing moves, nothing changes
     short = rescues.alternative_start(state, window[:-1])
     np.testing.assert_array_equal(short.eps, state.eps)
+
+
+@pytest.mark.parametrize("jit", [True, False], ids=["compiled", "numpy"])
+def test_the_memory_engines_slopes_are_the_eps_blocks_derivatives(jit, monkeypatch):
+    """``MemorySweeps.eps_slopes``: each annotator's derivative of ``sum_l log(1 - e + e
+    r_l)`` (``r_l`` its ratings' likelihood ratio, truth against spam, read from q(y) and the
+    eps it was computed with) at its eps, written out here; None before a sweep."""
+    from types import SimpleNamespace
+
+    from ordmix_core.estimators.memory_engine import MemorySweeps
+    from ordmix_core.vb import kernels, sweep
+
+    if jit and not kernels.HAVE_NUMBA:
+        pytest.skip("numba not installed")
+    monkeypatch.setattr(kernels, "USE_JIT", jit)
+    p = sweep.Problem.create(
+        Scale(np.arange(1.0, 4.0)), pi=np.full(3, 1 / 3), mu=2.0, lam=0.1, phi=2.0, eta=1.0,
+        ordinal=True, spam=True, exact=True, n_per_ann=np.full(4, 2), n_categories=3,
+    )  # fmt: skip
+    ann, inst = np.array([0, 1, 2, 3, 0, 1, 3, 2]), np.array([0, 0, 1, 1, 2, 2, 2, 1])
+    p = p.with_ratings(ann, inst, inst, np.zeros(8, dtype=int), 3)
+    engine = MemorySweeps(p)
+    omega = np.array([0.9, 0.2, 0.99, 0.5, 0.7, 0.1, 0.95, 0.6])
+    used = np.array([0.8, 0.4, 0.9, 0.7])
+    eps = np.array([0.85, 0.3, 1.0, 0.6])  # the third at 1: the slope at the clip
+    state = SimpleNamespace(omega=omega, omega_eps=used, eps=eps)
+    got = engine.eps_slopes(state)
+    odds = lambda x: x / (1 - x)  # noqa: E731
+    r = odds(omega) / odds(used[ann])
+    e = np.clip(eps, 1e-10, 1 - 1e-10)[ann]
+    expected = np.bincount(ann, weights=(r - 1) / (1 - e + e * r), minlength=4)
+    np.testing.assert_allclose(got, expected, rtol=1e-12)
+    assert engine.eps_slopes(SimpleNamespace(omega=None, omega_eps=used, eps=eps)) is None
