@@ -302,7 +302,12 @@ def test_an_engine_that_returns_its_largest_move_names_its_top_item():
     assert engine.settles == 3 and run.state.mu_m is not None
 
 
-def test_the_memory_engine_names_the_raters_of_items():
+#: the small problem's annotator of each of its 8 ratings (``_small_memory_engine``)
+SMALL_ANN = np.array([0, 1, 2, 3, 0, 1, 3, 2])
+
+
+def _small_memory_engine():
+    """``MemorySweeps`` over 8 ratings of 4 annotators (``SMALL_ANN``) on 3 items, 3 levels."""
     from ordmix_core.estimators.memory_engine import MemorySweeps
     from ordmix_core.vb import sweep
 
@@ -310,9 +315,12 @@ def test_the_memory_engine_names_the_raters_of_items():
         Scale(np.arange(1.0, 4.0)), pi=np.full(3, 1 / 3), mu=2.0, lam=0.1, phi=2.0, eta=1.0,
         ordinal=True, spam=True, exact=True, n_per_ann=np.full(4, 2), n_categories=3,
     )  # fmt: skip
-    ann, inst = np.array([0, 1, 2, 3, 0, 1, 3, 2]), np.array([0, 0, 1, 1, 2, 2, 2, 1])
-    p = p.with_ratings(ann, inst, inst, np.zeros(8, dtype=int), 3)
-    engine = MemorySweeps(p)
+    inst = np.array([0, 0, 1, 1, 2, 2, 2, 1])
+    return MemorySweeps(p.with_ratings(SMALL_ANN, inst, inst, np.zeros(8, dtype=int), 3))
+
+
+def test_the_memory_engine_names_the_raters_of_items():
+    engine = _small_memory_engine()
     assert engine.raters(1).tolist() == [False, False, True, True]
     assert engine.raters(2).tolist() == [True, True, False, True]
 
@@ -515,19 +523,12 @@ def test_the_memory_engines_slopes_are_the_eps_blocks_derivatives(jit, monkeypat
     eps it was computed with) at its eps, written out here; None before a sweep."""
     from types import SimpleNamespace
 
-    from ordmix_core.estimators.memory_engine import MemorySweeps
-    from ordmix_core.vb import kernels, sweep
+    from ordmix_core.vb import kernels
 
     if jit and not kernels.HAVE_NUMBA:
         pytest.skip("numba not installed")
     monkeypatch.setattr(kernels, "USE_JIT", jit)
-    p = sweep.Problem.create(
-        Scale(np.arange(1.0, 4.0)), pi=np.full(3, 1 / 3), mu=2.0, lam=0.1, phi=2.0, eta=1.0,
-        ordinal=True, spam=True, exact=True, n_per_ann=np.full(4, 2), n_categories=3,
-    )  # fmt: skip
-    ann, inst = np.array([0, 1, 2, 3, 0, 1, 3, 2]), np.array([0, 0, 1, 1, 2, 2, 2, 1])
-    p = p.with_ratings(ann, inst, inst, np.zeros(8, dtype=int), 3)
-    engine = MemorySweeps(p)
+    engine, ann = _small_memory_engine(), SMALL_ANN
     omega = np.array([0.9, 0.2, 0.99, 0.5, 0.7, 0.1, 0.95, 0.6])
     used = np.array([0.8, 0.4, 0.9, 0.7])
     eps = np.array([0.85, 0.3, 1.0, 0.6])  # the third at 1: the slope at the clip
