@@ -142,7 +142,7 @@ class _Sweeps:
         after = (*(keep if keep_after is None else keep_after), dst)
         x0 = newton = None  # the exact eps step's start from this state (``eps_block``)
         if self.exact_eps and spam is True:
-            x0 = np.clip(np.asarray(eps, dtype=float), updates.EPS_FLOOR, 1.0 - updates.EPS_FLOOR)
+            x0 = updates.eps_block_start(eps)
             newton = (x0, g.eps)
         sent = bl.send((tau_shape / tau_rate, bias_mean, bias_prec, newton))
         s3 = bl.reduce(bl.run(blocks.phase_delta, g.restart, sent, dst, after, norms))
@@ -230,7 +230,7 @@ class _Sweeps:
         first = g.eps_first
         if first is None or first[:2] != (g.restart, g.slot):
             return None
-        x = np.clip(np.asarray(g.eps, dtype=float), updates.EPS_FLOOR, 1.0 - updates.EPS_FLOOR)
+        x = updates.eps_block_start(g.eps)
         if not (np.array_equal(first[2], g.omega_eps) and np.array_equal(first[3], x)):
             return None
         return first[4]

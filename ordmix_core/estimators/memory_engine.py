@@ -67,9 +67,7 @@ class MemorySweeps:
         if state.omega is None or getattr(state, "omega_eps", None) is None:
             return None
         p = self.problems[True]
-        x = np.clip(
-            np.asarray(state.eps, dtype=float), vb_updates.EPS_FLOOR, 1 - vb_updates.EPS_FLOOR
-        )
+        x = vb_updates.eps_block_start(state.eps)
         if kernels.USE_JIT:
             return kernels.eps_block_sums(p.ann, state.omega, state.omega_eps, x)[0]
         used = np.asarray(state.omega_eps, dtype=float)[p.ann]

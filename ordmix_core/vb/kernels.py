@@ -64,7 +64,7 @@ from ..numerics.jit import USE_JIT as USE_JIT  # the sweep's switch (``vb.sweep`
 from ..numerics.jit import jit as _jit
 from ..numerics.jit import numba as numba
 from ..numerics.jit import prange
-from .updates import EPS_BLOCK_ITERS, EPS_BLOCK_TOL, EPS_FLOOR
+from .updates import EPS_BLOCK_ITERS, EPS_BLOCK_TOL, EPS_FLOOR, eps_block_start
 
 _HALF_LOG_2PI = truncnorm._HALF_LOG_2PI  # a float: numba freezes it as a constant
 _INV_SQRT2 = 1.0 / math.sqrt(2.0)
@@ -791,7 +791,7 @@ def eps_block(
     annotator's later steps read only its own ratings, not all of them."""
     order, starts = groups
     n = start.size
-    x = np.clip(np.asarray(start, dtype=np.float64), EPS_FLOOR, 1.0 - EPS_FLOOR)
+    x = eps_block_start(start)
     done = np.zeros(n, dtype=np.bool_)  # an annotator without ratings: g = 0 at once
     blo, bhi = np.zeros(n), np.ones(n)  # no end tried yet
     parallel = order.size >= PARALLEL_MIN_RATINGS or _alone()

@@ -194,6 +194,12 @@ def eps_block_sums(
     return np.bincount(ann, weights=t, minlength=n), np.bincount(ann, weights=t * t, minlength=n)
 
 
+def eps_block_start(eps: np.ndarray) -> np.ndarray:
+    """(N,) where ``eps_block``'s Newton starts from ``eps`` (N,): inside ``[EPS_FLOOR, 1 -
+    EPS_FLOOR]``, the point of its first round's sums (and of an engine's ``eps_slopes``)."""
+    return np.clip(np.asarray(eps, dtype=float), EPS_FLOOR, 1.0 - EPS_FLOOR)
+
+
 def eps_block_solve(
     sums: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
     start: np.ndarray,
@@ -203,7 +209,7 @@ def eps_block_solve(
     with ``sums(x) -> (g, h)`` over all ratings (one block's, or every block's added: the
     Dask engine); annotators not ``rated`` keep ``start``."""
     n = start.size
-    x = np.clip(np.asarray(start, dtype=float), EPS_FLOOR, 1.0 - EPS_FLOOR)
+    x = eps_block_start(start)
     blo, bhi = np.zeros(n), np.ones(n)  # no end tried yet
     done = ~np.asarray(rated, dtype=bool)
     for _ in range(EPS_BLOCK_ITERS):
