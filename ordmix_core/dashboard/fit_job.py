@@ -140,8 +140,8 @@ class FitJob:
     compiling: bool = False  # numba is compiling a kernel right now
 
     #: sweeps a kept restart typically needs a stage, for the progress estimate (the TREC
-    #: demo's two finalists: 96-137 a stage, the simulated demo's fewer; 40 left the bar 0.30
-    #: ahead of the sweeps once the stopping rule waited for the annotators)
+    #: demo's two finalists take 96-137 a stage, the simulated demo's fewer; at 40 the TREC
+    #: demo's bar runs 0.30 ahead of its sweeps)
     TYPICAL_ITERATIONS = 60
 
     def callback(self, restart: int, iteration: int, bound: float) -> bool:
