@@ -13,7 +13,10 @@ annotator's answers rise with the truth). That is Dawid-Skene's confusion matrix
 ratings still gets a usable matrix. Besides, each annotator answers at random (any level,
 evenly) a learned share ``gamma[n]`` of the time, careless:
 
-    P_n(k | c) = (1 - gamma[n]) * adjacent-category(k | c) + gamma[n] / K.
+    P_n(k | c) = (1 - gamma[n]) * adjacent-category(k | c + b[n]) + gamma[n] / K,
+
+with ``b[n]`` the annotator's shift, usually 0: one who rates a level above (or below) the
+truth reads the truth one level up (down), kept on the scale (``confusion_shift``).
 
 The annotators' parameters share a Gaussian prior ``N(a_bar, inv(lam))``, learned by empirical
 Bayes (Laplace approximation), which keeps a favourite-answer spammer from looking like an
@@ -22,7 +25,8 @@ average annotator is unbiased, so the latent levels are the scale's levels and n
 disagreement. Fitted by EM: the E-step is each item's posterior over levels, the M-step splits
 each annotator's K x K table of soft truth against rating (Dawid-Skene's statistic) into its
 careless and its other part, sets ``gamma`` to the careless share and takes one Newton step on
-the other part, so a round costs one pass over the ratings plus O(annotators * K^2 * (2K)^2).
+the other part for each shift, keeping the best; a round costs one pass over the ratings plus
+O(annotators * K^2 * (2K)^2) a shift.
 
 Gold items, where given, are the expert's ratings: one more annotator whose confusion is
 learned freely (from a prior, ``fit``), so that what the gold items say reaches every
@@ -45,11 +49,15 @@ from ..numerics import libm
 from ..numerics.fixed_order import cho_solve, cholesky, last_sum
 from ..vb import kernels
 from . import confusion_passes as passes
+from . import confusion_shift as shift_rule
 from . import confusion_steps as label_steps
 from .confusion_ratings import (  # noqa: F401 - the numpy formulas, named here too
     ItemRatings,
     column_sums,
+    gold_levels,
     item_log_lik,
+    own_posterior,
+    own_posterior_of,
     posterior,
     soft_tables,
     start,
@@ -295,7 +303,8 @@ class ConfusionFit:
     ``rho`` (K,) the class prior; ``params`` (N, J), ``a_bar`` (J,), ``lam`` (J, J) the annotator
     parameters and their learned prior; ``evidence`` the log likelihood of the ratings at the
     end; ``n_iter`` EM iterations; ``converged`` whether the level posteriors settled;
-    ``expert`` (K, K) the expert's confusion learned from the gold items (None without gold).
+    ``expert`` (K, K) the expert's confusion learned from the gold items (None without gold);
+    ``shift`` (N,) each annotator's shift of the truth (``confusion_shift``), usually 0.
     """
 
     q: np.ndarray
@@ -310,15 +319,17 @@ class ConfusionFit:
     n_iter: int
     converged: bool
     expert: np.ndarray | None = None
+    shift: np.ndarray | None = None
 
 
 @dataclass
 class Parameters:
     """The label fit's parameters between two E-steps: ``a`` (N, J) and their prior ``a_bar``
     (J,), ``lam`` (J, J); ``gamma`` (N,) the careless shares; ``rho`` (K,) the class prior;
-    ``p`` (N, K, K) the adjacent-category confusions of ``a``; ``logp`` (N (+1 with the
-    expert), K, K) the log confusions the E-step reads; ``expert`` (K, K) the expert's
-    confusion (None without gold)."""
+    ``p`` (N, K, K) the careful confusions of the truth (``own`` read at each annotator's
+    ``shift`` (N,)); ``own`` (N, K, K) the adjacent-category confusions of ``a``; ``logp`` (N
+    (+1 with the expert), K, K) the log confusions the E-step reads; ``expert`` (K, K) the
+    expert's confusion (None without gold)."""
 
     a: np.ndarray
     a_bar: np.ndarray
@@ -326,22 +337,27 @@ class Parameters:
     gamma: np.ndarray
     rho: np.ndarray
     p: np.ndarray
+    own: np.ndarray
+    shift: np.ndarray
     logp: np.ndarray | None = None
     expert: np.ndarray | None = None
 
 
 def first_parameters(n: int, k: int) -> Parameters:
     """The parameters before the first M-step: every annotator at the prior's mean 0 (an
-    even confusion), ``CARELESS_START`` careless, an even class prior."""
+    even confusion), unshifted, ``CARELESS_START`` careless, an even class prior."""
     j = 2 * (k - 1)
     a = np.zeros((n, j))
+    p = confusion(a, design(k))
     return Parameters(
         a=a,
         a_bar=np.zeros(j),
         lam=np.eye(j),
         gamma=np.full(n, CARELESS_START),
         rho=np.full(k, 1.0 / k),
-        p=confusion(a, design(k)),
+        p=p,
+        own=p,
+        shift=np.zeros(n, dtype=np.int64),
     )
 
 
@@ -353,25 +369,53 @@ def m_step(
     expert_prior: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
 ) -> Parameters:
     """One M-step from the soft tables ``t`` (N (+1: the expert's last), K, K) and the
-    item posteriors' column sums ``q_sums`` (K,): each annotator's careless split and Newton
-    step, the anchored prior, the class prior, the confusions and their logs (with the
-    expert's, learned from its table and ``expert_prior(careful, rho)`` worth
-    ``EXPERT_PRIOR_ITEMS`` items, when ``expert_prior`` is given)."""
+    item posteriors' column sums ``q_sums`` (K,): each annotator's careless split and its
+    shift's Newton step (``shifted_step``), the anchored prior, the class prior, the confusions
+    and their logs (with the expert's, learned from its table and ``expert_prior(careful,
+    rho)`` worth ``EXPERT_PRIOR_ITEMS`` items, when ``expert_prior`` is given)."""
     n = prev.a.shape[0]
     crowd, gamma = careless_split(t[:n], prev.p, prev.gamma)
-    a, var = newton_step(prev.a, crowd, d, prev.a_bar, prev.lam, prev.p)
-    a = ordered(a, var)
+    a, var, shift = shifted_step(prev, crowd, d)
     a_bar, lam = prior_update(a, var)
     rho = q_sums + PRIOR_COUNT
     rho /= rho.sum()
-    p = confusion(a, d)
+    own = confusion(a, d)
+    p = shift_rule.shifted_confusion(own, shift)
     logp = libm.log(with_careless(p, gamma))
     e_conf = None
     if expert_prior is not None:
         e_conf = t[n] + EXPERT_PRIOR_ITEMS * expert_prior(p, rho)
         e_conf /= last_sum(e_conf)[:, None]
         logp = np.concatenate([logp, libm.log(e_conf)[None]])
-    return Parameters(a, a_bar, lam, gamma, rho, p, logp, e_conf)
+    return Parameters(a, a_bar, lam, gamma, rho, p, own, shift, logp, e_conf)
+
+
+def shifted_step(
+    prev: Parameters, crowd: np.ndarray, d: np.ndarray, prior: float | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each annotator's ordered Newton step from ``prev.a`` on its careful table ``crowd``
+    (N, K, K) read at each shift (``confusion_shift.shifts``), and the shift whose step
+    reaches the highest penalised likelihood plus the shift's log prior (``prior``: None,
+    ``confusion_shift.SHIFT_PRIOR``; ties: the first tried, 0 first). Returns the parameters
+    (N, J), their Laplace covariances (N, J, J) and the shifts (N,)."""
+    prior = shift_rule.SHIFT_PRIOR if prior is None else prior
+    tried = shift_rule.shifts(d.shape[0], prior)
+    n = prev.a.shape[0]
+    best = np.full(n, -np.inf)
+    a, var = prev.a.copy(), np.zeros((n, *prev.lam.shape))
+    shift = np.zeros(n, dtype=np.int64)
+    for s in tried:
+        table = crowd if s == 0 else shift_rule.shifted_tables(crowd, s)
+        a_s, var_s = newton_step(prev.a, table, d, prev.a_bar, prev.lam, prev.own)
+        a_s = ordered(a_s, var_s)
+        if len(tried) == 1:
+            return a_s, var_s, shift
+        log_p = libm.log(confusion(a_s, d))
+        score = shift_rule.penalised(table, log_p, a_s, prev.a_bar, prev.lam)
+        score += shift_rule.log_prior(s, prior)
+        take = score > best
+        best[take], a[take], var[take], shift[take] = score[take], a_s[take], var_s[take], s
+    return a, var, shift
 
 
 def fitted(
@@ -383,6 +427,7 @@ def fitted(
         q=q,
         confusion=libm.exp(par.logp[:n]),
         careful=par.p,
+        shift=par.shift,
         careless=par.gamma,
         rho=par.rho,
         params=par.a,
@@ -437,45 +482,3 @@ def fit(
             converged = True
             break
     return fitted(q, par, evidence, n_iter, converged)
-
-
-def own_posterior(
-    fit: ConfusionFit,
-    annotator: np.ndarray,
-    instance: np.ndarray,
-    rating: np.ndarray,
-    items: np.ndarray,
-) -> np.ndarray:
-    """The level posterior (G, K) of ``items`` (G,) from their own ratings alone, with the
-    fit's confusions and class prior (a gold item's level not imposed): what the crowd says
-    of a gold item, which the expert's answers are learned against."""
-    log_conf = libm.log(fit.confusion)
-    return own_posterior_of(log_conf, fit.rho, annotator, instance, rating, items, fit.q.shape[0])
-
-
-def own_posterior_of(
-    log_conf: np.ndarray,
-    rho: np.ndarray,
-    annotator: np.ndarray,
-    instance: np.ndarray,
-    rating: np.ndarray,
-    items: np.ndarray,
-    m: int,
-) -> np.ndarray:
-    """``own_posterior`` from the log confusions (N, K, K) and the class prior (K,): the
-    ratings (R,) of ``m`` items, every rating of ``items`` (G,) among them (a fit's, or a
-    Dask block's with its annotators coded locally)."""
-    rows = np.full(m, -1, dtype=np.int64)
-    rows[items] = np.arange(len(items))
-    take = rows[instance] >= 0
-    ll = item_log_lik(log_conf, annotator[take], rows[instance[take]], rating[take], len(items))
-    return posterior(ll, rho)[0]
-
-
-def gold_levels(gold: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """(M,) the level index of each item's gold value (M,; NaN: none), -1 where there is none;
-    a gold value off the scale counts as its nearest level (``values`` (K,))."""
-    known = np.isfinite(gold)
-    out = np.full(gold.shape[0], -1, dtype=np.int64)
-    out[known] = np.abs(gold[known][:, None] - values[None, :]).argmin(axis=1)
-    return out

@@ -138,3 +138,42 @@ def with_expert(
         np.concatenate([instance, items.astype(instance.dtype)]),
         np.concatenate([rating, gold[items].astype(rating.dtype)]),
     )
+
+
+def own_posterior(
+    fit, annotator: np.ndarray, instance: np.ndarray, rating: np.ndarray, items: np.ndarray
+) -> np.ndarray:
+    """The level posterior (G, K) of ``items`` (G,) from their own ratings alone, with the
+    fit's (``confusion_model.ConfusionFit``) confusions and class prior (a gold item's level
+    not imposed): what the crowd says of a gold item, which the expert's answers are learned
+    against."""
+    log_conf = libm.log(fit.confusion)
+    return own_posterior_of(log_conf, fit.rho, annotator, instance, rating, items, fit.q.shape[0])
+
+
+def own_posterior_of(
+    log_conf: np.ndarray,
+    rho: np.ndarray,
+    annotator: np.ndarray,
+    instance: np.ndarray,
+    rating: np.ndarray,
+    items: np.ndarray,
+    m: int,
+) -> np.ndarray:
+    """``own_posterior`` from the log confusions (N, K, K) and the class prior (K,): the
+    ratings (R,) of ``m`` items, every rating of ``items`` (G,) among them (a fit's, or a
+    Dask block's with its annotators coded locally)."""
+    rows = np.full(m, -1, dtype=np.int64)
+    rows[items] = np.arange(len(items))
+    take = rows[instance] >= 0
+    ll = item_log_lik(log_conf, annotator[take], rows[instance[take]], rating[take], len(items))
+    return posterior(ll, rho)[0]
+
+
+def gold_levels(gold: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """(M,) the level index of each item's gold value (M,; NaN: none), -1 where there is none;
+    a gold value off the scale counts as its nearest level (``values`` (K,))."""
+    known = np.isfinite(gold)
+    out = np.full(gold.shape[0], -1, dtype=np.int64)
+    out[known] = np.abs(gold[known][:, None] - values[None, :]).argmin(axis=1)
+    return out
