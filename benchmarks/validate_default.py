@@ -17,6 +17,8 @@ Leave-one-data-set-out: the label policy's two chosen constants (``reference_sha
 together): the pair that meets the most targets there, ties broken by the smaller summed excess
 over them; the left-out set is then scored with that pair. Both figures are printed, and the
 shipped pair's. The label fit does not depend on the two constants, so it is fitted once a set.
+The label model's shift prior (``confusion_shift.SHIFT_PRIOR``) is picked the same way over
+``SHIFT_PRIORS``, each set's label fit refitted at each, scored at the shipped pair.
 
 ``--gold``: 10% of each set's gold given to the fit in five draws; the label error and
 calibration error on the other 90%, with and without the gold; then what gold could reach
@@ -53,6 +55,7 @@ from ordmix_core.evaluation.metrics import calibration_error, p_wrong_auroc
 from ordmix_core.io import read_gold, read_ratings
 from ordmix_core.labels import confusion_model
 from ordmix_core.labels.choose import label_posterior
+from ordmix_core.labels.confusion_shift import SHIFT_PRIOR
 from ordmix_core.labels.policy import DEFAULT
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
@@ -70,6 +73,8 @@ METHODS = "mean,majority,dawid-skene,glad,odm-paper-instance,odm"
 #: the grid of the label policy's two chosen constants
 SHARES = (0.15, 0.25, 0.35, 0.5, 0.75, 1.0)
 WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0)
+#: the grid of the label model's shift prior (``labels/confusion_shift.py``)
+SHIFT_PRIORS = (0.0, 0.02, 0.1, 0.4)
 
 
 def load(name: str) -> tuple[pd.DataFrame, pd.Series]:
@@ -111,12 +116,15 @@ def excess(scores: dict[str, float], bound: dict[str, float]) -> dict[str, float
 class LabelScores:
     """One set's label fit, scored under any label policy against its gold."""
 
-    def __init__(self, ratings: pd.DataFrame, gold: pd.Series) -> None:
+    def __init__(
+        self, ratings: pd.DataFrame, gold: pd.Series, shift_prior: float | None = None
+    ) -> None:
         d = prepare(ratings, None, "instance")
         self.data = d
         self.fit = confusion_model.fit(
-            d.ann, d.inst, d.level, d.n_annotators, d.n_instances, d.scale.k
-        )
+            d.ann, d.inst, d.level, d.n_annotators, d.n_instances, d.scale.k,
+            shift_prior=shift_prior,
+        )  # fmt: skip
         ids = pd.Index(d.instances.astype(str))
         g = gold.rename(index=str).reindex(ids).to_numpy(float)
         self.known = np.isfinite(g) & np.isin(g, d.scale.values)
@@ -143,15 +151,34 @@ def lodo(scores: dict[str, LabelScores], bounds: dict[str, dict]) -> None:
     table = {
         name: {pair: s.score(*pair) for pair in grid} for name, s in scores.items()
     }  # fmt: skip
-    print("\n## Leave-one-data-set-out: the label policy's reference_share and latent_weight\n")
+    shipped = (DEFAULT.reference_share, DEFAULT.latent_weight)
+    print_lodo("the label policy's reference_share and latent_weight", table, bounds, grid, shipped)
+
+
+def lodo_shift(names: list[str], bounds: dict[str, dict]) -> None:
+    """The shift prior left one data set out: each set's label fit at each of ``SHIFT_PRIORS``,
+    scored at the shipped policy."""
+    pair = (DEFAULT.reference_share, DEFAULT.latent_weight)
+    table = {
+        name: {p: LabelScores(*load(name), shift_prior=p).score(*pair) for p in SHIFT_PRIORS}
+        for name in names
+    }  # fmt: skip
+    print_lodo("the label model's shift prior", table, bounds, list(SHIFT_PRIORS), SHIFT_PRIOR)
+
+
+def print_lodo(what: str, table: dict, bounds: dict[str, dict], grid: list, shipped) -> None:
+    """``table[set][choice]``'s scores: for each data set left out with its variants, the
+    choice that meets the most targets on the others (ties: the smaller summed excess), then
+    the left-out sets scored with it; the shipped choice's targets met, set by set."""
+    print(f"\n## Leave-one-data-set-out: {what}\n")
     print("| left out | chosen on the others (met / of) | set | label error | ECE | AUROC | MSE "
           "| targets met |\n|---|---|---|---|---|---|---|---|")  # fmt: skip
-    for base in sorted({n.partition("+")[0] for n in scores}):
-        inside = [n for n in scores if n.partition("+")[0] != base]
-        left = [n for n in scores if n.partition("+")[0] == base]
+    for base in sorted({n.partition("+")[0] for n in table}):
+        inside = [n for n in table if n.partition("+")[0] != base]
+        left = [n for n in table if n.partition("+")[0] == base]
 
-        def rank(pair, names=inside):
-            ex = [excess(table[n][pair], bounds[n]) for n in names]
+        def rank(choice, names=inside):
+            ex = [excess(table[n][choice], bounds[n]) for n in names]
             return (-sum(sum(v == 0 for v in e.values()) for e in ex), sum(sum(e.values())
                     for e in ex))  # fmt: skip
 
@@ -162,10 +189,9 @@ def lodo(scores: dict[str, LabelScores], bounds: dict[str, dict]) -> None:
             print(f"| {base} | {best} ({met} / {4 * len(inside)}) | {n} | {s['label_error']:.3f}"
                   f" | {s['calibration_error']:.3f} | {s['p_wrong_auroc']:.3f} | {s['mse']:.3f} "
                   f"| {sum(v == 0 for v in e.values())} / 4 |")  # fmt: skip
-    shipped = (DEFAULT.reference_share, DEFAULT.latent_weight)
-    print(f"\nThe shipped pair {shipped} meets, set by set: " + ", ".join(
+    print(f"\nThe shipped {shipped} meets, set by set: " + ", ".join(
         f"{n} {sum(v == 0 for v in excess(table[n][shipped], bounds[n]).values())}/4"
-        for n in scores))  # fmt: skip
+        for n in table))  # fmt: skip
 
 
 def rated_gold(ratings: pd.DataFrame, gold: pd.Series) -> pd.Series:
@@ -299,6 +325,7 @@ def main(argv: list[str] | None = None) -> None:
                 f"ECE <= {b['calibration_error']:.3f}, AUROC >= {b['p_wrong_auroc']:.3f}"
             )
     lodo(scores, bounds)
+    lodo_shift(names, bounds)
     if args.gold:
         print("\n## 10% of the gold given (five draws): label error on the other 90%, without "
               "-> with, and the calibration error with\n")  # fmt: skip

@@ -367,15 +367,17 @@ def m_step(
     q_sums: np.ndarray,
     d: np.ndarray,
     expert_prior: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
+    shift_prior: float | None = None,
 ) -> Parameters:
     """One M-step from the soft tables ``t`` (N (+1: the expert's last), K, K) and the
     item posteriors' column sums ``q_sums`` (K,): each annotator's careless split and its
     shift's Newton step (``shifted_step``), the anchored prior, the class prior, the confusions
     and their logs (with the expert's, learned from its table and ``expert_prior(careful,
-    rho)`` worth ``EXPERT_PRIOR_ITEMS`` items, when ``expert_prior`` is given)."""
+    rho)`` worth ``EXPERT_PRIOR_ITEMS`` items, when ``expert_prior`` is given); ``shift_prior``:
+    ``shifted_step``'s."""
     n = prev.a.shape[0]
     crowd, gamma = careless_split(t[:n], prev.p, prev.gamma)
-    a, var, shift = shifted_step(prev, crowd, d)
+    a, var, shift = shifted_step(prev, crowd, d, shift_prior)
     a_bar, lam = prior_update(a, var)
     rho = q_sums + PRIOR_COUNT
     rho /= rho.sum()
@@ -451,6 +453,7 @@ def fit(
     expert_prior: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
     max_iter: int = MAX_ITER,
     tol: float = TOL,
+    shift_prior: float | None = None,
 ) -> ConfusionFit:
     """Fit the ordinal confusion model by EM (the module's docstring).
 
@@ -460,6 +463,8 @@ def fit(
     the item (``with_expert``), whose confusion (K, K) is learned freely from the gold items,
     each row starting from ``expert_prior(careful, rho)`` (the crowd's careful confusions
     (N, K, K) and the class prior, each round) worth ``EXPERT_PRIOR_ITEMS`` items.
+    ``shift_prior``: the prior probability of a shifted annotator (None:
+    ``confusion_shift.SHIFT_PRIOR``; 0: no shifts).
     """
     k = n_levels
     d = design(k)
@@ -476,7 +481,8 @@ def fit(
     n_iter = 0
     while n_iter < max_iter:
         n_iter += 1
-        par = m_step(par, ratings.tables(q), column_sums(q), d, expert_prior if expert else None)
+        expert_p = expert_prior if expert else None
+        par = m_step(par, ratings.tables(q), column_sums(q), d, expert_p, shift_prior)
         q, evidence, moved = ratings.e_step(par.logp, par.rho, q)
         if moved < tol:
             converged = True

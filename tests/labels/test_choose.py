@@ -40,7 +40,7 @@ def test_without_gold_the_posterior_is_the_latent_one_through_the_careful_report
     fit = confusion_model.fit(ann, inst, level, n, m, 4)
     np.testing.assert_array_equal(res.fit.q, fit.q)  # the one label fit, as fitted alone
     n_ratings = np.bincount(ann, minlength=n)
-    careful = calibration.reference_confusion(fit.careful, fit.rho, n_ratings, 0.35)
+    careful = calibration.reference_confusion(fit.careful, fit.rho, n_ratings, 0.25)
     report = 0.25 * np.eye(4) + 0.75 * careful
     np.testing.assert_allclose(res.report, report, rtol=1e-12)
     np.testing.assert_allclose(res.posterior.proba, fit.q @ report, rtol=1e-12, atol=1e-15)
@@ -183,7 +183,7 @@ def test_annotators_without_ratings_are_accepted():
     np.testing.assert_allclose(
         res.posterior.gain, expected_gain(res.fit.q, rater, res.report), rtol=1e-9, atol=1e-15
     )
-    careful = calibration.reference_confusion(res.fit.careful, res.fit.rho, n_ratings, 0.35)
+    careful = calibration.reference_confusion(res.fit.careful, res.fit.rho, n_ratings, 0.25)
     np.testing.assert_allclose(res.report, 0.25 * np.eye(4) + 0.75 * careful, rtol=1e-12)
     gold = np.full(m, -1)
     gold[:40] = truth[:40]  # the expert's prior is the careful report of every coded annotator
