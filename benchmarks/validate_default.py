@@ -28,10 +28,14 @@ calibration error on the other 90%, with and without the gold; then what gold co
 rated gold items with all their ratings (and no other ratings), five draws; every method's
 mean over the draws and how many draws meet each of the default's targets.
 
+``--simulated``: simulated crowds (``simulate_crowd``, seeds 0-2), where the truth is known:
+the label error with the shifts off and on, the calibration error of the latent and the
+reported posterior, and the AUROC of ``p_wrong`` against majority vote's.
+
 Usage (from the project root, ../shared beside it)::
 
     python benchmarks/validate_default.py [--sets trec,web,...] [--gold] [--small 120]
-        [--no-baselines]
+        [--no-baselines] [--simulated]
 """
 
 from __future__ import annotations
@@ -50,6 +54,8 @@ import pandas as pd
 
 from ordmix_core import OrdinalMixture
 from ordmix_core.data.crowd import prepare
+from ordmix_core.data.scale import Scale
+from ordmix_core.data.simulate import simulate_crowd
 from ordmix_core.evaluation.compare import compare_methods
 from ordmix_core.evaluation.metrics import calibration_error, p_wrong_auroc
 from ordmix_core.io import read_gold, read_ratings
@@ -289,13 +295,65 @@ def small_crowds(
               f"{row.p_wrong_auroc:.3f} | {row.mse:.3f} |")  # fmt: skip
 
 
+#: the simulated crowds of ``--simulated``: ``simulate_crowd``'s arguments past the seed
+SIMULATED = {
+    "defaults (500 items, 5 levels)": {"n_items": 500},
+    "50% spammers": {"n_items": 500, "spammer_share": 0.5},
+    "favourite-answer spammers": {"n_items": 500, "favourite_share": 1.0},
+    "3 ratings an item": {"n_items": 500, "ratings_per_item": 3},
+    "lenient and strict raters (bias_sd=1)": {"n_items": 500, "bias_sd": 1.0},
+    "the same, 1,500 items, 60 annotators": {"n_items": 1500, "n_annotators": 60, "bias_sd": 1.0},
+    "11 levels": {"n_items": 500, "scale": Scale(np.arange(11.0))},
+    "11 levels, bias_sd=1, 1,500 items, 60 annotators": {
+        "n_items": 1500, "n_annotators": 60, "bias_sd": 1.0, "scale": Scale(np.arange(11.0))
+    },
+}  # fmt: skip
+
+
+def simulated_crowds(seeds: int = 3) -> None:
+    """Each of ``SIMULATED``'s crowds, seeds 0..``seeds - 1``: means of the label error
+    without and with the shifts, the ECE of the latent (``latent_weight`` 1) and the reported
+    posterior, ``p_wrong``'s AUROC and majority vote's, and the annotators shifted."""
+    print("\n## Simulated crowds (seeds 0-2, means)\n")
+    print("| crowd | label error, shifts off -> on | ECE latent / reported | AUROC / majority's "
+          "| shifted |\n|---|---|---|---|---|")  # fmt: skip
+    latent = replace(DEFAULT, latent_weight=1.0)
+    for name, kw in SIMULATED.items():
+        rows = []
+        for seed in range(seeds):
+            crowd = simulate_crowd(**kw, random_state=seed)
+            d = prepare(crowd.ratings, kw.get("scale"), "instance")
+            truth = np.searchsorted(d.scale.values, crowd.gold.reindex(
+                d.instances.astype(str)).to_numpy(float))  # fmt: skip
+            row = []
+            for prior in (0.0, None):
+                fit = confusion_model.fit(d.ann, d.inst, d.level, d.n_annotators,
+                                          d.n_instances, d.scale.k, shift_prior=prior)  # fmt: skip
+                p = label_posterior(fit, d.ann, d.inst, d.level, d.scale.values).posterior.proba
+                row.append(np.mean(p.argmax(axis=1) != truth))
+            q = label_posterior(fit, d.ann, d.inst, d.level, d.scale.values, None, latent)
+            votes = np.zeros((d.n_instances, d.scale.k))
+            np.add.at(votes, (d.inst, d.level), 1.0)
+            votes /= votes.sum(axis=1, keepdims=True)
+            rows.append(row + [calibration_error(q.posterior.proba, truth),
+                               calibration_error(p, truth), p_wrong_auroc(p, truth),
+                               p_wrong_auroc(votes, truth), np.sum(fit.shift != 0)])  # fmt: skip
+        m = np.mean(rows, axis=0)
+        print(f"| {name} | {m[0]:.3f} -> {m[1]:.3f} | {m[2]:.3f} / {m[3]:.3f} | {m[4]:.3f} / "
+              f"{m[5]:.3f} | {m[6]:.1f} |", flush=True)  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sets", default=",".join(SETS))
     ap.add_argument("--gold", action="store_true", help="also the 10%% gold draws")
     ap.add_argument("--no-baselines", action="store_true", help="the LODO table only")
     ap.add_argument("--small", type=int, metavar="N", help="only the small crowds of N items")
+    ap.add_argument("--simulated", action="store_true", help="only the simulated crowds")
     args = ap.parse_args(argv)
+    if args.simulated:
+        simulated_crowds()
+        return
     names = args.sets.split(",")
     if args.small:
         for name in names:
