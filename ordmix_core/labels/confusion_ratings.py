@@ -9,6 +9,8 @@ runs the same passes on its blocks and only their sums travel. Pure array functi
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ..numerics import libm
@@ -16,6 +18,9 @@ from ..numerics.fixed_order import last_sum
 from ..vb import kernels
 from . import confusion_passes as passes
 from . import confusion_steps as label_steps
+
+if TYPE_CHECKING:
+    from .confusion_model import ConfusionFit
 
 #: the label model's passes run over the cores from this many ratings: it runs after the race,
 #: alone, so the cores are free (the sweeps' ``kernels.PARALLEL_MIN_RATINGS`` is for passes
@@ -141,12 +146,15 @@ def with_expert(
 
 
 def own_posterior(
-    fit, annotator: np.ndarray, instance: np.ndarray, rating: np.ndarray, items: np.ndarray
+    fit: ConfusionFit,
+    annotator: np.ndarray,
+    instance: np.ndarray,
+    rating: np.ndarray,
+    items: np.ndarray,
 ) -> np.ndarray:
     """The level posterior (G, K) of ``items`` (G,) from their own ratings alone, with the
-    fit's (``confusion_model.ConfusionFit``) confusions and class prior (a gold item's level
-    not imposed): what the crowd says of a gold item, which the expert's answers are learned
-    against."""
+    fit's confusions and class prior (a gold item's level not imposed): what the crowd says of
+    a gold item, which the expert's answers are learned against."""
     log_conf = libm.log(fit.confusion)
     return own_posterior_of(log_conf, fit.rho, annotator, instance, rating, items, fit.q.shape[0])
 

@@ -48,12 +48,17 @@ def test_penalised_is_the_log_likelihood_less_the_prior_pull():
     assert np.isfinite(cs.penalised(t, log_p, a, a_bar, lam)).all()
 
 
+@pytest.mark.parametrize("largest", [1, 2])
 @pytest.mark.parametrize("prior", [0.02, 0.3])
-def test_the_shifts_prior_is_a_distribution_with_0_first(prior):
+def test_the_shifts_prior_is_a_distribution_with_0_first(prior, largest, monkeypatch):
+    monkeypatch.setattr(cs, "MAX_SHIFT", largest)
     tried = cs.shifts(5, prior)
-    assert tried[0] == 0 and sorted(tried) == list(range(-cs.MAX_SHIFT, cs.MAX_SHIFT + 1))
+    assert tried[0] == 0 and sorted(tried) == list(range(-largest, largest + 1))
     assert math.fsum(math.exp(cs.log_prior(s, prior)) for s in tried) == pytest.approx(1.0)
-    assert cs.shifts(5, 0.0) == [0] and cs.shifts(2, prior) == [0]
+    assert math.exp(cs.log_prior(0, prior)) == pytest.approx(1.0 - prior)
+    # from 3 levels up; on 2 the adjacent-category confusion is any 2 x 2 one already
+    assert cs.shifts(3, prior) == tried and cs.shifts(2, prior) == [0]
+    assert cs.shifts(5, 0.0) == [0]
 
 
 def _lenient_crowd(rng, k=7, n_items=600, n_ann=12, per_item=6, lenient=(0, 1), strict=(2,)):
@@ -91,3 +96,14 @@ def test_a_crowd_without_lenient_raters_is_not_shifted():
     fit = lm.fit(ann, inst, rating, 12, 600, 7)
     assert (fit.shift == 0).all()
     assert np.mean(fit.q.argmax(axis=1) != truth) < 0.05
+
+
+@pytest.mark.parametrize(("prior", "want"), [(cs.SHIFT_PRIOR, 0), (0.9, -1)])
+def test_an_annotator_without_ratings_takes_the_priors_shift(prior, want):
+    """No ratings, so every shift's step scores the same but for its prior: unshifted under a
+    small prior; under one that makes a shift more likely than none, the first shift tried
+    (ties go to the first)."""
+    k = 4
+    prev = lm.first_parameters(2, k)
+    _, _, shift = lm.shifted_step(prev, np.zeros((2, k, k)), lm.design(k), prior)
+    assert (shift == want).all()

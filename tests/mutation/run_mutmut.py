@@ -5,12 +5,12 @@ Usage (from the repository root; mutmut is not a project dependency: ``pip insta
     python tests/mutation/run_mutmut.py MODULE [--max-children N] [--keep]
 
 ``MODULE`` is a key of ``MODULES`` (tn, updates, bound, options, outputs, posterior,
-calibration, choose, confusion, evidence, reliability, install). The script copies ``ordmix_core/``,
-``tests/``, ``demo_data/`` and ``pyproject.toml`` to ``/tmp/ordmix-mutmut/MODULE`` (so no
-``mutants/`` folder or config ever lands in the repository), appends a ``[tool.mutmut]``
-section that mutates only that module and runs only its tests, runs ``mutmut run`` there and
-prints the per-status counts and the survivors (``mutmut results``). ``--keep`` reuses the
-scratch folder (mutmut resumes where it stopped).
+calibration, choose, confusion, shift, evidence, reliability, install). The script copies
+``ordmix_core/``, ``tests/``, ``demo_data/`` and ``pyproject.toml`` to
+``/tmp/ordmix-mutmut/MODULE`` (so no ``mutants/`` folder or config ever lands in the
+repository), appends a ``[tool.mutmut]`` section that mutates only that module and runs only
+its tests, runs ``mutmut run`` there and prints the per-status counts and the survivors
+(``mutmut results``). ``--keep`` reuses the scratch folder (mutmut resumes where it stopped).
 ``--recheck [--only TEST ...]``, after adding tests for the survivors: copies ``tests/`` into
 the scratch folder again and re-runs each mutant the last run left alive in a fresh process
 (with ``--only``, just the new tests: the others already ran against every mutant; a mutant
@@ -80,6 +80,10 @@ MODULES: dict[str, tuple[str, list[str]]] = {
         "ordmix_core/labels/confusion_model.py",
         ["tests/labels/test_confusion_model.py", "tests/labels/test_confusion_passes.py",
          "tests/labels/test_confusion_steps.py"],
+    ),
+    "shift": (
+        "ordmix_core/labels/confusion_shift.py",
+        ["tests/labels/test_confusion_shift.py", "tests/labels/test_confusion_model.py"],
     ),
     "evidence": (
         "ordmix_core/results/evidence.py", ["tests/results/test_decisions.py", "-m", "not slow"]
