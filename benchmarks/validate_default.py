@@ -165,10 +165,12 @@ def lodo_shift(names: list[str], bounds: dict[str, dict]) -> None:
     """The shift prior left one data set out: each set's label fit at each of ``SHIFT_PRIORS``,
     scored at the shipped policy."""
     pair = (DEFAULT.reference_share, DEFAULT.latent_weight)
-    table = {
-        name: {p: LabelScores(*load(name), shift_prior=p).score(*pair) for p in SHIFT_PRIORS}
-        for name in names
-    }  # fmt: skip
+    table = {}
+    for name in names:
+        ratings, gold = load(name)
+        table[name] = {
+            p: LabelScores(ratings, gold, shift_prior=p).score(*pair) for p in SHIFT_PRIORS
+        }
     print_lodo("the label model's shift prior", table, bounds, list(SHIFT_PRIORS), SHIFT_PRIOR)
 
 
