@@ -57,18 +57,21 @@ class FitPolicy:
     #: 0.3, 1 on the four real sets' seeds 0-3 (the most fits within 0.01 of the tighter one,
     #: then the fewest sweeps): 0.1 in every fold (``docs/benchmarks.md``)
     reliability_share: float = 0.1
-    #: an annotator this close to 0 or 1 is at an end: the exact eps step holds it there while
-    #: the slope of its block's bound at the end points outwards (``race.ends_settled``) ...
+    #: an annotator this close to 0 or 1 is pinned at its end: the exact eps step leaves it at
+    #: its clip (1e-10) while the slope of its block's bound there points outwards, and it has
+    #: not settled while that slope points inwards or falls towards 0 (``race.ends_settled``:
+    #: when it crosses 0 the annotator leaves, and its items with it). TREC RF10 at query
+    #: granularity, seed 1: an annotator with 27 ratings, its slope 0.0087 at the stop falling
+    #: to 0 over 110 sweeps; then 1 - eps 2.5e-7, 6e-7, 1.3e-6, ... on its way to 0.12, and an
+    #: item 0.46 away. The margin is above the clip and below where a leaving one is after a
+    #: few sweeps
+    pinned_margin: float = 1e-6
+    #: ... and one this close but not pinned is near it: it has not settled while it is
+    #: leaving, its distance to the end growing by more than ``flip_growth`` a sweep in log
+    #: (TREC's annotator above, after its crossing). One converging inside, however slowly, is
+    #: ``reliabilities_settled``'s: the 1M-rating simulated crowd's finalist has one at eps
+    #: 0.99952 whose slope shrinks by a crawl; judged as at an end, it held the stop 500 sweeps
     end_margin: float = 1e-3
-    #: ... and it has not settled while that slope points inwards, or shrinks towards 0 with
-    #: at least this share of itself still to go (Aitken over the plain sweeps): when it
-    #: crosses 0 the annotator leaves its end in one exact step and moves its items (TREC RF10
-    #: at query granularity, seed 1: an annotator with 27 ratings at eps 1 - 1e-10, its slope
-    #: 0.0087 at the stop falling to 0 over 110 sweeps, then eps 0.88 and an item 0.46 away).
-    #: Over 0.03, 0.1 and 0.3 the four real sets' seeds 0-3 and TREC's query fits keep the
-    #: same stops within 0.01 of a 100x tighter fit (all but adult's seed 2, an item's slow
-    #: point); 0.3 takes the fewest sweeps (``docs/benchmarks.md``)
-    end_share: float = 0.3
     #: the bound's relative change below which the plain sweeps start when ``tol`` is tighter:
     #: a tighter tolerance then continues the default's path rather than taking another
     polish_tol: float = 1e-6
@@ -177,6 +180,13 @@ class FitPolicy:
         """The fewest plain sweeps over which ``still_moving`` measures (two windows of
         changes)."""
         return 2 * self.window + 1
+
+    @property
+    def plateau_sweeps(self) -> float:
+        """The sweeps over which the estimates' rule extrapolates a plateau: the ratio of
+        successive windows is clipped at ``max_rate``, so the remaining change is at most
+        ``max_rate / (1 - max_rate)`` windows' worth (99, 297 sweeps)."""
+        return self.window * self.max_rate / (1.0 - self.max_rate)
 
     @property
     def escape_floor(self) -> float:

@@ -1,26 +1,24 @@
 """The race between restarts, shared by the in-memory and the Dask engine, and its stopping rule.
 
-Warm starts (``init == 'warm'``) begin with a fit without the spam component. Only the first
-warm restart runs that warm-up and every other one branches from its result (``branch``: the
-engine adds the restart's own keyed noise), so ten restarts pay for one warm-up. Then mixture
-sweeps in rounds of doubling length; with pruning the worse half of the unfinished restarts is
-dropped after each round (successive halving), down to ``keep`` restarts that run to the end,
-in rounds of ``final_round`` sweeps after which one out of reach of the leader stops (its
-bound plus the gain projected for it more than ``outrun_gaps`` near-tie gaps below: it could
-neither win nor join the ensemble). The engine supplies ``step(run, spam)``, one sweep of a
-restart (``step.make_step``), which also sets ``run.truth_share`` and ``run.estimate_change``;
-the race never looks inside ``run.state``. Restarts of one round may run side by side
-through ``map_runs``.
+Warm starts (``init == 'warm'``) begin with a fit without the spam component. Only the first warm
+restart runs that warm-up and every other one branches from its result (``branch``: the engine adds
+the restart's own keyed noise), so ten restarts pay for one warm-up. Then mixture sweeps in rounds
+of doubling length; with pruning the worse half of the unfinished restarts is dropped after each
+round (successive halving), down to ``keep`` restarts that run to the end, in rounds of
+``final_round`` sweeps after which one out of reach of the leader stops (its bound plus the gain
+projected for it more than ``outrun_gaps`` near-tie gaps below: it could neither win nor join the
+ensemble). The engine supplies ``step(run, spam)``, one sweep of a restart (``step.make_step``),
+which also sets ``run.truth_share`` and ``run.estimate_change``; the race never looks inside
+``run.state``. A round's restarts may run side by side (``map_runs``).
 
-The stopping rule (``converged``): one sweep changes the bound by less than ``tol`` relative
-AND the items' means are within ``tol_estimate`` of their fixed point (``remaining_change``:
-the last window's largest changes extrapolated with their ratio to the window before, Aitken;
-on a slow drift the ratio nears 1 and the fit goes on), held for ``hold_windows`` windows of
-plain sweeps (no SQUAREM once the bound has settled: its extrapolations kick items along flat
-directions), and the annotators have settled (``reliabilities_settled``, ``ends_settled``).
-``tol_estimate = 0`` leaves the bound alone to decide. ``max_iter`` caps all sweeps of a
-restart, every stage together (the warm-up at most half). At a mixture restart's stop the
-rescues (``rescues.Rescues.at_stop``) may undo it.
+The stopping rule (``converged``): one sweep changes the bound by less than ``tol`` relative AND the
+items' means are within ``tol_estimate`` of their fixed point (``remaining_change``: the last
+window's largest changes extrapolated with their ratio to the window before, Aitken; on a slow drift
+the ratio nears 1 and the fit goes on), held for ``hold_windows`` windows of plain sweeps (no
+SQUAREM once the bound has settled: its extrapolations kick items along flat directions), and the
+annotators have settled (``reliabilities_settled``, ``ends_settled``). With ``tol_estimate = 0`` the
+bound alone decides. ``max_iter`` caps all sweeps of a restart, every stage together (the warm-up at
+most half). At a mixture restart's stop the rescues (``Rescues.at_stop``) may undo it.
 """
 
 from __future__ import annotations
@@ -309,8 +307,7 @@ def race_results(runs: list[RestartRun]) -> list[RestartRun]:
 def remaining_change(changes: list[float], policy: FitPolicy = DEFAULT) -> float:
     """Estimated distance of the items' means to the fixed point (Aitken): the last window's
     largest changes summed, ``D``, times ``r / (1 - r)`` with ``r`` the ratio of ``D`` to the
-    window before (clipped to [0, ``max_rate``]); inf before two windows.
-    ``remaining_changes`` of one column."""
+    window before (clipped to [0, ``max_rate``]); inf before two windows (``remaining_changes``)."""
     column = np.asarray(changes, dtype=float)[:, None]
     return float(remaining_changes(column, policy)[0])
 
@@ -394,22 +391,27 @@ def ends_settled(
     tol_reliability: float,
     policy: FitPolicy = DEFAULT,
 ) -> bool:
-    """Annotators at an end (within ``end_margin`` of 0 or 1, by ``eps_window``'s last) held
-    there: one whose slope (``slope_window``, (W,) of (N,), the engine's ``eps_slopes``:
-    positive holds it at 1, negative at 0) points inwards, or shrinks towards 0 with at least
-    ``end_share`` of itself still to go (``remaining_changes``), has not settled: when the
-    slope crosses 0 the exact eps step takes it, and its items, off its end in one step.
-    True with ``tol_reliability <= 0`` or fewer than ``moving_min_sweeps`` slopes."""
-    if tol_reliability <= 0 or len(slope_window) < policy.moving_min_sweeps or not eps_window:
+    """The annotators at an end have settled (``eps_window``, ``slope_window``: (W,) of (N,),
+    the plain sweeps' eps and the engine's ``eps_slopes`` there, positive towards 1). One
+    pinned (within ``pinned_margin`` of 0 or 1) has not while its slope points inwards or
+    falls (least squares) to reach 0 within ``plateau_sweeps``: it then leaves, and its items
+    with it. One near (within ``end_margin``) but not pinned has not while leaving, its log
+    distance to the end growing by more than ``flip_growth`` a sweep; one converging inside is
+    ``reliabilities_settled``'s. True with ``tol_reliability <= 0`` or too few slopes."""
+    n = len(slope_window)
+    if tol_reliability <= 0 or n < policy.moving_min_sweeps or len(eps_window) <= policy.window:
         return True
-    e = np.asarray(eps_window[-1], dtype=float)
+    eps = np.asarray(eps_window[-policy.window - 1 :], dtype=float)
     w = np.asarray(slope_window, dtype=float)
-    g = w[-1]
-    end = (e >= 1.0 - policy.end_margin) | (e <= policy.end_margin)
-    inwards = g * np.where(e > 0.5, 1.0, -1.0) < 0
-    shrinking = np.abs(g) < np.abs(w[-1 - 2 * policy.window])
-    to_go = remaining_changes(np.abs(np.diff(w, axis=0)), policy)
-    return not bool(np.any(end & (inwards | shrinking) & (to_go >= policy.end_share * np.abs(g))))
+    distance, outwards = np.minimum(eps, 1.0 - eps), np.where(eps[-1] > 0.5, 1.0, -1.0)
+    t = np.arange(n) - (n - 1) / 2.0
+    falling = -outwards * (t @ w) / (t @ t)  # towards 0 a sweep, least squares
+    pinned = distance[-1] <= policy.pinned_margin
+    giving_way = (w[-1] * outwards < 0) | (falling * policy.plateau_sweeps >= np.abs(w[-1]))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        growth = np.log(distance[-1] / distance[0]) / policy.window
+    leaving = (distance[-1] <= policy.end_margin) & ~pinned & (growth > policy.flip_growth)
+    return not bool(np.any((pinned & giving_way) | leaving))
 
 
 def advance(

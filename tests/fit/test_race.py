@@ -372,11 +372,11 @@ def test_the_rule_waits_for_an_annotator_drifting_slowly() -> None:
 def test_an_annotator_held_at_an_end_by_a_slope_falling_to_zero_has_not_settled() -> None:
     """Three annotators over the plain sweeps: one at eps 1 - 1e-10 whose slope (the
     derivative of its block's bound at the end, positive holding it there) falls by a tenth
-    a sweep towards 0, the whole of it still to go; one at the same end with a steady slope;
-    one inside (0, 1) with the first one's slopes. Only the first holds the stop; the same
-    slope pointing inwards (negative at 1) holds it too, as does the first at eps 1e-10 with
-    the slopes negated. Without the annotators' halves (``tol_reliability`` 0) or with fewer
-    than ``moving_min_sweeps`` slopes, nothing holds it."""
+    a sweep towards 0; one at the same end with a steady slope; one inside (0, 1) with the
+    first one's slopes. Only the first holds the stop; the same slope pointing inwards
+    (negative at 1) holds it too, as does the first at eps 1e-10 with the slopes negated.
+    Without the annotators' halves (``tol_reliability`` 0) or with fewer than
+    ``moving_min_sweeps`` slopes, nothing holds it."""
     n_sweeps = DEFAULT.flip_window
     falling = [0.01 * 0.9**k for k in range(n_sweeps)]
     eps = [np.array([1 - 1e-10, 1 - 1e-10, 0.6])] * n_sweeps
@@ -395,6 +395,41 @@ def test_an_annotator_held_at_an_end_by_a_slope_falling_to_zero_has_not_settled(
     assert race.ends_settled(eps, slopes(falling), 0.0)
     short = DEFAULT.moving_min_sweeps - 1
     assert race.ends_settled(eps[:short], slopes(falling)[:short], 0.003)
-    # a slope shrinking by a hundredth a sweep to a positive floor: 1e-4 of itself still to go
+    # a slope shrinking by a hundredth a sweep to a positive floor: it never reaches 0
     floor = [np.array([1.0 + 0.99**k * 1e-2, 5.0, 0.0]) for k in range(n_sweeps)]
     assert race.ends_settled(eps, floor, 0.003)
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_a_pinned_slope_holds_the_stop_while_its_trend_reaches_0_within_the_plateau(sign) -> None:
+    """A slope at the clip falling linearly by 1e-4 a sweep holds the stop when it reaches 0
+    within ``plateau_sweeps`` of the last sweep, and not when that is farther; the same at
+    eps 0 with the slopes negated."""
+    n_sweeps = DEFAULT.flip_window
+    end = 1 - 1e-10 if sign > 0 else 1e-10
+    eps = [np.array([end])] * n_sweeps
+    for sweeps_to_zero, holds in ((0.9 * DEFAULT.plateau_sweeps, True),
+                                  (1.1 * DEFAULT.plateau_sweeps, False)):  # fmt: skip
+        last = 1e-4 * sweeps_to_zero
+        w = [np.array([sign * (last + 1e-4 * (n_sweeps - 1 - k))]) for k in range(n_sweeps)]
+        assert race.ends_settled(eps, w, 0.003) is not holds, sweeps_to_zero
+
+
+def test_an_annotator_near_an_end_holds_the_stop_only_while_leaving_it() -> None:
+    """Near an end but off its clip the slope is no matter: an annotator at eps 0.99952
+    converging inwards by a crawl, its slope pointing inwards and shrinking (the 1M-rating
+    simulated crowd's), does not hold the stop; one whose distance to 1 grows by half a sweep
+    from 2.5e-7 (TREC's annotator after its slope crossed 0) holds it until it is past
+    ``end_margin`` (``reliabilities_settled``'s from there); the same at 0. One growing slowly
+    (below ``flip_growth``) does not."""
+    n_sweeps = DEFAULT.flip_window
+    inward = [np.array([-0.0035 * 0.995**k]) for k in range(n_sweeps)]
+    crawl = [np.array([1 - 4.8e-4 * (1 + 1e-4 * (1 - 0.99**k))]) for k in range(n_sweeps)]
+    assert race.ends_settled(crawl, inward, 0.003)
+    off = [2.5e-7 * 1.5**k for k in range(n_sweeps)]
+    assert not race.ends_settled([np.array([1 - d]) for d in off], inward, 0.003)
+    assert not race.ends_settled([np.array([d]) for d in off], inward, 0.003)
+    past = [np.array([1 - 1e-4 * 1.5**k]) for k in range(n_sweeps)]
+    assert race.ends_settled(past, inward, 0.003)
+    slow = [np.array([1 - 1e-4 * np.exp(0.5 * DEFAULT.flip_growth * k)]) for k in range(n_sweeps)]
+    assert race.ends_settled(slow, inward, 0.003)

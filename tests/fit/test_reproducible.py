@@ -267,21 +267,22 @@ def test_a_stop_waits_for_an_annotator_whose_end_is_giving_way_on_trec(trec, mon
     1e-10, held there by the slope of its block's bound, which falls towards 0 and crosses it
     about 110 sweeps after where the default stopped before (``race.ends_settled``); eps
     then leaves for 0.88 and its item moves 0.46. The default now waits for it: within 0.01
-    of a 100x tighter fit (0.003 measured), and 0.46 away without the rule's ends
-    (``end_share`` infinite)."""
+    of a 100x tighter fit (0.004 measured), and 0.46 away without the rule's ends
+    (``pinned_margin`` and ``end_margin`` 0)."""
     kw = dict(granularity="query", random_state=1)
     base = OrdinalMixture()
     tight, tight_runs = _fit_keeping_runs(
         monkeypatch, trec, tol=base.tol / 100, tol_estimate=base.tol_estimate / 100,
         max_iter=5000, **kw,
     )  # fmt: skip
-    for share, far in ((DEFAULT.end_share, False), (np.inf, True)):
-        monkeypatch.setattr(OrdinalMixture, "fit_policy", replace(DEFAULT, end_share=share))
+    for margin, far in ((None, False), (0.0, True)):
+        ends = {} if margin is None else dict(pinned_margin=margin, end_margin=margin)
+        monkeypatch.setattr(OrdinalMixture, "fit_policy", replace(DEFAULT, **ends))
         default, runs = _fit_keeping_runs(monkeypatch, trec, **kw)
         best = default.best_restart_
         assert best == tight.best_restart_
         moved = np.abs(runs[best].state.mu_m - tight_runs[best].state.mu_m).max()
-        assert (moved > 0.1) if far else (moved < 0.01), (share, moved)
+        assert (moved > 0.1) if far else (moved < 0.01), (margin, moved)
 
 
 def test_tol_estimate_zero_is_the_bound_alone(crowd) -> None:
