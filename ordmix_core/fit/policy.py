@@ -66,8 +66,8 @@ class FitPolicy:
     #: item 0.46 away. The margin is above the clip and below where a leaving one is after a
     #: few sweeps
     pinned_margin: float = 1e-6
-    #: ... and one this close but not pinned is near it: it has not settled while it is
-    #: leaving, its distance to the end growing by more than ``flip_growth`` a sweep in log
+    #: ... and one this close is near it: it has not settled while it is leaving, its
+    #: distance to the end growing by more than ``flip_growth`` a sweep in log
     #: (TREC's annotator above, after its crossing). One converging inside, however slowly, is
     #: ``reliabilities_settled``'s: the 1M-rating simulated crowd's finalist has one at eps
     #: 0.99952 whose slope shrinks by a crawl; judged as at an end, it held the stop 500 sweeps

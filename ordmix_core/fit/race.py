@@ -395,11 +395,11 @@ def ends_settled(
     the plain sweeps' eps and the engine's ``eps_slopes`` there, positive towards 1). One
     pinned (within ``pinned_margin`` of 0 or 1) has not while its slope points inwards or
     falls (least squares) to reach 0 within ``plateau_sweeps``: it then leaves, and its items
-    with it. One near (within ``end_margin``) but not pinned has not while leaving, its log
-    distance to the end growing by more than ``flip_growth`` a sweep; one converging inside is
+    with it. One near (within ``end_margin``) has not while leaving, its log distance to the
+    end growing by more than ``flip_growth`` a sweep; one converging inside is
     ``reliabilities_settled``'s. True with ``tol_reliability <= 0`` or too few slopes."""
     n = len(slope_window)
-    if tol_reliability <= 0 or n < policy.moving_min_sweeps or len(eps_window) <= policy.window:
+    if tol_reliability <= 0 or n < policy.moving_min_sweeps or not eps_window:
         return True
     eps = np.asarray(eps_window[-policy.window - 1 :], dtype=float)
     w = np.asarray(slope_window, dtype=float)
@@ -410,7 +410,7 @@ def ends_settled(
     giving_way = (w[-1] * outwards < 0) | (falling * policy.plateau_sweeps >= np.abs(w[-1]))
     with np.errstate(divide="ignore", invalid="ignore"):
         growth = np.log(distance[-1] / distance[0]) / policy.window
-    leaving = (distance[-1] <= policy.end_margin) & ~pinned & (growth > policy.flip_growth)
+    leaving = (distance[-1] <= policy.end_margin) & (growth > policy.flip_growth)
     return not bool(np.any((pinned & giving_way) | leaving))
 
 

@@ -389,6 +389,8 @@ def test_an_annotator_held_at_an_end_by_a_slope_falling_to_zero_has_not_settled(
     assert race.ends_settled(eps, steady, 0.003)  # the inside one's falling slope is no matter
     inwards = [np.array([-1e-3 - 1e-5 * k, 5.0, 0.0]) for k in range(n_sweeps)]
     assert not race.ends_settled(eps, inwards, 0.003)
+    steady_inwards = [np.array([-1e-3, 5.0, 0.0])] * n_sweeps  # no trend: its sign alone
+    assert not race.ends_settled(eps, steady_inwards, 0.003)
     at_zero = [np.array([1e-10, 1 - 1e-10, 0.6])] * n_sweeps
     negated = [np.array([-s, 5.0, s]) for s in falling]
     assert not race.ends_settled(at_zero, negated, 0.003)
@@ -433,3 +435,7 @@ def test_an_annotator_near_an_end_holds_the_stop_only_while_leaving_it() -> None
     assert race.ends_settled(past, inward, 0.003)
     slow = [np.array([1 - 1e-4 * np.exp(0.5 * DEFAULT.flip_growth * k)]) for k in range(n_sweeps)]
     assert race.ends_settled(slow, inward, 0.003)
+    # growth over the last window, not one sweep's jitter: 2 x flip_growth in the last sweep
+    jitter = [np.array([1 - 1e-4])] * (n_sweeps - 1)
+    jitter.append(np.array([1 - 1e-4 * np.exp(2.0 * DEFAULT.flip_growth)]))
+    assert race.ends_settled(jitter, inward, 0.003)
