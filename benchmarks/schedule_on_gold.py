@@ -14,10 +14,14 @@ chosen on the others: of those whose mean MSE is within ``SLACK`` of the default
 them, the one with the fewest sweeps weighted by ratings. The left-out set is then scored with
 it.
 
+``--simulated``: simulated crowds instead (``simulate_crowd``, 500 items, 30 annotators: the
+defaults, half spammers, lenient and strict raters, 3 ratings an item), whose truth is known:
+``z_mean``'s MSE to it, the bound and the sweeps at each value.
+
 Usage (from the project root, ../shared beside it)::
 
     python benchmarks/schedule_on_gold.py --warmup-tol 1e-6,1e-4,3e-4 [--seeds 0,1,2,3]
-    python benchmarks/schedule_on_gold.py --restarts 1,4,10
+    python benchmarks/schedule_on_gold.py --restarts 1,4,10 [--simulated]
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from ordmix_core import OrdinalMixture
+from ordmix_core.data.simulate import simulate_crowd
 from ordmix_core.fit.policy import DEFAULT
 from ordmix_core.io import read_ratings
 
@@ -39,8 +44,29 @@ DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 SETS = {"trec": ("trec-rf10", "instance"), "trec-query": ("trec-rf10", "query"),
         "web": ("web-zhou2014", "instance"), "adult": ("adult-content2", "instance"),
         "metaphor": ("metaphor-novelty", "instance")}  # fmt: skip
+#: name -> ``simulate_crowd`` arguments (``--simulated``)
+SIMULATED = {
+    "defaults": {},
+    "half spammers": {"spammer_share": 0.5},
+    "lenient and strict": {"bias_sd": 1.0},
+    "3 ratings an item": {"ratings_per_item": 3},
+}
 #: a value is as good as the default on a set when its mean MSE is within this of the default's
 SLACK = 0.005
+
+
+def fit_one(ratings: pd.DataFrame, seed: int, granularity: str, option: str, value: float):
+    """The default fit of ``ratings`` with ``option`` (``warmup_tol`` or ``n_restarts``) at
+    ``value``."""
+    kw = {"n_restarts": int(value)} if option == "n_restarts" else {}
+    if option == "warmup_tol":
+        OrdinalMixture.fit_policy = dataclasses.replace(DEFAULT, warmup_tol=value)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return OrdinalMixture(random_state=seed, granularity=granularity, **kw).fit(ratings)
+    finally:
+        OrdinalMixture.fit_policy = DEFAULT
 
 
 def fits(folder: str, granularity: str, option: str, value: float, seeds: list[int]) -> dict:
@@ -49,40 +75,51 @@ def fits(folder: str, granularity: str, option: str, value: float, seeds: list[i
     ratings = read_ratings(DATA / folder / "ratings.csv")
     gold = pd.read_csv(DATA / folder / "gold.csv", dtype={"instance": str})
     gold = gold.set_index("instance")["truth"].astype(float)
-    if option == "warmup_tol":
-        OrdinalMixture.fit_policy = dataclasses.replace(DEFAULT, warmup_tol=value)
-    kw = {"n_restarts": int(value)} if option == "n_restarts" else {}
     out: dict = {"mse": [], "bound": [], "sweeps": [], "ratings": len(ratings)}
-    try:
-        for seed in seeds:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                m = OrdinalMixture(random_state=seed, granularity=granularity, **kw)
-                m.fit(ratings)
-            z = m.items_["z_mean"].rename(index=str)
-            rated = gold[gold.index.isin(z.index)]
-            out["mse"].append(float(np.mean((z[rated.index].to_numpy() - rated.to_numpy()) ** 2)))
-            out["bound"].append(float(m.lower_bound_))
-            out["sweeps"].append(len(m.trace_))
-    finally:
-        OrdinalMixture.fit_policy = DEFAULT
+    for seed in seeds:
+        m = fit_one(ratings, seed, granularity, option, value)
+        z = m.items_["z_mean"].rename(index=str)
+        rated = gold[gold.index.isin(z.index)]
+        out["mse"].append(float(np.mean((z[rated.index].to_numpy() - rated.to_numpy()) ** 2)))
+        out["bound"].append(float(m.lower_bound_))
+        out["sweeps"].append(len(m.trace_))
     return out
+
+
+def simulated(option: str, grid: list[float], seeds: list[int]) -> None:
+    """``--simulated``: each crowd of ``SIMULATED`` at ``seeds`` (crowd and fit), each value."""
+    print(f"{option}, simulated crowds (500 items, 30 annotators)\n")
+    print("| crowd | " + " | ".join(f"{v:g}: MSE / bound / sweeps" for v in grid) + " |")
+    print("|---" * (len(grid) + 1) + "|")
+    for name, kw in SIMULATED.items():
+        cells = []
+        for v in grid:
+            r: dict = {"mse": [], "bound": [], "sweeps": []}
+            for seed in seeds:
+                sim = simulate_crowd(500, 30, random_state=seed, **kw)
+                m = fit_one(sim.ratings, seed, "instance", option, v)
+                z = m.items_["z_mean"].reindex(sim.truth.index)
+                r["mse"].append(float(np.mean((z - sim.truth) ** 2)))
+                r["bound"].append(float(m.lower_bound_))
+                r["sweeps"].append(len(m.trace_))
+            cells.append(cell(r))
+        print(f"| {name} | " + " | ".join(cells) + " |")
+    print(f"\nmeans over seeds {seeds}; sweeps summed over them")
 
 
 def chosen(table: dict, names: list[str], grid: list[float], default: float) -> float:
     """Of the values whose mean MSE is within ``SLACK`` of ``default``'s on every one of
     ``names``, the one with the fewest sweeps weighted by ratings there."""
 
-    def ok(tol: float) -> bool:
+    def ok(v: float) -> bool:
         return all(
-            np.mean(table[n][tol]["mse"]) <= np.mean(table[n][default]["mse"]) + SLACK
-            for n in names
+            np.mean(table[n][v]["mse"]) <= np.mean(table[n][default]["mse"]) + SLACK for n in names
         )
 
-    def cost(tol: float) -> float:
-        return sum(np.sum(table[n][tol]["sweeps"]) * table[n][tol]["ratings"] for n in names)
+    def cost(v: float) -> float:
+        return sum(np.sum(table[n][v]["sweeps"]) * table[n][v]["ratings"] for n in names)
 
-    return min((tol for tol in grid if ok(tol)), key=cost)
+    return min((v for v in grid if ok(v)), key=cost)
 
 
 def cell(r: dict) -> str:
@@ -95,6 +132,7 @@ def main() -> None:
     which.add_argument("--warmup-tol", help="tolerances, e.g. 1e-6,1e-4,3e-4")
     which.add_argument("--restarts", help="restart counts, e.g. 1,4,10")
     ap.add_argument("--seeds", default="0,1,2,3")
+    ap.add_argument("--simulated", action="store_true", help="simulated crowds instead")
     a = ap.parse_args()
     option, values = ("warmup_tol", a.warmup_tol) if a.warmup_tol else ("n_restarts", a.restarts)
     grid = [float(v) for v in values.split(",")]
@@ -102,6 +140,9 @@ def main() -> None:
     if default not in grid:
         ap.error(f"the grid must hold the default, {default:g}")
     seeds = [int(v) for v in a.seeds.split(",")]
+    if a.simulated:
+        simulated(option, grid, seeds)
+        return
     table = {
         name: {v: fits(*where, option, v, seeds) for v in grid} for name, where in SETS.items()
     }
