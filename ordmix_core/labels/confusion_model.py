@@ -377,11 +377,10 @@ def m_step(
     ``shifted_step``'s."""
     n = prev.a.shape[0]
     crowd, gamma = careless_split(t[:n], prev.p, prev.gamma)
-    a, var, shift = shifted_step(prev, crowd, d, shift_prior)
+    a, var, shift, own = shifted_step(prev, crowd, d, shift_prior)
     a_bar, lam = prior_update(a, var)
     rho = q_sums + PRIOR_COUNT
     rho /= rho.sum()
-    own = confusion(a, d)
     p = shift_rule.shifted_confusion(own, shift)
     logp = libm.log(with_careless(p, gamma))
     e_conf = None
@@ -394,30 +393,32 @@ def m_step(
 
 def shifted_step(
     prev: Parameters, crowd: np.ndarray, d: np.ndarray, prior: float | None = None
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Each annotator's ordered Newton step from ``prev.a`` on its careful table ``crowd``
     (N, K, K) read at each shift (``confusion_shift.shifts``), and the shift whose step
     reaches the highest penalised likelihood plus the shift's log prior (``prior``: None,
     ``confusion_shift.SHIFT_PRIOR``; ties: the first tried, 0 first). Returns the parameters
-    (N, J), their Laplace covariances (N, J, J) and the shifts (N,)."""
+    (N, J), their Laplace covariances (N, J, J), the shifts (N,) and the adjacent-category
+    confusions of the parameters (N, K, K), computed once for the scores."""
     prior = shift_rule.SHIFT_PRIOR if prior is None else prior
     tried = shift_rule.shifts(d.shape[0], prior)
     n = prev.a.shape[0]
     best = np.full(n, -np.inf)
     a, var = prev.a.copy(), np.zeros((n, *prev.lam.shape))
-    shift = np.zeros(n, dtype=np.int64)
+    own, shift = np.empty_like(prev.own), np.zeros(n, dtype=np.int64)
     for s in tried:
         table = crowd if s == 0 else shift_rule.shifted_tables(crowd, s)
         a_s, var_s = newton_step(prev.a, table, d, prev.a_bar, prev.lam, prev.own)
         a_s = ordered(a_s, var_s)
+        own_s = confusion(a_s, d)
         if len(tried) == 1:
-            return a_s, var_s, shift
-        log_p = libm.log(confusion(a_s, d))
-        score = shift_rule.penalised(table, log_p, a_s, prev.a_bar, prev.lam)
+            return a_s, var_s, shift, own_s
+        score = shift_rule.penalised(table, libm.log(own_s), a_s, prev.a_bar, prev.lam)
         score += shift_rule.log_prior(s, prior)
         take = score > best
         best[take], a[take], var[take], shift[take] = score[take], a_s[take], var_s[take], s
-    return a, var, shift
+        own[take] = own_s[take]
+    return a, var, shift, own
 
 
 def fitted(

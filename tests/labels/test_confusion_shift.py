@@ -105,5 +105,5 @@ def test_an_annotator_without_ratings_takes_the_priors_shift(prior, want):
     (ties go to the first)."""
     k = 4
     prev = lm.first_parameters(2, k)
-    _, _, shift = lm.shifted_step(prev, np.zeros((2, k, k)), lm.design(k), prior)
+    _, _, shift, _ = lm.shifted_step(prev, np.zeros((2, k, k)), lm.design(k), prior)
     assert (shift == want).all()
