@@ -37,7 +37,7 @@ import pandas as pd
 from ordmix_core import OrdinalMixture
 from ordmix_core.data.simulate import simulate_crowd
 from ordmix_core.fit.policy import DEFAULT
-from ordmix_core.io import read_ratings
+from ordmix_core.io import read_gold, read_ratings
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 #: name -> (folder, granularity); a name's part before "-" is its data set
@@ -69,12 +69,21 @@ def fit_one(ratings: pd.DataFrame, seed: int, granularity: str, option: str, val
         OrdinalMixture.fit_policy = DEFAULT
 
 
-def fits(folder: str, granularity: str, option: str, value: float, seeds: list[int]) -> dict:
+def load(folder: str) -> tuple[pd.DataFrame, pd.Series]:
+    """A shared set's ratings and its gold (instance ID as text -> value)."""
+    return read_ratings(DATA / folder / "ratings.csv"), read_gold(DATA / folder / "gold.csv")
+
+
+def fits(
+    ratings: pd.DataFrame,
+    gold: pd.Series,
+    granularity: str,
+    option: str,
+    value: float,
+    seeds: list[int],
+) -> dict:
     """At ``seeds`` with ``option`` (``warmup_tol`` or ``n_restarts``) at ``value``: each fit's
-    ``z_mean`` MSE on gold, the winner's bound and the sweeps; and the set's ratings."""
-    ratings = read_ratings(DATA / folder / "ratings.csv")
-    gold = pd.read_csv(DATA / folder / "gold.csv", dtype={"instance": str})
-    gold = gold.set_index("instance")["truth"].astype(float)
+    ``z_mean`` MSE on ``gold``, the winner's bound and the sweeps; and the set's ratings."""
     out: dict = {"mse": [], "bound": [], "sweeps": [], "ratings": len(ratings)}
     for seed in seeds:
         m = fit_one(ratings, seed, granularity, option, value)
@@ -143,9 +152,10 @@ def main() -> None:
     if a.simulated:
         simulated(option, grid, seeds)
         return
-    table = {
-        name: {v: fits(*where, option, v, seeds) for v in grid} for name, where in SETS.items()
-    }
+    table = {}
+    for name, (folder, granularity) in SETS.items():
+        ratings, gold = load(folder)
+        table[name] = {v: fits(ratings, gold, granularity, option, v, seeds) for v in grid}
     print(f"{option}; the default {default:g}\n")
     print("| set | " + " | ".join(f"{v:g}: MSE / bound / sweeps" for v in grid) + " |")
     print("|---" * (len(grid) + 1) + "|")

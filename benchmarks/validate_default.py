@@ -63,6 +63,7 @@ from ordmix_core.labels import confusion_model
 from ordmix_core.labels.choose import label_posterior
 from ordmix_core.labels.confusion_shift import SHIFT_PRIOR
 from ordmix_core.labels.policy import DEFAULT
+from ordmix_core.results.agreement import level_counts
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 DATA = SHARED / "data"
@@ -334,9 +335,8 @@ def simulated_crowds(seeds: int = 3) -> None:
                 p = label_posterior(fit, d.ann, d.inst, d.level, d.scale.values).posterior.proba
                 row.append(np.mean(p.argmax(axis=1) != truth))
             q = label_posterior(fit, d.ann, d.inst, d.level, d.scale.values, None, latent)
-            votes = np.zeros((d.n_instances, d.scale.k))
-            np.add.at(votes, (d.inst, d.level), 1.0)
-            votes /= votes.sum(axis=1, keepdims=True)
+            counts = level_counts(d)
+            votes = counts / counts.sum(axis=1, keepdims=True)
             rows.append(row + [calibration_error(q.posterior.proba, truth),
                                calibration_error(p, truth), p_wrong_auroc(p, truth),
                                p_wrong_auroc(votes, truth), np.sum(fit.shift != 0)])  # fmt: skip
