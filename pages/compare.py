@@ -26,7 +26,7 @@ def run_comparison(
     gold: pd.Series,
     scale: tuple[float | str, ...],
     methods: tuple[str, ...],
-    n_restarts: int,
+    n_restarts: int | None,
     seed: int,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``compare_methods`` with a progress bar (replayed, finished, on a cache hit)."""
@@ -55,7 +55,7 @@ def run_spam_experiment(
     scale: tuple[float | str, ...],
     methods: tuple[str, ...],
     levels: tuple[int, ...],
-    n_restarts: int,
+    n_restarts: int | None,
     seed: int,
 ) -> pd.DataFrame:
     """``spam_experiment`` with a progress bar over (level, method) fits."""
@@ -122,12 +122,16 @@ n_restarts = kept(
     c2.number_input,
     "Restarts (odm)",
     key="cmp_restarts",
-    default=10,
+    default=None,
     min_value=1,
     max_value=100,
     step=1,
-    help="Restarts of every odm method. Paper: 10; fewer is faster.",
+    placeholder="each model's",
+    help="Restarts of every odm method; empty: each model's default (the data start alone "
+    "when the label fit makes the labels, 10 when the continuous posterior does, as with "
+    "the paper's model). Fewer is faster.",
 )
+n_restarts = None if n_restarts is None else int(n_restarts)
 seed = kept(c3.number_input, "Seed", key="cmp_seed", default=0, min_value=0, step=1)
 # the scale as the ratings write it: its names, for a scale of named levels
 scale = ds.scale.names or tuple(float(v) for v in ds.scale.values)
@@ -140,7 +144,7 @@ with tab_cmp:
     if st.button("Compare methods", key="cmp_run", type="primary"):
         try:
             result = run_comparison(
-                ds.ratings, ds.gold, scale, tuple(methods), int(n_restarts), int(seed)
+                ds.ratings, ds.gold, scale, tuple(methods), n_restarts, int(seed)
             )
             s.set("cmp_result", (ds.name, result))
         except InputError as err:
@@ -191,7 +195,7 @@ with tab_spam:
                 scale,
                 tuple(methods),
                 tuple(range(int(max_level) + 1)),
-                int(n_restarts),
+                n_restarts,
                 int(seed),
             )
             s.set("cmp_spam", (ds.name, spam))

@@ -90,10 +90,10 @@ def option_widget(o: option_kinds.Option, where: Any, choices: list | None = Non
     if o.widget == "text":
         text = "" if default is None else str(default)
         return kept(where.text_input, o.label, key=key, default=text, help=o.help)
-    if o.widget == "int":
+    if o.widget == "int":  # None (left empty): the option's "none"
         return kept(
-            where.number_input, o.label, key=key, default=int(default), help=o.help,
-            **o.widget_args,
+            where.number_input, o.label, key=key, default=None if default is None else int(default),
+            help=o.help, placeholder=o.kind.none, **o.widget_args,
         )  # fmt: skip
     return kept(
         where.number_input, o.label, key=key, default=float(default), help=o.help,

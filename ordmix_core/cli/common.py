@@ -13,7 +13,7 @@ import threading
 import time
 import warnings
 from collections.abc import Iterator
-from typing import TextIO
+from typing import Any, TextIO
 
 from ..numerics import jit
 
@@ -54,6 +54,7 @@ class Progress:
         with self.lock:
             new = restart not in self.sweeps
             self.sweeps[restart] = self.sweeps.get(restart, 0) + 1
+            self.n = max(self.n, len(self.sweeps))  # a scale not known when it was made
             if not self.tty:
                 if self.every_sweep:
                     print(
@@ -186,11 +187,7 @@ def folder_name(path: str) -> str:
     return path.rstrip("/") + "/"
 
 
-def n_runs(model: object) -> int:
-    """The restarts a fit runs, for the progress line: a refit from an earlier result
-    (``init_from`` / ``--warm-start``) races ``refit.n_refit_starts``, else ``n_restarts``."""
-    if getattr(model, "init_from", None) is not None:
-        from ..estimators.refit import n_refit_starts
-
-        return n_refit_starts(model.n_restarts)
-    return int(model.n_restarts)
+def n_runs(model: Any, scale: Any = None) -> int:
+    """The restarts a fit of ``model`` on ``scale`` (a ``Scale``; None: not yet known, taken
+    as coarse) runs, for the progress line (``planned_restarts``)."""
+    return int(model.planned_restarts(scale))

@@ -178,7 +178,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
             coded, args.scale, model.granularity, coded.attrs["source"], copy=False
         )
         del coded  # the codes live on in data: no per-rating copy of the IDs remains
-        progress = Progress(n_runs(model), args.quiet)
+        progress = Progress(n_runs(model, data.scale), args.quiet)
         try:
             with compile_progress(progress.compiling):
                 model.fit(data, callback=progress, gold=gold)

@@ -80,9 +80,13 @@ class FitParams:
     def describe(self) -> str:
         """The settings in words, for the result box (not a Python repr)."""
         mu = "the mean of the scale" if self.mu is None else f"{self.mu:g}"
+        restarts = (
+            "restarts as the labels need" if self.n_restarts is None
+            else f"{self.n_restarts} restart(s)"
+        )  # fmt: skip
         phi, eta = difficulty_prior(self.model, self.phi, self.eta)
         return (
-            f"{self.granularity} granularity, {self.n_restarts} restart(s), at most "
+            f"{self.granularity} granularity, {restarts}, at most "
             f"{self.max_iter} sweeps each, tolerance {self.tol:g} relative and "
             f"{self.tol_estimate:g} on estimates; "
             + ("ordinal" if self.ordinal else "real-valued")
@@ -197,12 +201,19 @@ class FitJob:
     def seconds(self) -> float:
         return (self.finished or time.perf_counter()) - self.started
 
+    @property
+    def n_restarts(self) -> int:
+        """The restarts the fit races (the estimator's ``planned_restarts`` on the data set's
+        scale)."""
+        model = OrdinalMixture(scale=self.dataset.scale, **self.params.engine_kwargs())
+        return model.planned_restarts(self.dataset.scale)
+
     def schedule(self) -> tuple[list[tuple[int, int]], int]:
         """The successive-halving rounds a fit of ``n_restarts`` runs after the warm-up:
         ``(restarts in the race, sweeps each)`` per round, and how many are kept to the end
         (``FitPolicy.keep``; the estimator's ``prune_start`` sweeps in the first round)."""
         keep = FIT_POLICY.keep
-        active, budget, rounds = self.params.n_restarts, PRUNE_START, []
+        active, budget, rounds = self.n_restarts, PRUNE_START, []
         while active > keep:
             rounds.append((active, budget))
             active, budget = max((active + 1) // 2, keep), 2 * budget
@@ -218,7 +229,7 @@ class FitJob:
         (:meth:`fraction` slows down past it: a refit without the spam component, a slow
         restart).
         """
-        t, n = self.TYPICAL_ITERATIONS, self.params.n_restarts
+        t, n = self.TYPICAL_ITERATIONS, self.n_restarts
         if n == 1:
             return "restart 1 of 1", float(3 * t)
         rounds, kept = self.schedule()
@@ -268,7 +279,7 @@ class FitJob:
             spent = time.perf_counter() - self.compile_started
             return f"{self.compile_note}: {spent:.0f} s so far{stopping}"
         bound = "..." if np.isnan(self.bound) else f"{self.bound:,.2f}"
-        n = self.params.n_restarts
+        n = self.n_restarts
         stage, _ = self.stage()
         return (
             f"{stage} - restart {self.restart} of 0-{n - 1}, iteration {self.iteration} "

@@ -83,12 +83,12 @@ def selection_explanation(model: OrdinalMixture) -> str:
         (n_running, "was still running" if n_running == 1 else "were still running"),
         (int(pruned.sum()), "had been pruned earlier by successive halving"),
         (
-            model.n_restarts - int(mixing.sum()),
+            model.planned_restarts() - int(mixing.sum()),
             "had not reached the mixture stage (still in the warm-up, or not started)",
         ),
     ]
     others = ", ".join(f"{n} {what}" for n, what in parts if n)
-    return f"{kept}. Of the {model.n_restarts} restarts: {others}"
+    return f"{kept}. Of the {model.planned_restarts()} restarts: {others}"
 
 
 def _in_words(parts: list[str]) -> str:

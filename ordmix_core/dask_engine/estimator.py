@@ -245,7 +245,7 @@ class DaskOrdinalMixture(OrdinalMixture):
         runs = self._start_runs(bl, gp, ann_hash, n_c, sc)
         if prev is not None:  # a refit: the previous posteriors as its starts
             runs = self._warm_runs(bl, prev, runs, annotators, categories, gp)
-        sweeps = _Sweeps(bl, gp, local_cats, n_ratings, self.n_restarts, self.accelerate)
+        sweeps = _Sweeps(bl, gp, local_cats, n_ratings, self._restarts(), self.accelerate)
         sweeps.keep_q_y = True  # the truth weight reads the winner's (``label_fit.finish``)
         sweeps.exact_eps = self._exact_eps()
         interrupted = self._schedule(runs, sweeps, callback, branch=sweeps.branch_fn(ann_hash, sc))
@@ -302,7 +302,7 @@ class DaskOrdinalMixture(OrdinalMixture):
 
         rng = np.random.default_rng(self.random_state)
         runs = []
-        for r in range(self.n_restarts):
+        for r in range(self._restarts()):
             kind, key = self._start(r, rng)
             g = self._global_start(gp, ann_hash, n_c, kind, key, r, sc.step)
             wait(bl.run(block_slots.init_block, r, key, sc.step))

@@ -1,11 +1,12 @@
 """The steps of a fit that both engines take in the same way, and the in-memory engine's starts.
 
 ``EngineSteps`` is a part of ``OrdinalMixture``: the fit's control constants
-(``fit_policy``), each restart's kind and key (``_start``), its global factors' start
-(``_global_start``), the race of ``fit.race`` over the engine's sweeps with the model's stages
-and tolerances, the step and the rescues (``_schedule``), the exact eps step (``_exact_eps``);
-and the in-memory engine's starts of the items (``_initial_state``, ``_initial_from_key``) and
-its branches from the shared warm-up (``_memory_branch``).
+(``fit_policy``), how many restarts race (``planned_restarts``), each restart's kind and key
+(``_start``), its global factors' start (``_global_start``), the race of ``fit.race`` over
+the engine's sweeps with the model's stages and tolerances, the step and the rescues
+(``_schedule``), the exact eps step (``_exact_eps``); and the in-memory engine's starts of the
+items (``_initial_state``, ``_initial_from_key``) and its branches from the shared warm-up
+(``_memory_branch``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import ClassVar, NamedTuple
 import numpy as np
 
 from ..data.crowd import CrowdData
+from ..data.scale import Scale
 from ..fit import race, restarts
 from ..fit.policy import DEFAULT, FitPolicy
 from ..fit.rescues import Rescues
@@ -23,6 +25,7 @@ from ..numerics import libm
 from ..numerics.keyed_random import id_hash
 from ..vb import sweep as vb
 from ..vb import updates as vb_updates
+from .refit import n_refit_starts
 
 
 class _StartInputs(NamedTuple):
@@ -104,6 +107,24 @@ class EngineSteps:
         mu_m = vb_updates.apply_gold(mu_m, p.gold)
         g = self._global_start(p, ann_hash, n_c, kind, key, restart, step)
         return vb.State(mu_m=mu_m, lam_m=lam_m, **g._asdict())
+
+    def planned_restarts(self, scale: Scale | None = None) -> int:
+        """The restarts a fit races: ``n_restarts``, or when it is None as many as the policy
+        gives where the labels come from (``FitPolicy.label_fit_restarts``: the data start
+        alone when the label fit makes them, ``continuous_label_restarts`` when the continuous
+        posterior does); a refit (``init_from``) races ``n_refit_starts`` of them.
+        ``scale``: the fit's, asked before the fit (default: the fitted one)."""
+        n = self._restarts(None if scale is None else scale.fine)
+        return n_refit_starts(n) if self.init_from is not None else n
+
+    def _restarts(self, fine: bool | None = None) -> int:
+        """``n_restarts``, or the policy's count for where the labels come from
+        (``planned_restarts``, before a refit's cap)."""
+        if self.n_restarts is not None:
+            return int(self.n_restarts)
+        p = self.fit_policy
+        continuous = self._label_model(fine) == "continuous"
+        return p.continuous_label_restarts if continuous else p.label_fit_restarts
 
     def _start(self, restart: int, rng: np.random.Generator) -> tuple[str, int]:
         """``(kind, key)`` of a restart (``restarts.restart_kind``); called in restart order,

@@ -90,8 +90,11 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "n_restarts",
-        Whole(1, MAX_RESTARTS),
-        "independent starts; the best one that did not collapse to all-spam wins",
+        Whole(1, MAX_RESTARTS, none="as the labels need"),
+        "independent starts of the continuous fit; the best one that did not collapse to "
+        "all-spam wins (default: the data start alone when the label fit makes the labels, "
+        "10 when the continuous posterior does: the paper's model, a scale of more than 11 "
+        "levels)",
         "Restarts",
         group="basic",
         widget="int",

@@ -109,7 +109,7 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
         spam_dist: str | None = None,
         labels: str | None = None,
         updates: str = "exact",
-        n_restarts: int = 10,
+        n_restarts: int | None = None,
         max_iter: int = 1000,
         tol: float = 1e-6,
         tol_estimate: float = 0.03,
@@ -344,12 +344,13 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
         dec = self._item_decisions()
         return dec[decisions.level_columns(self.scale_.values, self.scale_.names)].to_numpy()
 
-    def _label_model(self) -> str:
+    def _label_model(self, fine: bool | None = None) -> str:
         """How labels are decided: ``labels``, else as ``model`` says (``MODELS``), on a fine
-        scale from the continuous posterior (``FINE_SCALE``)."""
+        scale (``fine``; default: the fit's) from the continuous posterior (``FINE_SCALE``)."""
         if self.labels is not None:
             return self.labels
-        return FINE_SCALE["labels"] if self._fine_scale() else MODELS[self.model]["labels"]
+        fine = self._fine_scale() if fine is None else fine
+        return FINE_SCALE["labels"] if fine else MODELS[self.model]["labels"]
 
     def _fit_data(
         self,
@@ -369,7 +370,7 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
         p = p.with_gold(gold_m)
         runs = []
         inputs = self._start_inputs(data)
-        for r in range(self.n_restarts):
+        for r in range(self._restarts()):
             kind, key = self._start(r, rng)
             state = self._initial_from_key(data, p, r, kind, key, inputs)
             runs.append(restarts.RestartRun(r, kind, state, key=key))

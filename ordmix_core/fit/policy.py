@@ -16,6 +16,21 @@ from dataclasses import dataclass
 class FitPolicy:
     """The fit's control constants (see each field's comment for why it has its value)."""
 
+    # ------------------------------------------------- how many restarts (``n_restarts`` None)
+    #: restarts when the labels come from the label fit: the data start alone (the items'
+    #: shrunk means, the shared no-spam warm-up, eps0). The continuous fit then makes no
+    #: column a manager reads (label, probabilities, estimate, flags, ``ordmix next``'s order
+    #: and the reliabilities are the same bits with 1 restart or 10 on the four real sets),
+    #: only ``z_mean`` and the annotators' ``eps``; every restart ends at its own optimum, and
+    #: ``z_mean``'s gold MSE with the data start alone is within 0.002 of ten restarts' or
+    #: lower on each real set, in 2-5x fewer sweeps, chosen over 1, 4 and 10 in every
+    #: leave-one-data-set-out fold (``docs/benchmarks.md``, "How many restarts"); at 1M
+    #: simulated ratings half of the random restarts end 60,000 nats below it
+    label_fit_restarts: int = 1
+    #: ... and when they come from the continuous posterior (the paper's model, a scale of
+    #: more than 11 levels): its optimum is then the labels, and ten restarts race for it
+    continuous_label_restarts: int = 10
+
     # ---------------------------------------------------------------- starts (``restarts``)
     #: eps of every annotator when a mixture starts (docs/model.md: eps0 = 0.99): nearly every
     #: rating from the truth, so the first sweeps find the truth before the spam explains it

@@ -204,7 +204,11 @@ def test_compare_and_experiment(files, tmp_path):
 
 # --------------------------------------------------------------------------- the CLI contract
 BAD_ARGS = [
-    (["--restarts", "0"], "argument --restarts: must be a whole number from 1 to 1,000, not 0"),
+    (
+        ["--restarts", "0"],
+        "argument --restarts: must be a whole number from 1 to 1,000 "
+        "(or None: as the labels need), not 0",
+    ),
     (["--max-iter", "0"], "argument --max-iter: must be a whole number from 1 to 100,000, not 0"),
     (["--seed", "1.5"], "argument --seed: must be a whole number >= 0, not '1.5'"),
     (["--seed", "-5"], "argument --seed: must be a whole number >= 0, not '-5'"),
@@ -223,7 +227,8 @@ BAD_ARGS = [
     (["--scale", "3,2,1"], "argument --scale: must be finite numbers, strictly increasing"),
     (
         ["--restarts", "99999999999999999999"],
-        "argument --restarts: must be a whole number from 1 to 1,000, not 99999999999999999999",
+        "argument --restarts: must be a whole number from 1 to 1,000 "
+        "(or None: as the labels need), not 99999999999999999999",
     ),
     (["--max-iter", "1e9"], "argument --max-iter: must be a whole number from 1 to 100,000"),
     (["--tol", "nan"], "argument --tol: must be a number >= 0, not nan"),
@@ -318,7 +323,8 @@ def test_usage_error_subprocess_one_line_exit_2(tmp_path):
     )
     assert res.returncode == 2 and res.stdout == ""
     assert res.stderr.splitlines() == [
-        "ordmix: error: argument --restarts: must be a whole number from 1 to 1,000, not 0 "
+        "ordmix: error: argument --restarts: must be a whole number from 1 to 1,000 "
+        "(or None: as the labels need), not 0 "
         "(see 'ordmix fit --help')"
     ]
 
@@ -339,7 +345,9 @@ def test_help_shows_defaults_and_no_markup(capsys):
         assert "`" not in text
         for o in options_for(command):
             assert o.flag in text
-        assert "(default: 10)" in text and "(default: 0)" in text  # restarts, seed
+        assert "(default: 0)" in text  # seed
+        words = " ".join(text.split())  # restarts: as the labels need
+        assert "(default: the data start alone when the label fit makes the labels" in words
         assert "(default: 1000)" in text and "(default: 1e-06)" in text  # max-iter, tol
         assert "(default: 0.03)" in text  # tol-estimate
         assert "all sweeps of a restart, every stage together" in text  # what --max-iter caps

@@ -108,13 +108,15 @@ CASES = [
     Case(
         "`--restarts 0`",
         [*FIT, "--restarts", "0"],
-        E + "argument --restarts: must be a whole number from 1 to 1,000, not 0 "
+        E + "argument --restarts: must be a whole number from 1 to 1,000 "
+        "(or None: as the labels need), not 0 "
         "(see 'ordmix fit --help')",
     ),
     Case(
         "`--restarts 99999999999999999999`",
         [*FIT, "--restarts", "99999999999999999999"],
-        E + "argument --restarts: must be a whole number from 1 to 1,000, not "
+        E + "argument --restarts: must be a whole number from 1 to 1,000 "
+        "(or None: as the labels need), not "
         "99999999999999999999 (see 'ordmix fit --help')",
     ),
     Case(
@@ -402,7 +404,8 @@ API_CASES = [
     ),
     (
         {"n_restarts": 99999999999999999999},
-        "n_restarts must be a whole number from 1 to 1,000, not 99999999999999999999",
+        "n_restarts must be a whole number from 1 to 1,000 "
+        "(or None: as the labels need), not 99999999999999999999",
     ),
     ({"max_iter": 10**9}, "max_iter must be a whole number from 1 to 100,000, not 1000000000"),
 ]

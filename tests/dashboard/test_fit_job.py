@@ -231,7 +231,7 @@ def _fake(restarts: pd.DataFrame, best: int, n_restarts: int, max_iter: int = 20
         interrupted_=True,
         restarts_=restarts.set_index("restart"),
         best_restart_=best,
-        n_restarts=n_restarts,
+        planned_restarts=lambda: n_restarts,
         max_iter=max_iter,
         selection_reason_="restart 0 ... were dropped early because their bound was behind",
     )

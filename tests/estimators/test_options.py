@@ -94,7 +94,10 @@ BAD_PARAMS = [
     ({"mu": float("nan")}, "mu must be a number from -1e+150 to 1e+150"),
     ({"mu": 1e308}, "mu must be a number from -1e+150 to 1e+150"),
     ({"n_restarts": 99999999999999999999}, "n_restarts must be a whole number from 1 to 1,000"),
-    ({"n_restarts": 0}, "n_restarts must be a whole number from 1 to 1,000, not 0"),
+    (
+        {"n_restarts": 0},
+        "n_restarts must be a whole number from 1 to 1,000 (or None: as the labels need), not 0",
+    ),
     ({"n_restarts": 2.0}, "n_restarts must be a whole number"),
     ({"n_restarts": True}, "n_restarts must be a whole number"),
     ({"max_iter": 10**9}, "max_iter must be a whole number from 1 to 100,000"),

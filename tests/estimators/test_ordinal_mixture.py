@@ -9,6 +9,7 @@ import pytest
 from _shared import need_trec
 
 from ordmix_core import CollapseWarning, InputError, OrdinalMixture
+from ordmix_core.data.scale import Scale
 from ordmix_core.data.simulate import simulate_crowd
 from ordmix_core.evaluation.metrics import evaluate
 from ordmix_core.vb import kernels
@@ -374,3 +375,20 @@ def test_the_difficulty_prior_changes_the_fit(spammy):
     assert not np.allclose(default, paper_prior, rtol=1e-3)
     # the vaguer prior lets the items' difficulties spread further from their mean
     assert np.std(np.log(default)) > np.std(np.log(paper_prior))
+
+
+@pytest.mark.parametrize(
+    ("params", "levels", "n"),
+    [
+        ({}, 5, 1),  # the label fit makes the labels: the data start alone
+        ({"model": "paper"}, 5, 10),  # the continuous posterior does
+        ({"labels": "continuous"}, 5, 10),
+        ({}, 101, 10),  # a slider: the continuous posterior's labels
+        ({"n_restarts": 3}, 101, 3),  # asked for
+        ({"init_from": "yesterday"}, 5, 1),  # a refit: yesterday's start alone
+        ({"init_from": "yesterday", "model": "paper"}, 5, 4),  # at most four refit starts
+    ],
+)
+def test_restarts_follow_where_the_labels_come_from(params, levels, n):
+    scale = Scale(tuple(float(v) for v in range(levels)))
+    assert OrdinalMixture(**params).planned_restarts(scale) == n

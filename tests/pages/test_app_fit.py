@@ -100,7 +100,7 @@ def test_defaults_are_the_papers():
         for k in ("fit_n_restarts", "fit_max_iter", "fit_tol", "fit_lam")
     }
     assert values == {
-        "fit_n_restarts": 10,
+        "fit_n_restarts": None,  # empty: as many restarts as the labels need
         "fit_max_iter": 1000,
         "fit_tol": 1e-6,
         "fit_lam": 0.1,
