@@ -174,7 +174,7 @@ def test_a_new_install_fits_the_demo_without_compiling(tmp_path):
         cwd=tmp_path, env=env, capture_output=True, text=True, check=True,
     )  # fmt: skip
     compiled, loaded = out.stdout.split()
-    assert compiled == "0" and int(loaded) > 20  # every kernel the fit ran, from the cache
+    assert compiled == "0" and int(loaded) > 15  # every kernel the fit ran (18), from the cache
 
 
 def test_the_hook_imports_nothing_of_the_package():
