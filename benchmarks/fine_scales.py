@@ -26,7 +26,7 @@ truths' levels inside the label's 90% interval; seconds (wall and CPU) of ``fit`
 Usage (from the project root, ../shared beside it)::
 
     python benchmarks/fine_scales.py [--seeds 0,1,2] [--variants default,floor] [--no-snow]
-        [--out fine_scales.csv]
+        [--out FILE.csv]   # every fit's row (not written without --out)
     python benchmarks/fine_scales.py --write-snow DIR   # DIR/snow6.csv, DIR/snow6-gold.csv,
                                                         # DIR/snow11/ (0..10) only
 """
@@ -34,6 +34,7 @@ Usage (from the project root, ../shared beside it)::
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -188,9 +189,11 @@ def main() -> None:
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--no-snow", action="store_true")
     ap.add_argument("--no-simulated", action="store_true")
-    ap.add_argument("--out", default="fine_scales.csv")
+    ap.add_argument("--out", help="write every fit's row to this CSV (a new file)")
     ap.add_argument("--write-snow", metavar="DIR", help="write Snow's six emotions as one file")
     args = ap.parse_args()
+    if args.out is not None and Path(args.out).exists():  # before the fits: never overwrite
+        sys.exit(f"fine_scales.py: {args.out} exists; name a new file with --out")
     if args.write_snow:  # the file `ordmix fit` is timed on (docs/benchmarks.md)
         ratings, gold = snow()
         out = Path(args.write_snow)
@@ -214,7 +217,8 @@ def main() -> None:
     if not args.no_snow:
         rows += run_snow()
     table = pd.DataFrame(rows)
-    table.to_csv(args.out, index=False)
+    if args.out is not None:
+        table.to_csv(args.out, index=False)
     cols = ["mse", "pearson", "label_error", "off_by_10", "ece", "covered_90", "wall", "cpu"]
     summary = table.groupby(["set", "items", "method"], sort=False)[cols].mean()
     with pd.option_context("display.width", 200, "display.max_rows", 500):
