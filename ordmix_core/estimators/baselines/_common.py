@@ -8,13 +8,12 @@ import pandas as pd
 from ...data.coding import id_array
 from ...data.crowd import CrowdData
 from ...numerics import libm
+from ...results import agreement
 
 
-def level_counts(data: CrowdData, weights: np.ndarray | None = None) -> np.ndarray:
-    """(M, K) number (or total ``weights``, shape (L,)) of ratings per instance and level."""
-    k, m = data.scale.k, data.n_instances
-    flat = np.bincount(data.inst * k + data.level, weights=weights, minlength=m * k)
-    return flat.reshape(m, k).astype(float)
+def level_counts(data: CrowdData) -> np.ndarray:
+    """(M, K) ratings per instance and level, as floats (``agreement.level_counts``)."""
+    return agreement.level_counts(data).astype(float)
 
 
 def posterior_frame(post: np.ndarray, data: CrowdData) -> pd.DataFrame:
