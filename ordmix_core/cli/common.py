@@ -25,8 +25,12 @@ class Progress:
     Restarts run in rounds and side by side (threads), so progress is kept per restart.
     """
 
-    #: sweeps a restart typically needs (warm-up and mixture), for the bar's estimate
+    #: sweeps a restart of a race typically needs (most are dropped early), for the bar's
+    #: estimate ...
     TYPICAL_SWEEPS = 40
+    #: ... and a restart that runs alone, every stage to the end (the data start: 151-282 on
+    #: the four real sets)
+    LONE_SWEEPS = 200
 
     def __init__(
         self,
@@ -74,7 +78,7 @@ class Progress:
             if not new and now - self.last < 0.1:
                 return
             self.last = now
-            t = self.TYPICAL_SWEEPS
+            t = self.TYPICAL_SWEEPS if self.n > 1 else self.LONE_SWEEPS
             done = sum(min(s, t) for s in self.sweeps.values()) / (self.n * t)
             self.peak = max(self.peak, min(done, 0.99))
             bar = "#" * int(round(self.peak * 24))

@@ -1,4 +1,5 @@
 import io
+import itertools
 import json
 import os
 import subprocess
@@ -11,6 +12,7 @@ import pandas as pd
 import pytest
 from _cli_helpers import run_cli
 
+from ordmix_core.cli import common as cli_common
 from ordmix_core.cli.common import Progress
 from ordmix_core.cli.main import main
 from ordmix_core.data.crowd import prepare
@@ -409,6 +411,31 @@ def test_progress_is_a_bar_on_a_terminal_and_a_line_per_restart_otherwise():
     quiet = io.StringIO()
     Progress(3, quiet=True, stream=quiet)(0, 1, -1.0)
     assert quiet.getvalue() == ""
+
+
+def test_a_lone_restarts_bar_follows_its_whole_run(monkeypatch):
+    """A restart that runs alone goes through every stage (~200 sweeps): after 40 its bar is a
+    fifth full, not nearly full as a race's restart would be; a restart beyond those counted
+    (a scale not known when the bar was made) is counted."""
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    def filled(stream: io.StringIO) -> int:
+        return stream.getvalue().rsplit("ordmix: [", 1)[1].split("]")[0].count("#")
+
+    clock = itertools.count(0.0, 1.0)  # a second between reports: every one is drawn
+    monkeypatch.setattr(cli_common.time, "monotonic", lambda: next(clock))
+    alone, raced = Tty(), Tty()
+    one, three = Progress(1, stream=alone), Progress(3, stream=raced)
+    for it in range(1, 41):
+        one(0, it, -1.0)
+        three(0, it, -1.0)
+    assert filled(alone) == round(24 * 40 / Progress.LONE_SWEEPS)
+    assert filled(raced) == round(24 / 3)  # a third: one of three restarts at its typical 40
+    one(1, 1, -1.0)
+    assert "restart 2 of 2" in alone.getvalue()
 
 
 def test_progress_a_line_per_sweep_when_asked_as_the_dask_engine_is():
