@@ -4,8 +4,8 @@
 (``random``, seed 1). Yesterday: the extended model's fit with ten restarts
 (``OrdinalMixture(random_state=0, n_restarts=10)``: the default races the data start alone,
 and its refit yesterday's start alone) of the other 90%, written as an ``ordmix fit`` folder.
-Today, on all the ratings: the same fit from scratch; the refit ``init_from=<yesterday's folder>`` (=
-``ordmix fit ... --warm-start DIR``: the race of ``warm.refit_starts``); the same with
+Today, on all the ratings: the same fit from scratch; the refit ``init_from=<yesterday's
+folder>`` (= ``ordmix fit ... --warm-start DIR``: the race of ``warm.refit_starts``); the same with
 ``n_restarts=1`` (yesterday's start alone); and a control refit from today's own folder (no
 new ratings). Sweeps count every sweep of every restart and stage, on both sides; a refit
 "reaches" the from-scratch bound when its bound is at least that bound minus ``tol`` (relative:
