@@ -13,7 +13,7 @@ import threading
 import time
 import warnings
 from collections.abc import Iterator
-from typing import Any, TextIO
+from typing import TextIO
 
 from ..numerics import jit
 
@@ -189,9 +189,3 @@ def fit_report(
 def folder_name(path: str) -> str:
     """``path`` with one trailing slash, to put file names after it."""
     return path.rstrip("/") + "/"
-
-
-def n_runs(model: Any, scale: Any = None) -> int:
-    """The restarts a fit of ``model`` on ``scale`` (a ``Scale``; None: not yet known, taken
-    as coarse) runs, for the progress line (``planned_restarts``)."""
-    return int(model.planned_restarts(scale))

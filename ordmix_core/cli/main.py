@@ -19,7 +19,7 @@ from typing import NoReturn
 from .._version import __version__
 from ..errors import InputError
 from ..estimators import option_frontends, options
-from .common import Progress, collect_warnings, fit_report, n_runs, print_warnings
+from .common import Progress, collect_warnings, fit_report, print_warnings
 
 #: how long ``--scheduler`` may take to answer before the fit gives up (seconds)
 CONNECT_TIMEOUT = 5.0
@@ -178,7 +178,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
             coded, args.scale, model.granularity, coded.attrs["source"], copy=False
         )
         del coded  # the codes live on in data: no per-rating copy of the IDs remains
-        progress = Progress(n_runs(model, data.scale), args.quiet)
+        progress = Progress(model.planned_restarts(data.scale), args.quiet)
         try:
             with compile_progress(progress.compiling):
                 model.fit(data, callback=progress, gold=gold)
@@ -217,7 +217,7 @@ def cmd_fit_dask(args: argparse.Namespace, model) -> int:
                 from ..io import read_gold
 
                 gold = read_gold(args.gold, scale=args.scale)
-            progress = Progress(n_runs(model), args.quiet, every_sweep=True)
+            progress = Progress(model.planned_restarts(), args.quiet, every_sweep=True)
             try:
                 model.fit(args.ratings, callback=progress, gold=gold)
             finally:

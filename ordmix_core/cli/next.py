@@ -138,13 +138,13 @@ def _from_ratings(
     """Fit the ratings; items (and, for a review, annotators) with their decision columns."""
     from ..estimators.ordinal_mixture import OrdinalMixture
     from ..io import read_ratings
-    from .common import Progress, collect_warnings, n_runs, print_warnings
+    from .common import Progress, collect_warnings, print_warnings
 
     model = OrdinalMixture(**option_frontends.to_estimator_kwargs(args))
     options.validate_params(model)
     ratings = read_ratings(args.source, scale=args.scale)
     with collect_warnings() as caught:
-        progress = Progress(n_runs(model), args.quiet)
+        progress = Progress(model.planned_restarts(), args.quiet)
         try:
             model.fit(ratings, callback=progress)
         finally:
