@@ -2,7 +2,8 @@
 
 ``simulate.simulate_crowd`` draws raters from a dense items x annotators matrix, fine for tests
 but not for 10M ratings; this module draws the same generative process (truth uniform over the
-scale, Zipf-like annotator loads, 30% uniform spammers, per-query difficulty) without it.
+scale, Zipf-like annotator loads, 30% uniform spammers, per-query difficulty) without it, and
+optionally a share of biased raters (each rating half a level to a level high, or low).
 Raters of one item may repeat (as TREC RF10 allows); that does not change the per-rating cost.
 """
 
@@ -23,8 +24,14 @@ def synth_arrays(
     k: int = 5,
     spammer_share: float = 0.3,
     seed: int = 0,
+    biased_share: float = 0.0,
 ) -> dict[str, np.ndarray]:
-    """Codes ``ann, inst, query_of_inst, level`` (each int32) of a simulated crowd; ``(L,)``."""
+    """Codes ``ann, inst, level`` (L,) and ``query_of_inst, truth`` (M,), each int32, of a
+    simulated crowd; ``truth`` is each item's true level (0-based), for scoring labels.
+
+    ``biased_share`` of the annotators add a bias of 0.5 to 1 level, up or down, to every
+    rating; it is drawn from a generator of its own, so that a crowd without biased raters is
+    the same crowd as before it existed."""
     rng = np.random.default_rng(seed)
     m = max(n_ratings // ratings_per_item, 1)
     n = n_annotators or max(n_ratings // 500, 20)
@@ -40,11 +47,16 @@ def synth_arrays(
     inst = (np.arange(n_ratings) // ratings_per_item).astype(np.int32) % m
     ann = np.minimum(np.searchsorted(cdf, rng.random(n_ratings)), n - 1).astype(np.int32)
     x = z[inst] + rng.standard_normal(n_ratings) / np.sqrt(tau[ann] * delta[query[inst]])
+    if biased_share > 0:
+        side = np.random.default_rng([seed, 1])
+        shift = side.uniform(0.5, 1.0, n) * side.choice([-1.0, 1.0], n)
+        x += np.where(side.random(n) < biased_share, shift, 0.0)[ann]
     level = np.clip(np.searchsorted(b, x, side="right") - 1, 0, k - 1).astype(np.int32)
     del x
     sp = spam[ann]
     level[sp] = rng.integers(0, k, int(sp.sum()))
-    return {"ann": ann, "inst": inst, "query_of_inst": query, "level": level}
+    truth = np.clip(np.searchsorted(b, z, side="right") - 1, 0, k - 1).astype(np.int32)
+    return {"ann": ann, "inst": inst, "query_of_inst": query, "level": level, "truth": truth}
 
 
 def synth_crowd(n_ratings: int, granularity: str = "query", seed: int = 0, **kw) -> CrowdData:
