@@ -12,7 +12,8 @@ files with string IDs (``annotator, instance, rating, query``), and each item's 
 
 ``fit``: ``ordmix fit FOLDER --engine dask --granularity query --seed 0 --out OUT`` in a
 subprocess: the default local cluster (2 workers of one thread, Dask's ``auto`` memory limit,
-the machine's memory shared between them), the progress line a sweep in ``OUT.log``. Every
+the machine's memory shared between them), its lines in ``OUT.log``, each with the seconds since
+the start (the first sweep's, the median gap between sweeps, the time after the last). Every
 process of its tree is sampled each second for its peak resident memory (``VmHWM``): the
 client (the ``ordmix`` process) and each worker. Then the labels (``items.csv``, or
 ``items/part-*.csv`` past ``max_local_items``) are scored on the truth, and the report (JSON on
@@ -31,8 +32,10 @@ import glob
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -123,15 +126,33 @@ def fit(folder: str, out: str) -> dict:
     cmd = ["ordmix", "fit", folder, "--engine", "dask", "--granularity", "query"]
     cmd += ["--seed", "0", "--out", out]
     peaks: dict[int, tuple[str, int]] = {}
+    sweeps: list[float] = []  # when each sweep's progress line came
     t0 = time.perf_counter()
     with open(out.rstrip("/") + ".log", "w") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+        def stamp() -> None:
+            for line in proc.stdout:
+                t = time.perf_counter() - t0
+                log.write(f"{t:9.1f}  {line}")
+                log.flush()
+                if ", sweep " in line:
+                    sweeps.append(t)
+
+        reader = threading.Thread(target=stamp, daemon=True)
+        reader.start()
         while proc.poll() is None:
             for pid, (name, hwm) in _peaks(proc.pid).items():
                 peaks[pid] = (name, max(hwm, peaks.get(pid, ("", 0))[1]))
             time.sleep(1.0)
+        reader.join()
     wall = time.perf_counter() - t0
     report: dict = {"command": " ".join(cmd), "exit": proc.returncode, "wall_s": wall}
+    if len(sweeps) > 1:
+        gaps = [b - a for a, b in zip(sweeps, sweeps[1:], strict=False)]
+        report["to_first_sweep_s"] = sweeps[0]
+        report["sweep_s_median"] = statistics.median(gaps)
+        report["after_last_sweep_s"] = wall - sweeps[-1]
     report["peak_mb"] = {
         (name if name == "client" else f"{name} {pid}"): round(kb / 1024)
         for pid, (name, kb) in sorted(peaks.items(), key=lambda kv: -kv[1][1])
