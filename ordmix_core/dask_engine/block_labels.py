@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..io.readers import release_freed_memory
 from ..labels import confusion_model, confusion_ratings
 from ..labels.calibration import tempered
 from ..labels.posterior import ITEM_FLAGS, LabelPosterior, expected_gain, mean_and_sd
@@ -237,23 +238,33 @@ def weights_and_evidence(
     stage, which keeps none), and, when the labels are the continuous posterior's, each of
     the block's ratings' evidence against its q(z) (``evidence.ratings_evidence``), both kept
     on the block. ``expertise`` (n_b,): its annotators' E[tau]; ``box``: ``(difficulty (C,)
-    or None at instance granularity, hyperparams_, ordinal, continuous)``."""
+    or None at instance granularity, hyperparams_, ordinal, continuous)``. The first task of
+    the label path: the block's race is over, its slots and buffers go (``_end_race``)."""
     b = block(fit_id, index)
     p = b.problem
     difficulty, hp, ordinal, continuous = box.value
     loc = b.states[restart][slot]
     omega = np.ones(p.n_ratings) if loc.omega is None else loc.omega
     b.truth_weight = np.bincount(p.inst, weights=omega, minlength=p.n_instances)
-    if not continuous:
-        return
-    if b.local_categories:
-        names = pd.Index(b.inst_ids, dtype=object)
-        cats = outputs.categories_frame(names, loc.delta_shape, loc.delta_rate, b.n_m)
-        difficulty = cats["difficulty"].to_numpy(dtype=float)
-    b.log_r = evidence.ratings_evidence(
-        b.ann_local, p.inst, p.cat_l, p.level, omega, expertise, difficulty,
-        updates.apply_gold(loc.mu_m, p.gold), hp, ordinal,
-    )  # fmt: skip
+    if continuous:
+        if b.local_categories:
+            names = pd.Index(b.inst_ids, dtype=object)
+            cats = outputs.categories_frame(names, loc.delta_shape, loc.delta_rate, b.n_m)
+            difficulty = cats["difficulty"].to_numpy(dtype=float)
+        b.log_r = evidence.ratings_evidence(
+            b.ann_local, p.inst, p.cat_l, p.level, omega, expertise, difficulty,
+            updates.apply_gold(loc.mu_m, p.gold), hp, ordinal,
+        )  # fmt: skip
+    del loc, omega  # the winner's q(y) goes with the slots
+    _end_race(b)
+
+
+def _end_race(b) -> None:
+    """The race's per-rating buffers (``phases.Work``, 24 bytes a rating) and every restart's
+    slots (their q(z) and q(y)) dropped, and the freed memory handed back: the label path,
+    which starts here, reads neither, and its own arrays take their place."""
+    b.states, b.work = {}, None
+    release_freed_memory()
 
 
 def label_evidence(fit_id: str, index: int, confusion: np.ndarray, log_pi: np.ndarray) -> None:

@@ -21,7 +21,10 @@ bytes of q(y) per running restart (its last sweep's start and result; 24 during 
 step; the in-memory engine's states hold 8 to 16), 8 per restart the race dropped (its
 state's: ``block_slots.park_block``); per instance and restart 16 bytes (q(z)) per slot,
 plus 16 per slot for q(delta) at instance granularity: 2 slots between sweeps, up to 4
-during an accelerated sweep (as many states as the in-memory engine holds then).
+during an accelerated sweep (as many states as the in-memory engine holds then). Once the
+race is over, the label path's first task (``block_labels.weights_and_evidence``) drops the
+buffers and every slot and hands the freed memory back before the label path's own arrays
+take their place.
 """
 
 from __future__ import annotations

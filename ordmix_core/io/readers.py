@@ -60,11 +60,12 @@ def read_arrow(
     return read_text(data, label, TEXT_EXTENSIONS.get(ext or ".csv", ","), large), label
 
 
-def _release_arrow_memory() -> None:
-    """Hand the parse's freed buffers back to the system: pyarrow's allocator keeps them,
-    and the fit that follows would otherwise stack its arrays on top (measured: 0.5 GB of
-    a 10M-rating CSV); so does glibc's heap, with the coding threads' small blocks (40 MB
-    of that CSV; ``malloc_trim``, where there is one)."""
+def release_freed_memory() -> None:
+    """Hand freed buffers back to the system: pyarrow's allocator keeps them, and the fit
+    that follows would otherwise stack its arrays on top (measured: 0.5 GB of a 10M-rating
+    CSV's parse); so does glibc's heap, with the coding threads' small blocks (40 MB of that
+    CSV; ``malloc_trim``, where there is one), and a Dask worker's with the arrays of a
+    phase that ended (``dask_engine``)."""
     import pyarrow as pa
 
     pa.default_memory_pool().release_unused()
@@ -139,7 +140,7 @@ def read_coded(
     table, label = read_arrow(source, name, large=False, coding=True)  # 4 bytes an offset
     df = normalize_columns(table, label, coded=True, names=names)  # codes the Arrow columns
     del table
-    _release_arrow_memory()
+    release_freed_memory()
     return df
 
 

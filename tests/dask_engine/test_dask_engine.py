@@ -459,30 +459,47 @@ def test_blocks_keep_at_most_four_states_per_restart(client, ratings):
     assert seen and max(seen) <= 4 and min(seen) >= 1
 
 
-def _hold_blocks(hold: bool) -> dict:
-    """On a worker: keep the blocks past the fit's end (``hold``), so that ``_slots_and_q_y``
-    can read them, or let them go."""
-    from ordmix_core.dask_engine import blocks
+def _record_race_end(record: bool) -> dict:
+    """On a worker: ``record`` each block's slots as the race left them (``_slots_and_q_y``'s
+    counts, into ``block_labels._race_end``) when the label path drops them
+    (``block_labels._end_race``), or stop recording."""
+    from ordmix_core.dask_engine import block_labels
 
-    if not hold:
-        blocks.release = blocks.__dict__.pop("_held_release", blocks.release)
-        blocks._REGISTRY.clear()
+    if not record:
+        block_labels._end_race = block_labels.__dict__.pop("_held", block_labels._end_race)
         return {}
-    blocks._held_release, blocks.release = blocks.release, lambda fit_id: 0
+    end = block_labels._held = block_labels._end_race
+    seen = block_labels._race_end = {}
+
+    def end_race(b) -> None:
+        for r, slots in b.states.items():
+            q_y = sum(loc.omega is not None for loc in slots.values())
+            seen[r] = (*seen.get(r, ()), (len(slots), q_y))
+        end(b)
+        assert b.states == {} and b.work is None  # the label path keeps none of the race's
+
+    block_labels._end_race = end_race
     return {}
+
+
+def _race_end() -> dict:
+    from ordmix_core.dask_engine import block_labels
+
+    return block_labels._race_end
 
 
 def test_a_dropped_restart_keeps_its_states_q_y_and_its_history_without(client, ratings):
     """A restart the race drops (halving, the out-of-reach stop) keeps on the blocks its
     state's slot with its q(y) and its history's without (``block_slots.park_block``), as
-    the in-memory engine keeps it; those still running at the end keep theirs."""
-    client.run(_hold_blocks, True)
+    the in-memory engine keeps it, until the race is over (then the label path drops every
+    slot: ``block_labels._end_race``); those still running at the end keep theirs."""
+    client.run(_record_race_end, True)
     try:
         kw = dict(granularity="instance", n_restarts=6, random_state=3)
         model = quiet_fit(DaskOrdinalMixture(**kw, scheduler=client, n_partitions=2), ratings)
-        per_worker = client.run(_slots_and_q_y)
+        per_worker = client.run(_race_end)
     finally:
-        client.run(_hold_blocks, False)
+        client.run(_record_race_end, False)
     table = model.restarts_
     dropped = table.index[table["dropped"]]
     assert len(dropped) >= 3 and (~table["dropped"]).any()
