@@ -106,10 +106,10 @@ def label_start(fit_id: str, index: int, box: Box) -> dict:
     b = block(fit_id, index)
     n, classes = box.value
     p = b.problem
-    level = p.level if classes is None else classes[p.level]
     k = p.n_levels if classes is None else int(classes.max()) + 1
-    inst = p.inst.astype(np.int64)
-    ann, rating = b.ann_local.astype(np.int64), level.astype(np.int64)
+    # the block's own int32 codes, not copies (``ItemRatings`` keeps int32 codes as they are)
+    ann, inst = b.ann_local, p.inst
+    rating = p.level if classes is None else classes[p.level].astype(np.int32)
     q = confusion_ratings.start(inst, rating, p.n_instances, k)
     gold = getattr(b, "gold_levels", None)
     if gold is not None and classes is not None:
