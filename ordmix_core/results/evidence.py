@@ -29,6 +29,10 @@ from ..vb.updates import update_z, z_from_sums
 #: ratings per chunk of the per-rating passes (evidence, the reliability posterior's sums):
 #: temporaries stay ~50 MB
 CHUNK = 1 << 20
+#: ratings per chunk of ``ratings_label_evidence``, whose temporaries are (chunk, K) floats,
+#: about four of them alive at once (measured: 150 MB for a chunk of 2**20 at K = 5, 10 MB
+#: for one of 2**16); each rating's evidence is its own, so the chunks change no bit
+LABEL_CHUNK = 1 << 16
 #: evidence ratios are clipped to exp(+-LOG_R_CLIP): beyond that a rating is decisive anyway
 LOG_R_CLIP = 50.0
 
@@ -150,8 +154,8 @@ def ratings_label_evidence(
     (M, K) the items' latent-level posteriors, ``confusion`` (N, K, K) the annotators'
     (``[n, c, k]``: P_n(k | c)), ``log_pi`` (K,) ``level_log_shares``."""
     log_r = np.empty(len(ann))
-    for lo in range(0, len(ann), CHUNK):
-        sl = slice(lo, lo + CHUNK)
+    for lo in range(0, len(ann), LABEL_CHUNK):
+        sl = slice(lo, lo + LABEL_CHUNK)
         lev = level[sl]
         own = libm.log(np.maximum(confusion[ann[sl], :, lev], 1e-300))
         log_r[sl] = label_evidence(q[inst[sl]], own, lev, log_pi)
