@@ -290,15 +290,24 @@ def flag_pulls(fit_id: str, index: int, e: np.ndarray, square: bool) -> dict:
 
 def flag_grid(fit_id: str, index: int, mode: np.ndarray, width: np.ndarray, z: np.ndarray) -> dict:
     """The reliability posterior's grid sums (``reliability.grid_sums``) of the block's
-    annotators (``mode``, ``width`` (n_b,) theirs, ``z`` (G,)), as rows (n_b, G)."""
+    annotators (``mode``, ``width`` (n_b,) theirs, ``z`` (G,), some of the grid's nodes), as
+    rows (n_b, G): the sums' transposed view, not a copy. The block keeps its ratings' order
+    by annotator (``grid_order``, 8 bytes a rating) for the grid's next nodes."""
     b = block(fit_id, index)
-    lik = reliability.grid_sums(b.ann_local, b.log_r, b.ann_codes.size, mode, width, z)
-    return _rows(b.ann_codes, g=np.ascontiguousarray(lik.T))
+    if b.grid_order is None:
+        b.grid_order = np.argsort(b.ann_local, kind="stable")
+    lik = reliability.grid_sums(
+        b.ann_local, b.log_r, b.ann_codes.size, mode, width, z, b.grid_order
+    )
+    return _rows(b.ann_codes, g=lik.T)
 
 
 def flags_done(fit_id: str, index: int) -> None:
-    """Drop the block's evidence (8 bytes a rating) once the flags are made."""
-    block(fit_id, index).log_r = None
+    """Drop the block's evidence and its grid's order (8 bytes a rating each) once the flags
+    are made, and hand the memory back."""
+    b = block(fit_id, index)
+    b.log_r = b.grid_order = None
+    release_freed_memory()
 
 
 # --------------------------------------------------------------------------- the agreement

@@ -95,6 +95,7 @@ class Block:
     log_r: np.ndarray | None = None
     truth_weight: np.ndarray | None = None
     item_levels: np.ndarray | None = None
+    grid_order: np.ndarray | None = None  # (L,) its ratings by annotator (the flags' grid)
 
     @property
     def groups(self) -> tuple[str, ...]:

@@ -14,7 +14,8 @@ fit, one posterior per item and the annotators' flags, with the blocks' sums.
 - The flags (``reliability.fitted_flags``): each block's ratings' evidence against the
   posterior the labels come from, the label fit (``label_evidence``, before the posterior
   drops it) or the continuous fit's winner (``weights_and_evidence``); the reliability posterior's
-  bisection and grid from the blocks' per-annotator sums (``reliability.posterior_from_sums``).
+  bisection and grid from the blocks' per-annotator sums (``reliability.posterior_from_sums``),
+  the grid's nodes as many at a time as keep the blocks' sums within ``GRID_BYTES``.
 - The agreement (``agreement``): the crowd's alpha from the blocks' distinct rating patterns,
   added (the in-memory figure's bits), each annotator's from the blocks' per-annotator sums.
 
@@ -233,8 +234,14 @@ class BlockLabels:
             return self.dense(self.reduce(futs), "rows_s", n)
 
         def grid(mode: np.ndarray, width: np.ndarray, z: np.ndarray) -> np.ndarray:
-            futs = self.each(block_labels.flag_grid, lambda c: (mode[c], width[c]), z)
-            return np.ascontiguousarray(self.dense(self.reduce(futs), "rows_g", n).T)
+            step = grid_nodes_at_once(sum(c.size for c in self.codes))
+            parts = []
+            for lo in range(0, z.size, step):  # each node's sums are the same in any chunk
+                futs = self.each(
+                    block_labels.flag_grid, lambda c: (mode[c], width[c]), z[lo : lo + step]
+                )
+                parts.append(self.dense(self.reduce(futs), "rows_g", n))
+            return np.ascontiguousarray(np.concatenate(parts, axis=1).T)
 
         post = reliability.posterior_from_sums(
             pulls, grid, n, THRESHOLD, CONFIDENCE, reliability.RELIABILITY_PRIOR,
@@ -255,6 +262,18 @@ class BlockLabels:
         sums = self.reduce(self.bl.run(block_labels.agreement_rows, d))
         total, used = (self.dense(sums, key, self.n) for key in ("rows_total", "rows_used"))
         return agreement.agreement_from_sums(total, used, expected), crowd
+
+
+#: bytes of the blocks' grid sums (``block_labels.flag_grid``: rows of their annotators at
+#: some of the grid's nodes) alive at once: a worker keeps its blocks' until they are added,
+#: and all the grid's nodes of a block's annotators are 1.3 kB each (161 nodes)
+GRID_BYTES = 1 << 26
+
+
+def grid_nodes_at_once(n_rows: int) -> int:
+    """The grid's nodes each round of ``flag_grid`` sums, so that the blocks' ``n_rows`` rows
+    (their annotators, added up) stay within ``GRID_BYTES``; at least one."""
+    return max(1, GRID_BYTES // (8 * max(int(n_rows), 1)))
 
 
 def _add(*parts: dict) -> dict:

@@ -158,14 +158,22 @@ def grid_nodes(mode: np.ndarray, width: np.ndarray, z: np.ndarray) -> np.ndarray
 
 
 def grid_sums(
-    ann: np.ndarray, log_r: np.ndarray, n: int, mode: np.ndarray, width: np.ndarray, z: np.ndarray
+    ann: np.ndarray,
+    log_r: np.ndarray,
+    n: int,
+    mode: np.ndarray,
+    width: np.ndarray,
+    z: np.ndarray,
+    order: np.ndarray | None = None,
 ) -> np.ndarray:
     """(G, N) sums over each annotator's ratings (``ann``, ``log_r`` (L,)) of
-    ``log(1 - eps + eps r)`` at the nodes ``grid_nodes(mode, width, z)``."""
+    ``log(1 - eps + eps r)`` at the nodes ``grid_nodes(mode, width, z)``; each node's the
+    same whatever the other nodes of ``z``. ``order`` (L,): ``ann``'s stable argsort, when
+    the caller keeps it for several calls (compiled code reads it)."""
     u = grid_nodes(mode, width, z)
     log_e, log_1me = log_expit(u), log_expit(-u)
     if kernels.USE_JIT:  # compiled: one pass per node, the nodes over the cores
-        return kernels.grid_loglik(ann, log_r, evidence.LOG_R_CLIP, log_e, log_1me)
+        return kernels.grid_loglik(ann, log_r, evidence.LOG_R_CLIP, log_e, log_1me, order)
     return np.stack(
         [
             _per_annotator(

@@ -654,7 +654,12 @@ def _grid_loglik(order, starts, log_r, clip, log_e_t, log_1me_t, out_t):  # prag
 
 
 def grid_loglik(
-    ann: np.ndarray, log_r: np.ndarray, clip: float, log_e: np.ndarray, log_1me: np.ndarray
+    ann: np.ndarray,
+    log_r: np.ndarray,
+    clip: float,
+    log_e: np.ndarray,
+    log_1me: np.ndarray,
+    order: np.ndarray | None = None,
 ) -> np.ndarray:
     """(G, N): for each node k and annotator n, the sum over n's ratings i of
     ``logaddexp(log_1me[k, n], log_e[k, n] + clip(log_r[i]))``, i.e. ``log(1 - eps + eps r)``
@@ -662,10 +667,13 @@ def grid_loglik(
     ``log_r``: (L,); ``log_e``, ``log_1me``: (G, N). The annotators over the cores, each
     annotator's ratings in rating order (each sum taken as ``np.bincount`` takes it) and its
     nodes in one loop on the vector units (``vector_math``'s exp and log: ``log1p`` as
-    ``log(1 + t) t / ((1 + t) - 1)``, within a few ulp)."""
+    ``log(1 + t) t / ((1 + t) - 1)``, within a few ulp); each node's sums are the same
+    whatever the other nodes of the call. ``order``: ``np.argsort(ann, kind="stable")``, when
+    the caller keeps it for several calls (else sorted here)."""
     ann = np.ascontiguousarray(ann)
     n = log_e.shape[1]
-    order = np.argsort(ann, kind="stable")
+    if order is None:
+        order = np.argsort(ann, kind="stable")
     starts = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(ann, minlength=n), out=starts[1:])
     out_t = np.zeros((n, log_e.shape[0]))

@@ -50,6 +50,25 @@ def test_grid_sums_in_numpy_are_the_compiled_ones(monkeypatch, chunk):
     np.testing.assert_allclose(got[False][inner], want[inner], rtol=1e-7)
 
 
+@pytest.mark.parametrize("use_jit", [True, False], ids=["compiled", "numpy"])
+def test_grid_sums_of_some_nodes_are_those_of_all_to_the_bit(monkeypatch, use_jit):
+    """A node's sums do not depend on the other nodes of the call, nor on a kept ``order``:
+    the Dask engine asks its blocks for the grid a few nodes at a time (``label_fit``)."""
+    monkeypatch.setattr(kernels, "USE_JIT", use_jit)
+    ann, log_r = _ratings(5000, 5)
+    rng = np.random.default_rng(6)
+    mode, width = rng.normal(0.0, 3.0, 8), rng.uniform(0.2, 2.0, 8)
+    z = np.linspace(-16.0, 16.0, 37)
+    whole = reliability.grid_sums(ann, log_r, 8, mode, width, z)
+    order = np.argsort(ann, kind="stable")
+    for step in (1, 4, 16):
+        parts = [
+            reliability.grid_sums(ann, log_r, 8, mode, width, z[lo : lo + step], order)
+            for lo in range(0, z.size, step)
+        ]
+        assert np.array_equal(np.concatenate(parts), whole)
+
+
 @pytest.mark.parametrize("square", [False, True])
 def test_pull_sums_in_numpy_count_every_annotator(monkeypatch, square):
     """Without numba the pulls are summed a chunk at a time per annotator: (N,) with zeros for
