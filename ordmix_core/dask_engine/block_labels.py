@@ -45,12 +45,20 @@ class LabelBlock:
 
 
 def annotator_codes(fit_id: str, index: int) -> np.ndarray:
-    """The block's annotators' global codes (n_b,), sorted; the block keeps each rating's
-    local code into them (``ann_local``) for the per-annotator sums below."""
+    """The block's annotators' global codes (n_b,), sorted, kept on the block; each rating's
+    local code into them is the label path's (``_ann_local``)."""
     b = block(fit_id, index)
-    codes, local = np.unique(b.problem.ann, return_inverse=True)
-    b.ann_codes, b.ann_local = codes, local.astype(np.int32)
-    return codes
+    b.ann_codes = np.unique(b.problem.ann)
+    return b.ann_codes
+
+
+def _ann_local(b) -> np.ndarray:
+    """(L,) int32: each of the block's ratings' local code into its annotators' codes, made
+    the first time the label path asks (4 bytes a rating the race does without), then kept
+    for the per-annotator sums below."""
+    if b.ann_local is None:
+        b.ann_local = np.searchsorted(b.ann_codes, b.problem.ann).astype(np.int32)
+    return b.ann_local
 
 
 def _rows(codes: np.ndarray, **rows: np.ndarray) -> dict:
@@ -108,7 +116,7 @@ def label_start(fit_id: str, index: int, box: Box) -> dict:
     p = b.problem
     k = p.n_levels if classes is None else int(classes.max()) + 1
     # the block's own int32 codes, not copies (``ItemRatings`` keeps int32 codes as they are)
-    ann, inst = b.ann_local, p.inst
+    ann, inst = _ann_local(b), p.inst
     rating = p.level if classes is None else classes[p.level].astype(np.int32)
     q = confusion_ratings.start(inst, rating, p.n_instances, k)
     gold = getattr(b, "gold_levels", None)
@@ -252,7 +260,7 @@ def weights_and_evidence(
             cats = outputs.categories_frame(names, loc.delta_shape, loc.delta_rate, b.n_m)
             difficulty = cats["difficulty"].to_numpy(dtype=float)
         b.log_r = evidence.ratings_evidence(
-            b.ann_local, p.inst, p.cat_l, p.level, omega, expertise, difficulty,
+            _ann_local(b), p.inst, p.cat_l, p.level, omega, expertise, difficulty,
             updates.apply_gold(loc.mu_m, p.gold), hp, ordinal,
         )  # fmt: skip
     del loc, omega  # the winner's q(y) goes with the slots
@@ -284,7 +292,7 @@ def flag_pulls(fit_id: str, index: int, e: np.ndarray, square: bool) -> dict:
     """The reliability posterior's pulls (``reliability.PullSums``) of the block's annotators
     at their reliabilities ``e`` (n_b,), as rows."""
     b = block(fit_id, index)
-    pulls = reliability.pull_sums(b.ann_local, b.log_r, b.ann_codes.size)
+    pulls = reliability.pull_sums(_ann_local(b), b.log_r, b.ann_codes.size)
     return _rows(b.ann_codes, s=pulls(e, square))
 
 
@@ -295,9 +303,9 @@ def flag_grid(fit_id: str, index: int, mode: np.ndarray, width: np.ndarray, z: n
     by annotator (``grid_order``, 8 bytes a rating) for the grid's next nodes."""
     b = block(fit_id, index)
     if b.grid_order is None:
-        b.grid_order = np.argsort(b.ann_local, kind="stable")
+        b.grid_order = np.argsort(_ann_local(b), kind="stable")
     lik = reliability.grid_sums(
-        b.ann_local, b.log_r, b.ann_codes.size, mode, width, z, b.grid_order
+        _ann_local(b), b.log_r, b.ann_codes.size, mode, width, z, b.grid_order
     )
     return _rows(b.ann_codes, g=lik.T)
 
@@ -328,7 +336,7 @@ def agreement_rows(fit_id: str, index: int, d: np.ndarray) -> dict:
     b = block(fit_id, index)
     p = b.problem
     total, used = agreement.agreement_sums(
-        p.inst, b.ann_local, p.level, b.item_levels, b.ann_codes.size, d
+        p.inst, _ann_local(b), p.level, b.item_levels, b.ann_codes.size, d
     )
     b.item_levels = None
     return _rows(b.ann_codes, total=total, used=used)

@@ -69,7 +69,7 @@ class Block:
     """One partition of ratings on its worker (see the module docstring)."""
 
     ann_ids: np.ndarray  # (N_b,) object: this block's annotators, sorted
-    ann_local: np.ndarray  # (L,) int32 codes into ann_ids
+    ann_local: np.ndarray | None  # (L,) int32 codes into ann_ids (loading; then the label path's)
     inst_ids: np.ndarray  # (M,) object: this block's instances, sorted
     inst: np.ndarray  # (L,) int32
     rating_vals: np.ndarray  # (V,) distinct rating values of the block
