@@ -12,6 +12,7 @@ import pandas as pd
 from ..data.coding import numeric_ratings
 from ..data.queries import instance_queries, query_clash
 from ..errors import InputError
+from ..io.readers import release_freed_memory
 from ..numerics.keyed_random import id_hash
 from ..vb.problem import Problem
 from .blocks import _REGISTRY, Block, block
@@ -148,7 +149,8 @@ class Setup:
 
 
 def finalize_block(fit_id: str, index: int, setup: Setup) -> np.ndarray:
-    """Global codes and levels for the block; returns its ratings per global category (C,)."""
+    """Global codes and levels for the block; returns its ratings per global category (C,).
+    The last step of the block's loading: the memory the loading freed is handed back."""
     b = block(fit_id, index)
     g = setup.problem
     scale_vals = g.values
@@ -175,7 +177,11 @@ def finalize_block(fit_id: str, index: int, setup: Setup) -> np.ndarray:
     b.n_m = np.bincount(b.inst, minlength=m)
     b.sum_m = np.bincount(b.inst, weights=g.values[level], minlength=m)
     b.ann_local = b.rating_code = None  # no longer needed
-    return np.zeros(0) if local else np.bincount(cat, minlength=n_cat).astype(float)
+    counts = np.zeros(0) if local else np.bincount(cat, minlength=n_cat).astype(float)
+    # the loading's freed memory (the shuffled partition's coding, in glibc's heap and
+    # pyarrow's pool) handed back before the sweeps' arrays come
+    release_freed_memory()
+    return counts
 
 
 def _levels(vals: np.ndarray, scale: np.ndarray, label: str) -> np.ndarray:
