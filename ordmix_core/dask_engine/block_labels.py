@@ -101,7 +101,7 @@ def set_gold(fit_id: str, index: int, box: Box) -> int:
     problem's known truth (``Problem.with_gold``; NaN where none) and its items' gold level
     indices (``b.gold_levels``). Returns its gold items' count."""
     b = block(fit_id, index)
-    g = box.value.reindex(pd.Index(b.inst_ids).astype(str)).to_numpy(dtype=float)
+    g = box.value.reindex(pd.Index(b.instance_ids()).astype(str)).to_numpy(dtype=float)
     b.problem = b.problem.with_gold(g)
     b.gold_levels = confusion_model.gold_levels(g, b.problem.values)
     return int(np.isfinite(g).sum())
@@ -208,7 +208,7 @@ def label_rows(fit_id: str, index: int) -> tuple[np.ndarray, np.ndarray, np.ndar
     the client to gather."""
     b = block(fit_id, index)
     post = b.posterior
-    return b.inst_ids, post.proba, post.gain, b.truth_weight
+    return b.instance_ids(), post.proba, post.gain, b.truth_weight
 
 
 def level_counts(fit_id: str, index: int, k: int) -> np.ndarray:
@@ -223,14 +223,15 @@ def label_frame(fit_id: str, index: int) -> pd.DataFrame:
     b = block(fit_id, index)
     post = b.posterior
     if post is None:
-        index = pd.Index(b.inst_ids, dtype=object, name="instance")
+        index = pd.Index(b.instance_ids(), dtype=object, name="instance")
         return pd.DataFrame({"truth_weight": b.truth_weight}, index=index)
     estimate, sd = mean_and_sd(post.proba, post.values)
     gold = b.problem.gold
     if gold is not None:
         known = np.isfinite(gold)
         estimate, sd = np.where(known, gold, estimate), np.where(known, 0.0, sd)
-    out = pd.DataFrame(post.proba, index=pd.Index(b.inst_ids, dtype=object, name="instance"))
+    index = pd.Index(b.instance_ids(), dtype=object, name="instance")
+    out = pd.DataFrame(post.proba, index=index)
     out.columns = [f"proba_{k}" for k in range(post.proba.shape[1])]
     out["gain"], out["truth_weight"] = post.gain, b.truth_weight
     out["estimate"], out["sd"] = estimate, sd
@@ -256,7 +257,7 @@ def weights_and_evidence(
     b.truth_weight = np.bincount(p.inst, weights=omega, minlength=p.n_instances)
     if continuous:
         if b.local_categories:
-            names = pd.Index(b.inst_ids, dtype=object)
+            names = pd.Index(b.instance_ids(), dtype=object)
             cats = outputs.categories_frame(names, loc.delta_shape, loc.delta_rate, b.n_m)
             difficulty = cats["difficulty"].to_numpy(dtype=float)
         b.log_r = evidence.ratings_evidence(

@@ -79,10 +79,10 @@ def load_block(fit_id: str, index: int, df: pd.DataFrame, label: str) -> dict:
     """
     n = len(df)
     ann_local, ann_ids = pd.factorize(df["annotator"], sort=True)
-    inst, inst_ids = pd.factorize(df["instance"], sort=True)
+    inst, inst_uniques = pd.factorize(df["instance"], sort=True)
     rating_code, rating_vals = pd.factorize(df["rating"], sort=True)
     ann_ids = np.asarray(ann_ids, dtype=object)
-    inst_ids = np.asarray(inst_ids, dtype=object)
+    inst_ids = np.asarray(inst_uniques, dtype=object)  # for the summary, then dropped
     query_of_inst, query_min = None, None
     if "query" in df.columns:
         q = df["query"].array
@@ -96,7 +96,7 @@ def load_block(fit_id: str, index: int, df: pd.DataFrame, label: str) -> dict:
     b = Block(
         ann_ids=ann_ids,
         ann_local=ann_local.astype(np.int32),
-        inst_ids=inst_ids,
+        inst_ids=pd.array(inst_uniques, dtype="string[pyarrow]"),
         inst=inst.astype(np.int32),
         rating_vals=np.asarray(rating_vals, dtype=float),
         rating_code=rating_code.astype(np.int32),
@@ -158,10 +158,10 @@ def finalize_block(fit_id: str, index: int, setup: Setup) -> np.ndarray:
     level = lev_of_val[b.rating_code]
     ann_code = np.searchsorted(setup.annotators, b.ann_ids).astype(np.int32)
     ann = ann_code[b.ann_local]
-    m = b.inst_ids.size
+    m = len(b.inst_ids)
     if setup.granularity == "instance":
         cat_of_inst, n_cat, local = np.arange(m, dtype=np.int32), m, True
-        b.cat_name_of_inst = b.inst_ids
+        b.cat_name_of_inst = None  # the instances' own IDs (``Block.instance_ids``)
     elif setup.granularity == "global":
         cat_of_inst, n_cat, local = np.zeros(m, dtype=np.int32), 1, False
         b.cat_name_of_inst = np.full(m, "all", dtype=object)
@@ -173,7 +173,7 @@ def finalize_block(fit_id: str, index: int, setup: Setup) -> np.ndarray:
     b.problem = g.with_ratings(ann, b.inst, cat, level, m, n_cat)
     b.local_categories = local
     b.n_threads = setup.n_threads
-    b.inst_hash = id_hash(b.inst_ids)
+    b.inst_hash = id_hash(b.instance_ids())
     b.n_m = np.bincount(b.inst, minlength=m)
     b.sum_m = np.bincount(b.inst, weights=g.values[level], minlength=m)
     b.ann_local = b.rating_code = None  # no longer needed

@@ -35,11 +35,12 @@ def warm_block(fit_id: str, index: int, n_starts: int, box: Box) -> None:
     prev, categories = box.value
     fresh = {r: slots[0] for r, slots in b.states.items()}
     warm = Local(fresh[0].mu_m.copy(), fresh[0].lam_m.copy())
-    refit.warm_items(prev, b.inst_ids, warm.mu_m, warm.lam_m)
+    ids = b.instance_ids()
+    refit.warm_items(prev, ids, warm.mu_m, warm.lam_m)
     if b.local_categories:
         warm.delta_shape, warm.delta_rate = fresh[0].delta_shape.copy(), fresh[0].delta_rate.copy()
         if categories:
-            refit.warm_categories(prev, b.inst_ids, warm.delta_shape, warm.delta_rate)
+            refit.warm_categories(prev, ids, warm.delta_shape, warm.delta_rate)
     b.states = {0: {0: warm}}
     for r in range(1, n_starts):
         z = fresh[r - 1]

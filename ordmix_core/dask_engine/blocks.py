@@ -19,12 +19,15 @@ Memory per rating of a block: 16 bytes of codes (annotator, instance, category, 
 24 bytes of per-sweep buffers (``phases.Work``), and in the mixture with ``accelerate`` 16
 bytes of q(y) per running restart (its last sweep's start and result; 24 during a SQUAREM
 step; the in-memory engine's states hold 8 to 16), 8 per restart the race dropped (its
-state's: ``block_slots.park_block``); per instance and restart 16 bytes (q(z)) per slot,
-plus 16 per slot for q(delta) at instance granularity: 2 slots between sweeps, up to 4
+state's: ``block_slots.park_block``); per instance its ID (an Arrow string: 8 bytes and its
+characters), hash, ratings and their sum (8 bytes each), and per restart 16 bytes (q(z)) per
+slot, plus 16 per slot for q(delta) at instance granularity: 2 slots between sweeps, up to 4
 during an accelerated sweep (as many states as the in-memory engine holds then). Once the
 race is over, the label path's first task (``block_labels.weights_and_evidence``) drops the
-buffers and every slot and hands the freed memory back before the label path's own arrays
-take their place.
+buffers and every slot and hands the freed memory back; the label path then keeps per rating
+4 bytes of local annotator codes, the label fit's grouping by item (8 bytes on one thread)
+until the posterior is made, then 8 of evidence and, for the flags' grid, 8 of the ratings'
+order by annotator; per instance K floats of posterior.
 """
 
 from __future__ import annotations
@@ -70,14 +73,15 @@ class Block:
 
     ann_ids: np.ndarray  # (N_b,) object: this block's annotators, sorted
     ann_local: np.ndarray | None  # (L,) int32 codes into ann_ids (loading; then the label path's)
-    inst_ids: np.ndarray  # (M,) object: this block's instances, sorted
+    inst_ids: Any  # (M,) Arrow strings: this block's instances, sorted (``instance_ids``)
     inst: np.ndarray  # (L,) int32
     rating_vals: np.ndarray  # (V,) distinct rating values of the block
     rating_code: np.ndarray  # (L,) int32 codes into rating_vals
     query_of_inst: np.ndarray | None  # (M,) object
     problem: Problem | None = None
     local_categories: bool = False
-    cat_name_of_inst: np.ndarray | None = None  # (M,) object: category name of each instance
+    cat_name_of_inst: np.ndarray | None = None  # (M,) object: each instance's category (None:
+    # at instance granularity, its own ID)
     inst_hash: np.ndarray | None = None
     sum_m: np.ndarray | None = None
     n_m: np.ndarray | None = None
@@ -96,6 +100,11 @@ class Block:
     truth_weight: np.ndarray | None = None
     item_levels: np.ndarray | None = None
     grid_order: np.ndarray | None = None  # (L,) its ratings by annotator (the flags' grid)
+
+    def instance_ids(self) -> np.ndarray:
+        """(M,) object: the block's instances' IDs, made from the Arrow strings it keeps (16
+        bytes an ID where Python's strings take 60) for the call that needs them."""
+        return np.asarray(self.inst_ids, dtype=object)
 
     @property
     def groups(self) -> tuple[str, ...]:
@@ -408,7 +417,8 @@ def block_results(
     b = block(fit_id, index)
     p = b.problem
     loc = b.states[restart][slot]
-    ids = pd.Index(b.inst_ids, dtype=object)
+    ids = pd.Index(b.instance_ids(), dtype=object)
+    cat_names = ids.to_numpy() if b.cat_name_of_inst is None else b.cat_name_of_inst
     mask = crowd = None
     if gold:
         mask = np.zeros(p.n_instances, bool) if p.gold_mask is None else p.gold_mask
@@ -420,7 +430,7 @@ def block_results(
             crowd = own_ratings(replace(p), state)
         crowd = None if glob is None else crowd
     items = outputs.items_frame(
-        ids, loc.mu_m, loc.lam_m, b.n_m, b.query_of_inst, b.cat_name_of_inst, mask, crowd
+        ids, loc.mu_m, loc.lam_m, b.n_m, b.query_of_inst, cat_names, mask, crowd
     )
     cats = None
     if b.local_categories:
@@ -433,7 +443,7 @@ def block_means(fit_id: str, index: int, restart: int, slot: int) -> pd.Series:
     near-tied restart's estimates, for the ensemble's item columns
     (``stability.item_stability``)."""
     b = block(fit_id, index)
-    return pd.Series(b.states[restart][slot].mu_m, index=pd.Index(b.inst_ids, dtype=object))
+    return pd.Series(b.states[restart][slot].mu_m, index=pd.Index(b.instance_ids(), dtype=object))
 
 
 def block_stability(
