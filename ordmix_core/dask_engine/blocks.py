@@ -18,7 +18,8 @@ a candidate is only a matter of which slot the client keeps.
 Memory per rating of a block: 16 bytes of codes (annotator, instance, category, level) and
 24 bytes of per-sweep buffers (``phases.Work``), and in the mixture with ``accelerate`` 16
 bytes of q(y) per running restart (its last sweep's start and result; 24 during a SQUAREM
-step; the in-memory engine's states hold 8 to 16), 8 per restart the race dropped (its
+step; the in-memory engine's states hold 8 to 16) but 8 for the block's last swept one, whose
+slot keeps the buffers' own q(y) rather than a copy, and 8 per restart the race dropped (its
 state's: ``block_slots.park_block``); per instance its ID (an Arrow string: 8 bytes and its
 characters), hash, ratings and their sum (8 bytes each), and per restart 16 bytes (q(z)) per
 slot, plus 16 per slot for q(delta) at instance granularity: 2 slots between sweeps, up to 4
@@ -222,20 +223,19 @@ def phase_xy_tau(
             "max_dmu": 0.0, **_extension_sums(p, None, None),
         }  # fmt: skip
     t = _threads(b)
-    if b.work is None:
-        b.work = phases.Work.empty(p.n_ratings)
+    work = _work(b, p.n_ratings)
     cat_f = fac.cat
     if b.local_categories:
         cat_f = phases.category_factors(p, start.delta_shape, start.delta_rate)
-    xy = phases.phase_xy(p, start.mu_m, start.lam_m, fac.ann, cat_f, b.work, t, fac.log_pi_t)
-    r_ann, bias_sums = phases.phase_tau(p, b.work, xy.mu_m, xy.lam_m, cat_f[0], t)
+    xy = phases.phase_xy(p, start.mu_m, start.lam_m, fac.ann, cat_f, work, t, fac.log_pi_t)
+    r_ann, bias_sums = phases.phase_tau(p, work, xy.mu_m, xy.lam_m, cat_f[0], t)
     before = slots[src if ref is None else ref].mu_m
     dmu = float(np.abs(xy.mu_m - before).max()) if before.size else 0.0
     slots[dst] = Local(xy.mu_m, xy.lam_m, w_cat=xy.w_cat if b.local_categories else None)
     if keep_omega:
         if not isinstance(src, Proposal):  # a step starts from the current state, src
             drop_q_y(slots, (src, *keep_q_y))
-        slots[dst].omega = b.work.omega.copy()
+        slots[dst].omega = work.omega  # the buffer itself: the next sweep writes a new one
     return {
         "max_dmu": dmu,
         "w_ann": xy.w_ann,
@@ -245,6 +245,17 @@ def phase_xy_tau(
         "bad": 0.0,
         **_extension_sums(p, bias_sums, xy.spam_cells),
     }
+
+
+def _work(b: Block, n: int) -> phases.Work:
+    """The block's per-sweep buffers for a phase 1 over its ``n`` ratings; their q(y) a new
+    array when a slot keeps the last one (``phase_xy_tau``'s ``keep_omega``), which phase 1
+    would otherwise write over."""
+    if b.work is None:
+        b.work = phases.Work.empty(n)
+    elif any(loc.omega is b.work.omega for slots in b.states.values() for loc in slots.values()):
+        b.work.omega = np.empty(n)
+    return b.work
 
 
 def eps_sums(fit_id: str, index: int, restart: int, slot: int, box: Box) -> dict:
