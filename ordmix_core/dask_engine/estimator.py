@@ -257,11 +257,11 @@ class DaskOrdinalMixture(OrdinalMixture):
             glob = None  # the gold items' own reading needs the global factors
             if gold is not None and not interrupted:
                 glob = bl.send(State(**{f.name: getattr(g, f.name) for f in fields(State)}))
-            parts = bl.run(blocks.block_results, g.restart, g.slot, gold is not None, glob)
+            args = (g.restart, g.slot, gold is not None, glob)
             if self.data_.n_instances > self.max_local_items:
-                items, cats = self._dask_frames(bl, parts, local_cats)
+                items, cats = self._dask_frames(bl, bl.run(blocks.block_results, *args), local_cats)
             else:
-                got = client.gather(parts)
+                got = bl.gather_each(blocks.block_results, *args)
                 items = pd.concat([it for it, _ in got]).sort_index(kind="stable")
                 cats = None
                 if local_cats:
@@ -274,7 +274,7 @@ class DaskOrdinalMixture(OrdinalMixture):
         def member_mu(g: _Global) -> np.ndarray:
             """A near-tied restart's item means, gathered from the blocks in ``items_``'s
             order (only when ``items_`` is gathered: Dask frames get no item columns)."""
-            got = client.gather(bl.run(blocks.block_means, g.restart, g.slot))
+            got = bl.gather_each(blocks.block_means, g.restart, g.slot)
             return pd.concat(got).sort_index(kind="stable").to_numpy(dtype=float)
 
         warn = self._store(
