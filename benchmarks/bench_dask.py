@@ -49,23 +49,31 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 
-def write_parquet(folder: str, n_ratings: int, n_files: int, seed: int = 0) -> dict:
-    """The synth crowd as ``n_files`` Parquet files with string IDs; returns its sizes."""
+def write_parquet(
+    folder: str,
+    n_ratings: int,
+    n_files: int,
+    seed: int = 0,
+    biased_share: float = 0.0,
+    truth_path: str | None = None,
+) -> dict:
+    """The synth crowd (``biased_share``: ``synth_arrays``') as ``n_files`` Parquet files with
+    string IDs, and with ``truth_path`` each item's true level (1-based) there; its sizes."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
     from synth import synth_arrays
 
-    a = synth_arrays(n_ratings, seed=seed)
+    a = synth_arrays(n_ratings, seed=seed, biased_share=biased_share)
     q = a["query_of_inst"][a["inst"]]
     bounds = np.linspace(0, n_ratings, n_files + 1).astype(int)
+
+    def ids(prefix: str, codes) -> pa.Array:
+        return pc.binary_join_element_wise(prefix, pc.cast(pa.array(codes), pa.string()), "")
+
     for i in range(n_files):
         s = slice(bounds[i], bounds[i + 1])
-
-        def ids(prefix: str, codes) -> pa.Array:
-            return pc.binary_join_element_wise(prefix, pc.cast(pa.array(codes), pa.string()), "")
-
         table = pa.table(
             {
                 "annotator": ids("a", a["ann"][s]),
@@ -75,6 +83,12 @@ def write_parquet(folder: str, n_ratings: int, n_files: int, seed: int = 0) -> d
             }
         )
         pq.write_table(table, os.path.join(folder, f"part-{i:03d}.parquet"))
+    if truth_path is not None:
+        truth = a["truth"]
+        pq.write_table(
+            pa.table({"instance": ids("i", np.arange(truth.size)), "truth": pa.array(truth + 1)}),
+            truth_path,
+        )
     return {
         "n_ratings": n_ratings,
         "n_instances": int(a["inst"].max()) + 1,

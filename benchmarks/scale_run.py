@@ -45,44 +45,13 @@ BIASED_SHARE = 0.2
 
 
 def write(folder: str, n_ratings: int, n_files: int, seed: int = 0) -> dict:
-    """The crowd as ``n_files`` Parquet files in ``folder`` and its truth beside it."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-    from synth import synth_arrays
+    """The crowd as ``n_files`` Parquet files in ``folder`` (a new one) and its truth beside it
+    (``bench_dask.write_parquet``)."""
+    from bench_dask import write_parquet
 
     os.makedirs(folder, exist_ok=False)
-    a = synth_arrays(n_ratings, seed=seed, biased_share=BIASED_SHARE)
-
-    def ids(prefix: str, codes) -> pa.Array:
-        return pc.binary_join_element_wise(prefix, pc.cast(pa.array(codes), pa.string()), "")
-
-    bounds = np.linspace(0, n_ratings, n_files + 1).astype(int)
-    for i in range(n_files):
-        s = slice(bounds[i], bounds[i + 1])
-        inst = a["inst"][s]
-        table = pa.table(
-            {
-                "annotator": ids("a", a["ann"][s]),
-                "instance": ids("i", inst),
-                "rating": pa.array(a["level"][s] + 1, pa.int8()),
-                "query": ids("q", a["query_of_inst"][inst]),
-            }
-        )
-        pq.write_table(table, os.path.join(folder, f"part-{i:03d}.parquet"))
-        del table
-    truth = a["truth"]
-    pq.write_table(
-        pa.table({"instance": ids("i", np.arange(truth.size)), "truth": pa.array(truth + 1)}),
-        truth_path(folder),
-    )
-    return {
-        "n_ratings": n_ratings,
-        "n_instances": int(truth.size),
-        "n_annotators": int(a["ann"].max()) + 1,
-        "biased_share": BIASED_SHARE,
-    }
+    sizes = write_parquet(folder, n_ratings, n_files, seed, BIASED_SHARE, truth_path(folder))
+    return {**sizes, "biased_share": BIASED_SHARE}
 
 
 def truth_path(folder: str) -> str:
