@@ -203,14 +203,6 @@ def label_posterior(fit_id: str, index: int, box: Box) -> dict:
     return {f"count_{f}": int((flags == f).sum()) for f in ITEM_FLAGS}
 
 
-def label_rows(fit_id: str, index: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The block's items (their IDs), posterior (M_b, K), gain and truth weight (M_b,), for
-    the client to gather."""
-    b = block(fit_id, index)
-    post = b.posterior
-    return b.instance_ids(), post.proba, post.gain, b.truth_weight
-
-
 def level_counts(fit_id: str, index: int, k: int) -> np.ndarray:
     """The block's ratings at each of the ``k`` levels (K,)."""
     return np.bincount(block(fit_id, index).problem.level, minlength=k).astype(float)
