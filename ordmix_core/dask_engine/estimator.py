@@ -56,11 +56,12 @@ import numpy as np
 import pandas as pd
 
 from ..data.crowd import check_granularity
+from ..data.gold import NO_GOLD_RATED, checked_gold
 from ..data.scale import Scale, as_scale, checked_scale, scale_names
 from ..errors import ClusterError, FitWarning, InputError
 from ..estimators import refit
 from ..estimators.base import extends_params
-from ..estimators.ordinal_mixture import NO_GOLD_RATED, Learned, OrdinalMixture, _emit
+from ..estimators.ordinal_mixture import Learned, OrdinalMixture, _emit
 from ..fit import restarts
 from ..numerics.keyed_random import id_hash
 from ..results import outputs
@@ -180,7 +181,7 @@ class DaskOrdinalMixture(OrdinalMixture):
             raise InputError(f"updates must be 'exact' or 'paper', not {self.updates!r}")
         self._validate()
         given = None if self.scale is None else as_scale(self.scale, np.empty(0))
-        gold = None if gold is None else self._checked_gold(gold, given)
+        gold = None if gold is None else checked_gold(gold, given)
         prev = None if self.init_from is None else refit.load_previous(self.init_from)
         t0 = time.perf_counter()
         self.spam_ = self.spam is not False

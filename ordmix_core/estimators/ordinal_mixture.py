@@ -40,8 +40,9 @@ import pandas as pd
 
 from ..data.coding import id_array
 from ..data.crowd import CrowdData, prepare
+from ..data.gold import gold_vector
 from ..data.scale import Scale
-from ..errors import CollapseWarning, ConvergenceWarning, FitWarning, InputError
+from ..errors import CollapseWarning, ConvergenceWarning, FitWarning
 from ..fit import race, rescues, restarts, settle
 from ..labels import confusion_model
 from ..labels.choose import choose_labels, fine_labels_reason
@@ -59,12 +60,6 @@ from .models import FINE_SCALE, MODELS, difficulty_prior
 __all__ = ["MODELS", "CollapseWarning", "ConvergenceWarning", "OrdinalMixture"]
 
 ProgressCallback = Callable[[int, int, float], "bool | None"]
-
-#: gold given for none of the rated items (both engines' message)
-NO_GOLD_RATED = (
-    "gold: none of the gold instances is among the rated instances; check that the instance "
-    "IDs match the ratings file"
-)
 
 
 @option_kinds.register_estimator
@@ -190,33 +185,6 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
         scale = getattr(self, "_fit_scale", None)
         return scale is not None and scale.fine
 
-    def _gold_vector(self, gold: pd.Series | None, data: CrowdData) -> np.ndarray | None:
-        """(M,) known truth of each instance (NaN: unknown) from a Series by instance (names,
-        for a scale of named levels)."""
-        if gold is None:
-            return None
-        g = self._checked_gold(gold, data.scale)
-        vec = g.reindex(pd.Index(data.instances).astype(str)).to_numpy(dtype=float)
-        if not np.isfinite(vec).any():
-            raise InputError(NO_GOLD_RATED)
-        return vec
-
-    @staticmethod
-    def _checked_gold(gold: pd.Series, scale: Scale | None = None) -> pd.Series:
-        """The gold values (float) by instance ID as text, each ID once (its first): the
-        levels' values for names of a named ``scale``; an InputError for what is not a Series
-        of numbers (or of the scale's names)."""
-        if not isinstance(gold, pd.Series):
-            raise InputError("gold must be a pandas Series of true values indexed by instance")
-        if scale is not None and scale.names is not None and gold.dtype.kind not in "iuf":
-            gold = pd.Series(scale.codes(gold, "gold: the truth"), index=gold.index)
-        g = pd.to_numeric(gold, errors="coerce")
-        if g.isna().any():
-            bad = g.index[g.isna()][0]
-            raise InputError(f"gold: the truth of instance {bad!r} is not a number")
-        g.index = g.index.astype(str)
-        return g[~g.index.duplicated(keep="first")]
-
     # ------------------------------------------------------------------ fit
     def fit(
         self,
@@ -238,7 +206,7 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
         # 1. the parameters, then the ratings validated and coded once (CrowdData)
         self._validate()  # before the data is read: a bad scale= is named as such
         data = prepare(ratings, self.scale, granularity=self.granularity)
-        gold_m = self._gold_vector(gold, data)
+        gold_m = gold_vector(gold, data)
         # 2. one Generator for the whole fit: every restart draws its key from it
         rng = np.random.default_rng(self.random_state)
         # 3. the fit (_fit_data: problem, starts, the race of fit.race, the winner); on a
