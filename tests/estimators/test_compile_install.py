@@ -2,6 +2,7 @@
 
 import ast
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -21,7 +22,8 @@ def test_the_switch_at_0_compiles(monkeypatch):
     monkeypatch.setenv(compile_install.NO_INSTALL_COMPILE, "0")
     monkeypatch.setattr(compile_install, "CHILD_CODE", "pass")
     line = compile_install.compile_kernels(ROOT)
-    assert line.startswith("ordmix: numba's kernels compiled into its cache in 0 s")
+    # the child does nothing: its seconds are an interpreter's start, more under load
+    assert re.match(r"ordmix: numba's kernels compiled into its cache in \d+ s", line)
 
 
 def test_nothing_is_compiled_when_asked_not_to(monkeypatch):
