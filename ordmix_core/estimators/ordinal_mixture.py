@@ -34,6 +34,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -50,7 +51,7 @@ from ..numerics import jit
 from ..results import decisions, outputs, reliability
 from ..vb import kernels, phases
 from ..vb import sweep as vb
-from . import compile_ahead, option_frontends, option_kinds, options, refit
+from . import compile_ahead, label_thread, option_frontends, option_kinds, options, refit
 from .base import CrowdEstimator
 from .engine_steps import EngineSteps
 from .learned import Learned, StoresLearned
@@ -209,15 +210,18 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
         gold_m = gold_vector(gold, data)
         # 2. one Generator for the whole fit: every restart draws its key from it
         rng = np.random.default_rng(self.random_state)
-        # 3. the fit (_fit_data: problem, starts, the race of fit.race, the winner); on a
-        # first run the label model's kernels compile meanwhile in another process, or all
-        # of them have been compiling in the background (the dashboard's) and are waited for
+        # 3. the fit (_fit_data: problem, starts, the race of fit.race, the winner). On a
+        # first run the label model's kernels compile meanwhile in another process, or all of
+        # them have been compiling in the background (the dashboard's) and are waited for;
+        # once compiled, the label fit, which reads the ratings alone, runs beside the race
         self.spam_ = self.spam is not False
         compile_ahead.wait_background()
+        label_fit = self._label_fit(data, gold_m)
+        beside = label_thread.start(label_fit, data.n_ratings) if label_fit else None
         with compile_ahead.label_kernels():
             warn = self._fit_data(data, gold_m, rng, callback, t0)
         # 4. the labels: one posterior per item, every item column read from it
-        self._choose_labels(data, gold_m)
+        self._choose_labels(beside.result if beside else label_fit, gold_m)
         # 5. each annotator's reliability, judged against the posterior the labels come
         # from: one posterior for its point, interval and flag
         self.annotator_flags_, median = reliability.fitted_flags(self)
@@ -227,21 +231,27 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
         _emit(warn + label_warn)
         return self
 
-    def _choose_labels(self, data: CrowdData, gold_m: np.ndarray | None) -> None:
-        """``label_result_``: the one posterior of every item (``labels.choose_labels``; the
-        paper's model, and any model on a fine scale: its continuous posterior over the
-        scale's intervals, ``_continuous_labels``), and the items' ``estimate`` and ``sd`` read
-        from it; ``model_["labels"]`` says which, and on a fine scale why
-        (``_describe_labels``)."""
-        if self._label_model() == "continuous":
+    def _label_fit(self, data: CrowdData, gold_m: np.ndarray | None) -> Callable | None:
+        """``labels.choose_labels`` of ``data`` as a call; None: the labels are the continuous
+        posterior's (the paper's model, any model on a fine scale)."""
+        if self._label_model(fine=data.scale.fine) == "continuous":
+            return None
+        values = data.scale.values
+        gold = None if gold_m is None else confusion_model.gold_levels(gold_m, values)
+        return partial(
+            choose_labels, data.ann, data.inst, data.level, data.n_annotators,
+            data.n_instances, values, gold, names=data.scale.names,
+        )  # fmt: skip
+
+    def _choose_labels(self, label_fit: Callable | None, gold_m: np.ndarray | None) -> None:
+        """``label_result_``: the one posterior of every item, ``label_fit()``'s (``_label_fit``),
+        or with None the continuous posterior over the scale's intervals
+        (``_continuous_labels``); the items' ``estimate`` and ``sd`` read from it;
+        ``model_["labels"]`` says which, and on a fine scale why (``_describe_labels``)."""
+        if label_fit is None:
             self._continuous_labels(gold_m)
         else:
-            values = data.scale.values
-            gold = None if gold_m is None else confusion_model.gold_levels(gold_m, values)
-            self.label_result_ = choose_labels(
-                data.ann, data.inst, data.level, data.n_annotators, data.n_instances, values,
-                gold, names=data.scale.names,
-            )  # fmt: skip
+            self.label_result_ = label_fit()
             self._estimates_from_labels(gold_m)
         self._describe_labels()
 

@@ -77,7 +77,7 @@ def group(key: np.ndarray, n: int, *cols: np.ndarray, n_chunks: int = N_CHUNKS) 
     return Grouped(offsets, owners(offsets, n_chunks), cols)
 
 
-@jit()
+@jit(nogil=True)
 def _tables_part(lo, hi, ann, inst, rating, q, t):  # pragma: no cover - compiled
     k = q.shape[1]
     for i in range(lo, hi):  # the part's ratings in their order
@@ -86,7 +86,7 @@ def _tables_part(lo, hi, ann, inst, rating, q, t):  # pragma: no cover - compile
             t[a, c, r] += q[m, c]
 
 
-@jit(parallel=True)
+@jit(parallel=True, nogil=True)
 def _soft_tables(offsets, ann, inst, rating, q, t):  # pragma: no cover - compiled
     for part in prange(offsets.size - 1):
         _tables_part(offsets[part], offsets[part + 1], ann, inst, rating, q, t)
@@ -133,7 +133,7 @@ def soft_tables(q: np.ndarray, by_part: Grouped, n: int) -> np.ndarray:
     return t
 
 
-@jit()
+@jit(nogil=True)
 def _e_chunk(lo, hi, offsets, cols, logp, log_rho, q_old, q, lse):  # pragma: no cover
     """``e_step`` for items ``lo:hi``: each item's log likelihood summed over its ratings in
     their order (from 0.0, as ``np.bincount`` adds), then the posteriors with numpy's
@@ -182,7 +182,7 @@ def _e_chunk(lo, hi, offsets, cols, logp, log_rho, q_old, q, lse):  # pragma: no
     return np.nan if nan else moved
 
 
-@jit(parallel=True)
+@jit(parallel=True, nogil=True)
 def _e_step(bounds, offsets, cols, logp, log_rho, q_old, q, lse, moved):  # pragma: no cover
     for ch in prange(bounds.size - 1):
         lo, hi = bounds[ch], bounds[ch + 1]
@@ -218,7 +218,7 @@ def e_step(
     return q, float(lse.sum()), float(np.nan if np.isnan(moved).any() else moved.max())
 
 
-@jit()
+@jit(nogil=True)
 def _newton_system(n, a, t, d, a_bar, lam, p, rows, grad, prec, mean, second):  # pragma: no cover
     """Annotator ``n``'s gradient and precision, ``confusion_model.newton_step``'s operations."""
     k, jn = d.shape[1], d.shape[2]
@@ -251,7 +251,7 @@ def _newton_system(n, a, t, d, a_bar, lam, p, rows, grad, prec, mean, second):  
                 prec[jj, ll] += rows[c] * (second[jj, ll] - mean[jj] * mean[ll])
 
 
-@jit()
+@jit(nogil=True)
 def _newton_solve(m, b, low, y, x):  # pragma: no cover - compiled
     """``fixed_order.cholesky(m)`` into ``low`` once ``b`` is None-like (b.shape[1] == 0), else
     ``fixed_order.cho_solve(low, b)`` into ``x`` (J, R), numpy's operations in numpy's order."""
@@ -282,7 +282,7 @@ def _newton_solve(m, b, low, y, x):  # pragma: no cover - compiled
             x[r, col] = s / low[r, r]
 
 
-@jit()
+@jit(nogil=True)
 def _newton_chunk(lo, hi, a, t, d, a_bar, lam, p, max_step, a_new, var):  # pragma: no cover
     k, jn = d.shape[1], d.shape[2]
     rows, grad, mean = np.empty(k), np.empty((jn, 1)), np.empty(jn)
@@ -303,7 +303,7 @@ def _newton_chunk(lo, hi, a, t, d, a_bar, lam, p, max_step, a_new, var):  # prag
         _newton_solve(prec, eye, low, y, var[n])
 
 
-@jit(parallel=True)
+@jit(parallel=True, nogil=True)
 def _newton(bounds, a, t, d, a_bar, lam, p, max_step, a_new, var):  # pragma: no cover
     for ch in prange(bounds.size - 1):
         _newton_chunk(bounds[ch], bounds[ch + 1], a, t, d, a_bar, lam, p, max_step, a_new, var)

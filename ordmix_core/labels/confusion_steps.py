@@ -17,7 +17,7 @@ from ..numerics import libm
 from ..numerics.jit import jit
 
 
-@jit()
+@jit(nogil=True)
 def _confusion(a, d, p):  # pragma: no cover - compiled
     n, jn = a.shape
     k, kr = d.shape[0], d.shape[1]
@@ -53,7 +53,7 @@ def confusion(a: np.ndarray, d: np.ndarray) -> np.ndarray:
     return p
 
 
-@jit()
+@jit(nogil=True)
 def _careless_parts(t, p, gamma, kept_t, careless, total):  # pragma: no cover - compiled
     n, k, kr = t.shape
     for i in range(n):
@@ -102,7 +102,7 @@ def careless_parts(
     return kept_t, careless, total
 
 
-@jit()
+@jit(nogil=True)
 def _column_sums(q, out):  # pragma: no cover - compiled
     m, k = q.shape
     for c in range(k):

@@ -522,7 +522,8 @@ def _pass_delta(codes, ws, e_tau, bias_f, acc_cat) -> None:
 
 def parallel_and_serial(driver):
     """One driver compiled twice: over chunks in numba's threads, and on the calling thread
-    (``prange`` runs as ``range`` there; ``nogil`` so restarts can run side by side). The
+    (``prange`` runs as ``range`` there), both ``nogil``: restarts run side by side, and the
+    label fit beside the race (``estimators.label_thread``). The
     chunks are the same, so both give bit-identical results. The serial copy gets its own
     name, so numba caches the two apart. A driver hands its chunk function the chunk's index
     as ``np.int64`` (numba types ``prange``'s index unsigned, ``range``'s signed): both copies
@@ -532,7 +533,7 @@ def parallel_and_serial(driver):
     )
     serial.__qualname__ = driver.__qualname__ + "_serial"
     serial.__doc__ = driver.__doc__
-    return _jit(parallel=True)(driver), _jit(nogil=True)(serial)
+    return _jit(parallel=True, nogil=True)(driver), _jit(nogil=True)(serial)
 
 
 pass_xy, pass_xy_serial = parallel_and_serial(_pass_xy)
