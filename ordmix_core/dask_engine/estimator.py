@@ -285,6 +285,7 @@ class DaskOrdinalMixture(OrdinalMixture):
         self.model_["n_gold"] = n_gold
         label_warn = label_fit.finish(self, labels, winner[0], local_cats, gold)
         self.warnings_ = [*self.warnings_, *(w.message for w in label_warn)]
+        self.seconds_ = time.perf_counter() - t0  # the whole fit, the label path included
         return warn + label_warn
 
     def _scale_of(self, summary: dict, label: str) -> Scale:

@@ -228,6 +228,7 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
         self.annotators_["reliability"] = median
         label_warn = self._label_warnings()
         self.warnings_ = [*self.warnings_, *(w.message for w in label_warn)]
+        self.seconds_ = time.perf_counter() - t0  # the whole fit, the label path included
         _emit(warn + label_warn)
         return self
 

@@ -1,4 +1,5 @@
 import threading
+import time
 import warnings
 from pathlib import Path
 from types import SimpleNamespace
@@ -12,6 +13,7 @@ from ordmix_core import CollapseWarning, InputError, OrdinalMixture
 from ordmix_core.data.scale import Scale
 from ordmix_core.data.simulate import simulate_crowd
 from ordmix_core.evaluation.metrics import evaluate
+from ordmix_core.results import reliability
 from ordmix_core.vb import kernels
 
 DEMO_TREC = Path(__file__).resolve().parents[2] / "demo_data" / "trec-rf10-ratings.csv"
@@ -392,3 +394,18 @@ def test_the_difficulty_prior_changes_the_fit(spammy):
 def test_restarts_follow_where_the_labels_come_from(params, levels, n):
     scale = Scale(tuple(float(v) for v in range(levels)))
     assert OrdinalMixture(**params).planned_restarts(scale) == n
+
+
+def test_seconds_cover_the_label_path(monkeypatch):
+    flags = reliability.fitted_flags
+
+    def slow_flags(model):  # the flags come after the race and the labels
+        time.sleep(0.5)
+        return flags(model)
+
+    monkeypatch.setattr(reliability, "fitted_flags", slow_flags)
+    crowd = simulate_crowd(n_items=60, n_annotators=8, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = OrdinalMixture(random_state=0, n_restarts=1).fit(crowd.ratings)
+    assert model.seconds_ >= 0.5
