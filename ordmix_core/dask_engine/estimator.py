@@ -192,7 +192,8 @@ class DaskOrdinalMixture(OrdinalMixture):
         self._blocks = bl = Blocks(client, fit_id)
         try:
             with np.errstate(over="ignore", under="ignore"), bl.watch():
-                warn = self._fit(bl, ratings, callback, t0, gold, prev)
+                warn = self._fit(bl, ratings, callback, gold, prev)
+            self.seconds_ = time.perf_counter() - t0  # the whole fit, the label path included
             keep = not isinstance(self.items_, pd.DataFrame)
         except Exception as e:
             if bl.lost is None:
@@ -211,9 +212,7 @@ class DaskOrdinalMixture(OrdinalMixture):
         _emit(warn)
         return self
 
-    def _fit(
-        self, bl: Blocks, ratings, callback, t0: float, gold: pd.Series | None, prev
-    ) -> list[FitWarning]:
+    def _fit(self, bl: Blocks, ratings, callback, gold: pd.Series | None, prev) -> list[FitWarning]:
 
         client = bl.client
         summary, label = self._load_blocks(bl, ratings)
@@ -279,13 +278,12 @@ class DaskOrdinalMixture(OrdinalMixture):
             return pd.concat(got).sort_index(kind="stable").to_numpy(dtype=float)
 
         warn = self._store(
-            self.data_, gp, pi, annotators, runs, interrupted, t0, learned, member_mu,
+            self.data_, gp, pi, annotators, runs, interrupted, learned, member_mu,
             sweeps.alternative,
         )  # fmt: skip
         self.model_["n_gold"] = n_gold
         label_warn = label_fit.finish(self, labels, winner[0], local_cats, gold)
         self.warnings_ = [*self.warnings_, *(w.message for w in label_warn)]
-        self.seconds_ = time.perf_counter() - t0  # the whole fit, the label path included
         return warn + label_warn
 
     def _scale_of(self, summary: dict, label: str) -> Scale:

@@ -8,7 +8,6 @@ the chosen restart (``fit_warnings``) and the trace and restarts tables are made
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -49,7 +48,6 @@ class StoresLearned:
         annotators: np.ndarray,
         runs: list[restarts.RestartRun],
         interrupted: bool,
-        t0: float,
         learned: Callable[[Any], Learned],
         member_mu: Callable[[Any], np.ndarray] | None = None,
         alternative: Callable[[Any, list], tuple[Any, float, int]] | None = None,
@@ -114,7 +112,6 @@ class StoresLearned:
         self.collapsed_ = collapsed
         self.interrupted_ = interrupted
         self.warnings_ = [w.message for w in warn]
-        self.seconds_ = time.perf_counter() - t0
         return warn
 
     def _store_ensemble(

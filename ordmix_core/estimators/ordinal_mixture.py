@@ -219,7 +219,7 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
         label_fit = self._label_fit(data, gold_m)
         beside = label_thread.start(label_fit, data.n_ratings) if label_fit else None
         with compile_ahead.label_kernels():
-            warn = self._fit_data(data, gold_m, rng, callback, t0)
+            warn = self._fit_data(data, gold_m, rng, callback)
         # 4. the labels: one posterior per item, every item column read from it
         self._choose_labels(beside.result if beside else label_fit, gold_m)
         # 5. each annotator's reliability, judged against the posterior the labels come
@@ -337,7 +337,6 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
         gold_m: np.ndarray | None,
         rng: np.random.Generator,
         callback: ProgressCallback | None,
-        t0: float,
     ) -> list[FitWarning]:
         """One fit of the model with the spam component ``spam_`` to prepared ratings: the
         restarts, the race and the learned attributes. Returns the warnings to issue."""
@@ -388,7 +387,7 @@ class OrdinalMixture(CrowdEstimator, EngineSteps, StoresLearned):
             return items, cats, w_ann, s.omega
 
         return self._store(
-            data, p, pi, data.annotators, runs, interrupted, t0, learned, lambda s: s.mu_m,
+            data, p, pi, data.annotators, runs, interrupted, learned, lambda s: s.mu_m,
             alternative_of,
         )  # fmt: skip
 
