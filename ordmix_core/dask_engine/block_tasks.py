@@ -59,22 +59,19 @@ class Blocks:
         return [self._pinned(i, fn, *own, *args) for i, own in enumerate(per_block)]
 
     def run_one(self, i: int, fn: Callable, *args):
-        """``fn(fit_id, i, *args)`` on block ``i``'s worker; its result."""
-        return self._pinned(i, fn, *args).result()
+        """``fn(fit_id, i, *args)`` on block ``i``'s worker; its result. The task's future is
+        let go of once the result is here, so the worker drops its copy at once."""
+        fut = self._pinned(i, fn, *args)
+        out = fut.result()
+        with self._lock:
+            self._pending = [f for f in self._pending if f is not fut]
+        return out
 
     def gather_each(self, fn: Callable, *args) -> list:
         """``fn(fit_id, i, *args)``'s results of every block ``i``, in block order, one block
-        at a time: each result is fetched and let go of before the next block's task runs, so
-        that the workers hold one block's at a time (the items' frames: 130 bytes an item)
-        rather than all of them on top of the blocks."""
-        out = []
-        for i in range(len(self.workers)):
-            fut = self._pinned(i, fn, *args)
-            out.append(fut.result())
-            with self._lock:
-                self._pending = [f for f in self._pending if f is not fut]
-            del fut
-        return out
+        at a time (``run_one``): the workers hold one block's result at a time (the items'
+        frames: 130 bytes an item) rather than all of them on top of the blocks."""
+        return [self.run_one(i, fn, *args) for i in range(len(self.workers))]
 
     @contextmanager
     def watch(self) -> Iterator[None]:
